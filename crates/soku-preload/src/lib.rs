@@ -1,0 +1,1 @@
+//! soku-preload

@@ -1,0 +1,221 @@
+//! The command line: one definition from which `--help`, the man page and the shell
+//! completions are all generated (`soku man`, `soku completions SHELL`).
+//!
+//! The copy command has scp's syntax and meaning, so `soku` is a drop-in for `scp`:
+//! `soku [OPTIONS] SOURCE... TARGET`. Everything else is a subcommand; a local file that
+//! happens to be named like a subcommand is written `./serve`, as with any program.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+/// Fast, secure file copy: scp's syntax, ssh's authentication, data over QUIC.
+#[derive(Debug, Parser)]
+#[command(
+    name = "soku",
+    version,
+    about,
+    args_conflicts_with_subcommands = true,
+    subcommand_negates_reqs = true,
+    after_help = "Examples:\n  soku big.iso user@host:/data/\n  soku -r host:results/ ./\n  soku demo            (a local copy through soku serve, no remote needed)"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+
+    #[command(flatten)]
+    pub copy: CopyArgs,
+}
+
+/// The scp-compatible copy: options keep scp's letters and meaning.
+#[derive(Debug, Args, Clone, Default)]
+pub struct CopyArgs {
+    /// Sources then target: `[user@]host:path`, `[user@][v6addr]:path` or a local path.
+    #[arg(value_name = "SOURCE... TARGET", required = true, num_args = 2..)]
+    pub paths: Vec<String>,
+
+    /// Copy directories recursively.
+    #[arg(short = 'r')]
+    pub recursive: bool,
+
+    /// Preserve modification times, access times and modes.
+    #[arg(short = 'p')]
+    pub preserve: bool,
+
+    /// Port to connect to on the remote host (passed to ssh as -p).
+    #[arg(short = 'P', value_name = "PORT")]
+    pub port: Option<u16>,
+
+    /// Identity (private key) file for ssh.
+    #[arg(short = 'i', value_name = "IDENTITY_FILE")]
+    pub identity: Option<PathBuf>,
+
+    /// Alternative ssh configuration file.
+    #[arg(short = 'F', value_name = "SSH_CONFIG")]
+    pub ssh_config: Option<PathBuf>,
+
+    /// Option passed to ssh in ssh_config format (repeatable).
+    #[arg(short = 'o', value_name = "SSH_OPTION")]
+    pub ssh_options: Vec<String>,
+
+    /// Connect through this jump host (passed to ssh as -J).
+    #[arg(short = 'J', value_name = "DESTINATION")]
+    pub jump: Option<String>,
+
+    /// Limit the bandwidth, in Kbit/s.
+    #[arg(short = 'l', value_name = "LIMIT")]
+    pub limit_kbps: Option<u64>,
+
+    /// Quiet: no progress meter, no summary, no warnings.
+    #[arg(short = 'q')]
+    pub quiet: bool,
+
+    /// Verbose: say what soku does; repeat for more (also passed to ssh).
+    #[arg(short = 'v', action = clap::ArgAction::Count)]
+    pub verbose: u8,
+
+    /// Compress data (zstd per chunk; incompressible chunks are sent raw).
+    #[arg(short = 'C')]
+    pub compress: bool,
+
+    /// Cipher for the data: aes128-gcm, aes256-gcm or chacha20-poly1305.
+    #[arg(short = 'c', value_name = "CIPHER")]
+    pub cipher: Option<String>,
+
+    /// Batch mode: never ask for passwords or passphrases (ssh BatchMode=yes).
+    #[arg(short = 'B')]
+    pub batch: bool,
+
+    /// Use IPv4 addresses only.
+    #[arg(short = '4', conflicts_with = "ipv6")]
+    pub ipv4: bool,
+
+    /// Use IPv6 addresses only.
+    #[arg(short = '6')]
+    pub ipv6: bool,
+
+    /// Program to use for the ssh connection; it must understand ssh's options (as scp -S).
+    #[arg(short = 'S', value_name = "PROGRAM")]
+    pub ssh_program: Option<String>,
+
+    /// Remote shell command replacing ssh entirely (as rsync -e); run as `CMD host command`.
+    #[arg(short = 'e', long = "rsh", value_name = "CMD")]
+    pub rsh: Option<String>,
+
+    /// Path of soku on the remote host (default: `soku` from the remote PATH).
+    #[arg(long = "remote-soku", value_name = "PATH")]
+    pub remote_soku: Option<String>,
+
+    /// Seconds to wait for the QUIC handshake before carrying data over the ssh channel.
+    #[arg(long = "quic-timeout", value_name = "SECONDS", default_value_t = 4.0)]
+    pub quic_timeout: f64,
+
+    /// Never try QUIC: carry the data over the ssh channel itself.
+    #[arg(long = "ssh-channel")]
+    pub force_ssh_channel: bool,
+
+    /// Print machine-readable events (JSON lines) on stderr instead of the progress meter.
+    #[arg(long = "json")]
+    pub json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Copy a generated file through a local `soku serve` over loopback and show the result.
+    Demo(DemoArgs),
+    /// The remote end of a copy, started over ssh by the client (not for direct use).
+    #[command(hide = true)]
+    Serve(ServeArgs),
+    /// Relay stdin/stdout to HOST:PORT with large buffers: `ssh -o ProxyCommand='soku proxy %h %p'`.
+    Proxy(ProxyArgs),
+    /// A standalone TCP relay with large socket buffers (many connections at once).
+    Relay(RelayArgs),
+    /// Print the man page (roff) on stdout.
+    Man,
+    /// Print shell completions on stdout.
+    Completions {
+        /// The shell: bash, zsh, fish, elvish or powershell.
+        shell: clap_complete::Shell,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Size of the generated file, in MiB.
+    #[arg(long, default_value_t = 256)]
+    pub size_mib: u64,
+    /// Carry the data over the control channel instead of QUIC (exercises the fallback).
+    #[arg(long = "ssh-channel")]
+    pub force_ssh_channel: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address family and interface to bind the UDP port on (default: from SSH_CONNECTION).
+    #[arg(long, value_name = "ADDR")]
+    pub bind: Option<std::net::IpAddr>,
+}
+
+#[derive(Debug, Args)]
+pub struct ProxyArgs {
+    /// Host to connect to (ssh's %h).
+    pub host: String,
+    /// Port to connect to (ssh's %p).
+    pub port: u16,
+    /// Socket send buffer, bytes (default: as large as the kernel allows).
+    #[arg(long, value_name = "BYTES")]
+    pub sndbuf: Option<usize>,
+    /// Socket receive buffer, bytes (default: as large as the kernel allows).
+    #[arg(long, value_name = "BYTES")]
+    pub rcvbuf: Option<usize>,
+}
+
+#[derive(Debug, Args)]
+pub struct RelayArgs {
+    /// Address to listen on, e.g. 127.0.0.1:2222.
+    #[arg(long, value_name = "ADDR")]
+    pub listen: String,
+    /// Destination, HOST:PORT.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub to: String,
+    /// Socket send buffer, bytes.
+    #[arg(long, value_name = "BYTES")]
+    pub sndbuf: Option<usize>,
+    /// Socket receive buffer, bytes.
+    #[arg(long, value_name = "BYTES")]
+    pub rcvbuf: Option<usize>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn scp_style_invocation_parses() {
+        let cli = Cli::try_parse_from([
+            "soku", "-r", "-p", "-P", "2222", "-o", "BatchMode=yes", "a", "b", "host:dir/",
+        ])
+        .expect("parses");
+        assert!(cli.command.is_none());
+        assert!(cli.copy.recursive && cli.copy.preserve);
+        assert_eq!(cli.copy.port, Some(2222));
+        assert_eq!(cli.copy.paths, ["a", "b", "host:dir/"]);
+    }
+
+    #[test]
+    fn one_path_is_an_error() {
+        assert!(Cli::try_parse_from(["soku", "only-one"]).is_err());
+    }
+
+    #[test]
+    fn subcommand_parses() {
+        let cli = Cli::try_parse_from(["soku", "proxy", "example.org", "22"]).expect("parses");
+        assert!(matches!(cli.command, Some(Command::Proxy(_))));
+    }
+}

@@ -1,0 +1,77 @@
+//! Exit codes, one table for the whole binary (also in the README):
+//!
+//! | code | meaning |
+//! |---|---|
+//! | 0 | everything was copied and verified |
+//! | 1 | a copy failed: bad source, bad target, verification or transfer error |
+//! | 2 | bad command line (clap's usage errors) |
+//! | 255 | the connection failed: ssh could not connect, or the remote has no soku |
+
+use std::io::Write;
+use std::process::ExitCode;
+
+/// The copy (or command) failed.
+pub const FAILURE: u8 = 1;
+/// The connection to the remote could not be set up.
+pub const CONNECTION: u8 = 255;
+
+/// An error that chooses its own exit code.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct Exit {
+    /// The exit code to use.
+    pub code: u8,
+    /// The one-line message.
+    pub message: String,
+}
+
+impl Exit {
+    /// A connection-level failure (exit 255).
+    pub fn connection(message: impl Into<String>) -> Self {
+        Self { code: CONNECTION, message: message.into() }
+    }
+}
+
+/// Prints the error, if any, as one line `soku: ...` and picks the exit code.
+pub fn report(result: anyhow::Result<()>) -> ExitCode {
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            if is_broken_pipe(&err) {
+                return ExitCode::SUCCESS;
+            }
+            let code = err.downcast_ref::<Exit>().map_or(FAILURE, |e| e.code);
+            eprintln!("soku: {}", one_line(&err));
+            ExitCode::from(code)
+        }
+    }
+}
+
+/// Writes to stdout; a closed pipe (`soku man | head`) is not an error.
+pub fn write_stdout(bytes: &[u8]) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(bytes).and_then(|()| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => Ok(other?),
+    }
+}
+
+fn is_broken_pipe(err: &anyhow::Error) -> bool {
+    err.chain().any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
+/// The error and its causes on one line: `outer: inner: root`.
+fn one_line(err: &anyhow::Error) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    for cause in err.chain() {
+        let text = cause.to_string();
+        if !parts.iter().any(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+    }
+    parts.join(": ")
+}

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Runs every check and test soku has, installing what they need first.
+# Needs root (or sudo) for apt-get and for the network-namespace tests.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
+
+need_pkgs=()
+for pair in sshd:openssh-server ssh:openssh-client rsync:rsync iperf3:iperf3 ip:iproute2 tc:iproute2; do
+    cmd=${pair%%:*}; pkg=${pair#*:}
+    if ! command -v "$cmd" >/dev/null 2>&1 && ! [ -x "/usr/sbin/$cmd" ]; then need_pkgs+=("$pkg"); fi
+done
+if [ ${#need_pkgs[@]} -gt 0 ]; then
+    echo "== installing: ${need_pkgs[*]}"
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_pkgs[@]}" >/dev/null
+fi
+if command -v rustup >/dev/null 2>&1; then
+    rustup component add rustfmt clippy >/dev/null 2>&1 || true
+fi
+
+echo "== cargo fmt --check"
+cargo fmt --all -- --check
+echo "== cargo clippy"
+cargo clippy --locked --workspace --all-targets -- -D warnings
+echo "== cargo build (release, used by the end-to-end tests and the quick bench)"
+cargo build --locked --release --workspace
+echo "== cargo test"
+SOKU_BIN="$PWD/target/release/soku" cargo test --locked --release --workspace -- --test-threads=2
+echo "== all tests passed"
