@@ -1,1 +1,51 @@
-//! soku-proto
+//! The sans-IO transfer protocol of soku: no sockets, no clock, no file system.
+//!
+//! A copy is a conversation between a *sender* (reads sources) and a *receiver* (writes
+//! the target). Which of the two is the ssh client depends on the direction of the copy;
+//! the protocol does not care.
+//!
+//! 1. Bootstrap over the ssh channel ([`hello`]): the client writes [`MAGIC`] and a
+//!    [`hello::ClientHello`]; the server answers with [`MAGIC`] (possibly after login
+//!    noise, which the client skips) and a [`hello::ServerHello`] carrying its UDP port
+//!    and certificate fingerprint. The client then says which transport carries the data.
+//! 2. On the control channel the client sends a [`message::Request`]; the sender then
+//!    streams the manifest ([`manifest::Entry`]) followed by
+//!    [`message::Message::EndOfManifest`].
+//! 3. File data moves in chunks ([`chunk`]): each chunk has a header with its BLAKE3 hash;
+//!    the receiver verifies every chunk on arrival and the file's root hash (BLAKE3 over
+//!    the chunk hashes) once all chunks are in, and only then renames the file into place.
+//! 4. The receiver reports verified bytes and per-file results, and ends with
+//!    [`message::Message::Finished`].
+//!
+//! Everything a peer sends is untrusted: every decoder has a size limit, every path is
+//! checked component by component ([`path`]), and the receiver state machine
+//! ([`receive::Receiver`]) refuses chunks that do not fit the manifest.
+//!
+//! # Layout
+//! - [`frame`]: length-prefixed frames with a size limit, and a sans-IO decoder.
+//! - [`hello`]: the bootstrap messages and the scanner that skips login noise.
+//! - [`message`]: the control messages.
+//! - [`manifest`]: file and directory entries and their metadata.
+//! - [`chunk`]: chunk headers, the chunk plan of a file, hashing.
+//! - [`path`]: wire paths, their validation, and where a received entry lands.
+//! - [`receive`]: the receiver's state machine.
+//! - [`error`]: the one error type.
+
+pub mod chunk;
+pub mod error;
+pub mod frame;
+pub mod hello;
+pub mod manifest;
+pub mod message;
+pub mod path;
+pub mod receive;
+
+pub use error::ProtoError;
+
+/// Bytes that announce the start of soku's protocol on the ssh channel. The NUL byte
+/// makes a collision with a login script's output practically impossible.
+pub const MAGIC: &[u8] = b"\0SOKU-HELLO\n";
+
+/// Protocol versions this build speaks, oldest first. Version negotiation picks the
+/// highest version both sides speak.
+pub const PROTOCOL_VERSIONS: std::ops::RangeInclusive<u16> = 1..=1;

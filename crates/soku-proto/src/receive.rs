@@ -1,0 +1,375 @@
+//! The receiver's state machine: which entries and chunks to accept, when a file is
+//! complete and verified, when the whole copy is done.
+//!
+//! It never touches the file system: it tells the caller where things go
+//! ([`EntryAction`]), checks every chunk header against the manifest before the caller
+//! reads the chunk's bytes ([`Receiver::check_chunk`]), and says when a file may be
+//! renamed into place ([`FileOutcome::Ready`]). Memory grows with what was actually
+//! received, never with what a peer merely announced.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::PathBuf;
+
+use crate::chunk::{check_chunk_size, max_wire_len, root_hash, ChunkHeader, ChunkPlan};
+use crate::manifest::{Entry, Meta};
+use crate::path::{NameFilter, Target, WirePath};
+use crate::ProtoError;
+
+/// What the caller does for an accepted manifest entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EntryAction {
+    /// Make sure this directory exists (and is not a symlink).
+    MakeDir {
+        /// Local path.
+        local: PathBuf,
+    },
+    /// Create the temporary file for this file id.
+    CreateFile {
+        /// The file id.
+        id: u32,
+        /// The final local path (the caller writes beside it and renames).
+        local: PathBuf,
+        /// Exact size.
+        size: u64,
+    },
+}
+
+/// Whether to read a chunk's bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChunkCheck {
+    /// Read it: it belongs at `offset` and has `plain_len` plain bytes.
+    Accept {
+        /// Offset in the file.
+        offset: u64,
+        /// Plain length.
+        plain_len: u32,
+    },
+    /// The file's entry has not arrived yet (it travels on another stream): wait for it.
+    NotYetAnnounced,
+    /// The file already failed here: read and drop the bytes.
+    Discard,
+}
+
+/// A file whose every chunk and root hash checked out: rename it into place.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ready {
+    /// The file id.
+    pub id: u32,
+    /// Final local path.
+    pub local: PathBuf,
+    /// Metadata to apply.
+    pub meta: Meta,
+    /// Size in bytes.
+    pub size: u64,
+}
+
+/// What a chunk or summary did to its file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FileOutcome {
+    /// More to come.
+    Pending,
+    /// Complete and verified.
+    Ready(Ready),
+    /// Verification failed; the caller removes the temporary file.
+    Failed {
+        /// The file id.
+        id: u32,
+        /// Final local path (for the message).
+        local: PathBuf,
+        /// What failed.
+        error: ProtoError,
+    },
+}
+
+#[derive(Debug)]
+struct OpenFile {
+    path: WirePath,
+    local: PathBuf,
+    size: u64,
+    meta: Meta,
+    plan: ChunkPlan,
+    /// Chunks whose bytes are being read or were verified (hash known once verified).
+    chunks: BTreeMap<u32, Option<[u8; 32]>>,
+    verified: u64,
+    summary: Option<[u8; 32]>,
+}
+
+/// Counters for the end of a copy.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Totals {
+    /// Files verified and in place.
+    pub files: u32,
+    /// Bytes verified.
+    pub bytes: u64,
+    /// Files that failed.
+    pub failures: u32,
+}
+
+/// The receiver's state.
+#[derive(Debug)]
+pub struct Receiver {
+    target: Target,
+    names: Option<NameFilter>,
+    recursive: bool,
+    chunk_size: u32,
+    next_id: u32,
+    top_name: Option<String>,
+    dirs: HashSet<WirePath>,
+    dir_meta: Vec<(PathBuf, Meta)>,
+    open: HashMap<u32, OpenFile>,
+    failed: HashSet<u32>,
+    totals: Totals,
+    manifest_end: Option<(u32, u64)>,
+}
+
+impl Receiver {
+    /// A receiver writing into `target`. `names` restricts top-level names to what the user
+    /// asked for (downloads); uploads pass `None`.
+    pub fn new(
+        target: Target,
+        names: Option<NameFilter>,
+        recursive: bool,
+        chunk_size: u32,
+    ) -> Result<Self, ProtoError> {
+        Ok(Self {
+            target,
+            names,
+            recursive,
+            chunk_size: check_chunk_size(chunk_size)?,
+            next_id: 0,
+            top_name: None,
+            dirs: HashSet::new(),
+            dir_meta: Vec::new(),
+            open: HashMap::new(),
+            failed: HashSet::new(),
+            totals: Totals::default(),
+            manifest_end: None,
+        })
+    }
+
+    /// Accepts a manifest entry, or says why it is refused.
+    pub fn on_entry(&mut self, entry: Entry) -> Result<EntryAction, ProtoError> {
+        if self.manifest_end.is_some() {
+            return Err(ProtoError::Violation("entry after end of manifest".into()));
+        }
+        let path = entry.path().clone();
+        path.validate()?;
+        self.check_top_name(&path)?;
+        if path.0.len() > 1 {
+            if !self.recursive {
+                return Err(ProtoError::Violation(format!("{path}: nested entry without -r")));
+            }
+            let parent = WirePath(path.0[..path.0.len() - 1].to_vec());
+            if !self.dirs.contains(&parent) {
+                return Err(ProtoError::Violation(format!("{path}: parent not announced")));
+            }
+        }
+        let local = self.target.local_path(&path)?;
+        match entry {
+            Entry::Dir { meta, .. } => {
+                if !self.recursive {
+                    return Err(ProtoError::Violation(format!("{path}: directory without -r")));
+                }
+                self.dirs.insert(path);
+                self.dir_meta.push((local.clone(), meta));
+                Ok(EntryAction::MakeDir { local })
+            }
+            Entry::File { id, size, meta, .. } => {
+                if id != self.next_id {
+                    return Err(ProtoError::Violation(format!(
+                        "file id {id}, expected {}",
+                        self.next_id
+                    )));
+                }
+                self.next_id = self
+                    .next_id
+                    .checked_add(1)
+                    .ok_or_else(|| ProtoError::Violation("too many files".into()))?;
+                let plan = ChunkPlan::new(size, self.chunk_size);
+                if plan.count() > u64::from(u32::MAX) {
+                    return Err(ProtoError::Violation(format!("{path}: file too large")));
+                }
+                let file = OpenFile {
+                    path,
+                    local: local.clone(),
+                    size,
+                    meta,
+                    plan,
+                    chunks: BTreeMap::new(),
+                    verified: 0,
+                    summary: None,
+                };
+                self.open.insert(id, file);
+                Ok(EntryAction::CreateFile { id, local, size })
+            }
+        }
+    }
+
+    fn check_top_name(&mut self, path: &WirePath) -> Result<(), ProtoError> {
+        let top = path.top().unwrap_or_default();
+        if let Some(names) = &self.names {
+            names.check(top)?;
+        }
+        if let Target::AsName(_) = self.target {
+            match &self.top_name {
+                None => self.top_name = Some(top.to_string()),
+                Some(first) if first == top => {}
+                Some(first) => {
+                    return Err(ProtoError::Violation(format!(
+                        "second top-level name {top:?} after {first:?} for a single-name target"
+                    )))
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks a chunk header before its bytes are read.
+    pub fn check_chunk(&mut self, header: &ChunkHeader) -> Result<ChunkCheck, ProtoError> {
+        if self.failed.contains(&header.file) {
+            return Ok(ChunkCheck::Discard);
+        }
+        let Some(file) = self.open.get_mut(&header.file) else {
+            if header.file >= self.next_id && self.manifest_end.is_none() {
+                return Ok(ChunkCheck::NotYetAnnounced);
+            }
+            return Err(ProtoError::Violation(format!(
+                "chunk for file {} which is not open",
+                header.file
+            )));
+        };
+        let Some((offset, plain_len)) = file.plan.span(header.index) else {
+            return Err(ProtoError::Violation(format!(
+                "chunk {} past the end of {}",
+                header.index, file.path
+            )));
+        };
+        if header.wire_len > max_wire_len(plain_len, header.compressed)
+            || (!header.compressed && header.wire_len != plain_len)
+        {
+            return Err(ProtoError::Violation(format!(
+                "chunk {} of {} has wire length {} for {} plain bytes",
+                header.index, file.path, header.wire_len, plain_len
+            )));
+        }
+        if file.chunks.insert(header.index, None).is_some() {
+            return Err(ProtoError::Violation(format!(
+                "chunk {} of {} sent twice",
+                header.index, file.path
+            )));
+        }
+        Ok(ChunkCheck::Accept { offset, plain_len })
+    }
+
+    /// Records a chunk whose plain bytes hashed to `hash` and were written.
+    pub fn on_chunk_written(
+        &mut self,
+        header: &ChunkHeader,
+        hash: [u8; 32],
+    ) -> Result<FileOutcome, ProtoError> {
+        if self.failed.contains(&header.file) {
+            return Ok(FileOutcome::Pending);
+        }
+        let Some(file) = self.open.get_mut(&header.file) else {
+            return Err(ProtoError::Violation(format!("chunk for unknown file {}", header.file)));
+        };
+        let Some(slot) = file.chunks.get_mut(&header.index) else {
+            return Err(ProtoError::Violation("chunk written without being checked".into()));
+        };
+        if hash != header.hash {
+            let error =
+                ProtoError::ChunkHashMismatch { path: file.path.to_string(), index: header.index };
+            return Ok(self.fail(header.file, error));
+        }
+        *slot = Some(hash);
+        let plain_len = file.plan.span(header.index).map_or(0, |(_, len)| len);
+        file.verified += u64::from(plain_len);
+        self.totals.bytes += u64::from(plain_len);
+        Ok(self.settle(header.file))
+    }
+
+    /// Records the sender's root hash for a file.
+    pub fn on_summary(&mut self, id: u32, root: [u8; 32]) -> Result<FileOutcome, ProtoError> {
+        if self.failed.contains(&id) {
+            return Ok(FileOutcome::Pending);
+        }
+        let Some(file) = self.open.get_mut(&id) else {
+            return Err(ProtoError::Violation(format!("summary for unknown file {id}")));
+        };
+        if file.summary.replace(root).is_some() {
+            return Err(ProtoError::Violation(format!("second summary for {}", file.path)));
+        }
+        Ok(self.settle(id))
+    }
+
+    /// Marks a file failed (a local write error, or the sender aborted it).
+    pub fn on_file_failed(&mut self, id: u32) -> Option<PathBuf> {
+        let file = self.open.remove(&id)?;
+        self.failed.insert(id);
+        self.totals.failures += 1;
+        Some(file.local)
+    }
+
+    /// Records the end of the manifest.
+    pub fn on_end(&mut self, files: u32, bytes: u64) -> Result<(), ProtoError> {
+        if self.manifest_end.replace((files, bytes)).is_some() {
+            return Err(ProtoError::Violation("second end of manifest".into()));
+        }
+        if files != self.next_id {
+            return Err(ProtoError::Violation(format!(
+                "end of manifest says {files} files, {} were announced",
+                self.next_id
+            )));
+        }
+        Ok(())
+    }
+
+    /// Whether the manifest ended and every file is in place or failed.
+    pub fn is_finished(&self) -> bool {
+        self.manifest_end.is_some() && self.open.is_empty()
+    }
+
+    /// Files still open, with their local paths (for cleanup after a fatal error).
+    pub fn open_files(&self) -> impl Iterator<Item = (u32, &PathBuf)> {
+        self.open.iter().map(|(id, f)| (*id, &f.local))
+    }
+
+    /// Directories received, parents first, with their metadata (applied at the end,
+    /// children first, so writing into them does not disturb their times).
+    pub fn directories(&self) -> &[(PathBuf, Meta)] {
+        &self.dir_meta
+    }
+
+    /// Counters so far.
+    pub fn totals(&self) -> Totals {
+        self.totals
+    }
+
+    fn fail(&mut self, id: u32, error: ProtoError) -> FileOutcome {
+        match self.on_file_failed(id) {
+            Some(local) => FileOutcome::Failed { id, local, error },
+            None => FileOutcome::Pending,
+        }
+    }
+
+    /// Completes the file if every chunk and the summary are in.
+    fn settle(&mut self, id: u32) -> FileOutcome {
+        let Some(file) = self.open.get(&id) else { return FileOutcome::Pending };
+        let Some(summary) = file.summary else { return FileOutcome::Pending };
+        if file.verified != file.size || file.chunks.values().any(Option::is_none) {
+            return FileOutcome::Pending;
+        }
+        let root = root_hash(file.size, file.chunks.values().flatten());
+        if root != summary {
+            let error = ProtoError::FileHashMismatch { path: file.path.to_string() };
+            return self.fail(id, error);
+        }
+        // safe: the entry was just looked up
+        let Some(file) = self.open.remove(&id) else { return FileOutcome::Pending };
+        self.totals.files += 1;
+        FileOutcome::Ready(Ready { id, local: file.local, meta: file.meta, size: file.size })
+    }
+}
+
+#[cfg(test)]
+mod tests;
