@@ -79,7 +79,7 @@ impl Decoder {
     }
 
     /// Takes the next whole message, if one has arrived.
-    pub fn next<T: DeserializeOwned>(&mut self) -> Result<Option<T>, ProtoError> {
+    pub fn next_message<T: DeserializeOwned>(&mut self) -> Result<Option<T>, ProtoError> {
         let Some(prefix) = self.buf.first_chunk::<PREFIX_LEN>() else { return Ok(None) };
         let len = payload_len(*prefix, self.limit)?;
         if self.buf.len() < PREFIX_LEN + len {
@@ -125,7 +125,7 @@ mod tests {
         let mut out = Vec::new();
         for b in wire {
             dec.feed(&[b]);
-            while let Some(m) = dec.next::<Message>().expect("decodes") {
+            while let Some(m) = dec.next_message::<Message>().expect("decodes") {
                 out.push(m);
             }
         }
@@ -138,7 +138,7 @@ mod tests {
         let mut dec = Decoder::new(1024);
         dec.feed(&(1u32 << 30).to_be_bytes());
         assert_eq!(
-            dec.next::<Message>(),
+            dec.next_message::<Message>(),
             Err(ProtoError::FrameTooLarge { len: 1 << 30, limit: 1024 })
         );
     }
@@ -148,7 +148,7 @@ mod tests {
         let wire = to_vec(&Message::Progress { verified_bytes: 7 }).expect("encodes");
         let mut dec = Decoder::new(MAX_CONTROL_FRAME);
         dec.feed(&wire[..wire.len() - 1]);
-        assert_eq!(dec.next::<Message>(), Ok(None));
+        assert_eq!(dec.next_message::<Message>(), Ok(None));
         assert_eq!(dec.finish(), Err(ProtoError::Truncated));
     }
 
@@ -159,7 +159,7 @@ mod tests {
             wire.extend_from_slice(garbage);
             let mut dec = Decoder::new(MAX_CONTROL_FRAME);
             dec.feed(&wire);
-            assert!(matches!(dec.next::<Message>(), Err(ProtoError::Malformed(_))));
+            assert!(matches!(dec.next_message::<Message>(), Err(ProtoError::Malformed(_))));
         }
     }
 
