@@ -1,0 +1,257 @@
+//! The forwarding loop: one thread per direction, reading one TUN device and writing
+//! the other.
+//!
+//! Each turn of the loop: read packets until `EAGAIN` (at most [`BATCH`] per turn),
+//! stamp each with the clock and ask the [`LinkModel`] for its fate; write every packet
+//! whose delivery time has come; then sleep in `ppoll` on the input fd and a stop
+//! eventfd until the next delivery time. Timer slack is set to 1 ns so the kernel's
+//! hrtimer wakes us on time; the last [`SPIN_NS`] before a delivery are spun.
+
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::delay_line::{DelayLine, Pool};
+use crate::model::{DropReason, LinkModel, Verdict};
+use crate::sys;
+
+/// Packets read per turn before deliveries get a chance to go out.
+pub const BATCH: usize = 64;
+/// Deliveries due within this many nanoseconds are waited for by spinning.
+pub const SPIN_NS: u64 = 20_000;
+/// How often the thread refreshes its published CPU time.
+const CPU_EVERY_NS: u64 = 20_000_000;
+
+/// Live counters of one direction, written by its thread, read by anyone.
+#[derive(Debug, Default)]
+pub struct DirCounters {
+    pub(crate) packets_in: AtomicU64,
+    pub(crate) packets: AtomicU64,
+    pub(crate) bytes: AtomicU64,
+    pub(crate) dropped_loss: AtomicU64,
+    pub(crate) dropped_queue: AtomicU64,
+    pub(crate) dropped_overflow: AtomicU64,
+    pub(crate) write_errors: AtomicU64,
+    pub(crate) max_queue_bytes: AtomicU64,
+    pub(crate) in_flight: AtomicU64,
+    pub(crate) late_sum_ns: AtomicU64,
+    pub(crate) late_max_ns: AtomicU64,
+    pub(crate) cpu_ns: AtomicU64,
+}
+
+/// A snapshot of one direction's counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DirStats {
+    /// Packets read from the sending TUN device.
+    pub packets_in: u64,
+    /// Packets delivered to the receiving TUN device.
+    pub packets: u64,
+    /// IP bytes delivered.
+    pub bytes: u64,
+    /// Packets dropped by random or Gilbert-Elliott loss.
+    pub dropped_loss: u64,
+    /// Packets dropped because the drop-tail queue was full.
+    pub dropped_queue: u64,
+    /// Packets dropped because the emulator's buffer pool was exhausted.
+    pub dropped_overflow: u64,
+    /// Writes to the receiving TUN device that failed (packet lost).
+    pub write_errors: u64,
+    /// Largest queue occupancy seen, bytes.
+    pub max_queue_bytes: u64,
+    /// Packets currently in flight (queued or propagating).
+    pub in_flight: u64,
+    /// Sum over delivered packets of how late they left versus schedule, ns.
+    pub late_sum_ns: u64,
+    /// Worst lateness of a delivered packet, ns.
+    pub late_max_ns: u64,
+    /// CPU time (user + system) used by this direction's thread, ns. Includes the
+    /// kernel's receive processing that runs inside the TUN `write` calls.
+    pub cpu_ns: u64,
+}
+
+impl DirStats {
+    /// Mean lateness of deliveries versus schedule (timer precision), if any.
+    pub fn mean_late(&self) -> Duration {
+        Duration::from_nanos(self.late_sum_ns.checked_div(self.packets).unwrap_or(0))
+    }
+}
+
+impl DirCounters {
+    pub(crate) fn snapshot(&self) -> DirStats {
+        DirStats {
+            packets_in: self.packets_in.load(Relaxed),
+            packets: self.packets.load(Relaxed),
+            bytes: self.bytes.load(Relaxed),
+            dropped_loss: self.dropped_loss.load(Relaxed),
+            dropped_queue: self.dropped_queue.load(Relaxed),
+            dropped_overflow: self.dropped_overflow.load(Relaxed),
+            write_errors: self.write_errors.load(Relaxed),
+            max_queue_bytes: self.max_queue_bytes.load(Relaxed),
+            in_flight: self.in_flight.load(Relaxed),
+            late_sum_ns: self.late_sum_ns.load(Relaxed),
+            late_max_ns: self.late_max_ns.load(Relaxed),
+            cpu_ns: self.cpu_ns.load(Relaxed),
+        }
+    }
+
+    fn publish(&self, s: &DirStats) {
+        self.packets_in.store(s.packets_in, Relaxed);
+        self.packets.store(s.packets, Relaxed);
+        self.bytes.store(s.bytes, Relaxed);
+        self.dropped_loss.store(s.dropped_loss, Relaxed);
+        self.dropped_queue.store(s.dropped_queue, Relaxed);
+        self.dropped_overflow.store(s.dropped_overflow, Relaxed);
+        self.write_errors.store(s.write_errors, Relaxed);
+        self.max_queue_bytes.store(s.max_queue_bytes, Relaxed);
+        self.in_flight.store(s.in_flight, Relaxed);
+        self.late_sum_ns.store(s.late_sum_ns, Relaxed);
+        self.late_max_ns.store(s.late_max_ns, Relaxed);
+        self.cpu_ns.store(s.cpu_ns, Relaxed);
+    }
+}
+
+/// Shutdown signal shared by both directions.
+#[derive(Debug)]
+pub(crate) struct Stop {
+    pub(crate) flag: AtomicBool,
+    pub(crate) fd: OwnedFd,
+}
+
+impl Stop {
+    pub(crate) fn trigger(&self) {
+        self.flag.store(true, Relaxed);
+        sys::eventfd_signal(self.fd.as_raw_fd());
+    }
+}
+
+/// Everything one direction's thread owns.
+pub(crate) struct Direction {
+    pub(crate) input: Arc<OwnedFd>,
+    pub(crate) output: Arc<OwnedFd>,
+    pub(crate) model: LinkModel,
+    pub(crate) pool: Pool,
+    pub(crate) line: DelayLine,
+    pub(crate) counters: Arc<DirCounters>,
+    pub(crate) stop: Arc<Stop>,
+    pub(crate) epoch: Instant,
+}
+
+impl Direction {
+    fn now(&self) -> u64 {
+        self.epoch.elapsed().as_nanos() as u64
+    }
+
+    /// Runs until stopped or the input device fails; returns the error, if any.
+    pub(crate) fn run(mut self) -> io::Result<()> {
+        sys::set_timer_slack(1);
+        let input = self.input.as_raw_fd();
+        let output = self.output.as_raw_fd();
+        let stop_fd = self.stop.fd.as_raw_fd();
+        let mut scratch = vec![0u8; 65_536];
+        let mut st = DirStats::default();
+        let mut cpu_at = 0u64;
+        let result = loop {
+            if self.stop.flag.load(Relaxed) {
+                break Ok(());
+            }
+            // 1. Read what is there.
+            let mut drained = false;
+            let mut read_err = None;
+            for _ in 0..BATCH {
+                let slot = self.pool.alloc();
+                let buf = match slot {
+                    Some(s) => self.pool.buf_mut(s),
+                    None => &mut scratch[..],
+                };
+                match sys::read(input, buf) {
+                    Ok(n) => {
+                        st.packets_in += 1;
+                        let Some(slot) = slot else {
+                            st.dropped_overflow += 1;
+                            continue;
+                        };
+                        let now = self.now();
+                        match self.model.offer(now, n) {
+                            Verdict::Deliver { at, reordered } => {
+                                self.line.push(at, slot, n as u32, reordered)
+                            }
+                            Verdict::Drop(reason) => {
+                                self.pool.free(slot);
+                                match reason {
+                                    DropReason::Loss => st.dropped_loss += 1,
+                                    DropReason::Queue => st.dropped_queue += 1,
+                                }
+                            }
+                        }
+                    }
+                    Err(e) => {
+                        if let Some(s) = slot {
+                            self.pool.free(s);
+                        }
+                        match e.kind() {
+                            io::ErrorKind::WouldBlock => drained = true,
+                            io::ErrorKind::Interrupted => continue,
+                            _ => read_err = Some(e),
+                        }
+                        break;
+                    }
+                }
+            }
+            if let Some(e) = read_err {
+                break Err(e);
+            }
+            // 2. Deliver what is due.
+            let mut now = self.now();
+            while let Some(e) = self.line.pop_due(now) {
+                match sys::write(output, self.pool.data(e.slot, e.len)) {
+                    Ok(_) => {
+                        st.packets += 1;
+                        st.bytes += e.len as u64;
+                        let late = now - e.at;
+                        st.late_sum_ns += late;
+                        st.late_max_ns = st.late_max_ns.max(late);
+                    }
+                    Err(_) => st.write_errors += 1,
+                }
+                self.pool.free(e.slot);
+                now = self.now();
+            }
+            st.in_flight = self.line.len() as u64;
+            st.max_queue_bytes = self.model.max_backlog_bytes();
+            if now >= cpu_at {
+                st.cpu_ns = sys::thread_cpu_ns();
+                cpu_at = now + CPU_EVERY_NS;
+            }
+            self.counters.publish(&st);
+            if !drained {
+                continue;
+            }
+            // 3. Sleep until input, stop, or the next delivery.
+            let timeout = match self.line.next_due() {
+                Some(at) if at <= now => continue,
+                Some(at) if at - now <= SPIN_NS => {
+                    while self.now() < at {
+                        std::hint::spin_loop();
+                    }
+                    continue;
+                }
+                Some(at) => Some(Duration::from_nanos(at - now - SPIN_NS)),
+                None => None,
+            };
+            match sys::wait(input, stop_fd, timeout) {
+                Ok(true) => break Ok(()),
+                Ok(false) => {}
+                Err(e) => break Err(e),
+            }
+        };
+        for e in self.line.drain() {
+            self.pool.free(e.slot);
+        }
+        st.in_flight = 0;
+        st.cpu_ns = sys::thread_cpu_ns();
+        self.counters.publish(&st);
+        result
+    }
+}
