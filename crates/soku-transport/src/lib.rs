@@ -1,1 +1,51 @@
-//! soku-transport
+//! soku-transport: the QUIC data plane's endpoints.
+//!
+//! Each session makes a fresh self-signed [`Identity`] per side; the two fingerprints
+//! travel over the ssh channel, then QUIC runs mutual TLS 1.3 pinned to exactly those
+//! two certificates (no CA, no trust on first use). This crate builds the endpoints for
+//! that: the pinned verifiers, the cipher choice, a UDP socket with large kernel buffers,
+//! and a transport configuration sized for long fat paths.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), soku_transport::TransportError> {
+//! use soku_transport::*;
+//! let (server_id, client_id) = (Identity::generate()?, Identity::generate()?);
+//! let opts = TransportOptions::default();
+//! let (server, _report) = server_endpoint(
+//!     "0.0.0.0:0".parse().unwrap(), &server_id, client_id.fingerprint(), &opts)?;
+//! let addr = server.local_addr()?;
+//! let (client, _report) = client_endpoint(addr, &client_id, server_id.fingerprint(), &opts)?;
+//! let conn = connect(&client, addr).await?;
+//! # Ok(()) }
+//! ```
+//!
+//! # Layout
+//! - `identity.rs`: [`Identity`] (ephemeral certificate) and [`Fingerprint`].
+//! - `pinning.rs`: the rustls verifiers that accept one fingerprint and check signatures.
+//! - `cipher.rs`: [`Cipher`] (`-c`) and the restricted ring crypto provider.
+//! - `tls.rs`: rustls client/server configurations wrapped for quinn.
+//! - `socket.rs`: the UDP socket, its buffers and the [`SocketReport`].
+//! - `config.rs`: [`TransportOptions`], quinn's transport parameters and the congestion
+//!   controller switch.
+//! - `endpoint.rs`: [`server_endpoint`], [`client_endpoint`], [`connect`], [`accept`].
+//! - `error.rs`: [`TransportError`].
+
+mod cipher;
+mod config;
+mod endpoint;
+mod error;
+mod identity;
+mod pinning;
+mod socket;
+mod tls;
+
+pub use cipher::Cipher;
+pub use config::{congestion_factory, transport_config, TransportOptions};
+pub use endpoint::{accept, client_endpoint, connect, server_endpoint};
+pub use error::TransportError;
+pub use identity::{Fingerprint, Identity};
+pub use socket::{SocketReport, REQUESTED_BUFFER, WARN_BELOW};
+pub use tls::ALPN;
+
+#[cfg(test)]
+mod tests;

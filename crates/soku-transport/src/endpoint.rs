@@ -1,0 +1,83 @@
+//! Building quinn endpoints for each side, and the connect/accept helpers.
+
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::Arc;
+
+use quinn::{Endpoint, EndpointConfig, TokioRuntime};
+
+use crate::config::transport_config;
+use crate::identity::SERVER_NAME;
+use crate::socket::{bind_udp, SocketReport, REQUESTED_BUFFER};
+use crate::tls::{client_crypto, server_crypto};
+use crate::{Fingerprint, Identity, TransportError, TransportOptions};
+
+/// Server side: binds `bind` (port 0 picks any free port), tunes the socket, and returns
+/// an endpoint that completes handshakes only with a client presenting the certificate
+/// whose fingerprint is `client`.
+///
+/// Must be called inside a tokio runtime: quinn spawns its I/O driver there.
+pub fn server_endpoint(
+    bind: SocketAddr,
+    identity: &Identity,
+    client: Fingerprint,
+    opts: &TransportOptions,
+) -> Result<(Endpoint, SocketReport), TransportError> {
+    let crypto = server_crypto(identity, client, opts.cipher)?;
+    let mut server = quinn::ServerConfig::with_crypto(Arc::new(crypto));
+    server.transport_config(Arc::new(transport_config(opts)));
+    let (socket, report) = bind_udp(bind, REQUESTED_BUFFER, true)?;
+    let endpoint = new_endpoint(Some(server), socket)?;
+    Ok((endpoint, report))
+}
+
+/// Client side: an endpoint on an ephemeral port of `family_of`'s address family, whose
+/// connections present `identity` and accept only the server pinned by `server`.
+///
+/// Must be called inside a tokio runtime: quinn spawns its I/O driver there.
+pub fn client_endpoint(
+    family_of: SocketAddr,
+    identity: &Identity,
+    server: Fingerprint,
+    opts: &TransportOptions,
+) -> Result<(Endpoint, SocketReport), TransportError> {
+    let crypto = client_crypto(identity, server, opts.cipher)?;
+    let mut client = quinn::ClientConfig::new(Arc::new(crypto));
+    client.transport_config(Arc::new(transport_config(opts)));
+    let bind = match family_of {
+        SocketAddr::V4(_) => SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0)),
+        SocketAddr::V6(_) => SocketAddr::from((Ipv6Addr::UNSPECIFIED, 0)),
+    };
+    let (socket, report) = bind_udp(bind, REQUESTED_BUFFER, true)?;
+    let mut endpoint = new_endpoint(None, socket)?;
+    endpoint.set_default_client_config(client);
+    Ok((endpoint, report))
+}
+
+fn new_endpoint(
+    server: Option<quinn::ServerConfig>,
+    socket: std::net::UdpSocket,
+) -> Result<Endpoint, TransportError> {
+    // tokio panics when a socket is registered outside a runtime; turn that into an error.
+    tokio::runtime::Handle::try_current().map_err(|_| TransportError::NoRuntime)?;
+    Ok(Endpoint::new(EndpointConfig::default(), server, socket, Arc::new(TokioRuntime))?)
+}
+
+/// Connects to the server at `server_addr` and waits for the handshake.
+///
+/// A wrong server certificate fails here with [`TransportError::Handshake`]. The server
+/// judges *our* certificate after our side of the handshake is done, so a refusal by the
+/// server shows up on the returned connection's first use (or `closed()`), also as a
+/// TLS-coded close.
+pub async fn connect(
+    endpoint: &Endpoint,
+    server_addr: SocketAddr,
+) -> Result<quinn::Connection, TransportError> {
+    Ok(endpoint.connect(server_addr, SERVER_NAME)?.await?)
+}
+
+/// Waits for the next client and its handshake. A client with the wrong certificate
+/// fails with [`TransportError::Handshake`]; the caller may simply wait again.
+pub async fn accept(endpoint: &Endpoint) -> Result<quinn::Connection, TransportError> {
+    let incoming = endpoint.accept().await.ok_or(TransportError::EndpointClosed)?;
+    Ok(incoming.await?)
+}

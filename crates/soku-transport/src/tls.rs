@@ -1,0 +1,57 @@
+//! rustls configurations for both sides, wrapped for quinn.
+
+use std::sync::Arc;
+
+use quinn::crypto::rustls::{QuicClientConfig, QuicServerConfig};
+use rustls::client::Resumption;
+use rustls::server::NoServerSessionStorage;
+
+use crate::cipher::{provider, quic_initial_suite};
+use crate::pinning::{PinnedClientVerifier, PinnedServerVerifier};
+use crate::{Fingerprint, Identity, TransportError};
+
+/// ALPN protocol id; bump with incompatible changes to what runs over the streams.
+pub const ALPN: &[u8] = b"soku/1";
+
+/// Client TLS: presents `identity`, accepts only the server pinned by `server`.
+pub(crate) fn client_crypto(
+    identity: &Identity,
+    server: Fingerprint,
+    cipher: Option<crate::Cipher>,
+) -> Result<QuicClientConfig, TransportError> {
+    let provider = Arc::new(provider(cipher));
+    let verifier = PinnedServerVerifier::new(server, provider.signature_verification_algorithms);
+    let mut tls = rustls::ClientConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS13])?
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(verifier))
+        .with_client_auth_cert(identity.cert_chain(), identity.private_key())?;
+    tls.alpn_protocols = vec![ALPN.to_vec()];
+    // A resumed session skips the certificate exchange, and with it the pin check.
+    // Certificates are per session anyway, so resumption would never help us.
+    tls.resumption = Resumption::disabled();
+    tls.enable_early_data = false;
+    QuicClientConfig::with_initial(Arc::new(tls), quic_initial_suite()?)
+        .map_err(|_| TransportError::NoInitialSuite)
+}
+
+/// Server TLS: presents `identity`, demands the client pinned by `client`.
+pub(crate) fn server_crypto(
+    identity: &Identity,
+    client: Fingerprint,
+    cipher: Option<crate::Cipher>,
+) -> Result<QuicServerConfig, TransportError> {
+    let provider = Arc::new(provider(cipher));
+    let verifier = PinnedClientVerifier::new(client, provider.signature_verification_algorithms);
+    let mut tls = rustls::ServerConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS13])?
+        .with_client_cert_verifier(Arc::new(verifier))
+        .with_single_cert(identity.cert_chain(), identity.private_key())?;
+    tls.alpn_protocols = vec![ALPN.to_vec()];
+    // Same reason as the client: every handshake must show the pinned certificate.
+    tls.session_storage = Arc::new(NoServerSessionStorage {});
+    tls.send_tls13_tickets = 0;
+    tls.max_early_data_size = 0;
+    QuicServerConfig::with_initial(Arc::new(tls), quic_initial_suite()?)
+        .map_err(|_| TransportError::NoInitialSuite)
+}
