@@ -8,8 +8,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use quinn::congestion::{BbrConfig, ControllerFactory};
+use quinn::congestion::ControllerFactory;
 use quinn::{MtuDiscoveryConfig, TransportConfig, VarInt};
+use soku_cc::SokuCcConfig;
 
 use crate::Cipher;
 
@@ -75,14 +76,17 @@ pub fn transport_config(opts: &TransportOptions) -> TransportConfig {
 }
 
 /// The congestion controller for every connection: the one switch point between
-/// quinn's stock controllers and `soku-cc`.
+/// soku-cc and quinn's stock controllers (`Arc::new(quinn::congestion::BbrConfig::default())`
+/// is the drop-in fallback).
 ///
-/// For now quinn's BBR (soku-cc has no `ControllerFactory` yet): unlike CUBIC/NewReno it
-/// does not read random loss as congestion. `opts.rate_limit_bps` is not applied here
-/// yet, because BBR has no cap; it will be passed to soku-cc's config once that exists.
+/// soku-cc steers by a path model, so random loss does not cut the rate; it also
+/// enforces `-l` as a window cap of `rate x min_rtt`.
 pub fn congestion_factory(opts: &TransportOptions) -> Arc<dyn ControllerFactory + Send + Sync> {
-    let _ = opts.rate_limit_bps;
-    Arc::new(BbrConfig::default())
+    let cc = match opts.rate_limit_bps {
+        Some(bps) => SokuCcConfig::with_rate_cap(bps),
+        None => SokuCcConfig::default(),
+    };
+    Arc::new(cc)
 }
 
 #[cfg(test)]
