@@ -146,8 +146,16 @@ impl Path {
     }
 
     fn setup_end(ns: &str, addr: Ipv4Addr, prefix: u8, mtu: u16) -> Result<OwnedFd> {
-        let fd = netns::in_ns(ns, || sys::open_tun(TUN_NAME))?
-            .map_err(NetemError::io("opening /dev/net/tun"))?;
+        let fd = netns::in_ns(ns, || {
+            // No IPv6 in the namespace: router solicitations and MLD reports would
+            // otherwise cross the emulated link and disturb packet counts. Best effort
+            // (a kernel without IPv6 has no such files).
+            for conf in ["all", "default"] {
+                let _ = std::fs::write(format!("/proc/sys/net/ipv6/conf/{conf}/disable_ipv6"), "1");
+            }
+            sys::open_tun(TUN_NAME)
+        })?
+        .map_err(NetemError::io("opening /dev/net/tun"))?;
         let cidr = format!("{addr}/{prefix}");
         let mtu = mtu.to_string();
         netns::ip(&["-n", ns, "link", "set", "lo", "up"])?;

@@ -134,3 +134,13 @@ pub fn thread_cpu_ns() -> u64 {
     unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
+
+/// Sets the calling thread's nice value (best effort: errors are ignored).
+pub fn set_nice(nice: i32) {
+    // SAFETY: gettid has no preconditions; setpriority on our own tid only changes
+    // this thread's scheduling priority.
+    unsafe {
+        let tid = libc::gettid();
+        libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, nice);
+    }
+}
