@@ -1,0 +1,167 @@
+//! The real libc functions (`dlsym(RTLD_NEXT, ...)`), socket-address conversion and
+//! small socket helpers.
+
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use libc::{c_int, c_void, sockaddr, socklen_t};
+
+pub type ConnectFn = unsafe extern "C" fn(c_int, *const sockaddr, socklen_t) -> c_int;
+pub type NameFn = unsafe extern "C" fn(c_int, *mut sockaddr, *mut socklen_t) -> c_int;
+pub type SetsockoptFn =
+    unsafe extern "C" fn(c_int, c_int, c_int, *const c_void, socklen_t) -> c_int;
+pub type GetsockoptFn =
+    unsafe extern "C" fn(c_int, c_int, c_int, *mut c_void, *mut socklen_t) -> c_int;
+
+/// Looks `name` up in the libraries after this one, once; 0 if absent.
+fn next_symbol(cache: &AtomicUsize, name: &std::ffi::CStr) -> usize {
+    let p = cache.load(Ordering::Relaxed);
+    if p != 0 {
+        return p;
+    }
+    // SAFETY: dlsym with RTLD_NEXT and a NUL-terminated name has no preconditions.
+    let p = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) } as usize;
+    cache.store(p, Ordering::Relaxed);
+    p
+}
+
+macro_rules! real {
+    ($fn_name:ident, $sym:literal, $ty:ty) => {
+        /// The next definition of the symbol (libc's).
+        pub fn $fn_name() -> Option<$ty> {
+            static CACHE: AtomicUsize = AtomicUsize::new(0);
+            match next_symbol(&CACHE, $sym) {
+                0 => None,
+                // SAFETY: the symbol is libc's function of exactly this signature.
+                p => Some(unsafe { std::mem::transmute::<usize, $ty>(p) }),
+            }
+        }
+    };
+}
+
+real!(connect, c"connect", ConnectFn);
+real!(getpeername, c"getpeername", NameFn);
+real!(getsockname, c"getsockname", NameFn);
+real!(setsockopt, c"setsockopt", SetsockoptFn);
+real!(getsockopt, c"getsockopt", GetsockoptFn);
+
+/// Sets `errno`.
+pub fn set_errno(e: c_int) {
+    // SAFETY: __errno_location returns this thread's errno slot.
+    unsafe { *libc::__errno_location() = e };
+}
+
+/// The current `errno`.
+pub fn errno() -> c_int {
+    std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
+}
+
+/// Reads an AF_INET/AF_INET6 address; `None` for other families or short lengths.
+///
+/// # Safety
+/// `addr` must be null or point to `len` readable bytes.
+pub unsafe fn read_addr(addr: *const sockaddr, len: socklen_t) -> Option<SocketAddr> {
+    if addr.is_null() || (len as usize) < std::mem::size_of::<libc::sa_family_t>() {
+        return None;
+    }
+    // SAFETY: at least the family field is readable (checked above); unaligned reads
+    // because callers may pass any buffer.
+    let family = unsafe { std::ptr::read_unaligned(addr) }.sa_family as c_int;
+    match family {
+        libc::AF_INET if len as usize >= std::mem::size_of::<libc::sockaddr_in>() => {
+            // SAFETY: length checked for a sockaddr_in.
+            let a = unsafe { std::ptr::read_unaligned(addr.cast::<libc::sockaddr_in>()) };
+            let ip = Ipv4Addr::from(u32::from_be(a.sin_addr.s_addr));
+            Some(SocketAddr::V4(SocketAddrV4::new(ip, u16::from_be(a.sin_port))))
+        }
+        libc::AF_INET6 if len as usize >= std::mem::size_of::<libc::sockaddr_in6>() => {
+            // SAFETY: length checked for a sockaddr_in6.
+            let a = unsafe { std::ptr::read_unaligned(addr.cast::<libc::sockaddr_in6>()) };
+            let ip = Ipv6Addr::from(a.sin6_addr.s6_addr);
+            let port = u16::from_be(a.sin6_port);
+            Some(SocketAddr::V6(SocketAddrV6::new(ip, port, a.sin6_flowinfo, a.sin6_scope_id)))
+        }
+        _ => None,
+    }
+}
+
+/// A copied raw socket address (what getpeername/getsockname return for hooked fds).
+#[derive(Clone, Copy)]
+pub struct RawAddr {
+    pub storage: libc::sockaddr_storage,
+    pub len: socklen_t,
+}
+
+impl RawAddr {
+    /// Copies `len` bytes of `addr` (at most a sockaddr_storage).
+    ///
+    /// # Safety
+    /// `addr` must point to `len` readable bytes.
+    pub unsafe fn copy(addr: *const sockaddr, len: socklen_t) -> RawAddr {
+        // SAFETY: all-zero is a valid sockaddr_storage.
+        let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+        let n = (len as usize).min(std::mem::size_of::<libc::sockaddr_storage>());
+        // SAFETY: the caller guarantees `len` readable bytes; n fits the storage.
+        unsafe {
+            std::ptr::copy_nonoverlapping(addr.cast::<u8>(), (&raw mut storage).cast::<u8>(), n)
+        };
+        RawAddr { storage, len: n as socklen_t }
+    }
+
+    /// getsockname(2)'s output convention: copies at most `*len` bytes, sets `*len`
+    /// to the full length.
+    ///
+    /// # Safety
+    /// `out`/`len` as for getpeername(2).
+    pub unsafe fn write_to(&self, out: *mut sockaddr, len: *mut socklen_t) -> c_int {
+        if out.is_null() || len.is_null() {
+            set_errno(libc::EFAULT);
+            return -1;
+        }
+        // SAFETY: len is a valid pointer (caller's contract), out has *len bytes.
+        unsafe {
+            let n = (*len as usize).min(self.len as usize);
+            std::ptr::copy_nonoverlapping((&raw const self.storage).cast::<u8>(), out.cast(), n);
+            *len = self.len;
+        }
+        0
+    }
+}
+
+/// (st_dev, st_ino) of an open fd: identifies the socket behind a descriptor.
+pub fn identity(fd: c_int) -> Option<(u64, u64)> {
+    // SAFETY: all-zero is a valid stat; fstat writes it fully on success.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: st is a valid out-pointer.
+    (unsafe { libc::fstat(fd, &mut st) } == 0).then_some((st.st_dev, st.st_ino))
+}
+
+/// The socket's type (SOCK_STREAM...) via the real getsockopt.
+pub fn socket_type(fd: c_int) -> Option<c_int> {
+    let real = getsockopt()?;
+    let mut ty: c_int = 0;
+    let mut len = std::mem::size_of::<c_int>() as socklen_t;
+    // SAFETY: ty/len are valid out-pointers of the declared size.
+    let rc = unsafe { real(fd, libc::SOL_SOCKET, libc::SO_TYPE, (&raw mut ty).cast(), &mut len) };
+    (rc == 0).then_some(ty)
+}
+
+/// Sets an int socket option with the real setsockopt; errors are ignored.
+pub fn set_int(fd: c_int, level: c_int, name: c_int, value: c_int) {
+    if let Some(real) = setsockopt() {
+        // SAFETY: a valid pointer to an int of the declared size.
+        unsafe {
+            real(fd, level, name, (&raw const value).cast(), std::mem::size_of::<c_int>() as _)
+        };
+    }
+}
+
+/// `{w,r}mem_max` (at most 16 MiB) when it is at least the TCP autotuning ceiling;
+/// as in soku-relay, a smaller explicit size would lower the ceiling instead.
+pub fn auto_size(core: &str, tcp: &str) -> Option<usize> {
+    let read = |path: String| std::fs::read_to_string(path).ok();
+    let core_max: usize = read(format!("/proc/sys/net/core/{core}"))?.trim().parse().ok()?;
+    let tcp_max: usize =
+        read(format!("/proc/sys/net/ipv4/{tcp}"))?.split_whitespace().nth(2)?.parse().ok()?;
+    (core_max >= tcp_max).then_some(core_max.min(16 << 20))
+}
