@@ -37,7 +37,7 @@ mod sys;
 pub use engine::DirStats;
 pub use error::{NetemError, Result};
 pub use netns::{command_in, in_ns};
-pub use path::{Path, PathStats, TUN_NAME};
+pub use path::{Path, PathStats, TUN_NAME, TUN_TXQUEUELEN};
 pub use rng::Rng;
 pub use spec::{
     parse_duration, parse_percent, parse_rate, parse_size, Gilbert, LinkSpec, PathSpec,

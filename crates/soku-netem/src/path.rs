@@ -18,6 +18,12 @@ use crate::sys;
 /// Name of the TUN device inside each namespace.
 pub const TUN_NAME: &str = "soku0";
 
+/// Length of each TUN device's transmit ring, packets. The ring is where packets wait
+/// for the emulator to read them; it only fills when the emulator is starved of CPU,
+/// and then drops (visible as TX dropped in `ip -n NS -s link show soku0`). 4096 full
+/// packets ride out a 49 ms stall at 1 Gbit/s.
+pub const TUN_TXQUEUELEN: u32 = 4096;
+
 /// Counters of both directions.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct PathStats {
@@ -158,6 +164,7 @@ impl Path {
         .map_err(NetemError::io("opening /dev/net/tun"))?;
         let cidr = format!("{addr}/{prefix}");
         let mtu = mtu.to_string();
+        let qlen = TUN_TXQUEUELEN.to_string();
         netns::ip(&["-n", ns, "link", "set", "lo", "up"])?;
         netns::ip(&["-n", ns, "addr", "add", &cidr, "dev", TUN_NAME])?;
         netns::ip(&[
@@ -170,7 +177,7 @@ impl Path {
             "mtu",
             &mtu,
             "txqueuelen",
-            "1000",
+            &qlen,
             "up",
         ])?;
         Ok(fd)

@@ -243,7 +243,7 @@ pub fn parse_rate(s: &str) -> Result<u64> {
         _ => return Err(err()),
     };
     let r = v * mult;
-    if r < 1.0 || r > 1e12 {
+    if !(1.0..=1e12).contains(&r) {
         return Err(err());
     }
     Ok(r as u64)
@@ -303,8 +303,7 @@ mod tests {
         assert_eq!(s.rtt(), Duration::from_millis(50));
         s.a_to_b.loss = 1.5;
         assert!(s.validate().is_err());
-        let mut s = PathSpec::default();
-        s.addr_b = "10.78.0.2".parse().unwrap();
+        let s = PathSpec { addr_b: "10.78.0.2".parse().unwrap(), ..PathSpec::default() };
         assert!(s.validate().is_err());
         let mut s = PathSpec::default();
         s.b_to_a.mtu = 100;

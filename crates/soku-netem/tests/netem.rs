@@ -42,6 +42,24 @@ fn up(tag: &str, spec: PathSpec) -> Option<Path> {
     }
 }
 
+/// Gives a receiving socket 4 MiB of buffer (SO_RCVBUFFORCE, root), so a busy
+/// machine does not drop datagrams the emulator delivered.
+fn big_rcvbuf(s: &UdpSocket) {
+    use std::os::fd::AsRawFd;
+    let size: libc::c_int = 4 << 20;
+    // SAFETY: setsockopt reads a live c_int of the given size; the fd is open.
+    let r = unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUFFORCE,
+            (&size as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    assert_eq!(r, 0, "SO_RCVBUFFORCE: {}", std::io::Error::last_os_error());
+}
+
 fn udp_pair(path: &Path) -> (UdpSocket, UdpSocket) {
     let (a, b) = (path.addr_a(), path.addr_b());
     let rx = path
@@ -53,6 +71,7 @@ fn udp_pair(path: &Path) -> (UdpSocket, UdpSocket) {
         .expect("enter A")
         .expect("bind in A");
     tx.connect(rx.local_addr().unwrap()).unwrap();
+    big_rcvbuf(&rx);
     (tx, rx)
 }
 
