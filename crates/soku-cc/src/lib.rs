@@ -1,1 +1,49 @@
-//! soku-cc
+//! soku's congestion controller for quinn, as a pure state machine.
+//!
+//! [`SokuCc`] is a model-based controller in the spirit of BBR
+//! ([draft-cardwell-iccrg-bbr-congestion-control], "BBR: Congestion-Based Congestion
+//! Control", Cardwell et al., ACM Queue 2016). It steers by a model of the path (the
+//! bottleneck bandwidth and the round-trip propagation time) instead of by loss, so
+//! random loss (a lossy radio hop, a dirty fibre, an overloaded middlebox) does not cut
+//! the rate the way CUBIC ([RFC 9438]) and NewReno ([RFC 9002] §7) cut it, which is the
+//! failure that sank hscp. Real congestion still slows it down: a round that loses a
+//! large share of its packets lowers an upper bound on data in flight (a simplified
+//! form of BBRv2's `inflight_hi`), and competing soku flows converge to a fair share.
+//!
+//! # Layout
+//! - [`config`]: [`SokuCcConfig`], the tunables and the [`ControllerFactory`] that quinn
+//!   calls once per connection.
+//! - [`filters`]: windowed max/min filters (Kathleen Nichols' three-sample algorithm,
+//!   as in BBR), used for the bandwidth and RTT estimates.
+//! - [`delivery`]: round counting by packet number and per-round delivery-rate and
+//!   loss-rate samples, built only from what quinn reports.
+//! - [`model`]: the state machine (startup, drain, probe-bw, probe-rtt) and the
+//!   [`Controller`] implementation.
+//!
+//! # Why the window is the only lever
+//! quinn paces from the congestion window: its token bucket refills at
+//! `1.25 x window / smoothed_rtt` (quinn-proto `connection/pacing.rs`), and a controller
+//! cannot set a pacing rate of its own. BBR's pacing gains are therefore expressed as
+//! window gains here: the window is `gain x bandwidth x min_rtt` plus a few packets,
+//! with a steady gain of 1.25 (a small standing queue that keeps the link busy while
+//! acks arrive unevenly) instead of BBR's cwnd gain of 2 (which, without an independent
+//! pacing rate, would keep a full bandwidth-delay product queued at the bottleneck).
+//! See [`model`] for the phases and [`SokuCcConfig`] for the numbers.
+//!
+//! The controller takes its RTT samples from `now - sent` of each acknowledged packet,
+//! not from quinn's smoothed estimator, so it needs no clock and no I/O: every input
+//! arrives through the [`Controller`] methods with an explicit `now`.
+//!
+//! [draft-cardwell-iccrg-bbr-congestion-control]: https://datatracker.ietf.org/doc/draft-cardwell-iccrg-bbr-congestion-control/
+//! [RFC 9438]: https://www.rfc-editor.org/rfc/rfc9438
+//! [RFC 9002]: https://www.rfc-editor.org/rfc/rfc9002
+//! [`Controller`]: quinn_proto::congestion::Controller
+//! [`ControllerFactory`]: quinn_proto::congestion::ControllerFactory
+
+pub mod config;
+pub mod delivery;
+pub mod filters;
+pub mod model;
+
+pub use config::SokuCcConfig;
+pub use model::{Mode, SokuCc};

@@ -1,0 +1,117 @@
+//! Tunables of [`SokuCc`] and the factory quinn calls once per connection.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use quinn_proto::congestion::{Controller, ControllerFactory};
+
+use crate::model::SokuCc;
+
+/// Configuration of [`SokuCc`]; the defaults need no tuning.
+///
+/// Share one `Arc<SokuCcConfig>` between connections: each connection built from it
+/// starts its probe cycle at a different phase, so flows do not probe in lockstep.
+#[derive(Debug)]
+pub struct SokuCcConfig {
+    /// Window before anything is measured, in bytes (quinn's default: 14720).
+    pub initial_window: u64,
+    /// Hard rate cap in bits per second (scp's `-l`); `None` for no cap. The window
+    /// never exceeds `cap x min_rtt`, so the long-run rate stays at or below it.
+    pub rate_cap_bps: Option<u64>,
+    /// Yield to other traffic: a smaller window gain, and back off when the RTT shows
+    /// a standing queue, not only on heavy loss.
+    pub background: bool,
+    /// Window gain at steady state, applied to the bandwidth-delay product.
+    pub cwnd_gain: f64,
+    /// Extra window gain during the one probing round of each cycle.
+    pub probe_gain: f64,
+    /// Window gain during startup (BBR's 2/ln 2).
+    pub startup_gain: f64,
+    /// Loss share of a round above which the round counts as congestion.
+    pub loss_threshold: f64,
+    /// How far the in-flight bound drops after a congested round (BBRv2's beta).
+    pub loss_beta: f64,
+    /// Rounds over which the bandwidth max filter looks back.
+    pub bw_window_rounds: u64,
+    /// How long a min-RTT sample stays valid before a probe-RTT phase refreshes it.
+    pub min_rtt_window: Duration,
+    /// How long probe-RTT holds the smaller window.
+    pub probe_rtt_duration: Duration,
+    /// Seed for the choice of the first probe phase.
+    pub seed: u64,
+    builds: AtomicU64,
+}
+
+impl Default for SokuCcConfig {
+    fn default() -> Self {
+        Self {
+            initial_window: 14_720,
+            rate_cap_bps: None,
+            background: false,
+            cwnd_gain: 1.25,
+            probe_gain: 0.25,
+            startup_gain: 2.0 / std::f64::consts::LN_2,
+            loss_threshold: 0.10,
+            loss_beta: 0.85,
+            bw_window_rounds: 10,
+            min_rtt_window: Duration::from_secs(10),
+            probe_rtt_duration: Duration::from_millis(200),
+            seed: 0x5045_4b55,
+            builds: AtomicU64::new(0),
+        }
+    }
+}
+
+impl Clone for SokuCcConfig {
+    fn clone(&self) -> Self {
+        Self {
+            initial_window: self.initial_window,
+            rate_cap_bps: self.rate_cap_bps,
+            background: self.background,
+            cwnd_gain: self.cwnd_gain,
+            probe_gain: self.probe_gain,
+            startup_gain: self.startup_gain,
+            loss_threshold: self.loss_threshold,
+            loss_beta: self.loss_beta,
+            bw_window_rounds: self.bw_window_rounds,
+            min_rtt_window: self.min_rtt_window,
+            probe_rtt_duration: self.probe_rtt_duration,
+            seed: self.seed,
+            builds: AtomicU64::new(self.builds.load(Ordering::Relaxed)),
+        }
+    }
+}
+
+impl SokuCcConfig {
+    /// The default configuration with a rate cap in bits per second.
+    pub fn with_rate_cap(rate_cap_bps: u64) -> Self {
+        Self { rate_cap_bps: Some(rate_cap_bps), ..Self::default() }
+    }
+
+    /// The default configuration in background (yielding) mode: steady gain 1.0, a
+    /// smaller probe, and a back-off when queueing delay builds.
+    pub fn background() -> Self {
+        Self { background: true, cwnd_gain: 1.0, probe_gain: 0.15, ..Self::default() }
+    }
+
+    /// A per-build seed: the configured seed mixed with a build counter.
+    pub(crate) fn next_seed(&self) -> u64 {
+        let n = self.builds.fetch_add(1, Ordering::Relaxed);
+        splitmix64(self.seed ^ n.wrapping_mul(0x9E37_79B9_7F4A_7C15))
+    }
+}
+
+/// One step of SplitMix64, a tiny well-mixed generator (Steele et al., 2014).
+pub(crate) fn splitmix64(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+impl ControllerFactory for SokuCcConfig {
+    fn build(self: Arc<Self>, now: Instant, current_mtu: u16) -> Box<dyn Controller> {
+        Box::new(SokuCc::new(self, now, current_mtu))
+    }
+}

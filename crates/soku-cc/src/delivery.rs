@@ -1,0 +1,243 @@
+//! Round counting and per-round delivery samples.
+//!
+//! A *round* (draft-cardwell-iccrg-bbr-congestion-control §4.5.1, "round-trip counting")
+//! starts when a packet is sent and ends when that packet, or any later one, is
+//! acknowledged. quinn tells us the packet number of each transmission
+//! ([`on_sent`](DeliveryTracker::on_sent)) and the largest number acknowledged in each
+//! batch ([`on_end_acks`](DeliveryTracker::on_end_acks)), which is all a round counter
+//! needs. At the end of each round we emit a [`RoundSample`]: bytes acknowledged and
+//! lost during the round, the time it spanned, and so the delivery rate, as seen at the
+//! sender. Measuring over a whole round (about one RTT) rather than per packet makes
+//! the sample robust to ack compression and batching without per-packet state.
+
+use std::time::{Duration, Instant};
+
+/// What one round delivered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RoundSample {
+    /// Round number (starts at 1 for the first completed round).
+    pub round: u64,
+    /// Bytes newly acknowledged during the round.
+    pub delivered: u64,
+    /// Bytes declared lost during the round (plus one packet per ECN congestion mark).
+    pub lost: u64,
+    /// Time between the end of the previous round and the end of this one.
+    pub elapsed: Duration,
+    /// Whether the sender was app-limited at some point in the round, in which case
+    /// the rate understates what the path can carry.
+    pub app_limited: bool,
+    /// Smallest RTT sample taken during the round.
+    pub min_rtt: Option<Duration>,
+}
+
+impl RoundSample {
+    /// Delivery rate over the round in bytes per second, if the round spanned time.
+    pub fn rate(&self) -> Option<u64> {
+        let nanos = self.elapsed.as_nanos();
+        if nanos == 0 {
+            return None;
+        }
+        u64::try_from(u128::from(self.delivered) * 1_000_000_000 / nanos).ok()
+    }
+
+    /// Share of the round's packets that were lost, in `[0, 1]`.
+    pub fn loss_fraction(&self) -> f64 {
+        let total = self.delivered + self.lost;
+        if total == 0 {
+            0.0
+        } else {
+            self.lost as f64 / total as f64
+        }
+    }
+}
+
+/// Counts rounds and accumulates delivery within the current one.
+#[derive(Debug, Clone)]
+pub struct DeliveryTracker {
+    round: u64,
+    /// The round ends when a packet numbered at least this is acknowledged.
+    round_end_pn: Option<u64>,
+    last_sent_pn: Option<u64>,
+    round_start: Option<Instant>,
+    delivered: u64,
+    lost: u64,
+    app_limited: bool,
+    min_rtt: Option<Duration>,
+    total_delivered: u64,
+}
+
+impl Default for DeliveryTracker {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl DeliveryTracker {
+    /// A tracker with no round started.
+    pub fn new() -> Self {
+        Self {
+            round: 0,
+            round_end_pn: None,
+            last_sent_pn: None,
+            round_start: None,
+            delivered: 0,
+            lost: 0,
+            app_limited: false,
+            min_rtt: None,
+            total_delivered: 0,
+        }
+    }
+
+    /// Rounds completed so far.
+    pub fn round(&self) -> u64 {
+        self.round
+    }
+
+    /// Bytes acknowledged since the tracker was created.
+    pub fn total_delivered(&self) -> u64 {
+        self.total_delivered
+    }
+
+    /// A transmission whose last packet number is `pn` left at `now`.
+    pub fn on_sent(&mut self, now: Instant, pn: u64) {
+        self.last_sent_pn = Some(pn);
+        if self.round_end_pn.is_none() {
+            self.round_end_pn = Some(pn);
+        }
+        if self.round_start.is_none() {
+            self.round_start = Some(now);
+        }
+    }
+
+    /// `bytes` sent at `sent` were acknowledged at `now`.
+    pub fn on_ack(&mut self, now: Instant, sent: Instant, bytes: u64, app_limited: bool) {
+        self.delivered += bytes;
+        self.total_delivered += bytes;
+        self.app_limited |= app_limited;
+        let rtt = now.saturating_duration_since(sent);
+        self.min_rtt = Some(self.min_rtt.map_or(rtt, |m| m.min(rtt)));
+    }
+
+    /// `bytes` were declared lost (an ECN mark counts as `bytes` too).
+    pub fn on_loss(&mut self, bytes: u64) {
+        self.lost += bytes;
+    }
+
+    /// The sender is app-limited now; the current round's rate is not a path limit.
+    pub fn mark_app_limited(&mut self) {
+        self.app_limited = true;
+    }
+
+    /// A batch of acks ended; returns the sample if it closed a round.
+    pub fn on_end_acks(
+        &mut self,
+        now: Instant,
+        largest_acked: Option<u64>,
+        app_limited: bool,
+    ) -> Option<RoundSample> {
+        self.app_limited |= app_limited;
+        let (Some(acked), Some(end)) = (largest_acked, self.round_end_pn) else {
+            return None;
+        };
+        if acked < end {
+            return None;
+        }
+        let start = self.round_start.unwrap_or(now);
+        self.round += 1;
+        let sample = RoundSample {
+            round: self.round,
+            delivered: self.delivered,
+            lost: self.lost,
+            elapsed: now.saturating_duration_since(start),
+            app_limited: self.app_limited,
+            min_rtt: self.min_rtt,
+        };
+        // The next round ends when a packet sent after this moment is acknowledged
+        // (draft-cardwell-iccrg-bbr-congestion-control §4.5.1).
+        self.round_end_pn = self.last_sent_pn.map(|pn| pn.max(acked) + 1);
+        self.round_start = Some(now);
+        self.delivered = 0;
+        self.lost = 0;
+        self.app_limited = false;
+        self.min_rtt = None;
+        Some(sample)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    #[test]
+    fn one_round_per_rtt_and_rate() {
+        let t0 = Instant::now();
+        let mut d = DeliveryTracker::new();
+        // Round 1 ends when the first packet sent is acked.
+        d.on_sent(t0, 0);
+        d.on_ack(t0 + ms(100), t0, 1000, false);
+        let s = d.on_end_acks(t0 + ms(100), Some(0), false).expect("round 1");
+        assert_eq!((s.round, s.delivered, s.elapsed), (1, 1000, ms(100)));
+        // Round 2 ends with the ack of packet 1, the first sent after round 1 ended.
+        let t1 = t0 + ms(100);
+        for pn in 1..=10 {
+            d.on_sent(t1, pn);
+        }
+        d.on_ack(t1 + ms(100), t1, 1000, false);
+        let s = d.on_end_acks(t1 + ms(100), Some(1), false).expect("round 2");
+        assert_eq!(s.round, 2);
+        // Round 3 needs packet 11: acks of 2..=10 do not end it.
+        for pn in 2..=10 {
+            d.on_ack(t1 + ms(100), t1, 1000, false);
+            assert!(d.on_end_acks(t1 + ms(100), Some(pn), false).is_none());
+        }
+        let t2 = t1 + ms(100);
+        d.on_sent(t2, 11);
+        d.on_ack(t2 + ms(100), t2, 1000, false);
+        let s = d.on_end_acks(t2 + ms(100), Some(11), false).expect("round 3");
+        assert_eq!(s.round, 3);
+        assert_eq!(s.delivered, 10_000);
+        assert_eq!(s.elapsed, ms(100));
+        assert_eq!(s.rate(), Some(100_000));
+        assert_eq!(s.min_rtt, Some(ms(100)));
+    }
+
+    #[test]
+    fn loss_and_app_limited_are_per_round() {
+        let t0 = Instant::now();
+        let mut d = DeliveryTracker::new();
+        d.on_sent(t0, 0);
+        d.on_sent(t0, 1);
+        d.on_loss(1000);
+        d.on_ack(t0 + ms(50), t0, 3000, true);
+        let s = d.on_end_acks(t0 + ms(50), Some(1), false).expect("round ends");
+        assert!(s.app_limited);
+        assert!((s.loss_fraction() - 0.25).abs() < 1e-9);
+        // Next round starts clean.
+        d.on_sent(t0 + ms(50), 2);
+        d.on_ack(t0 + ms(100), t0 + ms(50), 1000, false);
+        let s = d.on_end_acks(t0 + ms(100), Some(2), false).expect("round ends");
+        assert!(!s.app_limited);
+        assert_eq!(s.lost, 0);
+        assert_eq!(s.round, 2);
+        assert_eq!(d.round(), 2);
+        assert_eq!(d.total_delivered(), 4000);
+    }
+
+    #[test]
+    fn zero_elapsed_has_no_rate() {
+        let s = RoundSample {
+            round: 1,
+            delivered: 10,
+            lost: 0,
+            elapsed: Duration::ZERO,
+            app_limited: false,
+            min_rtt: None,
+        };
+        assert_eq!(s.rate(), None);
+        assert_eq!(s.loss_fraction(), 0.0);
+    }
+}

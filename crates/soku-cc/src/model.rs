@@ -1,0 +1,437 @@
+//! The state machine: startup, drain, probe-bw and probe-rtt, after
+//! draft-cardwell-iccrg-bbr-congestion-control §4.3, steered through the window only.
+//!
+//! - **Startup** (§4.3.1): the window grows by every acknowledged byte (it doubles each
+//!   round), bounded by `startup_gain x BDP`. Startup ends when the bandwidth estimate
+//!   has not grown by 25 % for three rounds that were not app-limited (§4.3.1.2), or
+//!   when a round loses more than `loss_threshold` of its packets (as BBRv2 does).
+//! - **Drain** (§4.3.2): the window drops to one BDP until what is in flight fits.
+//! - **Probe-bw** (§4.3.3): an eight-round cycle of window gains: one probing round at
+//!   `cwnd_gain + probe_gain`, one draining round at 1.0, six cruising rounds at
+//!   `cwnd_gain`. quinn paces at `1.25 x window / srtt`, so a window of 1.0 BDP empties
+//!   the queue the probe built without idling the link, where BBR's 0.75 pacing gain,
+//!   applied to the window, would leave it idle for part of a round.
+//! - **Probe-rtt** (§4.3.4): when the min-RTT sample is older than `min_rtt_window`,
+//!   the window drops to half a BDP (BBRv2's value, gentler than four packets) for
+//!   `probe_rtt_duration` and at least one round, and the smallest RTT seen meanwhile
+//!   becomes the new min RTT.
+//!
+//! Loss: random loss does not enter the model, except that lost bytes are not
+//! delivered. A round whose loss share exceeds `loss_threshold` (or exceeds a third of
+//! it while the round's smallest RTT shows a standing queue of half a min RTT) is
+//! congestion: an upper bound on the window, `inflight_hi`, drops to `loss_beta` times
+//! what was in flight, and is raised again round by round (one packet, then two, four,
+//! ...) while no congestion is seen (a simplified BBRv2 `inflight_hi`, §4.5.10 of the
+//! v2/v3 drafts). In background mode a standing queue of a quarter min RTT is enough.
+//! Persistent congestion (RFC 9002 §7.6) collapses the window to its minimum and
+//! restarts startup with a fresh bandwidth estimate.
+
+use std::any::Any;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use quinn_proto::congestion::{Controller, ControllerMetrics};
+use quinn_proto::RttEstimator;
+
+use crate::config::{splitmix64, SokuCcConfig};
+use crate::delivery::{DeliveryTracker, RoundSample};
+use crate::filters::{Direction, WindowedFilter};
+
+/// Packets of headroom added to every model-derived window.
+const HEADROOM_PACKETS: u64 = 4;
+/// The window never drops below this many packets.
+const MIN_WINDOW_PACKETS: u64 = 4;
+/// A round must lose at least this many packets to count as congested.
+const MIN_LOSS_PACKETS: u64 = 4;
+/// Rounds in a probe-bw cycle.
+const CYCLE_LEN: usize = 8;
+/// Startup ends after this many rounds without 25 % bandwidth growth.
+const FULL_BW_ROUNDS: u32 = 3;
+
+/// The phase the controller is in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Mode {
+    /// Doubling the window each round to find the bottleneck bandwidth.
+    Startup,
+    /// Emptying the queue startup built.
+    Drain,
+    /// Steady state, probing for more bandwidth one round in eight.
+    ProbeBw,
+    /// Briefly shrinking the window to refresh the min-RTT estimate.
+    ProbeRtt,
+}
+
+/// soku's controller; build it through [`SokuCcConfig`].
+#[derive(Debug, Clone)]
+pub struct SokuCc {
+    config: Arc<SokuCcConfig>,
+    mode: Mode,
+    mtu: u64,
+    window: u64,
+    in_flight: u64,
+    round_max_in_flight: u64,
+    delivery: DeliveryTracker,
+    /// Delivery rate in bytes/s, max over `bw_window_rounds` rounds.
+    max_bw: WindowedFilter,
+    min_rtt: Option<Duration>,
+    min_rtt_stamp: Instant,
+    full_bw: u64,
+    full_bw_rounds: u32,
+    filled_pipe: bool,
+    cycle_index: usize,
+    inflight_hi: Option<u64>,
+    probe_up_step: u64,
+    probe_rtt_done: Option<(Instant, u64)>,
+    probe_rtt_min: Option<Duration>,
+    rng: u64,
+}
+
+impl SokuCc {
+    /// A controller in startup with the configured initial window.
+    pub fn new(config: Arc<SokuCcConfig>, now: Instant, current_mtu: u16) -> Self {
+        let rng = config.next_seed();
+        let mtu = u64::from(current_mtu).max(1);
+        Self {
+            mode: Mode::Startup,
+            mtu,
+            window: config.initial_window.max(MIN_WINDOW_PACKETS * mtu),
+            in_flight: 0,
+            round_max_in_flight: 0,
+            delivery: DeliveryTracker::new(),
+            max_bw: WindowedFilter::new(Direction::Max, config.bw_window_rounds),
+            min_rtt: None,
+            min_rtt_stamp: now,
+            full_bw: 0,
+            full_bw_rounds: 0,
+            filled_pipe: false,
+            cycle_index: 2,
+            inflight_hi: None,
+            probe_up_step: mtu,
+            probe_rtt_done: None,
+            probe_rtt_min: None,
+            rng,
+            config,
+        }
+    }
+
+    /// The current phase.
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    /// Estimated bottleneck bandwidth in bits per second.
+    pub fn bandwidth_bps(&self) -> Option<u64> {
+        self.max_bw.get().map(|b| b.saturating_mul(8))
+    }
+
+    /// Estimated round-trip propagation time.
+    pub fn min_rtt(&self) -> Option<Duration> {
+        self.min_rtt
+    }
+
+    /// The hard rate cap in bits per second, if one is configured.
+    pub fn rate_cap_bps(&self) -> Option<u64> {
+        self.config.rate_cap_bps
+    }
+
+    /// The loss-derived upper bound on bytes in flight, if congestion set one.
+    pub fn inflight_bound(&self) -> Option<u64> {
+        self.inflight_hi
+    }
+
+    /// Rounds completed so far.
+    pub fn round(&self) -> u64 {
+        self.delivery.round()
+    }
+
+    fn min_window(&self) -> u64 {
+        MIN_WINDOW_PACKETS * self.mtu
+    }
+
+    /// Bandwidth-delay product in bytes, once both estimates exist.
+    fn bdp(&self) -> Option<u64> {
+        let bw = self.max_bw.get()?;
+        let rtt = self.min_rtt?;
+        u64::try_from(u128::from(bw) * rtt.as_nanos() / 1_000_000_000).ok()
+    }
+
+    fn gained(&self, gain: f64) -> Option<u64> {
+        self.bdp().map(|bdp| (bdp as f64 * gain) as u64 + HEADROOM_PACKETS * self.mtu)
+    }
+
+    fn cycle_gain(&self) -> f64 {
+        match self.cycle_index {
+            0 => self.config.cwnd_gain + self.config.probe_gain,
+            1 => 1.0_f64.min(self.config.cwnd_gain),
+            _ => self.config.cwnd_gain,
+        }
+    }
+
+    fn probe_rtt_window(&self) -> u64 {
+        self.bdp().map_or(self.min_window(), |b| b / 2).max(self.min_window())
+    }
+
+    /// Recompute the window from the model, the loss bound and the rate cap.
+    fn update_window(&mut self) {
+        let model = match self.mode {
+            Mode::Startup => {
+                let cap = self.gained(self.config.startup_gain).unwrap_or(u64::MAX);
+                self.window.min(cap)
+            }
+            Mode::Drain => self.gained(1.0).unwrap_or(self.window),
+            Mode::ProbeBw => self.gained(self.cycle_gain()).unwrap_or(self.window),
+            Mode::ProbeRtt => self.probe_rtt_window(),
+        };
+        let mut window = model;
+        if let Some(hi) = self.inflight_hi {
+            window = window.min(hi);
+        }
+        if let (Some(cap), Some(rtt)) = (self.config.rate_cap_bps, self.min_rtt) {
+            let cap_window = u128::from(cap / 8) * rtt.as_nanos() / 1_000_000_000;
+            window = window.min(u64::try_from(cap_window).unwrap_or(u64::MAX));
+        }
+        self.window = window.max(self.min_window());
+    }
+
+    fn on_rtt_sample(&mut self, now: Instant, rtt: Duration) {
+        if self.mode == Mode::ProbeRtt {
+            self.probe_rtt_min = Some(self.probe_rtt_min.map_or(rtt, |m| m.min(rtt)));
+        }
+        if self.min_rtt.is_none_or(|m| rtt <= m) {
+            self.min_rtt = Some(rtt);
+            self.min_rtt_stamp = now;
+        }
+    }
+
+    fn maybe_enter_probe_rtt(&mut self, now: Instant) {
+        if self.mode == Mode::ProbeRtt || self.min_rtt.is_none() {
+            return;
+        }
+        if now.saturating_duration_since(self.min_rtt_stamp) > self.config.min_rtt_window {
+            self.mode = Mode::ProbeRtt;
+            self.probe_rtt_done = None;
+            self.probe_rtt_min = None;
+        }
+    }
+
+    fn maybe_exit_probe_rtt(&mut self, now: Instant) {
+        if self.mode != Mode::ProbeRtt {
+            return;
+        }
+        match self.probe_rtt_done {
+            None if self.in_flight <= self.probe_rtt_window() => {
+                let until = now + self.config.probe_rtt_duration;
+                self.probe_rtt_done = Some((until, self.delivery.round() + 1));
+                // Only samples taken with the queue drained count.
+                self.probe_rtt_min = None;
+            }
+            Some((until, round)) if now >= until && self.delivery.round() >= round => {
+                if let Some(m) = self.probe_rtt_min {
+                    self.min_rtt = Some(m);
+                }
+                self.min_rtt_stamp = now;
+                self.probe_rtt_done = None;
+                if self.filled_pipe {
+                    self.mode = Mode::ProbeBw;
+                    self.cycle_index = 2;
+                } else {
+                    self.mode = Mode::Startup;
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn enter_probe_bw(&mut self) {
+        self.mode = Mode::ProbeBw;
+        self.rng = splitmix64(self.rng);
+        // Any phase but the draining one (as BBR does), so flows spread out.
+        let pick = (self.rng % (CYCLE_LEN as u64 - 1)) as usize;
+        self.cycle_index = if pick == 0 { 0 } else { pick + 1 };
+    }
+
+    fn round_congested(&self, s: &RoundSample) -> bool {
+        if s.lost < MIN_LOSS_PACKETS * self.mtu {
+            return false;
+        }
+        let loss = s.loss_fraction();
+        if loss > self.config.loss_threshold {
+            return true;
+        }
+        // Moderate loss together with a standing queue is congestion, not noise.
+        let queued = match (s.min_rtt, self.min_rtt) {
+            (Some(round_min), Some(min)) => round_min > min + min / 2,
+            _ => false,
+        };
+        queued && loss > self.config.loss_threshold / 3.0
+    }
+
+    fn background_queue(&self, s: &RoundSample) -> bool {
+        if !self.config.background || self.mode != Mode::ProbeBw {
+            return false;
+        }
+        match (s.min_rtt, self.min_rtt) {
+            (Some(round_min), Some(min)) => round_min > min + min / 4,
+            _ => false,
+        }
+    }
+
+    fn on_round(&mut self, s: RoundSample) {
+        if let Some(rate) = s.rate() {
+            let current = self.max_bw.get().unwrap_or(0);
+            // App-limited rounds understate the path: only let them raise the max.
+            if !s.app_limited || rate > current {
+                let rate = match self.config.rate_cap_bps {
+                    Some(cap) => rate.min(cap / 8),
+                    None => rate,
+                };
+                self.max_bw.update(rate, s.round);
+            }
+        }
+
+        if self.round_congested(&s) || self.background_queue(&s) {
+            let used = self.window.min(self.round_max_in_flight.max(self.in_flight));
+            let bound = (used as f64 * self.config.loss_beta) as u64;
+            self.inflight_hi = Some(bound.max(self.min_window()));
+            self.probe_up_step = self.mtu;
+            match self.mode {
+                Mode::Startup => self.filled_pipe = true,
+                Mode::ProbeBw => self.cycle_index = 2,
+                _ => {}
+            }
+        } else if let Some(hi) = self.inflight_hi {
+            // Raise the bound again while it is what limits us and nothing is lost.
+            if self.round_max_in_flight + 2 * self.mtu >= hi {
+                let hi = hi + self.probe_up_step;
+                self.probe_up_step = (self.probe_up_step * 2).min((hi / 32).max(self.mtu));
+                let free = self.gained(self.config.cwnd_gain + self.config.probe_gain);
+                self.inflight_hi = match free {
+                    Some(w) if hi > 2 * w => None,
+                    _ => Some(hi),
+                };
+            }
+        }
+
+        if self.mode == Mode::Startup && !s.app_limited && !self.filled_pipe {
+            let bw = self.max_bw.get().unwrap_or(0);
+            if bw >= self.full_bw + self.full_bw / 4 {
+                self.full_bw = bw;
+                self.full_bw_rounds = 0;
+            } else {
+                self.full_bw_rounds += 1;
+                if self.full_bw_rounds >= FULL_BW_ROUNDS {
+                    self.filled_pipe = true;
+                }
+            }
+        }
+
+        match self.mode {
+            Mode::Startup if self.filled_pipe => self.mode = Mode::Drain,
+            Mode::ProbeBw => self.cycle_index = (self.cycle_index + 1) % CYCLE_LEN,
+            _ => {}
+        }
+        self.round_max_in_flight = self.in_flight;
+    }
+
+    fn collapse(&mut self) {
+        self.mode = Mode::Startup;
+        self.window = self.min_window();
+        self.max_bw.clear();
+        self.full_bw = 0;
+        self.full_bw_rounds = 0;
+        self.filled_pipe = false;
+        self.inflight_hi = None;
+        self.probe_rtt_done = None;
+    }
+}
+
+impl Controller for SokuCc {
+    fn on_sent(&mut self, now: Instant, bytes: u64, last_packet_number: u64) {
+        self.in_flight += bytes;
+        self.round_max_in_flight = self.round_max_in_flight.max(self.in_flight);
+        self.delivery.on_sent(now, last_packet_number);
+    }
+
+    fn on_ack(
+        &mut self,
+        now: Instant,
+        sent: Instant,
+        bytes: u64,
+        app_limited: bool,
+        _rtt: &RttEstimator,
+    ) {
+        self.delivery.on_ack(now, sent, bytes, app_limited);
+        self.on_rtt_sample(now, now.saturating_duration_since(sent));
+        if self.mode == Mode::Startup && !app_limited {
+            self.window = self.window.saturating_add(bytes);
+        }
+    }
+
+    fn on_end_acks(
+        &mut self,
+        now: Instant,
+        in_flight: u64,
+        app_limited: bool,
+        largest_packet_num_acked: Option<u64>,
+    ) {
+        self.in_flight = in_flight;
+        if let Some(sample) = self.delivery.on_end_acks(now, largest_packet_num_acked, app_limited)
+        {
+            self.on_round(sample);
+        }
+        if self.mode == Mode::Drain {
+            if let Some(target) = self.gained(1.0) {
+                if self.in_flight <= target {
+                    self.enter_probe_bw();
+                }
+            }
+        }
+        self.maybe_enter_probe_rtt(now);
+        self.maybe_exit_probe_rtt(now);
+        self.update_window();
+    }
+
+    fn on_congestion_event(
+        &mut self,
+        _now: Instant,
+        _sent: Instant,
+        is_persistent_congestion: bool,
+        lost_bytes: u64,
+    ) {
+        // An ECN mark reports no bytes: count it as one lost packet.
+        self.delivery.on_loss(if lost_bytes == 0 { self.mtu } else { lost_bytes });
+        if is_persistent_congestion {
+            self.collapse();
+        }
+        self.update_window();
+    }
+
+    fn on_mtu_update(&mut self, new_mtu: u16) {
+        self.mtu = u64::from(new_mtu).max(1);
+        self.update_window();
+    }
+
+    fn window(&self) -> u64 {
+        self.window
+    }
+
+    fn metrics(&self) -> ControllerMetrics {
+        let mut m = ControllerMetrics::default();
+        m.congestion_window = self.window;
+        m.pacing_rate = self.bandwidth_bps();
+        m
+    }
+
+    fn clone_box(&self) -> Box<dyn Controller> {
+        Box::new(self.clone())
+    }
+
+    fn initial_window(&self) -> u64 {
+        self.config.initial_window
+    }
+
+    fn into_any(self: Box<Self>) -> Box<dyn Any> {
+        self
+    }
+}

@@ -1,0 +1,185 @@
+//! The controller on simulated paths (see `sim/mod.rs`): utilisation under random
+//! loss, queueing delay, the rate cap, fairness, heavy congestion, and quinn's CUBIC on
+//! the same path for comparison. Run with `--nocapture` to see the numbers.
+
+mod sim;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use quinn_proto::congestion::{Controller, ControllerFactory, CubicConfig};
+use sim::{Path, Report};
+use soku_cc::SokuCcConfig;
+
+const MBIT: u64 = 1_000_000;
+
+fn secs(s: u64) -> Duration {
+    Duration::from_secs(s)
+}
+
+fn path(rate_bps: u64, rtt_ms: u64, loss: f64) -> Path {
+    let rtt = Duration::from_millis(rtt_ms);
+    // Drop-tail queue of one bandwidth-delay product.
+    let bdp = (rate_bps as u128 * rtt.as_nanos() / 8_000_000_000) as u64;
+    Path { rate_bps, rtt, queue_bytes: bdp, loss, pkt: 1500 }
+}
+
+fn soku(config: SokuCcConfig, p: &Path) -> Box<dyn Controller> {
+    Arc::new(config).build(Instant::now(), p.pkt as u16)
+}
+
+fn cubic(p: &Path) -> Box<dyn Controller> {
+    Arc::new(CubicConfig::default()).build(Instant::now(), p.pkt as u16)
+}
+
+fn one(name: &str, p: Path, cc: Box<dyn Controller>, dur: u64, from: u64) -> Report {
+    let r = sim::run(p, vec![(cc, Duration::ZERO)], secs(dur), secs(from), 7);
+    let f = &r.flows[0];
+    println!(
+        "{name:<44} util {:5.1} %  queue delay {:6.1} ms  queue drops {:5.2} %  random drops {}",
+        100.0 * f.util,
+        r.mean_queue_delay.as_secs_f64() * 1e3,
+        100.0 * r.queue_drop_fraction,
+        f.dropped_random,
+    );
+    r
+}
+
+#[test]
+fn a_100m_100ms_no_loss() {
+    let p = path(100 * MBIT, 100, 0.0);
+    let r = one("soku 100M 100ms 0%", p, soku(SokuCcConfig::default(), &p), 20, 5);
+    assert!(r.total_util() >= 0.90, "util {}", r.total_util());
+}
+
+#[test]
+fn b_100m_100ms_1pct_loss() {
+    let p = path(100 * MBIT, 100, 0.01);
+    let r = one("soku 100M 100ms 1%", p, soku(SokuCcConfig::default(), &p), 20, 5);
+    assert!(r.total_util() >= 0.80, "util {}", r.total_util());
+}
+
+#[test]
+fn c_100m_100ms_3pct_loss() {
+    let p = path(100 * MBIT, 100, 0.03);
+    let r = one("soku 100M 100ms 3%", p, soku(SokuCcConfig::default(), &p), 20, 5);
+    assert!(r.total_util() >= 0.70, "util {}", r.total_util());
+}
+
+#[test]
+fn c2_100m_100ms_5pct_loss() {
+    let p = path(100 * MBIT, 100, 0.05);
+    let r = one("soku 100M 100ms 5%", p, soku(SokuCcConfig::default(), &p), 20, 5);
+    // Goodput cannot exceed 95 % here; ask for most of it.
+    assert!(r.total_util() >= 0.60, "util {}", r.total_util());
+}
+
+#[test]
+fn c3_100m_300ms_1pct_loss() {
+    let p = path(100 * MBIT, 300, 0.01);
+    let r = one("soku 100M 300ms 1%", p, soku(SokuCcConfig::default(), &p), 30, 10);
+    assert!(r.total_util() >= 0.80, "util {}", r.total_util());
+}
+
+#[test]
+fn c4_100m_10ms_1pct_loss() {
+    let p = path(100 * MBIT, 10, 0.01);
+    let r = one("soku 100M 10ms 1%", p, soku(SokuCcConfig::default(), &p), 20, 5);
+    assert!(r.total_util() >= 0.80, "util {}", r.total_util());
+}
+
+/// 1 Gbit/s x 300 ms with 12 000-byte simulated packets (8x fewer events than 1500).
+#[test]
+fn d_1g_300ms_no_loss() {
+    let mut p = path(1_000 * MBIT, 300, 0.0);
+    p.pkt = 12_000;
+    let r = one("soku 1G 300ms 0% (12 kB packets)", p, soku(SokuCcConfig::default(), &p), 20, 8);
+    assert!(r.total_util() >= 0.85, "util {}", r.total_util());
+}
+
+#[test]
+fn e_standing_queue_bounded() {
+    let mut p = path(100 * MBIT, 100, 0.0);
+    p.queue_bytes *= 4; // a deep buffer that would let a loss-based sender fill it
+    let r = one("soku 100M 100ms 0%, 4xBDP buffer", p, soku(SokuCcConfig::default(), &p), 30, 10);
+    assert!(r.total_util() >= 0.90, "util {}", r.total_util());
+    assert!(
+        r.mean_queue_delay < Duration::from_millis(100),
+        "mean queueing delay {:?}",
+        r.mean_queue_delay
+    );
+}
+
+#[test]
+fn f_rate_cap_holds() {
+    let p = path(100 * MBIT, 100, 0.0);
+    let cfg = SokuCcConfig::with_rate_cap(40 * MBIT);
+    let r = one("soku 100M 100ms 0%, cap 40M", p, soku(cfg, &p), 20, 5);
+    let rate = r.flows[0].util * 100.0 * MBIT as f64;
+    assert!(rate <= 42.0 * MBIT as f64, "rate {rate}");
+    assert!(rate >= 34.0 * MBIT as f64, "rate {rate}");
+}
+
+#[test]
+fn g_two_flows_converge_to_fair_share() {
+    let p = path(100 * MBIT, 100, 0.0);
+    let cfg = Arc::new(SokuCcConfig::default());
+    let flows = vec![
+        (cfg.clone().build(Instant::now(), 1500), Duration::ZERO),
+        (cfg.build(Instant::now(), 1500), secs(2)),
+    ];
+    let r = sim::run(p, flows, secs(40), secs(30), 11);
+    let (a, b) = (r.flows[0].util, r.flows[1].util);
+    println!(
+        "{:<44} util {:5.1} % + {:5.1} %  queue delay {:6.1} ms  queue drops {:5.2} %",
+        "soku x2 100M 100ms 0% (2nd starts at 2 s)",
+        100.0 * a,
+        100.0 * b,
+        r.mean_queue_delay.as_secs_f64() * 1e3,
+        100.0 * r.queue_drop_fraction
+    );
+    let total = a + b;
+    assert!(total >= 0.85, "total {total}");
+    for share in [a / total, b / total] {
+        assert!((0.3..=0.7).contains(&share), "shares {a} {b}");
+    }
+}
+
+#[test]
+fn h_heavy_congestion_backs_off() {
+    let mut p = path(100 * MBIT, 100, 0.0);
+    p.queue_bytes = 20 * 1500; // 2.4 ms of buffer on a 100 ms path
+    let cfg = Arc::new(SokuCcConfig::default());
+    let flows = (0..4).map(|i| (cfg.clone().build(Instant::now(), 1500), secs(i))).collect();
+    let r = sim::run(p, flows, secs(30), secs(10), 13);
+    println!(
+        "{:<44} util {:5.1} %  queue delay {:6.1} ms  queue drops {:5.2} %",
+        "soku x4 100M 100ms, 20-packet buffer",
+        100.0 * r.total_util(),
+        r.mean_queue_delay.as_secs_f64() * 1e3,
+        100.0 * r.queue_drop_fraction
+    );
+    assert!(r.queue_drop_fraction < 0.10, "drops {}", r.queue_drop_fraction);
+    assert!(r.total_util() >= 0.6, "util {}", r.total_util());
+}
+
+#[test]
+fn i_soku_vs_quinn_cubic_at_1pct_loss() {
+    let p = path(100 * MBIT, 100, 0.01);
+    let s = one("soku  100M 100ms 1%", p, soku(SokuCcConfig::default(), &p), 20, 5);
+    let c = one("cubic 100M 100ms 1% (quinn CubicConfig)", p, cubic(&p), 20, 5);
+    assert!(
+        s.total_util() >= 4.0 * c.total_util(),
+        "soku {} cubic {}",
+        s.total_util(),
+        c.total_util()
+    );
+}
+
+#[test]
+fn j_cubic_baseline_no_loss() {
+    // The simulator is fair to CUBIC: without random loss it fills the link.
+    let p = path(100 * MBIT, 100, 0.0);
+    let c = one("cubic 100M 100ms 0% (quinn CubicConfig)", p, cubic(&p), 20, 5);
+    assert!(c.total_util() >= 0.80, "cubic {}", c.total_util());
+}

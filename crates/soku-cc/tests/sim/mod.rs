@@ -1,0 +1,403 @@
+//! A discrete-event path simulator for congestion controllers, on a virtual clock.
+//!
+//! One bottleneck of `rate_bps` with a drop-tail queue of `queue_bytes`, then Bernoulli
+//! random loss `loss` on the link, a fixed propagation RTT `rtt` (split evenly between
+//! the two directions) and a loss-free return path. Each flow is a bulk sender (always
+//! has data) that sends `pkt`-byte packets, paced like quinn (`connection/pacing.rs`:
+//! a token bucket refilled at `1.25 x window / srtt`, bursts of 2 ms worth, 10 to 256
+//! packets) and limited by `window()`. The receiver acks every packet at once. The
+//! controller is fed as quinn feeds it: `on_sent` per packet, `on_ack` per newly acked
+//! packet, then `on_end_acks`, then loss detection (RFC 9002 §6.1: three packets or
+//! 9/8 RTT behind the largest acked) and one `on_congestion_event` per batch. A 10 ms
+//! tick stands in for quinn's loss timer and PTO when a whole window is lost.
+//! Simplifications: lost data is resent as new data (as quinn does), no ack delay, no
+//! ack loss, no persistent-congestion signal.
+
+pub mod rtt;
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+use std::time::{Duration, Instant};
+
+use quinn_proto::congestion::Controller;
+use quinn_proto::RttEstimator;
+
+/// The path every flow shares.
+#[derive(Debug, Clone, Copy)]
+pub struct Path {
+    pub rate_bps: u64,
+    pub rtt: Duration,
+    pub queue_bytes: u64,
+    pub loss: f64,
+    /// Simulated packet size (also the controllers' MTU).
+    pub pkt: u64,
+}
+
+/// What one flow achieved within the measurement window.
+#[derive(Debug, Clone, Default)]
+pub struct FlowStats {
+    /// Bytes that reached the receiver within the window.
+    pub delivered: u64,
+    /// Goodput as a share of the link rate.
+    pub util: f64,
+    pub sent: u64,
+    pub dropped_queue: u64,
+    pub dropped_random: u64,
+    /// Largest window seen (bytes), over the whole run.
+    pub max_window: u64,
+}
+
+/// Results of one run.
+#[derive(Debug, Clone)]
+pub struct Report {
+    pub flows: Vec<FlowStats>,
+    /// Mean queueing delay met by packets entering the bottleneck in the window.
+    pub mean_queue_delay: Duration,
+    /// Share of packets sent in the window that the full queue dropped.
+    pub queue_drop_fraction: f64,
+}
+
+impl Report {
+    pub fn total_util(&self) -> f64 {
+        self.flows.iter().map(|f| f.util).sum()
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum State {
+    InFlight,
+    Done,
+}
+
+struct Pkt {
+    pn: u64,
+    sent: u64,
+    size: u64,
+    state: State,
+}
+
+struct Flow {
+    cc: Box<dyn Controller>,
+    start: u64,
+    next_pn: u64,
+    in_flight: u64,
+    unacked: VecDeque<Pkt>,
+    largest_acked: Option<u64>,
+    srtt: f64,
+    latest_rtt: f64,
+    has_rtt: bool,
+    tokens: u64,
+    capacity: u64,
+    last_window: u64,
+    last_refill: u64,
+    wake_at: Option<u64>,
+    stats: FlowStats,
+}
+
+#[derive(PartialEq, Eq, PartialOrd, Ord, Clone, Copy)]
+enum Ev {
+    Wake(usize),
+    Ack(usize, u64),
+    Tick(usize),
+}
+
+struct Sim {
+    path: Path,
+    base: Instant,
+    now: u64,
+    end: u64,
+    measure_from: u64,
+    link_free_at: u64,
+    events: BinaryHeap<Reverse<(u64, u64, Ev)>>,
+    seq: u64,
+    rng: u64,
+    rtt_est: RttEstimator,
+    flows: Vec<Flow>,
+    queue_delay_sum: u128,
+    queue_delay_n: u64,
+    sent_in_window: u64,
+    dropped_in_window: u64,
+}
+
+const BURST_NS: u128 = 2_000_000;
+
+fn ns(d: Duration) -> u64 {
+    d.as_nanos() as u64
+}
+
+impl Sim {
+    fn at(&self, t: u64) -> Instant {
+        self.base + Duration::from_nanos(t)
+    }
+
+    fn push(&mut self, t: u64, ev: Ev) {
+        self.seq += 1;
+        self.events.push(Reverse((t, self.seq, ev)));
+    }
+
+    fn random(&mut self) -> f64 {
+        // xorshift64*
+        self.rng ^= self.rng >> 12;
+        self.rng ^= self.rng << 25;
+        self.rng ^= self.rng >> 27;
+        (self.rng.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    fn tx_ns(&self, bytes: u64) -> u64 {
+        (u128::from(bytes) * 8 * 1_000_000_000 / u128::from(self.path.rate_bps)) as u64
+    }
+
+    fn try_send(&mut self, i: usize) {
+        let now = self.now;
+        let pkt = self.path.pkt;
+        if now < self.flows[i].start {
+            return;
+        }
+        loop {
+            let f = &mut self.flows[i];
+            let window = f.cc.window();
+            f.stats.max_window = f.stats.max_window.max(window);
+            if f.in_flight + pkt > window {
+                return; // congestion-blocked: an ack will wake us
+            }
+            // quinn's pacer.
+            let srtt = f.srtt.max(1.0);
+            if window != f.last_window {
+                let cap = (u128::from(window) * BURST_NS / srtt as u128) as u64;
+                f.capacity = cap.clamp(10 * pkt, 256 * pkt);
+                f.tokens = f.tokens.min(f.capacity);
+                f.last_window = window;
+            }
+            if f.tokens < pkt {
+                let elapsed = (now - f.last_refill) as f64;
+                let add = window as f64 * 1.25 * elapsed / srtt;
+                f.tokens = (f.tokens + add as u64).min(f.capacity);
+                f.last_refill = now;
+            }
+            if f.tokens < pkt {
+                let need = (pkt.max(f.capacity) - f.tokens) as f64;
+                let delay = (need * srtt / window as f64 / 1.25).max(1_000.0) as u64;
+                let t = now + delay;
+                if f.wake_at.is_none_or(|w| w <= now || w > t) {
+                    f.wake_at = Some(t);
+                    self.push(t, Ev::Wake(i));
+                }
+                return;
+            }
+            f.tokens -= pkt;
+            self.send_one(i);
+        }
+    }
+
+    fn send_one(&mut self, i: usize) {
+        let now = self.now;
+        let pkt = self.path.pkt;
+        let at = self.at(now);
+        let in_window = now >= self.measure_from;
+        let f = &mut self.flows[i];
+        let pn = f.next_pn;
+        f.next_pn += 1;
+        f.in_flight += pkt;
+        f.cc.on_sent(at, pkt, pn);
+        f.unacked.push_back(Pkt { pn, sent: now, size: pkt, state: State::InFlight });
+        if in_window {
+            f.stats.sent += 1;
+            self.sent_in_window += 1;
+        }
+        let backlog_ns = self.link_free_at.saturating_sub(now);
+        let backlog =
+            (u128::from(backlog_ns) * u128::from(self.path.rate_bps) / 8_000_000_000) as u64;
+        if backlog + pkt > self.path.queue_bytes {
+            if in_window {
+                self.flows[i].stats.dropped_queue += 1;
+                self.dropped_in_window += 1;
+            }
+            return;
+        }
+        if in_window {
+            self.queue_delay_sum += u128::from(backlog_ns);
+            self.queue_delay_n += 1;
+        }
+        self.link_free_at = now.max(self.link_free_at) + self.tx_ns(pkt);
+        if self.random() < self.path.loss {
+            if in_window {
+                self.flows[i].stats.dropped_random += 1;
+            }
+            return;
+        }
+        let rtt = ns(self.path.rtt);
+        let arrive = self.link_free_at + rtt / 2;
+        if arrive >= self.measure_from && arrive < self.end {
+            self.flows[i].stats.delivered += pkt;
+        }
+        self.push(self.link_free_at + rtt, Ev::Ack(i, pn));
+    }
+
+    fn on_ack(&mut self, i: usize, pn: u64) {
+        let now = self.now;
+        let at = self.at(now);
+        let est = self.rtt_est;
+        let base = self.base;
+        let f = &mut self.flows[i];
+        let Some(front) = f.unacked.front() else {
+            return;
+        };
+        if pn < front.pn {
+            return; // already declared lost
+        }
+        let idx = (pn - front.pn) as usize;
+        let Some(p) = f.unacked.get_mut(idx) else {
+            return;
+        };
+        if p.state != State::InFlight {
+            return;
+        }
+        p.state = State::Done;
+        let (sent, size) = (p.sent, p.size);
+        f.in_flight -= size;
+        let sample = (now - sent) as f64;
+        if f.has_rtt {
+            f.srtt = 0.875 * f.srtt + 0.125 * sample;
+        } else {
+            f.srtt = sample;
+            f.has_rtt = true;
+        }
+        f.latest_rtt = sample;
+        f.largest_acked = Some(f.largest_acked.map_or(pn, |l| l.max(pn)));
+        f.cc.on_ack(at, base + Duration::from_nanos(sent), size, false, &est);
+        f.cc.on_end_acks(at, f.in_flight, false, f.largest_acked);
+        self.detect_loss(i, false);
+        self.try_send(i);
+    }
+
+    fn detect_loss(&mut self, i: usize, timer: bool) {
+        let now = self.now;
+        let at = self.at(now);
+        let base = self.base;
+        let f = &mut self.flows[i];
+        let loss_delay = (1.125 * f.srtt.max(f.latest_rtt)) as u64;
+        let largest = f.largest_acked;
+        let mut lost = 0;
+        let mut lost_sent = 0;
+        for p in f.unacked.iter_mut() {
+            if p.state != State::InFlight {
+                continue;
+            }
+            let behind = largest.is_some_and(|l| p.pn < l);
+            let by_count = largest.is_some_and(|l| p.pn + 3 <= l);
+            let by_time = p.sent + loss_delay <= now;
+            // The tick stands in for the PTO: after three RTTs with no ack, give up.
+            let by_pto = timer && p.sent + 3 * loss_delay <= now;
+            if (behind && (by_count || by_time)) || by_pto {
+                p.state = State::Done;
+                f.in_flight -= p.size;
+                lost += p.size;
+                lost_sent = lost_sent.max(p.sent);
+            } else if !behind {
+                break;
+            }
+        }
+        while f.unacked.front().is_some_and(|p| p.state == State::Done) {
+            f.unacked.pop_front();
+        }
+        if lost > 0 {
+            f.cc.on_congestion_event(at, base + Duration::from_nanos(lost_sent), false, lost);
+        }
+    }
+
+    fn run(&mut self) {
+        for i in 0..self.flows.len() {
+            let s = self.flows[i].start;
+            self.push(s, Ev::Wake(i));
+            self.push(s, Ev::Tick(i));
+        }
+        while let Some(Reverse((t, _, ev))) = self.events.pop() {
+            if t >= self.end {
+                break;
+            }
+            self.now = t;
+            match ev {
+                Ev::Wake(i) => {
+                    if self.flows[i].wake_at == Some(t) {
+                        self.flows[i].wake_at = None;
+                    }
+                    self.try_send(i);
+                }
+                Ev::Ack(i, pn) => self.on_ack(i, pn),
+                Ev::Tick(i) => {
+                    self.detect_loss(i, true);
+                    self.try_send(i);
+                    self.push(t + 10_000_000, Ev::Tick(i));
+                }
+            }
+        }
+    }
+}
+
+/// Run `flows` (controller, start offset) over `path` for `duration`, measuring from
+/// `measure_from`.
+pub fn run(
+    path: Path,
+    flows: Vec<(Box<dyn Controller>, Duration)>,
+    duration: Duration,
+    measure_from: Duration,
+    seed: u64,
+) -> Report {
+    let rtt_est = rtt::estimator(path.rtt);
+    let flows = flows
+        .into_iter()
+        .map(|(cc, start)| Flow {
+            cc,
+            start: ns(start),
+            next_pn: 0,
+            in_flight: 0,
+            unacked: VecDeque::new(),
+            largest_acked: None,
+            srtt: path.rtt.as_nanos() as f64,
+            latest_rtt: path.rtt.as_nanos() as f64,
+            has_rtt: false,
+            tokens: 10 * path.pkt,
+            capacity: 10 * path.pkt,
+            last_window: 0,
+            last_refill: ns(start),
+            wake_at: None,
+            stats: FlowStats::default(),
+        })
+        .collect();
+    let mut sim = Sim {
+        path,
+        base: Instant::now(),
+        now: 0,
+        end: ns(duration),
+        measure_from: ns(measure_from),
+        link_free_at: 0,
+        events: BinaryHeap::new(),
+        seq: 0,
+        rng: seed | 1,
+        rtt_est,
+        flows,
+        queue_delay_sum: 0,
+        queue_delay_n: 0,
+        sent_in_window: 0,
+        dropped_in_window: 0,
+    };
+    sim.run();
+    let secs = (duration - measure_from).as_secs_f64();
+    let link_bytes = path.rate_bps as f64 / 8.0 * secs;
+    let flows = sim
+        .flows
+        .into_iter()
+        .map(|f| {
+            let mut s = f.stats;
+            s.util = s.delivered as f64 / link_bytes;
+            s
+        })
+        .collect();
+    Report {
+        flows,
+        mean_queue_delay: Duration::from_nanos(
+            (sim.queue_delay_sum / u128::from(sim.queue_delay_n.max(1))) as u64,
+        ),
+        queue_drop_fraction: sim.dropped_in_window as f64 / sim.sent_in_window.max(1) as f64,
+    }
+}
