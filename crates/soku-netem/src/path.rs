@@ -141,6 +141,7 @@ impl Path {
                 counters: Arc::clone(&path.counters[i]),
                 stop: Arc::clone(&path.stop),
                 epoch,
+                realtime: spec.realtime,
             };
             let h = std::thread::Builder::new()
                 .name(tname.to_string())

@@ -143,6 +143,10 @@ pub struct PathSpec {
     pub addr_b: Ipv4Addr,
     /// Prefix length of both addresses (they must share the subnet).
     pub prefix_len: u8,
+    /// Run the forwarding threads under SCHED_FIFO (falls back to nice -10 if
+    /// refused). On a small machine this keeps the endpoints from delaying the
+    /// "network"; turn off to leave scheduling alone.
+    pub realtime: bool,
 }
 
 impl Default for PathSpec {
@@ -153,6 +157,7 @@ impl Default for PathSpec {
             addr_a: Ipv4Addr::new(10, 77, 0, 1),
             addr_b: Ipv4Addr::new(10, 77, 0, 2),
             prefix_len: 24,
+            realtime: true,
         }
     }
 }

@@ -144,3 +144,10 @@ pub fn set_nice(nice: i32) {
         libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, nice);
     }
 }
+
+/// Puts the calling thread in SCHED_FIFO at `prio`; false if not permitted.
+pub fn set_fifo(prio: i32) -> bool {
+    let param = libc::sched_param { sched_priority: prio };
+    // SAFETY: param is a live sched_param; pid 0 means the calling thread.
+    unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) == 0 }
+}

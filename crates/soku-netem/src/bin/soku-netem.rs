@@ -91,6 +91,9 @@ struct UpArgs {
     /// Address of end A (B gets the next address); /24.
     #[arg(long, default_value = "10.77.0.1")]
     addr_a: std::net::Ipv4Addr,
+    /// Do not run the forwarding threads under SCHED_FIFO.
+    #[arg(long)]
+    no_realtime: bool,
     /// PRNG seed (0: from the clock).
     #[arg(long, default_value_t = 0)]
     seed: u64,
@@ -131,7 +134,14 @@ impl UpArgs {
             back.seed = back.seed.wrapping_add(1);
         }
         let b = u32::from(self.addr_a).wrapping_add(1).into();
-        PathSpec { a_to_b: link, b_to_a: back, addr_a: self.addr_a, addr_b: b, prefix_len: 24 }
+        PathSpec {
+            a_to_b: link,
+            b_to_a: back,
+            addr_a: self.addr_a,
+            addr_b: b,
+            prefix_len: 24,
+            realtime: !self.no_realtime,
+        }
     }
 }
 
