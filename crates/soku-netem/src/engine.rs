@@ -43,6 +43,7 @@ pub struct DirCounters {
     pub(crate) late_sum_ns: AtomicU64,
     pub(crate) late_max_ns: AtomicU64,
     pub(crate) cpu_ns: AtomicU64,
+    pub(crate) user_ns: AtomicU64,
 }
 
 /// A snapshot of one direction's counters.
@@ -73,6 +74,8 @@ pub struct DirStats {
     /// CPU time (user + system) used by this direction's thread, ns. Includes the
     /// kernel's receive processing that runs inside the TUN `write` calls.
     pub cpu_ns: u64,
+    /// The user-space part of `cpu_ns`: the emulator's own logic.
+    pub user_ns: u64,
 }
 
 impl DirStats {
@@ -97,6 +100,7 @@ impl DirCounters {
             late_sum_ns: self.late_sum_ns.load(Relaxed),
             late_max_ns: self.late_max_ns.load(Relaxed),
             cpu_ns: self.cpu_ns.load(Relaxed),
+            user_ns: self.user_ns.load(Relaxed),
         }
     }
 
@@ -113,6 +117,7 @@ impl DirCounters {
         self.late_sum_ns.store(s.late_sum_ns, Relaxed);
         self.late_max_ns.store(s.late_max_ns, Relaxed);
         self.cpu_ns.store(s.cpu_ns, Relaxed);
+        self.user_ns.store(s.user_ns, Relaxed);
     }
 }
 
@@ -241,7 +246,8 @@ impl Direction {
             st.in_flight = self.line.len() as u64;
             st.max_queue_bytes = self.model.max_backlog_bytes();
             if now >= cpu_at {
-                st.cpu_ns = sys::thread_cpu_ns();
+                let (user, system) = sys::thread_cpu_ns();
+                (st.user_ns, st.cpu_ns) = (user, user + system);
                 cpu_at = now + CPU_EVERY_NS;
             }
             self.counters.publish(&st);
@@ -264,7 +270,8 @@ impl Direction {
             self.pool.free(e.slot);
         }
         st.in_flight = 0;
-        st.cpu_ns = sys::thread_cpu_ns();
+        let (user, system) = sys::thread_cpu_ns();
+        (st.user_ns, st.cpu_ns) = (user, user + system);
         self.counters.publish(&st);
         result
     }

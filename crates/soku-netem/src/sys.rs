@@ -127,12 +127,16 @@ pub fn set_timer_slack(ns: u64) {
     }
 }
 
-/// CPU time (user + system) used by the calling thread, in nanoseconds.
-pub fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: ts is a live, writable timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+/// CPU time used by the calling thread, (user, system) in nanoseconds.
+pub fn thread_cpu_ns() -> (u64, u64) {
+    // SAFETY: rusage is plain data, fully written by getrusage on success.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: ru is a live, writable rusage; RUSAGE_THREAD reports the caller.
+    if unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) } != 0 {
+        return (0, 0);
+    }
+    let ns = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1000;
+    (ns(ru.ru_utime), ns(ru.ru_stime))
 }
 
 /// Sets the calling thread's nice value (best effort: errors are ignored).

@@ -392,11 +392,12 @@ fn max_throughput() {
     let gbps = bytes as f64 * 8.0 / elapsed / 1e9;
     let cpu = (st.a_to_b.cpu_ns + st.b_to_a.cpu_ns) as f64 / 1e9 / elapsed;
     eprintln!(
-        "max throughput (TCP, MTU 1500, rtt 2 ms): {gbps:.2} Gbit/s goodput; emulator CPU {:.2} cores ({:.2} a>b + {:.2} b>a), {:.2} cores per Gbit/s",
+        "max throughput (TCP, MTU 1500, rtt 2 ms): {gbps:.2} Gbit/s goodput; emulator CPU {:.2} cores ({:.2} a>b + {:.2} b>a), {:.2} cores per Gbit/s, of which user space {:.2} cores",
         cpu,
         st.a_to_b.cpu_ns as f64 / 1e9 / elapsed,
         st.b_to_a.cpu_ns as f64 / 1e9 / elapsed,
-        cpu / gbps
+        cpu / gbps,
+        (st.a_to_b.user_ns + st.b_to_a.user_ns) as f64 / 1e9 / elapsed
     );
     // The machine is shared with the endpoints (and maybe builds): 1 Gbit/s is
     // required only under SOKU_NETEM_STRICT=1, a floor of 0.5 always.

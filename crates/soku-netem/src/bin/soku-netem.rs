@@ -171,9 +171,10 @@ fn wait_signal(set: &libc::sigset_t, timeout: Duration) -> bool {
 fn line(dir: &str, now: &DirStats, before: &DirStats, secs: f64) -> String {
     let mbit = (now.bytes - before.bytes) as f64 * 8.0 / secs / 1e6;
     let cpu = (now.cpu_ns - before.cpu_ns) as f64 / 1e9 / secs * 100.0;
+    let user = (now.user_ns - before.user_ns) as f64 / 1e9 / secs * 100.0;
     format!(
         "{dir} {mbit:8.1} Mbit/s  pkts {:>10}  loss-drops {:>8}  queue-drops {:>8}  \
-         overflow {:>5}  maxq {:>9} B  late {:>6} us  cpu {cpu:5.1} %",
+         overflow {:>5}  maxq {:>9} B  late {:>6} us  cpu {cpu:5.1} % (user {user:4.1} %)",
         now.packets,
         now.dropped_loss,
         now.dropped_queue,
