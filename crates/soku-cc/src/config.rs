@@ -1,6 +1,5 @@
 //! Tunables of [`SokuCc`] and the factory quinn calls once per connection.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -10,9 +9,9 @@ use crate::model::SokuCc;
 
 /// Configuration of [`SokuCc`]; the defaults need no tuning.
 ///
-/// Share one `Arc<SokuCcConfig>` between connections: each connection built from it
-/// starts its probe cycle at a different phase, so flows do not probe in lockstep.
-#[derive(Debug)]
+/// Build every field from [`Default`]: `SokuCcConfig { rate_cap_bps: Some(50_000_000),
+/// ..SokuCcConfig::default() }`.
+#[derive(Debug, Clone)]
 pub struct SokuCcConfig {
     /// Window before anything is measured, in bytes (quinn's default: 14720).
     pub initial_window: u64,
@@ -38,9 +37,9 @@ pub struct SokuCcConfig {
     pub min_rtt_window: Duration,
     /// How long probe-RTT holds the smaller window.
     pub probe_rtt_duration: Duration,
-    /// Seed for the choice of the first probe phase.
+    /// Seed for the choice of probe phases (connections that start together with
+    /// different seeds probe at different times).
     pub seed: u64,
-    builds: AtomicU64,
 }
 
 impl Default for SokuCcConfig {
@@ -58,27 +57,6 @@ impl Default for SokuCcConfig {
             min_rtt_window: Duration::from_secs(10),
             probe_rtt_duration: Duration::from_millis(200),
             seed: 0x5045_4b55,
-            builds: AtomicU64::new(0),
-        }
-    }
-}
-
-impl Clone for SokuCcConfig {
-    fn clone(&self) -> Self {
-        Self {
-            initial_window: self.initial_window,
-            rate_cap_bps: self.rate_cap_bps,
-            background: self.background,
-            cwnd_gain: self.cwnd_gain,
-            probe_gain: self.probe_gain,
-            startup_gain: self.startup_gain,
-            loss_threshold: self.loss_threshold,
-            loss_beta: self.loss_beta,
-            bw_window_rounds: self.bw_window_rounds,
-            min_rtt_window: self.min_rtt_window,
-            probe_rtt_duration: self.probe_rtt_duration,
-            seed: self.seed,
-            builds: AtomicU64::new(self.builds.load(Ordering::Relaxed)),
         }
     }
 }
@@ -93,12 +71,6 @@ impl SokuCcConfig {
     /// smaller probe, and a back-off when queueing delay builds.
     pub fn background() -> Self {
         Self { background: true, cwnd_gain: 1.0, probe_gain: 0.15, ..Self::default() }
-    }
-
-    /// A per-build seed: the configured seed mixed with a build counter.
-    pub(crate) fn next_seed(&self) -> u64 {
-        let n = self.builds.fetch_add(1, Ordering::Relaxed);
-        splitmix64(self.seed ^ n.wrapping_mul(0x9E37_79B9_7F4A_7C15))
     }
 }
 

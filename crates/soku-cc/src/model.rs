@@ -90,7 +90,7 @@ pub struct SokuCc {
 impl SokuCc {
     /// A controller in startup with the configured initial window.
     pub fn new(config: Arc<SokuCcConfig>, now: Instant, current_mtu: u16) -> Self {
-        let rng = config.next_seed();
+        let rng = splitmix64(config.seed);
         let mtu = u64::from(current_mtu).max(1);
         Self {
             mode: Mode::Startup,

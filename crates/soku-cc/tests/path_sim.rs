@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use quinn_proto::congestion::{Controller, ControllerFactory, CubicConfig};
 use sim::{Path, Report};
-use soku_cc::SokuCcConfig;
+use soku_cc::{SokuCc, SokuCcConfig};
 
 const MBIT: u64 = 1_000_000;
 
@@ -123,10 +123,9 @@ fn f_rate_cap_holds() {
 #[test]
 fn g_two_flows_converge_to_fair_share() {
     let p = path(100 * MBIT, 100, 0.0);
-    let cfg = Arc::new(SokuCcConfig::default());
     let flows = vec![
-        (cfg.clone().build(Instant::now(), 1500), Duration::ZERO),
-        (cfg.build(Instant::now(), 1500), secs(2)),
+        (soku(SokuCcConfig::default(), &p), Duration::ZERO),
+        (soku(SokuCcConfig { seed: 2, ..SokuCcConfig::default() }, &p), secs(2)),
     ];
     let r = sim::run(p, flows, secs(40), secs(30), 11);
     let (a, b) = (r.flows[0].util, r.flows[1].util);
@@ -138,6 +137,16 @@ fn g_two_flows_converge_to_fair_share() {
         r.mean_queue_delay.as_secs_f64() * 1e3,
         100.0 * r.queue_drop_fraction
     );
+    for cc in r.controllers {
+        if let Ok(s) = cc.into_any().downcast::<SokuCc>() {
+            println!(
+                "  flow: bw {:?} min_rtt {:?} mode {:?}",
+                s.bandwidth_bps(),
+                s.min_rtt(),
+                s.mode()
+            );
+        }
+    }
     let total = a + b;
     assert!(total >= 0.85, "total {total}");
     for share in [a / total, b / total] {

@@ -48,8 +48,9 @@ pub struct FlowStats {
 }
 
 /// Results of one run.
-#[derive(Debug, Clone)]
 pub struct Report {
+    /// The controllers as the run left them, for inspection.
+    pub controllers: Vec<Box<dyn Controller>>,
     pub flows: Vec<FlowStats>,
     /// Mean queueing delay met by packets entering the bottleneck in the window.
     pub mean_queue_delay: Duration,
@@ -384,16 +385,19 @@ pub fn run(
     sim.run();
     let secs = (duration - measure_from).as_secs_f64();
     let link_bytes = path.rate_bps as f64 / 8.0 * secs;
+    let mut controllers = Vec::new();
     let flows = sim
         .flows
         .into_iter()
         .map(|f| {
+            controllers.push(f.cc);
             let mut s = f.stats;
             s.util = s.delivered as f64 / link_bytes;
             s
         })
         .collect();
     Report {
+        controllers,
         flows,
         mean_queue_delay: Duration::from_nanos(
             (sim.queue_delay_sum / u128::from(sim.queue_delay_n.max(1))) as u64,
