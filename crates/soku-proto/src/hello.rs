@@ -40,6 +40,8 @@ pub enum ServerHello {
         fingerprint: [u8; 32],
         /// The server's soku version, for messages.
         soku_version: String,
+        /// Warnings for the user (e.g. the kernel capped the UDP receive buffer).
+        warnings: Vec<String>,
     },
     /// The server cannot serve this client.
     Refused {

@@ -43,6 +43,13 @@ pub enum Job {
 pub enum Message {
     /// Client to server, first on the control channel.
     Request(Request),
+    /// Sender to receiver, before any entry: the size of the whole job (for progress).
+    Plan {
+        /// Files to send.
+        files: u32,
+        /// Their total size.
+        bytes: u64,
+    },
     /// Sender to receiver: one manifest entry.
     Entry(Entry),
     /// Sender to receiver: a source could not be sent (the copy goes on with the rest).

@@ -199,7 +199,16 @@ mod tests {
     #[test]
     fn scp_style_invocation_parses() {
         let cli = Cli::try_parse_from([
-            "soku", "-r", "-p", "-P", "2222", "-o", "BatchMode=yes", "a", "b", "host:dir/",
+            "soku",
+            "-r",
+            "-p",
+            "-P",
+            "2222",
+            "-o",
+            "BatchMode=yes",
+            "a",
+            "b",
+            "host:dir/",
         ])
         .expect("parses");
         assert!(cli.command.is_none());

@@ -75,3 +75,18 @@ fn one_line(err: &anyhow::Error) -> String {
     }
     parts.join(": ")
 }
+
+/// Bad command line.
+pub const USAGE: u8 = 2;
+
+impl Exit {
+    /// A usage error (exit 2).
+    pub fn usage(message: impl Into<String>) -> Self {
+        Self { code: USAGE, message: message.into() }
+    }
+
+    /// A failed copy (exit 1).
+    pub fn failure(message: impl Into<String>) -> Self {
+        Self { code: FAILURE, message: message.into() }
+    }
+}

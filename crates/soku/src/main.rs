@@ -2,10 +2,27 @@
 //!
 //! # Layout
 //! - [`cli`]: the one command-line definition (help, man page, completions).
+//! - [`spec`]: scp-style `[user@]host:path` parsing.
+//! - [`copy`]: the copy command; [`demo`]: the same over loopback with no remote.
+//! - [`launch`]: starting the remote `soku serve` (ssh, `-S`, `-e`, or locally).
+//! - [`session`]: client bootstrap (hellos, QUIC or fallback); [`serve`]: the server.
+//! - [`link`]: control frames and chunks over QUIC or the ssh channel.
+//! - [`transfer`]: the sender and receiver engines over the sans-IO protocol.
+//! - [`events`] and [`ui`]: typed events out of the engine, rendered only here.
 //! - `main`: dispatch and the exit-code table ([`exit`]).
 
 mod cli;
+mod copy;
+mod demo;
+mod events;
 mod exit;
+mod launch;
+mod link;
+mod serve;
+mod session;
+mod spec;
+mod transfer;
+mod ui;
 
 use std::process::ExitCode;
 
@@ -33,11 +50,15 @@ fn main() -> ExitCode {
             soku_relay::BufferOptions { sndbuf: args.sndbuf, rcvbuf: args.rcvbuf },
         )
         .map_err(anyhow::Error::from),
-        Some(Command::Demo(_)) | Some(Command::Serve(_)) | None => {
-            Err(anyhow::anyhow!("not implemented yet"))
-        }
+        Some(Command::Demo(args)) => runtime().and_then(|rt| rt.block_on(demo::run(args))),
+        Some(Command::Serve(args)) => runtime().and_then(|rt| rt.block_on(serve::run(args))),
+        None => runtime().and_then(|rt| rt.block_on(copy::run(cli.copy))).map(|_| ()),
     };
     exit::report(result)
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread().enable_all().build()?)
 }
 
 fn print_man() -> anyhow::Result<()> {

@@ -1,0 +1,257 @@
+//! The copy command: work out the direction from scp-style paths, start the session and
+//! run the sender or the receiver on this side.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use soku_proto::chunk::DEFAULT_CHUNK_SIZE;
+use soku_proto::message::{Job, Message, Request};
+use soku_proto::path::{NameFilter, Target};
+use soku_proto::receive::Receiver;
+use soku_transport::{Cipher, TransportOptions};
+
+use crate::cli::CopyArgs;
+use crate::events::EventSink;
+use crate::exit::Exit;
+use crate::launch::Launcher;
+use crate::link::ChunkOut;
+use crate::serve::{QUIC_IN_FLIGHT, STREAM_IN_FLIGHT};
+use crate::session::{DataPath, Session, SessionOptions};
+use crate::spec::{self, Location, Remote};
+use crate::transfer::receive::{self, ChunkIn};
+use crate::transfer::{send, CopyOptions};
+use crate::ui::{JsonLines, ProgressMeter};
+
+/// Which way the data flows.
+enum Direction {
+    /// Local sources to a remote (or local, through a local server) target.
+    Upload { remote: Option<Remote>, sources: Vec<String>, target: String },
+    /// Remote sources to a local target.
+    Download { remote: Remote, sources: Vec<String>, target: String },
+}
+
+/// What a finished copy reports.
+#[derive(Debug, Clone, Copy)]
+pub struct CopyReport {
+    /// Files verified.
+    pub files: u32,
+    /// Bytes verified.
+    pub bytes: u64,
+}
+
+/// Runs `soku [OPTIONS] SOURCE... TARGET`.
+pub async fn run(args: CopyArgs) -> anyhow::Result<CopyReport> {
+    let events: Arc<dyn EventSink> = if args.json {
+        Arc::new(JsonLines)
+    } else {
+        Arc::new(ProgressMeter::new(args.quiet, args.verbose > 0))
+    };
+    run_with(args, events).await
+}
+
+/// Runs a copy with the given event sink (the demo uses its own).
+pub async fn run_with(args: CopyArgs, events: Arc<dyn EventSink>) -> anyhow::Result<CopyReport> {
+    let direction = direction(&args.paths)?;
+    let cipher = match &args.cipher {
+        Some(name) => Some(name.parse::<Cipher>().map_err(|e| Exit::usage(e.to_string()))?),
+        None => None,
+    };
+    let transport = TransportOptions {
+        cipher,
+        rate_limit_bps: args.limit_kbps.map(|kbps| kbps.saturating_mul(1000)),
+    };
+    let opts = CopyOptions {
+        recursive: args.recursive,
+        preserve: args.preserve,
+        compress: args.compress,
+        chunk_size: DEFAULT_CHUNK_SIZE,
+    };
+    // A download's target is checked before anything connects.
+    let local_target = match &direction {
+        Direction::Download { sources, target, .. } => {
+            let path = Path::new(target);
+            let is_dir = std::fs::metadata(path).is_ok_and(|md| md.is_dir());
+            let count = u32::try_from(sources.len()).unwrap_or(u32::MAX);
+            let target = Target::resolve(path, is_dir, count)?;
+            if !target.root().is_dir() {
+                anyhow::bail!("{}: No such directory", target.root().display());
+            }
+            Some(target)
+        }
+        Direction::Upload { .. } => None,
+    };
+
+    let (remote, launcher) = match &direction {
+        Direction::Upload { remote: None, .. } => (None, Launcher::Local),
+        Direction::Upload { remote: Some(r), .. } | Direction::Download { remote: r, .. } => {
+            (Some(r.clone()), Launcher::from_args(&args)?)
+        }
+    };
+    let remote_soku = args.remote_soku.clone().unwrap_or_else(|| "soku".into());
+    let cmd = launcher.command(remote.as_ref(), &remote_soku)?;
+    let session_opts = SessionOptions {
+        want_quic: !args.force_ssh_channel,
+        quic_timeout: Duration::from_secs_f64(args.quic_timeout.clamp(0.1, 600.0)),
+        host: remote.as_ref().map_or_else(|| "127.0.0.1".into(), |r| r.host.clone()),
+        transport,
+    };
+    let mut session = Session::start(cmd, &session_opts, events.as_ref()).await?;
+    let result = drive(&mut session, direction, local_target, opts, events).await;
+    match result {
+        Ok(report) => {
+            session.close().await?;
+            Ok(report)
+        }
+        Err(err) => {
+            session.abort().await;
+            Err(err)
+        }
+    }
+}
+
+async fn drive(
+    session: &mut Session,
+    direction: Direction,
+    local_target: Option<Target>,
+    opts: CopyOptions,
+    events: Arc<dyn EventSink>,
+) -> anyhow::Result<CopyReport> {
+    let quic = match &session.path {
+        DataPath::Quic { conn, .. } => Some(conn.clone()),
+        DataPath::SshChannel => None,
+    };
+    let base = |job| Request {
+        job,
+        recursive: opts.recursive,
+        preserve: opts.preserve,
+        compress: opts.compress,
+        chunk_size: opts.chunk_size,
+    };
+    let (files, bytes, failures) = match direction {
+        Direction::Upload { sources, target, .. } => {
+            let count = u32::try_from(sources.len()).unwrap_or(u32::MAX);
+            session
+                .control
+                .send(Message::Request(base(Job::Receive { target, sources: count })))
+                .await?;
+            let (chunks, in_flight) = match &quic {
+                Some(conn) => (ChunkOut::Quic(conn.clone()), QUIC_IN_FLIGHT),
+                None => (ChunkOut::Stream(session.control.clone()), STREAM_IN_FLIGHT),
+            };
+            let input = std::mem::replace(&mut session.control_in, Box::new(tokio::io::empty()));
+            let out =
+                send::run(sources, opts, session.control.clone(), input, chunks, in_flight, events)
+                    .await?;
+            (out.files, out.bytes, out.failures)
+        }
+        Direction::Download { sources, .. } => {
+            let names = NameFilter::for_requested(sources.iter().map(String::as_str));
+            session.control.send(Message::Request(base(Job::Send { sources }))).await?;
+            // safe: local_target is Some for every download (set above)
+            let Some(target) = local_target else { anyhow::bail!("internal: no local target") };
+            let root = target.root().to_path_buf();
+            let receiver = Receiver::new(target, Some(names), opts.recursive, opts.chunk_size)?;
+            let chunks = match &quic {
+                Some(conn) => ChunkIn::Quic(conn.clone()),
+                None => ChunkIn::Stream,
+            };
+            let out = receive::run(
+                receiver,
+                root,
+                opts,
+                session.control.clone(),
+                &mut session.control_in,
+                chunks,
+                events,
+            )
+            .await?;
+            (out.files, out.bytes, out.failures)
+        }
+    };
+    if failures > 0 {
+        return Err(Exit::failure(format!(
+            "{failures} of {} file{} failed",
+            failures + files,
+            if failures + files == 1 { "" } else { "s" }
+        ))
+        .into());
+    }
+    Ok(CopyReport { files, bytes })
+}
+
+/// Decides the direction from the command-line paths.
+fn direction(paths: &[String]) -> anyhow::Result<Direction> {
+    let Some((target, sources)) = paths.split_last() else {
+        return Err(Exit::usage("name at least one source and a target").into());
+    };
+    let target_loc = spec::parse(target).map_err(Exit::usage)?;
+    let mut locals = Vec::new();
+    let mut remotes: Vec<Remote> = Vec::new();
+    for source in sources {
+        match spec::parse(source).map_err(Exit::usage)? {
+            Location::Local(path) => locals.push(path),
+            Location::Remote(remote) => remotes.push(remote),
+        }
+    }
+    match target_loc {
+        Location::Remote(remote) => {
+            if !remotes.is_empty() {
+                return Err(Exit::usage(
+                    "copying between two remote hosts is not supported yet: copy through a local directory",
+                )
+                .into());
+            }
+            let target = remote.path.clone();
+            Ok(Direction::Upload { remote: Some(remote), sources: locals, target })
+        }
+        Location::Local(target) => {
+            if remotes.is_empty() {
+                return Ok(Direction::Upload { remote: None, sources: locals, target });
+            }
+            if !locals.is_empty() {
+                return Err(Exit::usage(
+                    "mixing local and remote sources is not supported: copy them in two runs",
+                )
+                .into());
+            }
+            let first = remotes[0].clone();
+            if remotes.iter().any(|r| r.host != first.host || r.user != first.user) {
+                return Err(Exit::usage(
+                    "sources from several remote hosts: copy from one host per run",
+                )
+                .into());
+            }
+            let sources = remotes.into_iter().map(|r| r.path).collect();
+            Ok(Direction::Download { remote: first, sources, target })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn paths(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn directions() {
+        assert!(matches!(
+            direction(&paths(&["a", "b", "h:dir"])).expect("ok"),
+            Direction::Upload { remote: Some(_), .. }
+        ));
+        assert!(matches!(
+            direction(&paths(&["h:a", "h:b", "."])).expect("ok"),
+            Direction::Download { .. }
+        ));
+        assert!(matches!(
+            direction(&paths(&["a", "b"])).expect("ok"),
+            Direction::Upload { remote: None, .. }
+        ));
+        assert!(direction(&paths(&["h:a", "g:b"])).is_err());
+        assert!(direction(&paths(&["h:a", "g:b", "."])).is_err());
+        assert!(direction(&paths(&["a", "h:b", "."])).is_err());
+    }
+}

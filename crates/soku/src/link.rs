@@ -1,0 +1,160 @@
+//! The data path between sender and receiver, whichever carries it: a QUIC connection
+//! (control on one bidirectional stream, one unidirectional stream per chunk) or the ssh
+//! channel itself (control frames and chunks interleaved on one byte stream).
+//!
+//! Outgoing control messages go through one writer task per link, so any task may send
+//! without holding a lock across an await.
+
+use bytes::Bytes;
+use soku_proto::chunk::ChunkHeader;
+use soku_proto::frame::{self, MAX_CONTROL_FRAME, PREFIX_LEN};
+use soku_proto::message::Message;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::sync::mpsc;
+
+/// Largest chunk-header frame on a QUIC data stream.
+const MAX_HEADER_FRAME: usize = 256;
+/// Outgoing messages queued before senders wait.
+const OUTBOX: usize = 64;
+
+/// Boxed byte streams for the ssh-channel transport.
+pub type BoxRead = Box<dyn AsyncRead + Send + Unpin>;
+
+/// Something to write on the control channel.
+#[derive(Debug)]
+pub enum Outbound {
+    /// A control message.
+    Control(Message),
+    /// A chunk (ssh-channel transport only): header, then its wire bytes.
+    Chunk(ChunkHeader, Bytes),
+}
+
+/// Sends on the control channel; cheap to clone.
+#[derive(Debug, Clone)]
+pub struct ControlTx(mpsc::Sender<Outbound>);
+
+impl ControlTx {
+    /// Queues a control message.
+    pub async fn send(&self, msg: Message) -> anyhow::Result<()> {
+        self.0
+            .send(Outbound::Control(msg))
+            .await
+            .map_err(|_| anyhow::anyhow!("connection closed while sending"))
+    }
+
+    async fn send_chunk(&self, header: ChunkHeader, data: Bytes) -> anyhow::Result<()> {
+        self.0
+            .send(Outbound::Chunk(header, data))
+            .await
+            .map_err(|_| anyhow::anyhow!("connection closed while sending"))
+    }
+}
+
+/// Starts the writer task for a control channel; it ends when every [`ControlTx`] is
+/// dropped, after flushing and closing the stream.
+pub fn spawn_writer<W: AsyncWrite + Send + Unpin + 'static>(
+    mut out: W,
+) -> (ControlTx, tokio::task::JoinHandle<anyhow::Result<()>>) {
+    let (tx, mut rx) = mpsc::channel::<Outbound>(OUTBOX);
+    let task = tokio::spawn(async move {
+        let mut buf = Vec::with_capacity(64 * 1024);
+        while let Some(first) = rx.recv().await {
+            let mut next = Some(first);
+            // Batch what is queued into one write: small frames never wait alone.
+            while let Some(item) = next.take() {
+                match item {
+                    Outbound::Control(msg) => frame::encode(&msg, &mut buf)?,
+                    Outbound::Chunk(header, data) => {
+                        frame::encode(&Message::Chunk(header), &mut buf)?;
+                        out.write_all(&buf).await?;
+                        buf.clear();
+                        out.write_all(&data).await?;
+                    }
+                }
+                if buf.len() < 64 * 1024 {
+                    next = rx.try_recv().ok();
+                }
+            }
+            out.write_all(&buf).await?;
+            buf.clear();
+            out.flush().await?;
+        }
+        out.shutdown().await?;
+        Ok(())
+    });
+    (ControlTx(tx), task)
+}
+
+/// Reads one control frame; `Ok(None)` at a clean end of stream.
+pub async fn read_message<R: AsyncRead + Unpin>(input: &mut R) -> anyhow::Result<Option<Message>> {
+    read_frame(input, MAX_CONTROL_FRAME).await
+}
+
+async fn read_frame<R: AsyncRead + Unpin, T: serde::de::DeserializeOwned>(
+    input: &mut R,
+    limit: usize,
+) -> anyhow::Result<Option<T>> {
+    let mut prefix = [0u8; PREFIX_LEN];
+    let mut got = 0;
+    while got < PREFIX_LEN {
+        let n = input.read(&mut prefix[got..]).await?;
+        if n == 0 {
+            if got == 0 {
+                return Ok(None);
+            }
+            return Err(soku_proto::ProtoError::Truncated.into());
+        }
+        got += n;
+    }
+    let len = frame::payload_len(prefix, limit)?;
+    let mut payload = vec![0u8; len];
+    input.read_exact(&mut payload).await.map_err(truncated)?;
+    Ok(Some(frame::decode_payload(&payload)?))
+}
+
+fn truncated(e: std::io::Error) -> anyhow::Error {
+    if e.kind() == std::io::ErrorKind::UnexpectedEof {
+        soku_proto::ProtoError::Truncated.into()
+    } else {
+        e.into()
+    }
+}
+
+/// Reads exactly `len` bytes (a chunk's wire bytes).
+pub async fn read_bytes<R: AsyncRead + Unpin>(input: &mut R, len: u32) -> anyhow::Result<Vec<u8>> {
+    let mut data = vec![0u8; len as usize];
+    input.read_exact(&mut data).await.map_err(truncated)?;
+    Ok(data)
+}
+
+/// How chunks leave the sender.
+#[derive(Clone)]
+pub enum ChunkOut {
+    /// One QUIC unidirectional stream per chunk.
+    Quic(quinn::Connection),
+    /// Interleaved with control frames on the ssh channel.
+    Stream(ControlTx),
+}
+
+impl ChunkOut {
+    /// Sends one chunk.
+    pub async fn send(&self, header: ChunkHeader, data: Bytes) -> anyhow::Result<()> {
+        match self {
+            ChunkOut::Quic(conn) => {
+                let mut stream = conn.open_uni().await?;
+                let head = Bytes::from(frame::to_vec(&header)?);
+                stream.write_all_chunks(&mut [head, data]).await?;
+                stream.finish()?;
+                Ok(())
+            }
+            ChunkOut::Stream(tx) => tx.send_chunk(header, data).await,
+        }
+    }
+}
+
+/// Reads a chunk header at the start of a QUIC data stream.
+pub async fn read_chunk_header<R: AsyncRead + Unpin>(input: &mut R) -> anyhow::Result<ChunkHeader> {
+    read_frame(input, MAX_HEADER_FRAME)
+        .await?
+        .ok_or_else(|| soku_proto::ProtoError::Truncated.into())
+}

@@ -1,0 +1,122 @@
+//! Turning file bytes into chunks on the wire and back: read, hash, compress (with `-C`,
+//! only where it pays), and the reverse, checked against the header.
+
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+
+use bytes::Bytes;
+use soku_proto::chunk::{chunk_hash, ChunkHeader};
+
+/// zstd level for `-C`: level 1 runs at several hundred MB/s per core, so compression
+/// rarely becomes the bottleneck (the seeds' gzip turned 75 MB/s into 9 MB/s).
+const ZSTD_LEVEL: i32 = 1;
+/// A compressed chunk is sent only if it saves at least this share of the bytes;
+/// otherwise the receiver's decompression would be work for nothing.
+const MIN_SAVING: f64 = 0.10;
+
+/// A chunk ready to send.
+#[derive(Debug)]
+pub struct Encoded {
+    /// Its header (file and index filled in by the caller's arguments).
+    pub header: ChunkHeader,
+    /// Its wire bytes.
+    pub wire: Bytes,
+}
+
+/// Reads chunk `index` (`len` bytes at `offset`) of `file`, hashes and maybe compresses it.
+pub fn read_chunk(
+    file: &File,
+    id: u32,
+    index: u32,
+    offset: u64,
+    len: u32,
+    compress: bool,
+) -> std::io::Result<Encoded> {
+    let mut plain = vec![0u8; len as usize];
+    file.read_exact_at(&mut plain, offset).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::UnexpectedEof {
+            std::io::Error::new(e.kind(), "file shrank while being read")
+        } else {
+            e
+        }
+    })?;
+    let hash = chunk_hash(&plain);
+    let mut header = ChunkHeader { file: id, index, wire_len: len, compressed: false, hash };
+    if compress {
+        if let Ok(packed) = zstd::bulk::compress(&plain, ZSTD_LEVEL) {
+            if (packed.len() as f64) < plain.len() as f64 * (1.0 - MIN_SAVING) {
+                // safe: packed is shorter than plain, whose length is a u32
+                header.wire_len = packed.len() as u32;
+                header.compressed = true;
+                return Ok(Encoded { header, wire: Bytes::from(packed) });
+            }
+        }
+    }
+    Ok(Encoded { header, wire: Bytes::from(plain) })
+}
+
+/// Recovers a chunk's plain bytes; `None` if compressed bytes do not decompress to
+/// exactly `plain_len` bytes.
+pub fn decode(header: &ChunkHeader, wire: Vec<u8>, plain_len: u32) -> Option<Vec<u8>> {
+    if !header.compressed {
+        return (wire.len() == plain_len as usize).then_some(wire);
+    }
+    let plain = zstd::bulk::decompress(&wire, plain_len as usize).ok()?;
+    (plain.len() == plain_len as usize).then_some(plain)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    /// Test helper: `take` on an XOF reader.
+    trait TakeExt {
+        fn take(self, n: usize) -> Vec<u8>;
+    }
+
+    impl TakeExt for blake3::OutputReader {
+        fn take(mut self, n: usize) -> Vec<u8> {
+            let mut out = vec![0; n];
+            self.fill(&mut out);
+            out
+        }
+    }
+
+    #[test]
+    fn compressible_chunks_shrink_and_come_back() {
+        let mut f = tempfile::tempfile().expect("tempfile");
+        let text = b"the quick brown fox jumps over the lazy dog\n".repeat(1000);
+        f.write_all(&text).expect("write");
+        let enc = read_chunk(&f, 3, 0, 0, text.len() as u32, true).expect("read");
+        assert!(enc.header.compressed && enc.wire.len() < text.len() / 4);
+        let plain = decode(&enc.header, enc.wire.to_vec(), text.len() as u32).expect("decodes");
+        assert_eq!(plain, text);
+        assert_eq!(enc.header.hash, chunk_hash(&text));
+    }
+
+    #[test]
+    fn random_chunks_go_raw() {
+        let mut f = tempfile::tempfile().expect("tempfile");
+        let noise: Vec<u8> = blake3::Hasher::new().finalize_xof().take(65536);
+        f.write_all(&noise).expect("write");
+        let enc = read_chunk(&f, 0, 0, 0, 65536, true).expect("read");
+        assert!(!enc.header.compressed);
+        assert_eq!(enc.wire.len(), 65536);
+    }
+
+    #[test]
+    fn a_decompression_bomb_or_garbage_is_refused() {
+        let header =
+            ChunkHeader { file: 0, index: 0, wire_len: 4, compressed: true, hash: [0; 32] };
+        assert_eq!(decode(&header, vec![1, 2, 3, 4], 100), None);
+        let bomb = zstd::bulk::compress(&vec![0u8; 1 << 20], 1).expect("compress");
+        assert_eq!(decode(&header, bomb, 1000), None);
+    }
+
+    #[test]
+    fn a_short_read_is_an_error() {
+        let f = tempfile::tempfile().expect("tempfile");
+        assert!(read_chunk(&f, 0, 0, 0, 10, false).is_err());
+    }
+}

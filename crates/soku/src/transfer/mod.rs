@@ -1,0 +1,47 @@
+//! The transfer engine: the sender and receiver that drive the sans-IO protocol over a
+//! link (QUIC or the ssh channel) and the file system.
+//!
+//! # Layout
+//! - [`walk`]: turning source paths into manifest entries.
+//! - [`fsops`]: temporary files, safe directory creation, metadata, rename into place.
+//! - [`codec`]: chunk reading, hashing and (optional) compression.
+//! - [`send`]: the sender.
+//! - [`receive`]: the receiver.
+
+pub mod codec;
+pub mod fsops;
+pub mod receive;
+pub mod send;
+pub mod walk;
+
+/// Options that shape a copy, shared by both roles.
+#[derive(Debug, Clone, Copy)]
+pub struct CopyOptions {
+    /// Copy directories (scp -r).
+    pub recursive: bool,
+    /// Preserve times and full mode (scp -p).
+    pub preserve: bool,
+    /// Compress chunks where it pays (scp -C).
+    pub compress: bool,
+    /// Chunk size in bytes.
+    pub chunk_size: u32,
+}
+
+/// A message's kind, for error messages (never its content: it may be large or hostile).
+pub fn message_name(msg: &soku_proto::message::Message) -> &'static str {
+    use soku_proto::message::Message as M;
+    match msg {
+        M::Request(_) => "a request",
+        M::Plan { .. } => "a plan",
+        M::Entry(_) => "a manifest entry",
+        M::SourceError { .. } => "a source error",
+        M::FileSummary { .. } => "a file summary",
+        M::FileAborted { .. } => "a file abort",
+        M::EndOfManifest { .. } => "an end of manifest",
+        M::Progress { .. } => "a progress report",
+        M::FileFailed { .. } => "a file failure",
+        M::Finished { .. } => "a finish report",
+        M::Fatal { .. } => "a fatal error",
+        M::Chunk(_) => "a chunk",
+    }
+}

@@ -1,0 +1,270 @@
+//! The sender: walks the sources, announces the plan and each entry on the control
+//! channel, and sends every file as chunks, many in flight at once.
+//!
+//! The entry of a file is queued on the control channel before its first chunk is sent,
+//! so on the ssh channel (one ordered stream) the receiver always knows the file first;
+//! on QUIC, chunks travel on their own streams and the receiver waits for the entry.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use anyhow::Context as _;
+use soku_proto::chunk::{root_hash, ChunkPlan};
+use soku_proto::manifest::Entry;
+use soku_proto::message::Message;
+use tokio::io::AsyncRead;
+use tokio::sync::Semaphore;
+
+use super::codec;
+use super::walk::{self, Item};
+use super::CopyOptions;
+use crate::events::{EventSink, TransferEvent};
+use crate::link::{read_message, ChunkOut, ControlTx};
+
+/// What the receiver reported at the end.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SendOutcome {
+    /// Files verified by the receiver.
+    pub files: u32,
+    /// Bytes verified by the receiver.
+    pub bytes: u64,
+    /// Files that failed on either side.
+    pub failures: u32,
+}
+
+/// Chunk hashes of one file, filled in as chunks are read; the last one sends the summary.
+struct FileHashes {
+    id: u32,
+    size: u64,
+    hashes: Mutex<Vec<[u8; 32]>>,
+    remaining: AtomicUsize,
+    aborted: AtomicBool,
+}
+
+/// Sends `sources` to the receiver at the other end of `control`/`chunks`.
+pub async fn run<R: AsyncRead + Unpin + Send + 'static>(
+    sources: Vec<String>,
+    opts: CopyOptions,
+    control: ControlTx,
+    control_in: R,
+    chunks: ChunkOut,
+    in_flight: usize,
+    events: Arc<dyn EventSink>,
+) -> anyhow::Result<SendOutcome> {
+    let recursive = opts.recursive;
+    let items = tokio::task::spawn_blocking(move || {
+        let mut items = Vec::new();
+        walk::walk(&sources, recursive, &mut |item| {
+            items.push(item);
+            true
+        });
+        items
+    })
+    .await?;
+    let (files, bytes) = items.iter().fold((0u32, 0u64), |(n, b), item| match item {
+        Item::File { size, .. } => (n + 1, b + size),
+        _ => (n, b),
+    });
+    control.send(Message::Plan { files, bytes }).await?;
+    events.event(TransferEvent::Planned { files, bytes });
+    let start = Instant::now();
+
+    // The receiver's reports arrive while we send.
+    let names: Arc<Mutex<Vec<String>>> = Arc::default();
+    let reader = tokio::spawn(read_reports(control_in, names.clone(), events.clone()));
+
+    let permits = Arc::new(Semaphore::new(in_flight));
+    let failed: Arc<Mutex<Option<anyhow::Error>>> = Arc::default();
+    let mut next_id = 0u32;
+    let mut sent_bytes = 0u64;
+    for item in items {
+        if let Some(err) = failed.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            return Err(err);
+        }
+        match item {
+            Item::Error { path, message } => {
+                events.event(TransferEvent::FileFailed {
+                    path: path.clone(),
+                    message: message.clone(),
+                });
+                control.send(Message::SourceError { path, message }).await?;
+            }
+            Item::Dir { wire, meta } => {
+                control.send(Message::Entry(Entry::Dir { path: wire, meta })).await?
+            }
+            Item::File { wire, local, size, meta } => {
+                let opened = {
+                    let local = local.clone();
+                    tokio::task::spawn_blocking(move || std::fs::File::open(local)).await?
+                };
+                let file = match opened {
+                    Ok(file) => Arc::new(file),
+                    Err(e) => {
+                        let (path, message) = (local.display().to_string(), walk::describe(&e));
+                        events.event(TransferEvent::FileFailed {
+                            path: path.clone(),
+                            message: message.clone(),
+                        });
+                        control.send(Message::SourceError { path, message }).await?;
+                        continue;
+                    }
+                };
+                let id = next_id;
+                next_id += 1;
+                sent_bytes += size;
+                names.lock().unwrap_or_else(|p| p.into_inner()).push(local.display().to_string());
+                control.send(Message::Entry(Entry::File { id, path: wire, size, meta })).await?;
+                let plan = ChunkPlan::new(size, opts.chunk_size);
+                let count =
+                    usize::try_from(plan.count()).context("file too large for this machine")?;
+                let hashes = Arc::new(FileHashes {
+                    id,
+                    size,
+                    hashes: Mutex::new(vec![[0; 32]; count]),
+                    remaining: AtomicUsize::new(count),
+                    aborted: AtomicBool::new(false),
+                });
+                if count == 0 {
+                    control.send(Message::FileSummary { file: id, root: root_hash(0, []) }).await?;
+                }
+                for index in 0..count {
+                    let index = u32::try_from(index).context("file has too many chunks")?;
+                    let Some((offset, len)) = plan.span(index) else { break };
+                    if hashes.aborted.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    let permit = permits.clone().acquire_owned().await?;
+                    let task = ChunkTask {
+                        file: file.clone(),
+                        hashes: hashes.clone(),
+                        index,
+                        offset,
+                        len,
+                        compress: opts.compress,
+                        chunks: chunks.clone(),
+                        control: control.clone(),
+                        events: events.clone(),
+                        path: local.display().to_string(),
+                    };
+                    let failed = failed.clone();
+                    tokio::spawn(async move {
+                        if let Err(e) = task.run().await {
+                            failed.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(e);
+                        }
+                        drop(permit);
+                    });
+                }
+            }
+        }
+    }
+    // Wait for every chunk in flight.
+    let all = u32::try_from(in_flight).unwrap_or(u32::MAX);
+    let _all_back = permits.acquire_many(all).await?;
+    if let Some(err) = failed.lock().unwrap_or_else(|p| p.into_inner()).take() {
+        return Err(err);
+    }
+    control.send(Message::EndOfManifest { files: next_id, bytes: sent_bytes }).await?;
+    // The receiver counts our source errors in its failures: it got each of them.
+    let outcome = reader.await??;
+    events.event(TransferEvent::Finished {
+        files: outcome.files,
+        bytes: outcome.bytes,
+        failures: outcome.failures,
+        elapsed: start.elapsed(),
+    });
+    Ok(outcome)
+}
+
+/// One chunk: read, hash, maybe compress (on the blocking pool), then send.
+struct ChunkTask {
+    file: Arc<std::fs::File>,
+    hashes: Arc<FileHashes>,
+    index: u32,
+    offset: u64,
+    len: u32,
+    compress: bool,
+    chunks: ChunkOut,
+    control: ControlTx,
+    events: Arc<dyn EventSink>,
+    path: String,
+}
+
+impl ChunkTask {
+    /// Errors returned are fatal to the copy (the link broke); a read error only aborts
+    /// this file.
+    async fn run(self) -> anyhow::Result<()> {
+        let (file, id, index, offset, len, compress) =
+            (self.file.clone(), self.hashes.id, self.index, self.offset, self.len, self.compress);
+        let read = tokio::task::spawn_blocking(move || {
+            codec::read_chunk(&file, id, index, offset, len, compress)
+        })
+        .await?;
+        let encoded = match read {
+            Ok(encoded) => encoded,
+            Err(e) => {
+                if !self.hashes.aborted.swap(true, Ordering::Relaxed) {
+                    let message = walk::describe(&e);
+                    self.events.event(TransferEvent::FileFailed {
+                        path: self.path,
+                        message: message.clone(),
+                    });
+                    self.control.send(Message::FileAborted { file: id, message }).await?;
+                }
+                return Ok(());
+            }
+        };
+        let hash = encoded.header.hash;
+        self.chunks.send(encoded.header, encoded.wire).await?;
+        let root = {
+            let mut hashes = self.hashes.hashes.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(slot) = hashes.get_mut(index as usize) {
+                *slot = hash;
+            }
+            let last = self.hashes.remaining.fetch_sub(1, Ordering::AcqRel) == 1;
+            last.then(|| root_hash(self.hashes.size, hashes.iter()))
+        };
+        if let Some(root) = root {
+            if !self.hashes.aborted.load(Ordering::Relaxed) {
+                self.control.send(Message::FileSummary { file: id, root }).await?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Reads the receiver's reports until it says it has finished.
+async fn read_reports<R: AsyncRead + Unpin>(
+    mut input: R,
+    names: Arc<Mutex<Vec<String>>>,
+    events: Arc<dyn EventSink>,
+) -> anyhow::Result<SendOutcome> {
+    loop {
+        let Some(msg) = read_message(&mut input).await? else {
+            anyhow::bail!("the receiver closed the connection before confirming the copy");
+        };
+        match msg {
+            Message::Progress { verified_bytes } => {
+                events.event(TransferEvent::Verified { bytes: verified_bytes });
+            }
+            Message::FileFailed { file, message } => {
+                let path = names
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .get(file as usize)
+                    .cloned()
+                    .unwrap_or_else(|| format!("file #{file}"));
+                events.event(TransferEvent::FileFailed { path, message });
+            }
+            Message::Finished { files, bytes, failures } => {
+                events.event(TransferEvent::Verified { bytes });
+                return Ok(SendOutcome { files, bytes, failures });
+            }
+            Message::Fatal { message } => anyhow::bail!("remote: {message}"),
+            other => anyhow::bail!(
+                "protocol violation: the receiver sent {}",
+                crate::transfer::message_name(&other)
+            ),
+        }
+    }
+}

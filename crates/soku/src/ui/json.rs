@@ -1,0 +1,51 @@
+//! Machine-readable events: one JSON object per line on stderr.
+
+use std::io::Write;
+
+use crate::events::{EventSink, TransferEvent};
+
+/// Writes each event as a JSON line on stderr.
+#[derive(Debug, Default)]
+pub struct JsonLines;
+
+fn escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+impl EventSink for JsonLines {
+    fn event(&self, event: TransferEvent) {
+        let line = match event {
+            TransferEvent::Connected { transport } => {
+                format!(r#"{{"event":"connected","transport":"{}"}}"#, escape(&transport))
+            }
+            TransferEvent::Planned { files, bytes } => {
+                format!(r#"{{"event":"planned","files":{files},"bytes":{bytes}}}"#)
+            }
+            TransferEvent::Verified { bytes } => {
+                format!(r#"{{"event":"verified","bytes":{bytes}}}"#)
+            }
+            TransferEvent::FileFailed { path, message } => format!(
+                r#"{{"event":"file_failed","path":"{}","message":"{}"}}"#,
+                escape(&path),
+                escape(&message)
+            ),
+            TransferEvent::Warning(message) => {
+                format!(r#"{{"event":"warning","message":"{}"}}"#, escape(&message))
+            }
+            TransferEvent::Finished { files, bytes, failures, elapsed } => format!(
+                r#"{{"event":"finished","files":{files},"bytes":{bytes},"failures":{failures},"seconds":{:.6}}}"#,
+                elapsed.as_secs_f64()
+            ),
+        };
+        let _ = writeln!(std::io::stderr().lock(), "{line}");
+    }
+}

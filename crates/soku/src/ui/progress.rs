@@ -1,0 +1,126 @@
+//! The progress meter on stderr (only when it is a terminal) and the one-line summary.
+//!
+//! Progress counts bytes the receiver has verified, never bytes handed to a socket.
+
+use std::io::{IsTerminal, Write};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use super::{human_bytes, human_rate};
+use crate::events::{EventSink, TransferEvent};
+
+/// Redraws at most this often.
+const REDRAW: Duration = Duration::from_millis(200);
+
+/// Progress meter and summary for people.
+#[derive(Debug)]
+pub struct ProgressMeter {
+    quiet: bool,
+    verbose: bool,
+    live: bool,
+    state: Mutex<State>,
+}
+
+#[derive(Debug)]
+struct State {
+    start: Instant,
+    total: Option<u64>,
+    last_draw: Option<Instant>,
+    drawn: bool,
+}
+
+impl ProgressMeter {
+    /// A meter; `quiet` silences everything but errors, `verbose` adds connection details.
+    pub fn new(quiet: bool, verbose: bool) -> Self {
+        Self {
+            quiet,
+            verbose,
+            live: !quiet && std::io::stderr().is_terminal(),
+            state: Mutex::new(State {
+                start: Instant::now(),
+                total: None,
+                last_draw: None,
+                drawn: false,
+            }),
+        }
+    }
+
+    fn line(&self, text: &str) {
+        let mut err = std::io::stderr().lock();
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if state.drawn {
+            let _ = write!(err, "\r\x1b[K");
+            state.drawn = false;
+        }
+        let _ = writeln!(err, "{text}");
+    }
+
+    fn draw(&self, verified: u64) {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let now = Instant::now();
+        if state.last_draw.is_some_and(|t| now - t < REDRAW) {
+            return;
+        }
+        state.last_draw = Some(now);
+        let secs = (now - state.start).as_secs_f64().max(1e-3);
+        let rate = verified as f64 / secs;
+        let mut text = format!("{} {}", human_bytes(verified), human_rate(rate));
+        if let Some(total) = state.total.filter(|t| *t > 0) {
+            let pct = verified as f64 * 100.0 / total as f64;
+            let eta = if rate > 0.0 { (total.saturating_sub(verified)) as f64 / rate } else { 0.0 };
+            text = format!("{pct:5.1}% of {} | {text} | ETA {}", human_bytes(total), clock(eta));
+        }
+        let _ = write!(std::io::stderr().lock(), "\r\x1b[K{text}");
+        state.drawn = true;
+    }
+}
+
+fn clock(secs: f64) -> String {
+    let s = secs.round() as u64;
+    format!("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
+}
+
+impl EventSink for ProgressMeter {
+    fn event(&self, event: TransferEvent) {
+        match event {
+            TransferEvent::Planned { bytes, .. } => {
+                let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+                state.total = Some(bytes);
+                state.start = Instant::now();
+            }
+            TransferEvent::Verified { bytes } if self.live => self.draw(bytes),
+            TransferEvent::Verified { .. } => {}
+            TransferEvent::Connected { transport } => {
+                if self.verbose && !self.quiet {
+                    self.line(&format!("soku: data over {transport}"));
+                }
+            }
+            TransferEvent::FileFailed { path, message } => {
+                self.line(&format!("soku: {path}: {message}"));
+            }
+            TransferEvent::Warning(message) => {
+                if !self.quiet {
+                    self.line(&format!("soku: warning: {message}"));
+                }
+            }
+            TransferEvent::Finished { files, bytes, failures, elapsed } => {
+                if self.quiet {
+                    return;
+                }
+                let secs = elapsed.as_secs_f64().max(1e-6);
+                let mut text = format!(
+                    "{} file{}, {} in {:.2} s, {}",
+                    files,
+                    if files == 1 { "" } else { "s" },
+                    human_bytes(bytes),
+                    secs,
+                    human_rate(bytes as f64 / secs)
+                );
+                if failures > 0 {
+                    text.push_str(&format!(", {failures} failed"));
+                }
+                self.line(&text);
+            }
+        }
+    }
+}
