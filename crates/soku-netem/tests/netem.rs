@@ -108,17 +108,12 @@ fn udp_stream(path: &Path, n: u32, size: usize, gap: Duration) -> Vec<bool> {
     })
 }
 
-#[test]
-fn rtt_matches_spec() {
-    let _g = serial();
-    let rtt = Duration::from_millis(20);
-    let Some(path) = up("rtt", PathSpec::symmetric(rtt, 0.0, None)) else {
-        return;
-    };
-    let (tx, rx) = udp_pair(&path);
+/// Round-trip times of `n` sequential UDP echoes A->B->A.
+fn echo_rtts(path: &Path, n: u8) -> Vec<Duration> {
+    let (tx, rx) = udp_pair(path);
     rx.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
     tx.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
-    let mut samples = std::thread::scope(|s| {
+    std::thread::scope(|s| {
         s.spawn(|| {
             let mut buf = [0u8; 64];
             while let Ok((n, from)) = rx.recv_from(&mut buf) {
@@ -130,16 +125,26 @@ fn rtt_matches_spec() {
         });
         let mut samples = Vec::new();
         let mut buf = [0u8; 64];
-        for i in 0..50u8 {
+        for i in 0..n {
             let t = Instant::now();
             tx.send(&[b'p', i]).unwrap();
-            let n = tx.recv(&mut buf).expect("echo reply");
-            assert_eq!(&buf[..n], &[b'p', i]);
+            let len = tx.recv(&mut buf).expect("echo reply");
+            assert_eq!(&buf[..len], &[b'p', i]);
             samples.push(t.elapsed());
         }
         tx.send(b"q").unwrap();
         samples
-    });
+    })
+}
+
+#[test]
+fn rtt_matches_spec() {
+    let _g = serial();
+    let rtt = Duration::from_millis(20);
+    let Some(path) = up("rtt", PathSpec::symmetric(rtt, 0.0, None)) else {
+        return;
+    };
+    let mut samples = echo_rtts(&path, 50);
     samples.sort();
     let (min, med, p90) = (samples[0], samples[25], samples[45]);
     let stats = path.stats();
@@ -312,7 +317,37 @@ fn udp_flood_overflows_queue() {
 }
 
 #[test]
-fn jitter_and_reorder_show_up() {
+fn jitter_spreads_rtt() {
+    let _g = serial();
+    let spec = PathSpec {
+        a_to_b: LinkSpec {
+            delay: Duration::from_millis(5),
+            jitter: Duration::from_millis(2),
+            ..LinkSpec::default()
+        },
+        b_to_a: LinkSpec { delay: Duration::from_millis(5), ..LinkSpec::default() },
+        ..PathSpec::default()
+    };
+    let Some(path) = up("jitter", spec) else {
+        return;
+    };
+    let mut samples = echo_rtts(&path, 100);
+    samples.sort();
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let (min, med, p95) = (ms(samples[0]), ms(samples[50]), ms(samples[95]));
+    let max = ms(samples[99]);
+    eprintln!("jitter +-2 ms on 10 ms: min {min:.2} median {med:.2} p95 {p95:.2} max {max:.2} ms");
+    // Uniform 8..12 ms. The minimum comes within 0.5 ms of 8 unless no sample of 100
+    // falls in the lowest eighth ((7/8)^100 = 2e-6); the 96th comes above 11.3 ms
+    // unless fewer than 5 of 100 land in the top 17.5 % (~1e-4). The max is not
+    // checked: a preempted (non-realtime) test thread adds outliers.
+    assert!((8.0..8.6).contains(&min), "min {min}");
+    assert!((11.3..13.0).contains(&p95), "p95 {p95}");
+    assert!((med - 10.0).abs() < 1.0, "median {med}");
+}
+
+#[test]
+fn reorder_shows_up() {
     let _g = serial();
     let spec = PathSpec {
         a_to_b: LinkSpec {
@@ -403,6 +438,12 @@ fn max_throughput() {
     // required only under SOKU_NETEM_STRICT=1, a floor of 0.5 always.
     let floor = if std::env::var("SOKU_NETEM_STRICT").as_deref() == Ok("1") { 1.0 } else { 0.5 };
     assert!(gbps >= floor, "{gbps:.2} Gbit/s below {floor}");
+}
+
+#[test]
+fn path_is_send_and_sync() {
+    fn check<T: Send + Sync>() {}
+    check::<Path>();
 }
 
 #[test]
