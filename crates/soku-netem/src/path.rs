@@ -234,6 +234,16 @@ impl Path {
         netns::command_in(&self.ns_b, program)
     }
 
+    /// Forgets cached TCP metrics (ssthresh, RTT) in both namespaces, so one run's
+    /// losses do not shape the next (`ip tcp_metrics flush all`). Call before each
+    /// TCP measurement.
+    pub fn flush_tcp_metrics(&self) -> Result<()> {
+        for ns in [&self.ns_a, &self.ns_b] {
+            netns::ip(&["-n", ns, "tcp_metrics", "flush", "all"])?;
+        }
+        Ok(())
+    }
+
     /// True while both forwarding threads are running.
     pub fn is_running(&self) -> bool {
         self.threads.iter().all(|t| !t.is_finished())

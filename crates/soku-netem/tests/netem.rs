@@ -441,6 +441,39 @@ fn max_throughput() {
 }
 
 #[test]
+fn mtu_and_addresses_applied() {
+    let _g = serial();
+    let mut spec = PathSpec::default();
+    spec.a_to_b.mtu = 1280;
+    spec.b_to_a.mtu = 9000;
+    let Some(path) = up("mtu", spec) else {
+        return;
+    };
+    let show = |ns: &str| {
+        let out = std::process::Command::new("ip")
+            .args(["-n", ns, "-d", "addr", "show", "soku0"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let (a, b) = (show(path.ns_a()), show(path.ns_b()));
+    assert!(a.contains("mtu 1280") && a.contains("10.77.0.1/24"), "{a}");
+    assert!(b.contains("mtu 9000") && b.contains("10.77.0.2/24"), "{b}");
+    path.flush_tcp_metrics().unwrap();
+    // A datagram as large as B's MTU arrives whole (the pool slots fit it).
+    let bb = path.addr_b();
+    let a_addr = path.addr_a();
+    let ra = path.in_a(move || UdpSocket::bind(SocketAddr::from((a_addr, 0)))).unwrap().unwrap();
+    big_rcvbuf(&ra);
+    ra.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+    let tb = path.in_b(move || UdpSocket::bind(SocketAddr::from((bb, 0)))).unwrap().unwrap();
+    tb.send_to(&vec![7u8; 9000 - 28], ra.local_addr().unwrap()).unwrap();
+    let mut buf = vec![0u8; 10_000];
+    let n = ra.recv(&mut buf).expect("jumbo datagram B->A");
+    assert_eq!(n, 9000 - 28);
+}
+
+#[test]
 fn path_is_send_and_sync() {
     fn check<T: Send + Sync>() {}
     check::<Path>();
