@@ -10,7 +10,11 @@
 //! sender. Measuring over a whole round (about one RTT) rather than per packet makes
 //! the sample robust to ack compression and batching without per-packet state.
 
+use std::collections::VecDeque;
 use std::time::{Duration, Instant};
+
+/// Delivery marks kept per rate interval (one every 1/16 of it).
+const MARKS_PER_INTERVAL: u32 = 16;
 
 /// What one round delivered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,9 +32,22 @@ pub struct RoundSample {
     pub app_limited: bool,
     /// Smallest RTT sample taken during the round.
     pub min_rtt: Option<Duration>,
+    /// Highest delivery rate (bytes/s) over any span of one rate interval (the caller's
+    /// min RTT) that ended during the round. A probe's extra data is acknowledged in a
+    /// burst that a whole-round average would dilute; this catches it, much as BBR's
+    /// per-packet rate samples do (draft §4.5.2.4).
+    pub interval_rate: Option<u64>,
 }
 
 impl RoundSample {
+    /// The best delivery rate the round showed: the interval rate, else the round's.
+    pub fn best_rate(&self) -> Option<u64> {
+        match (self.interval_rate, self.rate()) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
     /// Delivery rate over the round in bytes per second, if the round spanned time.
     pub fn rate(&self) -> Option<u64> {
         let nanos = self.elapsed.as_nanos();
@@ -64,6 +81,9 @@ pub struct DeliveryTracker {
     app_limited: bool,
     min_rtt: Option<Duration>,
     total_delivered: u64,
+    /// (time, total delivered) marks spanning at least one rate interval.
+    marks: VecDeque<(Instant, u64)>,
+    interval_rate: Option<u64>,
 }
 
 impl Default for DeliveryTracker {
@@ -85,6 +105,8 @@ impl DeliveryTracker {
             app_limited: false,
             min_rtt: None,
             total_delivered: 0,
+            marks: VecDeque::new(),
+            interval_rate: None,
         }
     }
 
@@ -128,14 +150,47 @@ impl DeliveryTracker {
         self.app_limited = true;
     }
 
-    /// A batch of acks ended; returns the sample if it closed a round.
+    /// Track the delivery rate over the last `interval` (normally the min RTT).
+    fn sample_interval(&mut self, now: Instant, interval: Duration) {
+        if interval.is_zero() {
+            return;
+        }
+        let step = interval / MARKS_PER_INTERVAL;
+        match self.marks.back_mut() {
+            // A mark means "delivered up to and including t": several ack batches
+            // at one instant all belong to it.
+            Some(back) if back.0 == now => back.1 = self.total_delivered,
+            Some(&mut (t, _)) if now.saturating_duration_since(t) < step => {}
+            _ => self.marks.push_back((now, self.total_delivered)),
+        }
+        // Keep exactly one mark at least `interval` old.
+        while self.marks.get(1).is_some_and(|&(t, _)| now.saturating_duration_since(t) >= interval)
+        {
+            self.marks.pop_front();
+        }
+        if let Some(&(t, delivered)) = self.marks.front() {
+            let elapsed = now.saturating_duration_since(t);
+            if elapsed >= interval {
+                let bytes = u128::from(self.total_delivered - delivered);
+                let rate = u64::try_from(bytes * 1_000_000_000 / elapsed.as_nanos()).ok();
+                self.interval_rate = self.interval_rate.max(rate);
+            }
+        }
+    }
+
+    /// A batch of acks ended; returns the sample if it closed a round. `interval` is
+    /// the span over which interval rates are measured (the min RTT, once known).
     pub fn on_end_acks(
         &mut self,
         now: Instant,
         largest_acked: Option<u64>,
         app_limited: bool,
+        interval: Option<Duration>,
     ) -> Option<RoundSample> {
         self.app_limited |= app_limited;
+        if let Some(interval) = interval {
+            self.sample_interval(now, interval);
+        }
         let (Some(acked), Some(end)) = (largest_acked, self.round_end_pn) else {
             return None;
         };
@@ -151,6 +206,7 @@ impl DeliveryTracker {
             elapsed: now.saturating_duration_since(start),
             app_limited: self.app_limited,
             min_rtt: self.min_rtt,
+            interval_rate: self.interval_rate,
         };
         // The next round ends when a packet sent after this moment is acknowledged
         // (draft-cardwell-iccrg-bbr-congestion-control §4.5.1).
@@ -160,6 +216,7 @@ impl DeliveryTracker {
         self.lost = 0;
         self.app_limited = false;
         self.min_rtt = None;
+        self.interval_rate = None;
         Some(sample)
     }
 }
@@ -179,7 +236,7 @@ mod tests {
         // Round 1 ends when the first packet sent is acked.
         d.on_sent(t0, 0);
         d.on_ack(t0 + ms(100), t0, 1000, false);
-        let s = d.on_end_acks(t0 + ms(100), Some(0), false).expect("round 1");
+        let s = d.on_end_acks(t0 + ms(100), Some(0), false, None).expect("round 1");
         assert_eq!((s.round, s.delivered, s.elapsed), (1, 1000, ms(100)));
         // Round 2 ends with the ack of packet 1, the first sent after round 1 ended.
         let t1 = t0 + ms(100);
@@ -187,17 +244,17 @@ mod tests {
             d.on_sent(t1, pn);
         }
         d.on_ack(t1 + ms(100), t1, 1000, false);
-        let s = d.on_end_acks(t1 + ms(100), Some(1), false).expect("round 2");
+        let s = d.on_end_acks(t1 + ms(100), Some(1), false, None).expect("round 2");
         assert_eq!(s.round, 2);
         // Round 3 needs packet 11: acks of 2..=10 do not end it.
         for pn in 2..=10 {
             d.on_ack(t1 + ms(100), t1, 1000, false);
-            assert!(d.on_end_acks(t1 + ms(100), Some(pn), false).is_none());
+            assert!(d.on_end_acks(t1 + ms(100), Some(pn), false, None).is_none());
         }
         let t2 = t1 + ms(100);
         d.on_sent(t2, 11);
         d.on_ack(t2 + ms(100), t2, 1000, false);
-        let s = d.on_end_acks(t2 + ms(100), Some(11), false).expect("round 3");
+        let s = d.on_end_acks(t2 + ms(100), Some(11), false, None).expect("round 3");
         assert_eq!(s.round, 3);
         assert_eq!(s.delivered, 10_000);
         assert_eq!(s.elapsed, ms(100));
@@ -213,18 +270,37 @@ mod tests {
         d.on_sent(t0, 1);
         d.on_loss(1000);
         d.on_ack(t0 + ms(50), t0, 3000, true);
-        let s = d.on_end_acks(t0 + ms(50), Some(1), false).expect("round ends");
+        let s = d.on_end_acks(t0 + ms(50), Some(1), false, None).expect("round ends");
         assert!(s.app_limited);
         assert!((s.loss_fraction() - 0.25).abs() < 1e-9);
         // Next round starts clean.
         d.on_sent(t0 + ms(50), 2);
         d.on_ack(t0 + ms(100), t0 + ms(50), 1000, false);
-        let s = d.on_end_acks(t0 + ms(100), Some(2), false).expect("round ends");
+        let s = d.on_end_acks(t0 + ms(100), Some(2), false, None).expect("round ends");
         assert!(!s.app_limited);
         assert_eq!(s.lost, 0);
         assert_eq!(s.round, 2);
         assert_eq!(d.round(), 2);
         assert_eq!(d.total_delivered(), 4000);
+    }
+
+    #[test]
+    fn interval_rate_catches_a_burst_inside_a_long_round() {
+        let t0 = Instant::now();
+        let mut d = DeliveryTracker::new();
+        d.on_sent(t0, 0);
+        // 1000 bytes every 10 ms for 300 ms, with a 5000-byte burst at 200 ms.
+        for i in 1..=30u64 {
+            let now = t0 + ms(10 * i);
+            d.on_ack(now, t0, if i == 20 { 6000 } else { 1000 }, false);
+            assert!(d.on_end_acks(now, None, false, Some(ms(100))).is_none());
+        }
+        d.on_ack(t0 + ms(310), t0, 1000, false);
+        let s = d.on_end_acks(t0 + ms(310), Some(0), false, Some(ms(100))).expect("round ends");
+        // Whole round: 36 kB / 310 ms; best 100 ms span: 15 kB.
+        assert_eq!(s.rate(), Some(116_129));
+        assert_eq!(s.interval_rate, Some(150_000));
+        assert_eq!(s.best_rate(), Some(150_000));
     }
 
     #[test]
@@ -236,8 +312,10 @@ mod tests {
             elapsed: Duration::ZERO,
             app_limited: false,
             min_rtt: None,
+            interval_rate: None,
         };
         assert_eq!(s.rate(), None);
+        assert_eq!(s.best_rate(), None);
         assert_eq!(s.loss_fraction(), 0.0);
     }
 }

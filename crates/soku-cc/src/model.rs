@@ -278,7 +278,7 @@ impl SokuCc {
     }
 
     fn on_round(&mut self, s: RoundSample) {
-        if let Some(rate) = s.rate() {
+        if let Some(rate) = s.best_rate() {
             let current = self.max_bw.get().unwrap_or(0);
             // App-limited rounds understate the path: only let them raise the max.
             if !s.app_limited || rate > current {
@@ -376,7 +376,8 @@ impl Controller for SokuCc {
         largest_packet_num_acked: Option<u64>,
     ) {
         self.in_flight = in_flight;
-        if let Some(sample) = self.delivery.on_end_acks(now, largest_packet_num_acked, app_limited)
+        if let Some(sample) =
+            self.delivery.on_end_acks(now, largest_packet_num_acked, app_limited, self.min_rtt)
         {
             self.on_round(sample);
         }
