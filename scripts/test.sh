@@ -27,5 +27,7 @@ cargo clippy --locked --workspace --all-targets -- -D warnings
 echo "== cargo build (release, used by the end-to-end tests and the quick bench)"
 cargo build --locked --release --workspace
 echo "== cargo test"
-SOKU_BIN="$PWD/target/release/soku" cargo test --locked --release --workspace -- --test-threads=2
+target_dir=${CARGO_TARGET_DIR:-$PWD/target}
+SOKU_BIN="$target_dir/release/soku" SOKU_PRELOAD_LIB="$target_dir/release/libsoku_preload.so" \
+    cargo test --locked --release --workspace -- --test-threads=2
 echo "== all tests passed"
