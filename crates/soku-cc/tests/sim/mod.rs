@@ -5,13 +5,14 @@
 //! the two directions) and a loss-free return path. Each flow is a bulk sender (always
 //! has data) that sends `pkt`-byte packets, paced like quinn (`connection/pacing.rs`:
 //! a token bucket refilled at `1.25 x window / srtt`, bursts of 2 ms worth, 10 to 256
-//! packets) and limited by `window()`. The receiver acks every packet at once. The
+//! packets) and limited by `window()`. The receiver acks every `ack_every` packets or
+//! after `max_ack_delay`, one ACK frame per event. The
 //! controller is fed as quinn feeds it: `on_sent` per packet, `on_ack` per newly acked
 //! packet, then `on_end_acks`, then loss detection (RFC 9002 §6.1: three packets or
 //! 9/8 RTT behind the largest acked) and one `on_congestion_event` per batch. A 10 ms
 //! tick stands in for quinn's loss timer and PTO when a whole window is lost.
-//! Simplifications: lost data is resent as new data (as quinn does), no ack delay, no
-//! ack loss, no persistent-congestion signal.
+//! Simplifications: lost data is resent as new data (as quinn does), acks report no
+//! ack delay, no ack loss, no persistent-congestion signal.
 
 pub mod rtt;
 
@@ -31,6 +32,10 @@ pub struct Path {
     pub loss: f64,
     /// Simulated packet size (also the controllers' MTU).
     pub pkt: u64,
+    /// The receiver acks every `ack_every` packets (quinn: 2)...
+    pub ack_every: usize,
+    /// ...or this long after the first unacknowledged one arrived (quinn: 25 ms).
+    pub max_ack_delay: Duration,
 }
 
 /// What one flow achieved within the measurement window.
@@ -92,14 +97,23 @@ struct Flow {
     last_window: u64,
     last_refill: u64,
     wake_at: Option<u64>,
+    pending: Pending,
     stats: FlowStats,
 }
 
-#[derive(PartialEq, Eq, PartialOrd, Ord, Clone, Copy)]
+#[derive(PartialEq, Eq, PartialOrd, Ord, Clone)]
 enum Ev {
     Wake(usize),
-    Ack(usize, u64),
+    /// One ACK frame: the packets it newly acknowledges.
+    Ack(usize, Vec<u64>),
     Tick(usize),
+}
+
+/// The receiver's packets not yet acknowledged: (first arrival, packet numbers).
+#[derive(Default)]
+struct Pending {
+    first_arrival: u64,
+    pns: Vec<u64>,
 }
 
 struct Sim {
@@ -231,41 +245,86 @@ impl Sim {
         if arrive >= self.measure_from && arrive < self.end {
             self.flows[i].stats.delivered += pkt;
         }
-        self.push(self.link_free_at + rtt, Ev::Ack(i, pn));
+        self.receive(i, pn, arrive);
     }
 
-    fn on_ack(&mut self, i: usize, pn: u64) {
+    /// The receiver got `pn` at `arrive`: ack every `ack_every` packets, or when the
+    /// oldest unacknowledged one has waited `max_ack_delay`. Arrival times are known
+    /// at send time and rise per flow, so the receiver runs ahead of the clock.
+    fn receive(&mut self, i: usize, pn: u64, arrive: u64) {
+        let back = ns(self.path.rtt) / 2;
+        let delay = ns(self.path.max_ack_delay);
+        let p = &mut self.flows[i].pending;
+        if !p.pns.is_empty() && arrive > p.first_arrival + delay {
+            let batch = std::mem::take(&mut p.pns);
+            let t = p.first_arrival + delay + back;
+            self.push(t, Ev::Ack(i, batch));
+        }
+        let p = &mut self.flows[i].pending;
+        if p.pns.is_empty() {
+            p.first_arrival = arrive;
+        }
+        p.pns.push(pn);
+        if p.pns.len() >= self.path.ack_every {
+            let batch = std::mem::take(&mut p.pns);
+            self.push(arrive + back, Ev::Ack(i, batch));
+        }
+    }
+
+    /// The delayed-ack timer, checked on each tick (so up to 10 ms late).
+    fn flush_acks(&mut self, i: usize) {
+        let delay = ns(self.path.max_ack_delay);
+        let p = &mut self.flows[i].pending;
+        if !p.pns.is_empty() && self.now >= p.first_arrival + delay {
+            let batch = std::mem::take(&mut p.pns);
+            let t = self.now + ns(self.path.rtt) / 2;
+            self.push(t, Ev::Ack(i, batch));
+        }
+    }
+
+    fn on_ack(&mut self, i: usize, pns: &[u64]) {
         let now = self.now;
         let at = self.at(now);
         let est = self.rtt_est;
         let base = self.base;
         let f = &mut self.flows[i];
-        let Some(front) = f.unacked.front() else {
-            return;
-        };
-        if pn < front.pn {
-            return; // already declared lost
+        let mut newly = false;
+        for &pn in pns {
+            let Some(front) = f.unacked.front() else {
+                break;
+            };
+            if pn < front.pn {
+                continue; // already declared lost
+            }
+            let idx = (pn - front.pn) as usize;
+            let Some(p) = f.unacked.get_mut(idx) else {
+                continue;
+            };
+            if p.state != State::InFlight {
+                continue;
+            }
+            p.state = State::Done;
+            let (sent, size) = (p.sent, p.size);
+            f.in_flight -= size;
+            let largest = f.largest_acked.is_none_or(|l| pn > l);
+            if largest {
+                // RFC 9002 §5.1: one RTT sample per ACK frame, from its largest packet.
+                let sample = (now - sent) as f64;
+                if f.has_rtt {
+                    f.srtt = 0.875 * f.srtt + 0.125 * sample;
+                } else {
+                    f.srtt = sample;
+                    f.has_rtt = true;
+                }
+                f.latest_rtt = sample;
+                f.largest_acked = Some(pn);
+            }
+            f.cc.on_ack(at, base + Duration::from_nanos(sent), size, false, &est);
+            newly = true;
         }
-        let idx = (pn - front.pn) as usize;
-        let Some(p) = f.unacked.get_mut(idx) else {
-            return;
-        };
-        if p.state != State::InFlight {
+        if !newly {
             return;
         }
-        p.state = State::Done;
-        let (sent, size) = (p.sent, p.size);
-        f.in_flight -= size;
-        let sample = (now - sent) as f64;
-        if f.has_rtt {
-            f.srtt = 0.875 * f.srtt + 0.125 * sample;
-        } else {
-            f.srtt = sample;
-            f.has_rtt = true;
-        }
-        f.latest_rtt = sample;
-        f.largest_acked = Some(f.largest_acked.map_or(pn, |l| l.max(pn)));
-        f.cc.on_ack(at, base + Duration::from_nanos(sent), size, false, &est);
         f.cc.on_end_acks(at, f.in_flight, false, f.largest_acked);
         self.detect_loss(i, false);
         self.try_send(i);
@@ -324,8 +383,9 @@ impl Sim {
                     }
                     self.try_send(i);
                 }
-                Ev::Ack(i, pn) => self.on_ack(i, pn),
+                Ev::Ack(i, pns) => self.on_ack(i, &pns),
                 Ev::Tick(i) => {
+                    self.flush_acks(i);
                     self.detect_loss(i, true);
                     self.try_send(i);
                     self.push(t + 10_000_000, Ev::Tick(i));
@@ -362,6 +422,7 @@ pub fn run(
             last_window: 0,
             last_refill: ns(start),
             wake_at: None,
+            pending: Pending::default(),
             stats: FlowStats::default(),
         })
         .collect();
