@@ -1,0 +1,288 @@
+//! The scenario matrix: for each link rate x RTT x loss, one emulated path, one sshd
+//! in namespace B, and every selected tool on it, one after the other.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use soku_netem::{PathSpec, PathStats};
+
+use crate::proc;
+use crate::sshd::Sshd;
+use crate::tools::{self, Endpoint, Measured, SourceFile, Status, Tool};
+
+/// Which directions carry the configured loss.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LossDir {
+    /// Only A->B, the data direction of every run (ACKs are never lost).
+    Data,
+    /// Both directions.
+    Both,
+}
+
+impl LossDir {
+    /// As written in the output.
+    pub fn name(self) -> &'static str {
+        match self {
+            LossDir::Data => "a>b",
+            LossDir::Both => "both",
+        }
+    }
+}
+
+/// One emulated path.
+#[derive(Debug, Clone, Copy)]
+pub struct Scenario {
+    /// Link rate, bit/s, each way.
+    pub rate_bps: u64,
+    /// Round-trip propagation delay.
+    pub rtt: Duration,
+    /// Random loss probability (0..1).
+    pub loss: f64,
+    /// Where the loss applies.
+    pub loss_dir: LossDir,
+}
+
+impl Scenario {
+    /// The netem spec: symmetric rate and delay, drop-tail queue of 1 BDP (netem's
+    /// default), loss per [`LossDir`].
+    pub fn spec(&self) -> PathSpec {
+        let mut spec = PathSpec::symmetric(self.rtt, 0.0, Some(self.rate_bps));
+        spec.a_to_b.loss = self.loss;
+        if self.loss_dir == LossDir::Both {
+            spec.b_to_a.loss = self.loss;
+        }
+        spec
+    }
+}
+
+/// One row of results.
+#[derive(Debug)]
+pub struct Row {
+    /// Local date and time of the run (UTC, RFC 3339 seconds).
+    pub date: String,
+    /// The path.
+    pub scenario: Scenario,
+    /// Tool label (may include options, e.g. `scp -c aes128-ctr`).
+    pub tool: String,
+    /// What was measured.
+    pub m: Measured,
+    /// Load average (1 min) before and after the run.
+    pub load: (f64, f64),
+    /// Netem counters A->B during the run: packets in, loss drops, queue drops.
+    pub netem: Option<(u64, u64, u64)>,
+    /// The exact command.
+    pub command: String,
+}
+
+impl Row {
+    /// Goodput in Mbit/s.
+    pub fn mbit(&self) -> f64 {
+        if self.m.seconds > 0.0 {
+            self.m.bytes as f64 * 8.0 / self.m.seconds / 1e6
+        } else {
+            0.0
+        }
+    }
+
+    /// Goodput as percent of the link rate.
+    pub fn pct(&self) -> f64 {
+        self.mbit() * 1e6 / self.scenario.rate_bps as f64 * 100.0
+    }
+}
+
+/// Netem samples taken during a run: (time since start, counters).
+pub type Samples = Vec<(Duration, PathStats)>;
+
+/// Settings of a matrix run.
+pub struct MatrixOpts<'a> {
+    /// The soku binary.
+    pub soku: &'a Path,
+    /// Tools to run in each scenario.
+    pub tools: &'a [Tool],
+    /// Target duration of a copy (sets the file size) and iperf3's `-t`.
+    pub duration: Duration,
+    /// Prefix of the namespace names.
+    pub name: &'a str,
+    /// Scratch dir for source and target files.
+    pub work: &'a Path,
+}
+
+/// Result of one scenario: rows, the soku run's netem samples, and sanity problems.
+pub struct ScenarioResult {
+    /// One row per tool run.
+    pub rows: Vec<Row>,
+    /// Netem samples of each soku run (empty if soku was not run).
+    pub soku_samples: Samples,
+    /// Everything that went wrong with the harness itself.
+    pub problems: Vec<String>,
+}
+
+/// File size for a rate: rate x duration, capped at 2 GiB.
+pub fn file_size(rate_bps: u64, duration: Duration, fixed: Option<u64>) -> u64 {
+    fixed.unwrap_or_else(|| ((rate_bps as f64 / 8.0 * duration.as_secs_f64()) as u64).min(2 << 30))
+}
+
+/// Runs every tool on one scenario. `src` must be sized for this rate.
+pub fn run_scenario(
+    sc: &Scenario,
+    opts: &MatrixOpts<'_>,
+    src: &SourceFile,
+    log: &dyn Fn(&str),
+) -> anyhow::Result<ScenarioResult> {
+    let name = opts.name;
+    let _ = soku_netem::Path::cleanup(name);
+    let path = soku_netem::Path::up(name, sc.spec()).context("bringing the path up")?;
+    let mut problems = Vec::new();
+    let sshd = Sshd::start(path.command_b("/usr/sbin/sshd"), path.addr_b(), 22)?;
+    let cc_a =
+        proc::capture(path.command_a("sysctl").args(["-n", "net.ipv4.tcp_congestion_control"]))
+            .unwrap_or_else(|_| "unknown".into());
+    let iperf = if opts.tools.iter().any(|t| !t.is_copy()) {
+        Some(IperfServer::start(&path)?)
+    } else {
+        None
+    };
+    let client = |p: &str| path.command_a(p);
+    let ep = Endpoint { client: &client, sshd: &sshd, soku: opts.soku, tcp_cc: &cc_a };
+    let expected = src.size as f64 * 8.0 / sc.rate_bps as f64;
+    let timeout = Duration::from_secs_f64(expected * 3.0 + 30.0);
+    let mut rows = Vec::new();
+    let mut soku_samples = Vec::new();
+    for &tool in opts.tools {
+        path.flush_tcp_metrics().context("flushing tcp metrics")?;
+        let load0 = proc::loadavg();
+        let date = now_utc();
+        let before = path.stats();
+        let stop = AtomicBool::new(false);
+        let samples = Mutex::new(Vec::new());
+        let result = std::thread::scope(|s| {
+            s.spawn(|| {
+                let t0 = Instant::now();
+                // Bounded by the run: the run below sets `stop` when it ends.
+                while !stop.load(Ordering::Relaxed) {
+                    if let Ok(mut v) = samples.lock() {
+                        v.push((t0.elapsed(), path.stats()));
+                    }
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+            });
+            let r = match tool {
+                Tool::Iperf3Cubic => {
+                    tools::run_iperf3(&client, &path.addr_b().to_string(), "cubic", opts.duration)
+                }
+                Tool::Iperf3Bbr => {
+                    tools::run_iperf3(&client, &path.addr_b().to_string(), "bbr", opts.duration)
+                }
+                _ => tools::run_copy(tool, &ep, src, &opts.work.join("dst"), &[], timeout),
+            };
+            stop.store(true, Ordering::Relaxed);
+            r
+        });
+        let (m, command) = result?;
+        let after = path.stats();
+        let netem = Some((
+            after.a_to_b.packets_in - before.a_to_b.packets_in,
+            after.a_to_b.dropped_loss - before.a_to_b.dropped_loss,
+            after.a_to_b.dropped_queue - before.a_to_b.dropped_queue,
+        ));
+        if tool == Tool::Soku {
+            soku_samples = samples.into_inner().unwrap_or_default();
+        }
+        let row = Row {
+            date,
+            scenario: *sc,
+            tool: tool.name().to_string(),
+            m,
+            load: (load0, proc::loadavg()),
+            netem,
+            command,
+        };
+        log(&format!(
+            "  {:<13} {:>7.1} Mbit/s {:>5.1} % of link  {:>6.2} s  cc {:<8} {}",
+            row.tool,
+            row.mbit(),
+            row.pct(),
+            row.m.seconds,
+            row.m.cc,
+            row.m.status
+        ));
+        if row.m.status != Status::Ok {
+            log(&format!("    command: {}", row.command));
+            if tool == Tool::Soku {
+                log(&format!("    soku stderr (tail): {}", stderr_tail(&row.m, 8)));
+            }
+        }
+        rows.push(row);
+        if !path.is_running() {
+            problems.push(format!("{sc:?}: emulator threads stopped during {tool}"));
+        }
+    }
+    drop(iperf);
+    drop(sshd);
+    let names = [path.ns_a().to_string(), path.ns_b().to_string()];
+    if let Err(e) = path.down() {
+        problems.push(format!("{sc:?}: path teardown: {e}"));
+    }
+    let left = proc::capture(Command::new("ip").args(["netns", "list"])).unwrap_or_default();
+    for n in names {
+        if left.split_whitespace().any(|w| w == n) {
+            problems.push(format!("namespace {n} still exists after teardown"));
+        }
+    }
+    Ok(ScenarioResult { rows, soku_samples, problems })
+}
+
+fn stderr_tail(m: &Measured, n: usize) -> String {
+    let skip = m.stderr.len().saturating_sub(n);
+    m.stderr[skip..].iter().map(|(_, l)| l.as_str()).collect::<Vec<_>>().join(" | ")
+}
+
+/// `iperf3 -s` in namespace B for the life of a scenario; killed on drop.
+struct IperfServer {
+    child: std::process::Child,
+}
+
+impl IperfServer {
+    fn start(path: &soku_netem::Path) -> anyhow::Result<IperfServer> {
+        let child = path
+            .command_b("iperf3")
+            .args(["-s", "-B", &path.addr_b().to_string()])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .context("starting iperf3 -s")?;
+        let server = IperfServer { child };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let ss = proc::capture(path.command_b("ss").args(["-Hltn", "sport = :5201"]))?;
+            if !ss.is_empty() {
+                return Ok(server);
+            }
+            anyhow::ensure!(Instant::now() < deadline, "iperf3 -s did not listen in 10 s");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for IperfServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Now in UTC as `YYYY-MM-DDTHH:MM:SSZ` (from `date`, no time crate needed).
+pub fn now_utc() -> String {
+    proc::capture(Command::new("date").args(["-u", "+%Y-%m-%dT%H:%M:%SZ"])).unwrap_or_default()
+}
+
+/// Scratch files of a run: the source per size, the target dir.
+pub fn source_for(work: &Path, size: u64) -> anyhow::Result<SourceFile> {
+    let p: PathBuf = work.join(format!("src-{size}"));
+    SourceFile::create(&p, size, false)
+}

@@ -1,0 +1,159 @@
+//! Running one measured process: wall time, a timeout that kills the whole process
+//! group, stderr lines stamped as they arrive, and CPU time read from `/proc`.
+//!
+//! CPU accounting needs no `unsafe`: `/proc/self/stat` carries `cutime`/`cstime`, the
+//! CPU of children this process has waited for (and of their waited-for descendants),
+//! so the delta around one `wait` is the CPU of that child's whole tree. The same
+//! fields of the sshd listener give the server side once it has reaped the session.
+
+use std::io::{BufRead, BufReader, Read};
+use std::os::unix::process::CommandExt;
+use std::process::{Command, ExitStatus, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+
+/// What a finished (or killed) run left behind.
+#[derive(Debug)]
+pub struct Outcome {
+    /// Exit status; `None` if it was killed by the timeout.
+    pub status: Option<ExitStatus>,
+    /// Wall time from spawn to exit (or to the kill).
+    pub wall: Duration,
+    /// CPU seconds (user + system) of the process tree, from `cutime + cstime`.
+    pub cpu: f64,
+    /// Everything on stdout.
+    pub stdout: String,
+    /// stderr lines with the time since spawn at which each was read.
+    pub stderr: Vec<(Duration, String)>,
+}
+
+impl Outcome {
+    /// True if the process exited with status 0 within the timeout.
+    pub fn ok(&self) -> bool {
+        self.status.is_some_and(|s| s.success())
+    }
+
+    /// True if the timeout killed it.
+    pub fn timed_out(&self) -> bool {
+        self.status.is_none()
+    }
+
+    /// The last `n` stderr lines, joined, for reports.
+    pub fn stderr_tail(&self, n: usize) -> String {
+        let skip = self.stderr.len().saturating_sub(n);
+        let lines: Vec<&str> = self.stderr[skip..].iter().map(|(_, l)| l.as_str()).collect();
+        lines.join(" | ")
+    }
+}
+
+/// Clock ticks per second for `/proc` times (`getconf CLK_TCK`, 100 if unknown).
+fn clk_tck() -> f64 {
+    static TCK: OnceLock<f64> = OnceLock::new();
+    *TCK.get_or_init(|| {
+        Command::new("getconf")
+            .arg("CLK_TCK")
+            .output()
+            .ok()
+            .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
+            .unwrap_or(100.0)
+    })
+}
+
+/// `(own, children)` CPU seconds of `pid` from `/proc/PID/stat` (utime+stime,
+/// cutime+cstime); `pid` "self" is this process.
+pub fn proc_cpu(pid: &str) -> Option<(f64, f64)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name, which may contain spaces, end with ')'.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let f: Vec<u64> = rest.split(' ').map(|x| x.parse().unwrap_or(0)).collect();
+    // rest starts at field 3 (state): utime is field 14 -> index 11.
+    let t = clk_tck();
+    Some(((f.get(11)? + f.get(12)?) as f64 / t, (f.get(13)? + f.get(14)?) as f64 / t))
+}
+
+/// PIDs of the direct children of `pid` (all threads).
+pub fn children(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    if let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) {
+        for t in tasks.flatten() {
+            if let Ok(s) = std::fs::read_to_string(t.path().join("children")) {
+                out.extend(s.split_whitespace().filter_map(|p| p.parse::<u32>().ok()));
+            }
+        }
+    }
+    out
+}
+
+/// Spawns `cmd` in its own process group with stdin closed and waits at most
+/// `timeout`; on timeout the whole group gets SIGKILL (scp's ssh, rsync's ssh too).
+pub fn run(mut cmd: Command, timeout: Duration) -> anyhow::Result<Outcome> {
+    let cpu0 = proc_cpu("self").map(|c| c.1).unwrap_or(0.0);
+    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0);
+    let start = Instant::now();
+    let mut child = cmd.spawn().with_context(|| format!("spawning {:?}", cmd.get_program()))?;
+    let pid = child.id();
+    let mut out = child.stdout.take().context("stdout pipe")?;
+    let err = child.stderr.take().context("stderr pipe")?;
+    let out_t = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = out.read_to_string(&mut s);
+        s
+    });
+    let err_t = std::thread::spawn(move || {
+        let mut lines = Vec::new();
+        for line in BufReader::new(err).lines() {
+            let Ok(line) = line else { break };
+            lines.push((start.elapsed(), line));
+        }
+        lines
+    });
+    let deadline = start + timeout;
+    let status = loop {
+        if let Some(s) = child.try_wait()? {
+            break Some(s);
+        }
+        if Instant::now() >= deadline {
+            kill_group(pid);
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let wall = start.elapsed();
+    // A killed group may leave a grandchild holding the pipes for a moment; the
+    // SIGKILL went to the whole group, so the readers end.
+    let stdout = out_t.join().unwrap_or_default();
+    let stderr = err_t.join().unwrap_or_default();
+    let cpu = proc_cpu("self").map(|c| c.1).unwrap_or(0.0) - cpu0;
+    Ok(Outcome { status, wall, cpu, stdout, stderr })
+}
+
+/// SIGKILL to process group `pgid` (a group this program created with `process_group(0)`).
+pub fn kill_group(pgid: u32) {
+    let _ = Command::new("kill")
+        .args(["-KILL", "--", &format!("-{pgid}")])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+}
+
+/// Runs a short helper command and returns its stdout (trimmed); errors carry stderr.
+pub fn capture(cmd: &mut Command) -> anyhow::Result<String> {
+    let out = cmd.stdin(Stdio::null()).output().with_context(|| format!("running {cmd:?}"))?;
+    anyhow::ensure!(
+        out.status.success(),
+        "{cmd:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr).trim()
+    );
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+/// The 1-minute load average from `/proc/loadavg`.
+pub fn loadavg() -> f64 {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().and_then(|x| x.parse().ok()))
+        .unwrap_or(f64::NAN)
+}

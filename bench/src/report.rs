@@ -1,0 +1,365 @@
+//! Writing results: CSV (one row per run), markdown tables, SVG charts, time series.
+
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+use std::path::Path;
+
+use crate::cpu::CpuRow;
+use crate::matrix::{Row, Samples};
+use crate::smallpkt::{Mode, SmallRow, SIZES};
+use crate::svg::{Chart, Series};
+use crate::tools::Status;
+
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+/// `results.csv`: one row per run.
+pub fn matrix_csv(rows: &[Row]) -> String {
+    let mut s = String::from(
+        "date,rate_mbit,rtt_ms,loss_pct,loss_dir,tool,cc,bytes,seconds,mbit_s,pct_of_link,\
+         client_cpu_s,server_cpu_s,status,load_start,load_end,netem_pkts_a2b,netem_loss_drops,\
+         netem_queue_drops,command\n",
+    );
+    for r in rows {
+        let sc = &r.scenario;
+        let (p, l, q) = r.netem.unwrap_or((0, 0, 0));
+        let _ = writeln!(
+            s,
+            "{},{},{},{},{},{},{},{},{:.3},{:.2},{:.1},{:.2},{:.2},{},{:.2},{:.2},{p},{l},{q},{}",
+            r.date,
+            sc.rate_bps / 1_000_000,
+            sc.rtt.as_millis(),
+            sc.loss * 100.0,
+            sc.loss_dir.name(),
+            r.tool,
+            r.m.cc,
+            r.m.bytes,
+            r.m.seconds,
+            r.mbit(),
+            r.pct(),
+            r.m.client_cpu,
+            r.m.server_cpu,
+            csv_field(&r.m.status.to_string()),
+            r.load.0,
+            r.load.1,
+            csv_field(&r.command)
+        );
+    }
+    s
+}
+
+/// A cell: percent of link, or `timeout (>X s)` / `FAILED`.
+fn cell(r: &Row) -> String {
+    match &r.m.status {
+        Status::Ok => format!("{:.0}", r.pct()),
+        Status::Timeout => format!("timeout (>{:.0} s, {:.0} %)", r.m.seconds, r.pct()),
+        Status::Failed(_) => "FAILED".into(),
+    }
+}
+
+fn uniq<T: Ord + Copy>(it: impl Iterator<Item = T>) -> Vec<T> {
+    it.collect::<BTreeSet<_>>().into_iter().collect()
+}
+
+fn tools_in(rows: &[Row]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for r in rows {
+        if !out.contains(&r.tool) {
+            out.push(r.tool.clone());
+        }
+    }
+    out
+}
+
+/// Markdown: per rate, rows RTT x loss, columns tools, cells % of link rate.
+pub fn matrix_tables(rows: &[Row]) -> String {
+    let mut s = String::new();
+    let tools = tools_in(rows);
+    for rate in uniq(rows.iter().map(|r| r.scenario.rate_bps)) {
+        let rr: Vec<&Row> = rows.iter().filter(|r| r.scenario.rate_bps == rate).collect();
+        let dir = rr.first().map(|r| r.scenario.loss_dir.name()).unwrap_or("a>b");
+        let _ = writeln!(
+            s,
+            "\n### {} Mbit/s: goodput as % of link rate (loss on {dir})\n",
+            rate / 1_000_000
+        );
+        let _ = writeln!(s, "| RTT | loss | {} |", tools.join(" | "));
+        let _ = writeln!(s, "|---|---|{}", "---|".repeat(tools.len()));
+        for rtt in uniq(rr.iter().map(|r| r.scenario.rtt)) {
+            for loss in uniq(
+                rr.iter().filter(|r| r.scenario.rtt == rtt).map(|r| (r.scenario.loss * 1e6) as u64),
+            ) {
+                let cells: Vec<String> = tools
+                    .iter()
+                    .map(|t| {
+                        rr.iter()
+                            .find(|r| {
+                                r.scenario.rtt == rtt
+                                    && (r.scenario.loss * 1e6) as u64 == loss
+                                    && &r.tool == t
+                            })
+                            .map(|r| cell(r))
+                            .unwrap_or_default()
+                    })
+                    .collect();
+                let _ = writeln!(
+                    s,
+                    "| {} ms | {} % | {} |",
+                    rtt.as_millis(),
+                    loss as f64 / 1e4,
+                    cells.join(" | ")
+                );
+            }
+        }
+    }
+    s
+}
+
+/// Markdown, Table 3 style: every tool on one path, with CPU and congestion control.
+pub fn one_path_table(rows: &[&Row]) -> String {
+    let mut s = String::new();
+    let Some(first) = rows.first() else { return s };
+    let sc = first.scenario;
+    let _ = writeln!(
+        s,
+        "\n### All tools on one path: {} Mbit/s, RTT {} ms, loss {} % ({})\n",
+        sc.rate_bps / 1_000_000,
+        sc.rtt.as_millis(),
+        sc.loss * 100.0,
+        sc.loss_dir.name()
+    );
+    s.push_str(
+        "| tool | cc | MB/s | % of link | seconds | client CPU s | server CPU s | status |\n",
+    );
+    s.push_str("|---|---|---|---|---|---|---|---|\n");
+    for r in rows {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {:.1} | {:.0} | {:.1} | {:.2} | {} | {} |",
+            r.tool,
+            r.m.cc,
+            r.mbit() / 8.0,
+            r.pct(),
+            r.m.seconds,
+            r.m.client_cpu,
+            if r.m.server_cpu.is_nan() { "-".into() } else { format!("{:.2}", r.m.server_cpu) },
+            r.m.status
+        );
+    }
+    s
+}
+
+/// Charts of % of link vs RTT (one per rate and loss) and vs loss (one per rate and
+/// RTT), one line per tool; returns (file name, svg).
+pub fn matrix_charts(rows: &[Row]) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let tools = tools_in(rows);
+    for rate in uniq(rows.iter().map(|r| r.scenario.rate_bps)) {
+        let sel: Vec<&Row> = rows.iter().filter(|r| r.scenario.rate_bps == rate).collect();
+        let rtts = uniq(sel.iter().map(|r| r.scenario.rtt));
+        let losses = uniq(sel.iter().map(|r| (r.scenario.loss * 1e6) as u64));
+        let mbit = rate / 1_000_000;
+        let series_for = |pred: &dyn Fn(&Row, usize) -> bool, n: usize| -> Vec<Series> {
+            tools
+                .iter()
+                .map(|t| Series {
+                    name: t.clone(),
+                    ys: (0..n)
+                        .map(|i| sel.iter().find(|r| &r.tool == t && pred(r, i)).map(|r| r.pct()))
+                        .collect(),
+                })
+                .collect()
+        };
+        if rtts.len() > 1 {
+            for &loss in &losses {
+                let pred = |r: &Row, i: usize| {
+                    r.scenario.rtt == rtts[i] && (r.scenario.loss * 1e6) as u64 == loss
+                };
+                let lp = loss as f64 / 1e4;
+                let title = format!("{mbit} Mbit/s, loss {lp} %: throughput vs RTT");
+                let chart = Chart {
+                    title: &title,
+                    x_label: "RTT (ms)",
+                    y_label: "% of link rate",
+                    xs: rtts.iter().map(|d| d.as_secs_f64() * 1e3).collect(),
+                    x_labels: rtts.iter().map(|d| d.as_millis().to_string()).collect(),
+                    linear_x: true,
+                    y_max: 100.0,
+                    series: series_for(&pred, rtts.len()),
+                };
+                out.push((format!("vs-rtt-{mbit}mbit-loss{lp}.svg"), chart.render()));
+            }
+        }
+        if losses.len() > 1 {
+            for &rtt in &rtts {
+                let pred = |r: &Row, i: usize| {
+                    r.scenario.rtt == rtt && (r.scenario.loss * 1e6) as u64 == losses[i]
+                };
+                let ms = rtt.as_millis();
+                let title = format!("{mbit} Mbit/s, RTT {ms} ms: throughput vs loss");
+                let chart = Chart {
+                    title: &title,
+                    x_label: "random loss on the data direction (%), evenly spaced",
+                    y_label: "% of link rate",
+                    xs: (0..losses.len()).map(|i| i as f64).collect(),
+                    x_labels: losses.iter().map(|&l| format!("{}", l as f64 / 1e4)).collect(),
+                    linear_x: false,
+                    y_max: 100.0,
+                    series: series_for(&pred, losses.len()),
+                };
+                out.push((format!("vs-loss-{mbit}mbit-rtt{ms}ms.svg"), chart.render()));
+            }
+        }
+    }
+    out
+}
+
+/// Time series of one soku run: verified goodput (from its JSON events) and the
+/// emulator's delivered rate and loss drops A->B, in 500 ms bins. Returns (csv, svg).
+pub fn timeseries(row: &Row, samples: &Samples) -> (String, String) {
+    let bin = 0.5;
+    let mut verified: Vec<(f64, u64)> = Vec::new();
+    for (t, line) in &row.m.stderr {
+        if line.contains("\"event\":\"verified\"") {
+            if let Some(b) = line
+                .split("\"bytes\":")
+                .nth(1)
+                .and_then(|r| r.trim_end_matches('}').trim().parse::<u64>().ok())
+            {
+                verified.push((t.as_secs_f64(), b));
+            }
+        }
+    }
+    let end = row.m.seconds.max(bin);
+    let nbins = (end / bin).ceil() as usize;
+    let at = |series: &[(f64, u64)], t: f64| -> u64 {
+        series.iter().take_while(|(x, _)| *x <= t).last().map(|p| p.1).unwrap_or(0)
+    };
+    let net: Vec<(f64, u64)> =
+        samples.iter().map(|(t, s)| (t.as_secs_f64(), s.a_to_b.bytes)).collect();
+    let drops: Vec<(f64, u64)> =
+        samples.iter().map(|(t, s)| (t.as_secs_f64(), s.a_to_b.dropped_loss)).collect();
+    let pkts: Vec<(f64, u64)> =
+        samples.iter().map(|(t, s)| (t.as_secs_f64(), s.a_to_b.packets_in)).collect();
+    let mut csv =
+        String::from("t_s,soku_verified_mbit_s,link_delivered_mbit_s,loss_drops,packets_in\n");
+    let (mut g, mut l) = (Vec::new(), Vec::new());
+    let base_net = net.first().map(|p| p.1).unwrap_or(0);
+    let base_drop = drops.first().map(|p| p.1).unwrap_or(0);
+    let base_pkts = pkts.first().map(|p| p.1).unwrap_or(0);
+    for i in 0..nbins {
+        let (t0, t1) = (i as f64 * bin, (i + 1) as f64 * bin);
+        let v = (at(&verified, t1) - at(&verified, t0)) as f64 * 8.0 / bin / 1e6;
+        let n = (at(&net, t1).max(base_net) - at(&net, t0).max(base_net)) as f64 * 8.0 / bin / 1e6;
+        let d = at(&drops, t1).max(base_drop) - at(&drops, t0).max(base_drop);
+        let p = at(&pkts, t1).max(base_pkts) - at(&pkts, t0).max(base_pkts);
+        let _ = writeln!(csv, "{t1:.1},{v:.2},{n:.2},{d},{p}");
+        g.push(Some(v));
+        l.push(Some(n));
+    }
+    let sc = row.scenario;
+    let title = format!(
+        "soku over time: {} Mbit/s, RTT {} ms, loss {} % ({})",
+        sc.rate_bps / 1_000_000,
+        sc.rtt.as_millis(),
+        sc.loss * 100.0,
+        sc.loss_dir.name()
+    );
+    let xs: Vec<f64> = (1..=nbins).map(|i| i as f64 * bin).collect();
+    let chart = Chart {
+        title: &title,
+        x_label: "seconds since the command started (login included)",
+        y_label: "Mbit/s per 500 ms",
+        x_labels: xs.iter().map(|x| format!("{x:.0}")).collect(),
+        xs,
+        linear_x: true,
+        y_max: sc.rate_bps as f64 / 1e6 * 1.1,
+        series: vec![
+            Series { name: "soku verified".into(), ys: g },
+            Series { name: "link a>b (IP bytes)".into(), ys: l },
+        ],
+    };
+    (csv, chart.render())
+}
+
+/// `cpu.csv` and a markdown table of the loopback rows.
+pub fn cpu_outputs(rows: &[CpuRow]) -> (String, String) {
+    let mut csv = String::from(
+        "tool,data,bytes,seconds,mb_s,client_cpu_s,server_cpu_s,client_cpu_s_per_gb,server_cpu_s_per_gb,status,command\n",
+    );
+    let mut md = String::from(
+        "| tool and options | data | MB/s | client CPU s/GB | server CPU s/GB | status |\n|---|---|---|---|---|---|\n",
+    );
+    for r in rows {
+        let (c, s) = r.cpu_per_gb();
+        let _ = writeln!(
+            csv,
+            "{},{},{},{:.3},{:.1},{:.2},{:.2},{c:.2},{s:.2},{},{}",
+            csv_field(&r.label),
+            r.data,
+            r.m.bytes,
+            r.m.seconds,
+            r.mbs(),
+            r.m.client_cpu,
+            r.m.server_cpu,
+            csv_field(&r.m.status.to_string()),
+            csv_field(&r.command)
+        );
+        let _ = writeln!(
+            md,
+            "| {} | {} | {:.0} | {c:.2} | {s:.2} | {} |",
+            r.label,
+            r.data,
+            r.mbs(),
+            r.m.status
+        );
+    }
+    (csv, md)
+}
+
+/// `smallpkt.csv` and a markdown table (rows sizes, columns modes, median/p90 ms).
+pub fn small_outputs(rows: &[SmallRow]) -> (String, String) {
+    let mut csv = String::from("mode,payload_bytes,median_ms,p90_ms,exchanges\n");
+    for r in rows {
+        let _ = writeln!(
+            csv,
+            "{},{},{:.2},{:.2},{}",
+            r.mode.name(),
+            r.size,
+            r.median_ms,
+            r.p90_ms,
+            r.n
+        );
+    }
+    let mut md = String::from("| payload bytes |");
+    for m in Mode::ALL {
+        let _ = write!(md, " {} median / p90 ms |", m.name());
+    }
+    md.push_str("\n|---|");
+    md.push_str(&"---|".repeat(Mode::ALL.len()));
+    md.push('\n');
+    for size in SIZES {
+        let _ = write!(md, "| {size} |");
+        for m in Mode::ALL {
+            match rows.iter().find(|r| r.mode == m && r.size == size) {
+                Some(r) => {
+                    let _ = write!(md, " {:.1} / {:.1} |", r.median_ms, r.p90_ms);
+                }
+                None => md.push_str(" |"),
+            }
+        }
+        md.push('\n');
+    }
+    (csv, md)
+}
+
+/// Writes `name` under `dir`.
+pub fn write(dir: &Path, name: &str, text: &str) -> anyhow::Result<()> {
+    std::fs::write(dir.join(name), text)?;
+    Ok(())
+}

@@ -1,0 +1,390 @@
+//! The tools under test and how one run of each is started, bounded and checked.
+//!
+//! Every copy is an upload from A (client) to B (sshd), so the data direction is A->B.
+//! A copy tool's time is the wall time of the whole command, login included, and its
+//! result counts only if the target file has the source's size and BLAKE3 hash.
+//! iperf3 is the TCP ceiling: its time excludes connection setup (`-t` seconds of data).
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+
+use crate::proc::{self, Outcome};
+use crate::sshd::Sshd;
+
+/// One tool of the comparison.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tool {
+    /// The built `soku` binary, default settings.
+    Soku,
+    /// OpenSSH `scp` (SFTP protocol by default since 9.0).
+    Scp,
+    /// OpenSSH `sftp -b` with one `put`.
+    Sftp,
+    /// `rsync` over ssh, default options.
+    Rsync,
+    /// `iperf3 -C cubic`: TCP ceiling with CUBIC.
+    Iperf3Cubic,
+    /// `iperf3 -C bbr`: TCP ceiling with BBR.
+    Iperf3Bbr,
+}
+
+impl Tool {
+    /// All tools, in table order.
+    pub const ALL: [Tool; 6] =
+        [Tool::Soku, Tool::Scp, Tool::Sftp, Tool::Rsync, Tool::Iperf3Cubic, Tool::Iperf3Bbr];
+
+    /// The name used on the command line and in the output.
+    pub fn name(self) -> &'static str {
+        match self {
+            Tool::Soku => "soku",
+            Tool::Scp => "scp",
+            Tool::Sftp => "sftp",
+            Tool::Rsync => "rsync",
+            Tool::Iperf3Cubic => "iperf3-cubic",
+            Tool::Iperf3Bbr => "iperf3-bbr",
+        }
+    }
+
+    /// Parses a name from `--tools`.
+    pub fn parse(s: &str) -> anyhow::Result<Tool> {
+        Tool::ALL.into_iter().find(|t| t.name() == s).with_context(|| {
+            let names: Vec<&str> = Tool::ALL.iter().map(|t| t.name()).collect();
+            format!("unknown tool {s:?} (known: {})", names.join(", "))
+        })
+    }
+
+    /// True for the tools that copy a file (and are verified).
+    pub fn is_copy(self) -> bool {
+        !matches!(self, Tool::Iperf3Cubic | Tool::Iperf3Bbr)
+    }
+}
+
+impl fmt::Display for Tool {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Status {
+    /// Finished; for copies, size and hash verified.
+    Ok,
+    /// Killed after the timeout.
+    Timeout,
+    /// Exited non-zero, or the copy did not verify; the text says what happened.
+    Failed(String),
+}
+
+impl fmt::Display for Status {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Status::Ok => f.write_str("ok"),
+            Status::Timeout => f.write_str("timeout"),
+            Status::Failed(m) => write!(f, "failed: {m}"),
+        }
+    }
+}
+
+/// The outcome of one run, before the scenario is attached.
+#[derive(Debug)]
+pub struct Measured {
+    /// Congestion control the data sender ran with.
+    pub cc: String,
+    /// Bytes moved (file size, or bytes that arrived before a timeout).
+    pub bytes: u64,
+    /// Seconds (wall time incl. login for copies; iperf3's own interval).
+    pub seconds: f64,
+    /// How it ended.
+    pub status: Status,
+    /// CPU seconds of the client's process tree.
+    pub client_cpu: f64,
+    /// CPU seconds of the server side (sshd sessions and what they ran), NaN if unknown.
+    pub server_cpu: f64,
+    /// The process's stderr lines with arrival times (soku's JSON events).
+    pub stderr: Vec<(Duration, String)>,
+}
+
+/// A source file and its fingerprint.
+#[derive(Debug, Clone)]
+pub struct SourceFile {
+    /// Where it is.
+    pub path: PathBuf,
+    /// Its size.
+    pub size: u64,
+    /// Its BLAKE3 hash.
+    pub hash: blake3::Hash,
+}
+
+impl SourceFile {
+    /// Writes `size` bytes: random, or (`compressible`) log-like text with a random
+    /// 16-hex-digit field per 64-byte line (about 1/8 of the bytes carry entropy).
+    pub fn create(path: &Path, size: u64, compressible: bool) -> anyhow::Result<SourceFile> {
+        use std::io::{Read, Write};
+        let mut urandom = std::fs::File::open("/dev/urandom")?;
+        let mut out = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(path)?);
+        let mut hasher = blake3::Hasher::new();
+        let mut buf = vec![0u8; 1 << 20];
+        let mut left = size;
+        let mut line = 0u64;
+        while left > 0 {
+            let n = left.min(buf.len() as u64) as usize;
+            urandom.read_exact(&mut buf[..n])?;
+            if compressible {
+                for chunk in buf[..n].chunks_mut(64) {
+                    let text = format!(
+                        "{line:010} INFO transfer chunk ok id={:016x} status=done         \n",
+                        u64::from_le_bytes(
+                            chunk.get(..8).and_then(|c| c.try_into().ok()).unwrap_or([0; 8])
+                        )
+                    );
+                    let len = chunk.len();
+                    chunk.copy_from_slice(&text.as_bytes()[..len]);
+                    line += 1;
+                }
+            }
+            out.write_all(&buf[..n])?;
+            hasher.update(&buf[..n]);
+            left -= n as u64;
+        }
+        out.flush()?;
+        Ok(SourceFile { path: path.to_path_buf(), size, hash: hasher.finalize() })
+    }
+}
+
+/// BLAKE3 of a file.
+pub fn hash_file(path: &Path) -> anyhow::Result<blake3::Hash> {
+    let mut hasher = blake3::Hasher::new();
+    hasher.update_reader(std::fs::File::open(path)?)?;
+    Ok(hasher.finalize())
+}
+
+/// Sum of the sizes of the regular files under `dir` (bytes that arrived so far,
+/// including temp files of tools that write elsewhere first).
+pub fn bytes_under(dir: &Path) -> u64 {
+    let mut sum = 0;
+    if let Ok(rd) = std::fs::read_dir(dir) {
+        for e in rd.flatten() {
+            if let Ok(md) = e.metadata() {
+                if md.is_file() {
+                    sum += md.len();
+                } else if md.is_dir() {
+                    sum += bytes_under(&e.path());
+                }
+            }
+        }
+    }
+    sum
+}
+
+/// Where the client runs and where it connects.
+pub struct Endpoint<'a> {
+    /// Makes a `Command` for a program on the client side (in namespace A, or plain).
+    pub client: &'a dyn Fn(&str) -> Command,
+    /// The server.
+    pub sshd: &'a Sshd,
+    /// The soku binary (same path on both sides: one filesystem).
+    pub soku: &'a Path,
+    /// Congestion control of TCP senders on the client side (namespace default).
+    pub tcp_cc: &'a str,
+}
+
+/// The command for one upload of `src` to `dst` with `extra` tool options.
+pub fn copy_command(
+    tool: Tool,
+    ep: &Endpoint<'_>,
+    src: &Path,
+    dst: &Path,
+    extra: &[String],
+) -> anyhow::Result<Command> {
+    let port = ep.sshd.port().to_string();
+    let remote = format!("{}:{}", ep.sshd.destination(), dst.display());
+    let cmd = match tool {
+        Tool::Soku => {
+            let mut c = (ep.client)(&ep.soku.display().to_string());
+            c.args(["--json", "-P", &port]).args(ep.sshd.ssh_args());
+            c.arg("--remote-soku").arg(ep.soku).args(extra).arg(src).arg(&remote);
+            c
+        }
+        Tool::Scp => {
+            let mut c = (ep.client)("scp");
+            c.args(["-q", "-P", &port]).args(ep.sshd.ssh_args()).args(extra);
+            c.arg(src).arg(&remote);
+            c
+        }
+        Tool::Sftp => {
+            let batch = dst.with_extension("sftp-batch");
+            let batch = std::env::temp_dir().join(batch.file_name().context("dst has a name")?);
+            std::fs::write(&batch, format!("put {} {}\n", src.display(), dst.display()))?;
+            let mut c = (ep.client)("sftp");
+            c.args(["-q", "-P", &port]).args(ep.sshd.ssh_args()).args(extra);
+            c.arg("-b").arg(&batch).arg(ep.sshd.destination());
+            c
+        }
+        Tool::Rsync => {
+            let mut rsh = format!("ssh -p {port}");
+            for o in ep.sshd.ssh_options() {
+                rsh.push_str(" -o ");
+                rsh.push_str(&o);
+            }
+            let mut c = (ep.client)("rsync");
+            c.arg("-e").arg(rsh).args(extra).arg(src).arg(&remote);
+            c
+        }
+        Tool::Iperf3Cubic | Tool::Iperf3Bbr => bail!("{tool} is not a copy tool"),
+    };
+    Ok(cmd)
+}
+
+/// Runs one verified upload; the target is `dst_dir/file`, emptied first.
+pub fn run_copy(
+    tool: Tool,
+    ep: &Endpoint<'_>,
+    src: &SourceFile,
+    dst_dir: &Path,
+    extra: &[String],
+    timeout: Duration,
+) -> anyhow::Result<(Measured, String)> {
+    let _ = std::fs::remove_dir_all(dst_dir);
+    std::fs::create_dir_all(dst_dir)?;
+    let dst = dst_dir.join("file");
+    let cmd = copy_command(tool, ep, &src.path, &dst, extra)?;
+    let shown = show(&cmd);
+    let cpu0 = ep.sshd.reaped_cpu();
+    let out = proc::run(cmd, timeout)?;
+    let idle = ep.sshd.wait_idle(Duration::from_secs(10));
+    let server_cpu = if idle { ep.sshd.reaped_cpu() - cpu0 } else { f64::NAN };
+    let cc = if tool == Tool::Soku { "soku-cc".to_string() } else { ep.tcp_cc.to_string() };
+    let (status, bytes) = judge(&out, src, &dst, dst_dir);
+    let m = Measured {
+        cc,
+        bytes,
+        seconds: out.wall.as_secs_f64(),
+        status,
+        client_cpu: out.cpu,
+        server_cpu,
+        stderr: out.stderr,
+    };
+    let _ = std::fs::remove_dir_all(dst_dir);
+    Ok((m, shown))
+}
+
+fn judge(out: &Outcome, src: &SourceFile, dst: &Path, dst_dir: &Path) -> (Status, u64) {
+    if out.timed_out() {
+        return (Status::Timeout, bytes_under(dst_dir));
+    }
+    if !out.ok() {
+        let code = out.status.map(|s| s.to_string()).unwrap_or_default();
+        return (Status::Failed(format!("{code}: {}", out.stderr_tail(3))), bytes_under(dst_dir));
+    }
+    let size = std::fs::metadata(dst).map(|m| m.len()).unwrap_or(0);
+    if size != src.size {
+        return (Status::Failed(format!("size {size} != {}", src.size)), size);
+    }
+    match hash_file(dst) {
+        Ok(h) if h == src.hash => (Status::Ok, size),
+        Ok(_) => (Status::Failed("hash mismatch".into()), size),
+        Err(e) => (Status::Failed(format!("cannot hash target: {e}")), size),
+    }
+}
+
+/// Runs `iperf3 -c` for `duration` with congestion control `cc` against a server
+/// already listening on `addr:5201`.
+pub fn run_iperf3(
+    client: &dyn Fn(&str) -> Command,
+    addr: &str,
+    cc: &str,
+    duration: Duration,
+) -> anyhow::Result<(Measured, String)> {
+    let mut cmd = client("iperf3");
+    let secs = duration.as_secs().max(1).to_string();
+    cmd.args(["-c", addr, "-t", &secs, "-C", cc, "-J"]);
+    let shown = show(&cmd);
+    let out = proc::run(cmd, duration + Duration::from_secs(30))?;
+    let mut m = Measured {
+        cc: cc.to_string(),
+        bytes: 0,
+        seconds: out.wall.as_secs_f64(),
+        status: Status::Ok,
+        client_cpu: out.cpu,
+        server_cpu: f64::NAN,
+        stderr: out.stderr.clone(),
+    };
+    if out.timed_out() {
+        m.status = Status::Timeout;
+        return Ok((m, shown));
+    }
+    let j = &out.stdout;
+    let recv = j.find("\"sum_received\"").map(|i| &j[i..]);
+    match (recv.and_then(|r| json_num(r, "bytes")), recv.and_then(|r| json_num(r, "seconds"))) {
+        (Some(b), Some(s)) if out.ok() => {
+            m.bytes = b as u64;
+            m.seconds = s;
+            if let Some(actual) = json_str(j, "sender_tcp_congestion") {
+                m.cc = actual;
+            }
+        }
+        _ => {
+            let err = json_str(j, "error").unwrap_or_else(|| out.stderr_tail(3));
+            m.status = Status::Failed(format!("iperf3: {err}"));
+        }
+    }
+    Ok((m, shown))
+}
+
+/// The first number after `"key":` in `s` (enough for iperf3's flat JSON objects).
+fn json_num(s: &str, key: &str) -> Option<f64> {
+    let pat = format!("\"{key}\":");
+    let rest = s[s.find(&pat)? + pat.len()..].trim_start();
+    let end = rest.find(|c: char| !(c.is_ascii_digit() || "+-.eE".contains(c)))?;
+    rest[..end].parse().ok()
+}
+
+/// The first string after `"key":` in `s`.
+fn json_str(s: &str, key: &str) -> Option<String> {
+    let pat = format!("\"{key}\":");
+    let rest = s[s.find(&pat)? + pat.len()..].trim_start().strip_prefix('"')?;
+    Some(rest[..rest.find('"')?].to_string())
+}
+
+/// A command line for the record, shell-like.
+pub fn show(cmd: &Command) -> String {
+    let mut parts = vec![cmd.get_program().to_string_lossy().into_owned()];
+    parts.extend(cmd.get_args().map(|a| {
+        let a = a.to_string_lossy();
+        if a.is_empty() || a.contains([' ', '\'', '"']) {
+            format!("'{}'", a.replace('\'', r"'\''"))
+        } else {
+            a.into_owned()
+        }
+    }));
+    parts.join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn iperf3_json_fields() {
+        let j = r#"{"end":{"sum_sent":{"bytes": 5},"sum_received":{"start":0,"end":10.0,
+            "seconds":10.000123,"bytes":123456789,"bits_per_second":9.8e7},
+            "sender_tcp_congestion":"cubic"}}"#;
+        let r = &j[j.find("\"sum_received\"").expect("present")..];
+        assert_eq!(json_num(r, "bytes"), Some(123456789.0));
+        assert_eq!(json_num(r, "seconds"), Some(10.000123));
+        assert_eq!(json_str(j, "sender_tcp_congestion").as_deref(), Some("cubic"));
+    }
+
+    #[test]
+    fn tool_names_round_trip() {
+        for t in Tool::ALL {
+            assert_eq!(Tool::parse(t.name()).expect("known"), t);
+        }
+        assert!(Tool::parse("ftp").is_err());
+    }
+}
