@@ -21,7 +21,7 @@
 //! also a third of it while the round's smallest RTT shows a standing queue of half a
 //! min RTT) is
 //! congestion: an upper bound on the window, `inflight_hi`, drops to `loss_beta` times
-//! what was in flight, and is raised again round by round (one packet, then two, four,
+//! what was in flight, and is raised again round by round (one packet, then two, four, at most an eighth of the bound,
 //! ...) while no congestion is seen (a simplified BBRv2 `inflight_hi`, §4.5.10 of the
 //! v2/v3 drafts). In background mode a standing queue of a quarter min RTT is enough.
 //! Persistent congestion (RFC 9002 §7.6) collapses the window to its minimum and
@@ -307,7 +307,7 @@ impl SokuCc {
             // Raise the bound again while it is what limits us and nothing is lost.
             if self.round_max_in_flight + 2 * self.mtu >= hi {
                 let hi = hi + self.probe_up_step;
-                self.probe_up_step = (self.probe_up_step * 2).min((hi / 32).max(self.mtu));
+                self.probe_up_step = (self.probe_up_step * 2).min((hi / 8).max(self.mtu));
                 let free = self.gained(self.config.cwnd_gain + self.config.probe_gain);
                 self.inflight_hi = match free {
                     Some(w) if hi > 2 * w => None,
