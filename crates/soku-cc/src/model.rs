@@ -17,13 +17,13 @@
 //!   becomes the new min RTT.
 //!
 //! Loss: random loss does not enter the model, except that lost bytes are not
-//! delivered. A round whose loss share exceeds `loss_threshold` (in background mode,
-//! also a third of it while the round's smallest RTT shows a standing queue of half a
-//! min RTT) is
-//! congestion: an upper bound on the window, `inflight_hi`, drops to `loss_beta` times
-//! what was in flight, and is raised again round by round (one packet, then two, four, at most an eighth of the bound,
-//! ...) while no congestion is seen (a simplified BBRv2 `inflight_hi`, §4.5.10 of the
-//! v2/v3 drafts). In background mode a standing queue of a quarter min RTT is enough.
+//! delivered. A round whose loss share exceeds `loss_threshold` is congestion (in
+//! background mode, so is a third of that share while the round's smallest RTT shows a
+//! standing queue of half a min RTT, and so is a standing queue of a quarter min RTT
+//! alone): an upper bound on the window, `inflight_hi`, drops to `loss_beta` times what
+//! was in flight, and is raised again round by round (one packet, then two, four, ...,
+//! at most an eighth of the bound per round) while no congestion is seen (a simplified
+//! BBRv2 `inflight_hi`, §4.5.10 of the v2/v3 drafts).
 //! Persistent congestion (RFC 9002 §7.6) collapses the window to its minimum and
 //! restarts startup with a fresh bandwidth estimate.
 
