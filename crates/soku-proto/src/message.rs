@@ -31,6 +31,14 @@ pub enum Job {
         /// directory.
         sources: u32,
     },
+    /// Tunnel: for each bidirectional QUIC stream the client opens, the server connects to
+    /// `destination` and relays bytes both ways until either side closes.
+    Tunnel {
+        /// `HOST:PORT` as seen from the server.
+        destination: String,
+        /// Whether both directions are zstd-compressed.
+        compress: bool,
+    },
     /// Download: the server sends these paths.
     Send {
         /// Source paths as the user typed them (globs are expanded by the server).

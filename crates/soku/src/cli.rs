@@ -42,26 +42,6 @@ pub struct CopyArgs {
     #[arg(short = 'p')]
     pub preserve: bool,
 
-    /// Port to connect to on the remote host (passed to ssh as -p).
-    #[arg(short = 'P', value_name = "PORT")]
-    pub port: Option<u16>,
-
-    /// Identity (private key) file for ssh.
-    #[arg(short = 'i', value_name = "IDENTITY_FILE")]
-    pub identity: Option<PathBuf>,
-
-    /// Alternative ssh configuration file.
-    #[arg(short = 'F', value_name = "SSH_CONFIG")]
-    pub ssh_config: Option<PathBuf>,
-
-    /// Option passed to ssh in ssh_config format (repeatable).
-    #[arg(short = 'o', value_name = "SSH_OPTION")]
-    pub ssh_options: Vec<String>,
-
-    /// Connect through this jump host (passed to ssh as -J).
-    #[arg(short = 'J', value_name = "DESTINATION")]
-    pub jump: Option<String>,
-
     /// Limit the bandwidth, in Kbit/s.
     #[arg(short = 'l', value_name = "LIMIT")]
     pub limit_kbps: Option<u64>,
@@ -81,6 +61,46 @@ pub struct CopyArgs {
     /// Cipher for the data: aes128-gcm, aes256-gcm or chacha20-poly1305.
     #[arg(short = 'c', value_name = "CIPHER")]
     pub cipher: Option<String>,
+
+    /// How to reach the remote host.
+    #[command(flatten)]
+    pub ssh: SshArgs,
+
+    /// Seconds to wait for the QUIC handshake before carrying data over the ssh channel.
+    #[arg(long = "quic-timeout", value_name = "SECONDS", default_value_t = 4.0)]
+    pub quic_timeout: f64,
+
+    /// Never try QUIC: carry the data over the ssh channel itself.
+    #[arg(long = "ssh-channel")]
+    pub force_ssh_channel: bool,
+
+    /// Print machine-readable events (JSON lines) on stderr instead of the progress meter.
+    #[arg(long = "json")]
+    pub json: bool,
+}
+
+/// How soku reaches the remote host: options passed to ssh, as scp passes them.
+#[derive(Debug, Args, Clone, Default)]
+pub struct SshArgs {
+    /// Port to connect to on the remote host (passed to ssh as -p).
+    #[arg(short = 'P', value_name = "PORT")]
+    pub port: Option<u16>,
+
+    /// Identity (private key) file for ssh.
+    #[arg(short = 'i', value_name = "IDENTITY_FILE")]
+    pub identity: Option<PathBuf>,
+
+    /// Alternative ssh configuration file.
+    #[arg(short = 'F', value_name = "SSH_CONFIG")]
+    pub ssh_config: Option<PathBuf>,
+
+    /// Option passed to ssh in ssh_config format (repeatable).
+    #[arg(short = 'o', value_name = "SSH_OPTION")]
+    pub ssh_options: Vec<String>,
+
+    /// Connect through this jump host (passed to ssh as -J).
+    #[arg(short = 'J', value_name = "DESTINATION")]
+    pub jump: Option<String>,
 
     /// Batch mode: never ask for passwords or passphrases (ssh BatchMode=yes).
     #[arg(short = 'B')]
@@ -105,18 +125,6 @@ pub struct CopyArgs {
     /// Path of soku on the remote host (default: `soku` from the remote PATH).
     #[arg(long = "remote-soku", value_name = "PATH")]
     pub remote_soku: Option<String>,
-
-    /// Seconds to wait for the QUIC handshake before carrying data over the ssh channel.
-    #[arg(long = "quic-timeout", value_name = "SECONDS", default_value_t = 4.0)]
-    pub quic_timeout: f64,
-
-    /// Never try QUIC: carry the data over the ssh channel itself.
-    #[arg(long = "ssh-channel")]
-    pub force_ssh_channel: bool,
-
-    /// Print machine-readable events (JSON lines) on stderr instead of the progress meter.
-    #[arg(long = "json")]
-    pub json: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -130,6 +138,8 @@ pub enum Command {
     Proxy(ProxyArgs),
     /// A standalone TCP relay with large socket buffers (many connections at once).
     Relay(RelayArgs),
+    /// Carry TCP connections to a remote destination over soku's QUIC transport.
+    Tunnel(TunnelArgs),
     /// Print the man page (roff) on stdout.
     Man,
     /// Print shell completions on stdout.
@@ -154,6 +164,28 @@ pub struct ServeArgs {
     /// Address family and interface to bind the UDP port on (default: from SSH_CONNECTION).
     #[arg(long, value_name = "ADDR")]
     pub bind: Option<std::net::IpAddr>,
+}
+
+#[derive(Debug, Args)]
+pub struct TunnelArgs {
+    /// Local address to accept connections on, `[ADDR:]PORT` (ADDR defaults to 127.0.0.1).
+    #[arg(short = 'L', long = "listen", value_name = "[ADDR:]PORT")]
+    pub listen: String,
+    /// Where the remote end connects each tunnelled connection, HOST:PORT as seen from
+    /// the remote host.
+    #[arg(long = "to", value_name = "HOST:PORT", default_value = "127.0.0.1:22")]
+    pub to: String,
+    /// The remote host, `[user@]host`, reached through ssh like a copy.
+    pub remote: String,
+    /// Compress the tunnelled bytes (zstd).
+    #[arg(short = 'C')]
+    pub compress: bool,
+    /// Verbose: say what soku does.
+    #[arg(short = 'v', action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    /// How to reach the remote host.
+    #[command(flatten)]
+    pub ssh: SshArgs,
 }
 
 #[derive(Debug, Args)]
@@ -213,7 +245,7 @@ mod tests {
         .expect("parses");
         assert!(cli.command.is_none());
         assert!(cli.copy.recursive && cli.copy.preserve);
-        assert_eq!(cli.copy.port, Some(2222));
+        assert_eq!(cli.copy.ssh.port, Some(2222));
         assert_eq!(cli.copy.paths, ["a", "b", "host:dir/"]);
     }
 

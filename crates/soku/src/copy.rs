@@ -85,10 +85,10 @@ pub async fn run_with(args: CopyArgs, events: Arc<dyn EventSink>) -> anyhow::Res
     let (remote, launcher) = match &direction {
         Direction::Upload { remote: None, .. } => (None, Launcher::Local),
         Direction::Upload { remote: Some(r), .. } | Direction::Download { remote: r, .. } => {
-            (Some(r.clone()), Launcher::from_args(&args)?)
+            (Some(r.clone()), Launcher::from_args(&args.ssh, args.verbose, args.quiet)?)
         }
     };
-    let remote_soku = args.remote_soku.clone().unwrap_or_else(|| "soku".into());
+    let remote_soku = args.ssh.remote_soku.clone().unwrap_or_else(|| "soku".into());
     let cmd = launcher.command(remote.as_ref(), &remote_soku)?;
     let session_opts = SessionOptions {
         want_quic: !args.force_ssh_channel,

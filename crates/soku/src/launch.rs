@@ -5,7 +5,7 @@ use std::process::Stdio;
 
 use tokio::process::Command;
 
-use crate::cli::CopyArgs;
+use crate::cli::SshArgs;
 use crate::spec::Remote;
 
 /// How to reach the host that runs `soku serve`.
@@ -28,8 +28,8 @@ pub enum Launcher {
 }
 
 impl Launcher {
-    /// Builds the launcher from the copy options.
-    pub fn from_args(args: &CopyArgs) -> anyhow::Result<Self> {
+    /// Builds the launcher from the ssh options; `verbose` and `quiet` are passed on.
+    pub fn from_args(args: &SshArgs, verbose: u8, quiet: bool) -> anyhow::Result<Self> {
         if let Some(rsh) = &args.rsh {
             let words = shell_words(rsh)?;
             if words.is_empty() {
@@ -76,10 +76,10 @@ impl Launcher {
         if args.ipv6 {
             options.push("-6".into());
         }
-        for _ in 0..args.verbose {
+        for _ in 0..verbose {
             options.push("-v".into());
         }
-        if args.quiet {
+        if quiet {
             options.push("-q".into());
         }
         let program = args.ssh_program.clone().unwrap_or_else(|| "ssh".into());

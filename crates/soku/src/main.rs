@@ -8,6 +8,7 @@
 //! - [`session`]: client bootstrap (hellos, QUIC or fallback); [`serve`]: the server.
 //! - [`link`]: control frames and chunks over QUIC or the ssh channel.
 //! - [`transfer`]: the sender and receiver engines over the sans-IO protocol.
+//! - [`tunnel`]: TCP connections carried over soku's QUIC transport.
 //! - [`events`] and [`ui`]: typed events out of the engine, rendered only here.
 //! - `main`: dispatch and the exit-code table ([`exit`]).
 
@@ -22,6 +23,7 @@ mod serve;
 mod session;
 mod spec;
 mod transfer;
+mod tunnel;
 mod ui;
 
 use std::process::ExitCode;
@@ -51,6 +53,7 @@ fn main() -> ExitCode {
         )
         .map_err(anyhow::Error::from),
         Some(Command::Demo(args)) => runtime().and_then(|rt| rt.block_on(demo::run(args))),
+        Some(Command::Tunnel(args)) => runtime().and_then(|rt| rt.block_on(tunnel::run(args))),
         Some(Command::Serve(args)) => runtime().and_then(|rt| rt.block_on(serve::run(args))),
         None => runtime().and_then(|rt| rt.block_on(copy::run(cli.copy))).map(|_| ()),
     };

@@ -180,6 +180,12 @@ async fn serve_job(
                 receive::run(receiver, root, opts, control.clone(), control_in, chunks_in, events)
                     .await?;
             }
+            Job::Tunnel { destination, compress } => {
+                let Some(conn) = &quic else {
+                    anyhow::bail!("a tunnel needs QUIC, and UDP did not get through");
+                };
+                crate::tunnel::serve(conn.clone(), &destination, compress).await?;
+            }
             Job::Send { sources } => {
                 let sources = expand_sources(&sources);
                 let in_flight = if quic.is_some() { QUIC_IN_FLIGHT } else { STREAM_IN_FLIGHT };
