@@ -1,0 +1,288 @@
+//! End-to-end copies with the built binary against a real sshd on loopback: both
+//! directions, recursion, `-p`, several sources, sizes at chunk boundaries, the
+//! ssh-channel fallback, `-C`, `-c` and `-l`. Every copy is checked byte for byte and
+//! for leftover `.soku-part` files.
+
+mod common;
+
+use common::{
+    assert_no_part_files, assert_same_file, assert_same_tree, chmod, data, mode, mtime, set_mtime,
+    write, Env,
+};
+
+/// A mtime far in the past, with nanoseconds, so preserved and fresh times differ.
+const OLD_SECS: u64 = 1_000_000_000;
+const OLD_NSEC: u32 = 123_456_789;
+
+#[test]
+fn upload_one_file() {
+    let env = Env::new();
+    let src = env.src().join("one.bin");
+    write(&src, &data(300 * 1024 + 7, 1));
+    let out = env.ok(env.soku().arg("--json").arg(&src).arg(env.remote(&env.dst())));
+    // The default data path is QUIC.
+    let events = String::from_utf8_lossy(&out.stderr);
+    assert!(events.contains(r#""event":"connected","transport":"QUIC"#), "{events}");
+    assert_same_file(&src, &env.dst().join("one.bin"));
+    assert_no_part_files(&env.dst());
+}
+
+#[test]
+fn upload_one_file_to_a_new_name() {
+    let env = Env::new();
+    let src = env.src().join("one.bin");
+    write(&src, &data(4096, 2));
+    env.ok(env.soku().arg(&src).arg(env.remote(&env.dst().join("renamed.bin"))));
+    assert_same_file(&src, &env.dst().join("renamed.bin"));
+    assert_eq!(common::listing(&env.dst()), ["renamed.bin"]);
+}
+
+#[test]
+fn download_one_file() {
+    let env = Env::new();
+    let src = env.src().join("down.bin");
+    write(&src, &data(200 * 1024 + 3, 3));
+    env.ok(env.soku().arg(env.remote(&src)).arg(env.dst()));
+    assert_same_file(&src, &env.dst().join("down.bin"));
+    assert_no_part_files(&env.dst());
+}
+
+/// Nested dirs, an empty dir, an empty file, a name with spaces and non-ASCII names.
+fn make_tree(root: &std::path::Path) {
+    write(&root.join("top.txt"), b"top level\n");
+    write(&root.join("a/b/c/deep.bin"), &data(70 * 1024, 4));
+    write(&root.join("a/sibling.bin"), &data(1024 * 1024 + 1, 5));
+    write(&root.join("with space/file with space.txt"), b"spaces\n");
+    write(&root.join("ünï 日本.txt"), "ünï 日本\n".as_bytes());
+    write(&root.join("empty-file"), b"");
+    std::fs::create_dir_all(root.join("empty-dir")).expect("mkdir");
+    std::fs::create_dir_all(root.join("a/empty-inner")).expect("mkdir");
+}
+
+#[test]
+fn recursive_tree_upload() {
+    let env = Env::new();
+    let tree = env.src().join("tree");
+    make_tree(&tree);
+    env.ok(env.soku().arg("-r").arg(&tree).arg(env.remote(&env.dst())));
+    assert_same_tree(&tree, &env.dst().join("tree"));
+    assert_no_part_files(&env.dst());
+}
+
+#[test]
+fn recursive_tree_download() {
+    let env = Env::new();
+    let tree = env.src().join("tree");
+    make_tree(&tree);
+    env.ok(env.soku().arg("-r").arg(env.remote(&tree)).arg(env.dst()));
+    assert_same_tree(&tree, &env.dst().join("tree"));
+    assert_no_part_files(&env.dst());
+}
+
+#[test]
+fn recursive_tree_to_a_new_name() {
+    // scp: `-r dir host:new` creates `new` holding dir's contents.
+    let env = Env::new();
+    let tree = env.src().join("tree");
+    make_tree(&tree);
+    env.ok(env.soku().arg("-r").arg(&tree).arg(env.remote(&env.dst().join("copy"))));
+    assert_same_tree(&tree, &env.dst().join("copy"));
+}
+
+/// Files with distinct modes and an old mtime (with nanoseconds), in a dir.
+fn make_preserved(dir: &std::path::Path) -> [(std::path::PathBuf, u32); 2] {
+    let files = [(dir.join("secret.txt"), 0o640), (dir.join("tool.sh"), 0o755)];
+    for (i, (path, m)) in files.iter().enumerate() {
+        write(path, &data(10_000 + i, 6 + i as u64));
+        chmod(path, *m);
+        set_mtime(path, OLD_SECS + i as u64, OLD_NSEC);
+    }
+    files
+}
+
+fn assert_preserved(files: &[(std::path::PathBuf, u32)], copied_dir: &std::path::Path) {
+    for (i, (path, m)) in files.iter().enumerate() {
+        let copy = copied_dir.join(path.file_name().expect("name"));
+        assert_same_file(path, &copy);
+        assert_eq!(mode(&copy), *m, "mode of {}", copy.display());
+        assert_eq!(mtime(&copy), (OLD_SECS + i as u64, OLD_NSEC), "mtime of {}", copy.display());
+    }
+}
+
+#[test]
+fn preserve_mode_and_mtime_upload() {
+    let env = Env::new();
+    let dir = env.src().join("p");
+    let files = make_preserved(&dir);
+    set_mtime(&dir, OLD_SECS - 50, 0);
+    chmod(&dir, 0o750);
+    env.ok(env.soku().args(["-r", "-p"]).arg(&dir).arg(env.remote(&env.dst())));
+    assert_preserved(&files, &env.dst().join("p"));
+    assert_eq!(mode(&env.dst().join("p")), 0o750, "directory mode");
+    assert_eq!(mtime(&env.dst().join("p")), (OLD_SECS - 50, 0), "directory mtime");
+}
+
+#[test]
+fn preserve_mode_and_mtime_download() {
+    let env = Env::new();
+    let files = make_preserved(&env.src());
+    let mut cmd = env.soku();
+    cmd.arg("-p");
+    for (path, _) in &files {
+        cmd.arg(env.remote(path));
+    }
+    env.ok(cmd.arg(env.dst()));
+    assert_preserved(&files, &env.dst());
+}
+
+#[test]
+fn without_p_mtime_is_not_preserved() {
+    let env = Env::new();
+    let files = make_preserved(&env.src());
+    let (path, _) = &files[0];
+    let before = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after epoch")
+        .as_secs();
+    env.ok(env.soku().arg(path).arg(env.remote(&env.dst())));
+    env.ok(env.soku().arg(env.remote(path)).arg(env.path("")));
+    for copy in [env.dst().join("secret.txt"), env.path("secret.txt")] {
+        assert_same_file(path, &copy);
+        let (secs, _) = mtime(&copy);
+        // A fresh file: written now (allow for a coarse clock), not the source's old time.
+        assert!(secs + 5 >= before, "mtime {secs} of {} looks preserved", copy.display());
+    }
+}
+
+#[test]
+fn several_sources_into_a_directory_upload() {
+    let env = Env::new();
+    let names = ["s1.bin", "s2.bin", "s3.bin"];
+    let mut cmd = env.soku();
+    for (i, name) in names.iter().enumerate() {
+        let path = env.src().join(name);
+        write(&path, &data(5000 * (i + 1), 10 + i as u64));
+        cmd.arg(path);
+    }
+    env.ok(cmd.arg(env.remote(&env.dst())));
+    assert_same_tree(&env.src(), &env.dst());
+}
+
+#[test]
+fn several_sources_into_a_directory_download() {
+    let env = Env::new();
+    let mut cmd = env.soku();
+    for (i, name) in ["d1.bin", "d2.bin"].iter().enumerate() {
+        let path = env.src().join(name);
+        write(&path, &data(7000 * (i + 1), 20 + i as u64));
+        cmd.arg(env.remote(&path));
+    }
+    env.ok(cmd.arg(env.dst()));
+    assert_same_tree(&env.src(), &env.dst());
+}
+
+#[test]
+fn exact_multiple_of_the_chunk_size_both_ways() {
+    let env = Env::new();
+    let src = env.src().join("three-mib.bin");
+    write(&src, &data(3 << 20, 30));
+    env.ok(env.soku().arg(&src).arg(env.remote(&env.dst())));
+    assert_same_file(&src, &env.dst().join("three-mib.bin"));
+    let back = env.path("back");
+    std::fs::create_dir(&back).expect("mkdir");
+    env.ok(env.soku().arg(env.remote(&src)).arg(&back));
+    assert_same_file(&src, &back.join("three-mib.bin"));
+    assert_no_part_files(env.dir.path());
+}
+
+#[test]
+fn ssh_channel_fallback_upload_and_download() {
+    let env = Env::new();
+    let tree = env.src().join("tree");
+    make_tree(&tree);
+    let out = env.ok(env
+        .soku()
+        .args(["--ssh-channel", "--json", "-r"])
+        .arg(&tree)
+        .arg(env.remote(&env.dst())));
+    let events = String::from_utf8_lossy(&out.stderr);
+    assert!(events.contains(r#""transport":"the ssh channel""#), "{events}");
+    assert!(!events.contains(r#""transport":"QUIC"#), "{events}");
+    assert_same_tree(&tree, &env.dst().join("tree"));
+
+    let back = env.path("back");
+    std::fs::create_dir(&back).expect("mkdir");
+    let out = env.ok(env
+        .soku()
+        .args(["--ssh-channel", "--json", "-r"])
+        .arg(env.remote(&tree))
+        .arg(&back));
+    let events = String::from_utf8_lossy(&out.stderr);
+    assert!(events.contains(r#""transport":"the ssh channel""#), "{events}");
+    assert_same_tree(&tree, &back.join("tree"));
+    assert_no_part_files(env.dir.path());
+}
+
+#[test]
+fn compression_on_compressible_data_both_ways() {
+    let env = Env::new();
+    let src = env.src().join("text.log");
+    let line = "2024-01-01T00:00:00Z INFO soku: the same log line again and again\n";
+    write(&src, line.repeat(40_000).as_bytes());
+    env.ok(env.soku().arg("-C").arg(&src).arg(env.remote(&env.dst())));
+    assert_same_file(&src, &env.dst().join("text.log"));
+    let back = env.path("back");
+    std::fs::create_dir(&back).expect("mkdir");
+    env.ok(env.soku().args(["-C", "--ssh-channel"]).arg(env.remote(&src)).arg(&back));
+    assert_same_file(&src, &back.join("text.log"));
+}
+
+#[test]
+fn cipher_chacha20_poly1305_works() {
+    let env = Env::new();
+    let src = env.src().join("c.bin");
+    write(&src, &data(2 << 20, 40));
+    env.ok(env.soku().args(["-c", "chacha20-poly1305"]).arg(&src).arg(env.remote(&env.dst())));
+    assert_same_file(&src, &env.dst().join("c.bin"));
+}
+
+#[test]
+fn rate_limit_still_copies_correctly() {
+    // Correctness only: 8 Mbit/s must not corrupt or stall a small copy.
+    let env = Env::new();
+    let src = env.src().join("slow.bin");
+    write(&src, &data(256 * 1024, 50));
+    env.ok(env.soku().args(["-l", "8000"]).arg(&src).arg(env.remote(&env.dst())));
+    assert_same_file(&src, &env.dst().join("slow.bin"));
+}
+
+#[test]
+fn sparse_file_over_4_gib_upload() {
+    // Chunk indices and offsets past u32 bytes. The source is sparse, but every byte is
+    // read, hashed, encrypted and written: about 4 GiB of work on each side.
+    let env = Env::new();
+    let src = env.src().join("big.sparse");
+    let size = (4u64 << 30) + 12345;
+    let tail = b"the end of a file over 4 GiB";
+    {
+        use std::os::unix::fs::FileExt;
+        let file = std::fs::File::create(&src).expect("create");
+        file.set_len(size).expect("set_len");
+        file.write_all_at(tail, size - tail.len() as u64).expect("write tail");
+        file.write_all_at(b"head", 0).expect("write head");
+    }
+    env.ok(env.soku_within(600).arg("-q").arg(&src).arg(env.remote(&env.dst())));
+    let copy = env.dst().join("big.sparse");
+    assert_eq!(std::fs::metadata(&copy).expect("copied").len(), size);
+    let mut got = vec![0u8; tail.len()];
+    let mut head = [0u8; 4];
+    {
+        use std::os::unix::fs::FileExt;
+        let file = std::fs::File::open(&copy).expect("open copy");
+        file.read_exact_at(&mut got, size - tail.len() as u64).expect("read tail");
+        file.read_exact_at(&mut head, 0).expect("read head");
+    }
+    assert_eq!(&got, tail);
+    assert_eq!(&head, b"head");
+    assert_no_part_files(&env.dst());
+}
