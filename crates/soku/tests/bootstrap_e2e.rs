@@ -17,7 +17,8 @@ fn wrapper(dir: &Path, name: &str, body: &str) -> PathBuf {
 }
 
 fn payload(dir: &Path) -> (PathBuf, Vec<u8>) {
-    let data: Vec<u8> = (0..3_000_000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+    let data: Vec<u8> =
+        (0..3_000_000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
     let path = dir.join("payload.bin");
     std::fs::write(&path, &data).expect("write payload");
     (path, data)
