@@ -30,4 +30,6 @@ echo "== cargo test"
 target_dir=${CARGO_TARGET_DIR:-$PWD/target}
 SOKU_BIN="$target_dir/release/soku" SOKU_PRELOAD_LIB="$target_dir/release/libsoku_preload.so" \
     cargo test --locked --release --workspace -- --test-threads=2
+echo "== quick benchmark (sanity only: every copy verified, no speed asserted)"
+"$target_dir/release/soku-bench" --quick --soku "$target_dir/release/soku"
 echo "== all tests passed"
