@@ -173,7 +173,7 @@ fn ssh_connection_failure_exits_255() {
     cmd.args(["-P", &port])
         .args(env.sshd.ssh_args())
         .args(["-o", "ConnectTimeout=5", "--remote-soku"])
-        .arg(soku_testkit::soku_bin())
+        .arg(common::soku_bin())
         .arg(&a)
         .arg(env.remote(&env.dst()));
     fails_with(&mut cmd, 255, &["ssh could not connect"]);

@@ -143,7 +143,7 @@ impl Scene {
         let rsh = format!("sh -c 'cat {}; exec 1>&-; exec cat >/dev/null' hostile", file.display());
         let mut cmd = Command::new("timeout");
         cmd.args(["-k", "5", LIMIT_SECS])
-            .arg(soku_testkit::soku_bin())
+            .arg(common::soku_bin())
             .args(["-e", &rsh, "--ssh-channel"])
             .args(args)
             .current_dir(self.dir.path());

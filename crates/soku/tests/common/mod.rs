@@ -62,7 +62,7 @@ impl Env {
     pub fn soku_within(&self, secs: u32) -> Command {
         let mut cmd = bounded_soku(secs);
         cmd.args(self.sshd.scp_port_args()).args(self.sshd.ssh_args());
-        cmd.arg("--remote-soku").arg(soku_testkit::soku_bin());
+        cmd.arg("--remote-soku").arg(soku_bin());
         cmd
     }
 
@@ -88,6 +88,13 @@ impl Env {
     }
 }
 
+/// The binary under test, built by cargo for these tests. (Not `soku_testkit::soku_bin`,
+/// whose nested `cargo build` uses other features than `cargo test` and so rebuilds the
+/// TLS and QUIC crates on every alternation.)
+pub fn soku_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_soku"))
+}
+
 /// Seconds one soku run may take before the test calls it a hang (loaded 2-core CI).
 pub const LIMIT_SECS: u32 = 120;
 
@@ -97,7 +104,7 @@ pub const TIMED_OUT: i32 = 124;
 /// `timeout -k 5 SECS soku`: a hung copy fails its test instead of blocking the suite.
 pub fn bounded_soku(secs: u32) -> Command {
     let mut cmd = Command::new("timeout");
-    cmd.args(["-k", "5", &secs.to_string()]).arg(soku_testkit::soku_bin());
+    cmd.args(["-k", "5", &secs.to_string()]).arg(soku_bin());
     cmd
 }
 
