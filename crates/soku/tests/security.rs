@@ -229,11 +229,9 @@ fn dot_dot_in_a_name_is_refused() {
         let mut s = Script::new();
         s.honest_file(0, name, b"escaped").end(1, 7);
         let dst = target(&scene.dst());
-        let mut args = vec![requested];
-        if recursive {
-            args.push("-r");
-        }
-        args.push(&dst);
+        // Options before paths: clap reads `SOURCE... TARGET` as one group.
+        let mut args = if recursive { vec!["-r"] } else { vec![] };
+        args.extend([requested, dst.as_str()]);
         let stderr = scene.attack(&s, &args, &[]);
         assert!(
             stderr.contains("unsafe path") || stderr.contains("does not match"),
@@ -259,7 +257,7 @@ fn absolute_path_or_slash_in_a_name_is_refused() {
     for name in [abs.as_str(), "file.txt/../../outside/x", "sub/file.txt", "file.txt\\..\\x"] {
         let mut s = Script::new();
         s.honest_file(0, &[name], b"evil").end(1, 4);
-        let stderr = scene.attack(&s, &["hostile.invalid:.", "-r", &target(&scene.dst())], &[]);
+        let stderr = scene.attack(&s, &["-r", "hostile.invalid:.", &target(&scene.dst())], &[]);
         assert!(stderr.contains("unsafe path"), "{name:?}: {stderr}");
         assert_eq!(listing(&scene.dst()), Vec::<String>::new(), "{name:?}");
     }
@@ -497,7 +495,7 @@ fn protocol_violations_are_refused() {
     let content = data_1k();
     let hash = chunk_hash(&content);
     let cases: Vec<(&str, Script)> = vec![
-        ("chunk past the end", {
+        ("past the end", {
             let mut s = Script::new();
             s.file(0, &["file.txt"], content.len() as u64).chunk_with_hash(0, 5, &content, hash);
             s
