@@ -1,0 +1,233 @@
+//! `soku tunnel -L [ADDR:]PORT [--to HOST:PORT] [user@]host`: the client side.
+//!
+//! Order of work: check the addresses, bind the local port (so a port in use fails
+//! before ssh starts), start the session (QUIC only: a tunnel over the ssh channel would
+//! gain nothing), ask for the tunnel job, then accept until Ctrl-C, SIGTERM, or the end
+//! of the session.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use soku_proto::chunk::DEFAULT_CHUNK_SIZE;
+use soku_proto::message::{Job, Message, Request};
+use soku_transport::TransportOptions;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Semaphore;
+
+use super::listen::{check_destination, parse_listen, parse_remote};
+use super::pipe::{self, RelayError};
+use super::{code, MAX_CONNECTIONS, STREAM_HEADER};
+use crate::cli::TunnelArgs;
+use crate::events::{EventSink, TransferEvent};
+use crate::exit::Exit;
+use crate::launch::Launcher;
+use crate::link::read_message;
+use crate::session::{DataPath, Session, SessionOptions};
+
+/// How long to wait for the QUIC handshake: longer than a copy's default, as a tunnel
+/// has no fallback to try instead.
+const QUIC_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Runs the tunnel until Ctrl-C, SIGTERM, or the end of the session.
+pub async fn run(args: TunnelArgs) -> anyhow::Result<()> {
+    let listen = parse_listen(&args.listen).map_err(Exit::usage)?;
+    check_destination(&args.to).map_err(Exit::usage)?;
+    let remote = parse_remote(&args.remote).map_err(Exit::usage)?;
+    let listener = TcpListener::bind((listen.host.as_str(), listen.port)).await.map_err(|e| {
+        Exit::failure(format!("cannot listen on {}:{}: {e}", listen.host, listen.port))
+    })?;
+    let local = listener.local_addr()?;
+
+    let launcher = Launcher::from_args(&args.ssh, args.verbose, false)?;
+    let remote_soku = args.ssh.remote_soku.clone().unwrap_or_else(|| "soku".into());
+    let cmd = launcher.command(Some(&remote), &remote_soku)?;
+    let session_opts = SessionOptions {
+        want_quic: true,
+        quic_timeout: QUIC_TIMEOUT,
+        host: remote.host.clone(),
+        transport: TransportOptions::default(),
+    };
+    let events = Notices::new(args.verbose > 0);
+    let mut session = Session::start(cmd, &session_opts, &events).await?;
+    let conn = match &session.path {
+        DataPath::Quic { conn, .. } => conn.clone(),
+        DataPath::SshChannel => {
+            session.abort().await;
+            let why = events.fallback_reason().unwrap_or_else(|| "QUIC is not available".into());
+            return Err(Exit::connection(format!(
+                "a tunnel needs UDP between the two hosts, and {why}"
+            ))
+            .into());
+        }
+    };
+    session
+        .control
+        .send(Message::Request(Request {
+            job: Job::Tunnel { destination: args.to.clone(), compress: args.compress },
+            recursive: false,
+            preserve: false,
+            compress: args.compress,
+            chunk_size: DEFAULT_CHUNK_SIZE,
+        }))
+        .await?;
+    // The server answers only if the job fails: a Fatal message, or the end of control.
+    let mut control_in = std::mem::replace(&mut session.control_in, Box::new(tokio::io::empty()));
+    let mut server_ended = tokio::spawn(async move {
+        match read_message(&mut control_in).await {
+            Ok(Some(Message::Fatal { message })) => format!("the remote end failed: {message}"),
+            Ok(_) => "the remote end closed the tunnel".to_string(),
+            Err(e) => format!("the tunnel's control stream failed: {e:#}"),
+        }
+    });
+    eprintln!(
+        "soku tunnel: listening on {local} -> {} via {}{}",
+        args.to,
+        remote.host,
+        if args.compress { " (compressed)" } else { "" }
+    );
+
+    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let ctx = Arc::new(Ctx {
+        destination: args.to.clone(),
+        compress: args.compress,
+        verbose: args.verbose > 0,
+    });
+    let stop = shutdown_signal();
+    tokio::pin!(stop);
+    let outcome: anyhow::Result<()> = loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let (tcp, peer) = match accepted {
+                    Ok(pair) => pair,
+                    // Out of descriptors and the like: pass, as servers do.
+                    Err(e) => {
+                        eprintln!("soku tunnel: accept failed: {e}");
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                        continue;
+                    }
+                };
+                let Ok(slot) = slots.clone().try_acquire_owned() else {
+                    eprintln!("soku tunnel: {peer}: refused, {MAX_CONNECTIONS} connections already open");
+                    continue;
+                };
+                let (conn, ctx) = (conn.clone(), ctx.clone());
+                tokio::spawn(async move {
+                    let _slot = slot;
+                    carry(conn, tcp, peer, &ctx).await;
+                });
+            }
+            signal = &mut stop => break signal,
+            reason = conn.closed() => {
+                break Err(Exit::connection(format!("the tunnel's connection closed: {reason}")).into());
+            }
+            why = &mut server_ended => {
+                let why = why.unwrap_or_else(|e| format!("internal: {e}"));
+                break Err(Exit::connection(why).into());
+            }
+        }
+    };
+    server_ended.abort();
+    // Closing the connection first ends the server's job at once; then ssh is reaped.
+    conn.close(0u32.into(), b"done");
+    session.close().await?;
+    outcome
+}
+
+/// What every connection task needs to know.
+struct Ctx {
+    destination: String,
+    compress: bool,
+    verbose: bool,
+}
+
+/// One accepted connection: open a stream, announce it, relay.
+async fn carry(conn: quinn::Connection, tcp: TcpStream, peer: SocketAddr, ctx: &Ctx) {
+    let _ = tcp.set_nodelay(true);
+    if ctx.verbose {
+        eprintln!("soku tunnel: {peer}: connected");
+    }
+    let opened = async {
+        let (mut send, recv) = conn.open_bi().await?;
+        send.write_all(STREAM_HEADER).await?;
+        anyhow::Ok((send, recv))
+    };
+    let (send, recv) = match opened.await {
+        Ok(streams) => streams,
+        Err(e) => {
+            eprintln!("soku tunnel: {peer}: cannot open a stream: {e}");
+            return;
+        }
+    };
+    match pipe::relay(tcp, send, recv, ctx.compress).await {
+        Ok(totals) if ctx.verbose => eprintln!(
+            "soku tunnel: {peer}: closed, {} bytes sent, {} received",
+            totals.sent, totals.received
+        ),
+        Ok(_) => {}
+        Err(RelayError::PeerAbort(why)) if why == code::CONNECT_FAILED => {
+            eprintln!("soku tunnel: {peer}: the remote end could not connect to {}", ctx.destination)
+        }
+        Err(RelayError::PeerAbort(why)) if why == code::TOO_MANY => eprintln!(
+            "soku tunnel: {peer}: refused, the remote end already relays {MAX_CONNECTIONS} connections"
+        ),
+        Err(e) if ctx.verbose => eprintln!("soku tunnel: {peer}: {e}"),
+        Err(_) => {}
+    }
+}
+
+/// Warnings go to stderr; the QUIC failure that would make a copy fall back is kept,
+/// as it is the reason this tunnel cannot run.
+struct Notices {
+    verbose: bool,
+    fallback: Mutex<Option<String>>,
+}
+
+impl Notices {
+    fn new(verbose: bool) -> Self {
+        Self { verbose, fallback: Mutex::new(None) }
+    }
+
+    fn fallback_reason(&self) -> Option<String> {
+        self.fallback.lock().ok()?.clone()
+    }
+}
+
+impl EventSink for Notices {
+    fn event(&self, event: TransferEvent) {
+        match event {
+            TransferEvent::Warning(message) => {
+                // The session says "<why>; carrying the data over the ssh channel instead".
+                match message.split_once("; carrying the data over the ssh channel") {
+                    Some((why, _)) => {
+                        if let Ok(mut slot) = self.fallback.lock() {
+                            *slot = Some(why.to_string());
+                        }
+                    }
+                    None => eprintln!("soku tunnel: warning: {message}"),
+                }
+            }
+            TransferEvent::Connected { transport } if self.verbose => {
+                eprintln!("soku tunnel: connected over {transport}")
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Resolves at Ctrl-C or SIGTERM: the normal way to end a tunnel.
+async fn shutdown_signal() -> anyhow::Result<()> {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut term = signal(SignalKind::terminate())?;
+        tokio::select! {
+            result = tokio::signal::ctrl_c() => Ok(result?),
+            _ = term.recv() => Ok(()),
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        Ok(tokio::signal::ctrl_c().await?)
+    }
+}
