@@ -92,6 +92,8 @@ struct OpenFile {
     chunks: BTreeMap<u32, Option<[u8; 32]>>,
     verified: u64,
     summary: Option<[u8; 32]>,
+    /// The caller has created the file's storage; chunks may be written.
+    opened: bool,
 }
 
 /// Counters for the end of a copy.
@@ -198,6 +200,7 @@ impl Receiver {
                     chunks: BTreeMap::new(),
                     verified: 0,
                     summary: None,
+                    opened: false,
                 };
                 self.open.insert(id, file);
                 Ok(EntryAction::CreateFile { id, local, size })
@@ -224,6 +227,14 @@ impl Receiver {
         Ok(())
     }
 
+    /// Records that the caller created the storage for file `id` (after
+    /// [`EntryAction::CreateFile`]); until then its chunks wait.
+    pub fn on_file_opened(&mut self, id: u32) {
+        if let Some(file) = self.open.get_mut(&id) {
+            file.opened = true;
+        }
+    }
+
     /// Checks a chunk header before its bytes are read.
     pub fn check_chunk(&mut self, header: &ChunkHeader) -> Result<ChunkCheck, ProtoError> {
         if self.failed.contains(&header.file) {
@@ -238,6 +249,9 @@ impl Receiver {
                 header.file
             )));
         };
+        if !file.opened {
+            return Ok(ChunkCheck::NotYetAnnounced);
+        }
         let Some((offset, plain_len)) = file.plan.span(header.index) else {
             return Err(ProtoError::Violation(format!(
                 "chunk {} past the end of {}",

@@ -22,6 +22,15 @@ fn into_dir(recursive: bool) -> Receiver {
     Receiver::new(target, None, recursive, CS).expect("valid chunk size")
 }
 
+/// Announces a file and opens its storage, as the caller does.
+fn announce(rx: &mut Receiver, entry: Entry) -> Result<EntryAction, ProtoError> {
+    let action = rx.on_entry(entry)?;
+    if let EntryAction::CreateFile { id, .. } = action {
+        rx.on_file_opened(id);
+    }
+    Ok(action)
+}
+
 /// Drives one whole file through the receiver, as the caller would.
 fn deliver(rx: &mut Receiver, id: u32, data: &[u8]) -> FileOutcome {
     let plan = ChunkPlan::new(data.len() as u64, CS);
@@ -45,7 +54,7 @@ fn deliver(rx: &mut Receiver, id: u32, data: &[u8]) -> FileOutcome {
 fn a_file_becomes_ready_only_after_all_chunks_and_the_summary() {
     let mut rx = into_dir(false);
     let data = vec![7u8; CS as usize * 2 + 5];
-    let action = rx.on_entry(file(0, &["f"], data.len() as u64)).expect("accepted");
+    let action = announce(&mut rx, file(0, &["f"], data.len() as u64)).expect("accepted");
     assert_eq!(
         action,
         EntryAction::CreateFile { id: 0, local: "/t/f".into(), size: data.len() as u64 }
@@ -60,14 +69,14 @@ fn a_file_becomes_ready_only_after_all_chunks_and_the_summary() {
 #[test]
 fn an_empty_file_is_ready_on_its_summary() {
     let mut rx = into_dir(false);
-    rx.on_entry(file(0, &["empty"], 0)).expect("accepted");
+    announce(&mut rx, file(0, &["empty"], 0)).expect("accepted");
     assert!(matches!(rx.on_summary(0, root_hash(0, [])), Ok(FileOutcome::Ready(_))));
 }
 
 #[test]
 fn a_wrong_root_hash_fails_the_file() {
     let mut rx = into_dir(false);
-    rx.on_entry(file(0, &["f"], 10)).expect("accepted");
+    announce(&mut rx, file(0, &["f"], 10)).expect("accepted");
     let header = ChunkHeader {
         file: 0,
         index: 0,
@@ -88,7 +97,7 @@ fn a_wrong_root_hash_fails_the_file() {
 #[test]
 fn a_chunk_whose_bytes_do_not_match_its_hash_fails_the_file() {
     let mut rx = into_dir(false);
-    rx.on_entry(file(0, &["f"], 10)).expect("accepted");
+    announce(&mut rx, file(0, &["f"], 10)).expect("accepted");
     let header = ChunkHeader { file: 0, index: 0, wire_len: 10, compressed: false, hash: [9; 32] };
     rx.check_chunk(&header).expect("accepted");
     let outcome = rx.on_chunk_written(&header, chunk_hash(&[1; 10])).expect("no violation");
@@ -103,7 +112,7 @@ fn a_chunk_whose_bytes_do_not_match_its_hash_fails_the_file() {
 #[test]
 fn chunks_that_do_not_fit_the_manifest_are_violations() {
     let mut rx = into_dir(false);
-    rx.on_entry(file(0, &["f"], 100)).expect("accepted");
+    announce(&mut rx, file(0, &["f"], 100)).expect("accepted");
     let ok = ChunkHeader { file: 0, index: 0, wire_len: 100, compressed: false, hash: [0; 32] };
     let past_end = ChunkHeader { index: 1, ..ok };
     let too_long = ChunkHeader { wire_len: 101, ..ok };
@@ -127,8 +136,8 @@ fn a_chunk_may_arrive_before_its_entry() {
 #[test]
 fn huge_announced_sizes_cost_no_memory_up_front() {
     let mut rx = into_dir(false);
-    rx.on_entry(file(0, &["big"], u64::from(u32::MAX) * u64::from(CS))).expect("accepted");
-    assert!(rx.on_entry(file(1, &["bigger"], u64::MAX)).is_err());
+    announce(&mut rx, file(0, &["big"], u64::from(u32::MAX) * u64::from(CS))).expect("accepted");
+    assert!(announce(&mut rx, file(1, &["bigger"], u64::MAX)).is_err());
 }
 
 #[test]
@@ -136,16 +145,16 @@ fn nested_entries_need_r_and_an_announced_parent() {
     let mut flat = into_dir(false);
     assert!(flat.on_entry(dir(&["d"])).is_err());
     let mut rx = into_dir(true);
-    assert!(rx.on_entry(file(0, &["d", "f"], 1)).is_err(), "parent not announced");
+    assert!(announce(&mut rx, file(0, &["d", "f"], 1)).is_err(), "parent not announced");
     let mut rx = into_dir(true);
     assert_eq!(rx.on_entry(dir(&["d"])), Ok(EntryAction::MakeDir { local: "/t/d".into() }));
-    assert!(rx.on_entry(file(0, &["d", "f"], 1)).is_ok());
+    assert!(announce(&mut rx, file(0, &["d", "f"], 1)).is_ok());
 }
 
 #[test]
 fn file_ids_must_count_up() {
     let mut rx = into_dir(false);
-    assert!(rx.on_entry(file(1, &["f"], 1)).is_err());
+    assert!(announce(&mut rx, file(1, &["f"], 1)).is_err());
 }
 
 #[test]
@@ -153,20 +162,33 @@ fn a_single_name_target_takes_one_top_level_name() {
     let target = Target::AsName("/t/new".into());
     let mut rx = Receiver::new(target, None, true, CS).expect("ok");
     rx.on_entry(dir(&["src"])).expect("first top-level");
-    assert!(rx.on_entry(file(0, &["other"], 1)).is_err());
+    assert!(announce(&mut rx, file(0, &["other"], 1)).is_err());
 }
 
 #[test]
 fn names_outside_the_request_are_refused() {
     let names = NameFilter::for_requested(["report.pdf"]);
     let mut rx = Receiver::new(Target::IntoDir("/t".into()), Some(names), false, CS).expect("ok");
-    assert!(matches!(rx.on_entry(file(0, &[".ssh"], 1)), Err(ProtoError::UnexpectedName { .. })));
-    assert!(rx.on_entry(file(0, &["report.pdf"], 1)).is_ok());
+    assert!(matches!(
+        announce(&mut rx, file(0, &[".ssh"], 1)),
+        Err(ProtoError::UnexpectedName { .. })
+    ));
+    assert!(announce(&mut rx, file(0, &["report.pdf"], 1)).is_ok());
 }
 
 #[test]
 fn end_of_manifest_must_match_what_was_announced() {
     let mut rx = into_dir(false);
-    rx.on_entry(file(0, &["f"], 1)).expect("ok");
+    announce(&mut rx, file(0, &["f"], 1)).expect("ok");
     assert!(rx.on_end(2, 1).is_err());
+}
+
+#[test]
+fn chunks_wait_until_the_file_is_opened() {
+    let mut rx = into_dir(false);
+    rx.on_entry(file(0, &["f"], 10)).expect("accepted");
+    let header = ChunkHeader { file: 0, index: 0, wire_len: 10, compressed: false, hash: [0; 32] };
+    assert_eq!(rx.check_chunk(&header), Ok(ChunkCheck::NotYetAnnounced));
+    rx.on_file_opened(0);
+    assert!(matches!(rx.check_chunk(&header), Ok(ChunkCheck::Accept { .. })));
 }

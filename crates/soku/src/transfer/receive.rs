@@ -69,10 +69,13 @@ impl Shared {
     }
 
     /// Handles one chunk whose header was read from `input`; reads its bytes from there.
+    /// On an `ordered` input (the ssh channel) the file's entry always comes first, so a
+    /// chunk for a file not yet open is a protocol violation, not something to wait for.
     async fn on_chunk<R: AsyncRead + Unpin>(
         self: &Arc<Self>,
         header: ChunkHeader,
         input: &mut R,
+        ordered: bool,
     ) -> anyhow::Result<()> {
         let mut announced = self.announced.subscribe();
         let (offset, plain_len) = loop {
@@ -84,13 +87,21 @@ impl Shared {
                     read_bytes(input, header.wire_len).await?;
                     return Ok(());
                 }
+                ChunkCheck::NotYetAnnounced if ordered => anyhow::bail!(
+                    "protocol violation: chunk for file {} before its entry",
+                    header.file
+                ),
                 ChunkCheck::NotYetAnnounced => announced.changed().await?,
             }
         };
         let permit = self.memory.acquire().await?;
         let wire = read_bytes(input, header.wire_len).await?;
         let file = lock(&self.files).get(&header.file).cloned();
-        let Some(file) = file else { return Ok(()) };
+        // safe: the state machine accepts chunks only once the file is opened, and the
+        // file leaves `files` only when it settles, which needs this chunk first.
+        let Some(file) = file else {
+            anyhow::bail!("internal: chunk accepted for file {} with no open file", header.file)
+        };
         let written = tokio::task::spawn_blocking(move || -> std::io::Result<Option<[u8; 32]>> {
             let Some(plain) = codec::decode(&header, wire, plain_len) else { return Ok(None) };
             let hash = chunk_hash(&plain);
@@ -195,6 +206,7 @@ impl Shared {
                 match made {
                     Ok(file) => {
                         lock(&self.files).insert(id, Arc::new(file));
+                        lock(&self.state).on_file_opened(id);
                     }
                     Err(e) => {
                         lock(&self.state).on_file_failed(id);
@@ -251,7 +263,8 @@ pub async fn run<R: AsyncRead + Unpin + Send>(
         ChunkIn::Quic(conn) => Some(tokio::spawn(accept_chunks(conn, shared.clone()))),
         ChunkIn::Stream => None,
     };
-    let result = control_loop(&shared, control_in).await;
+    let ordered = acceptor.is_none();
+    let result = control_loop(&shared, control_in, ordered).await;
     if let Some(acceptor) = acceptor {
         acceptor.abort();
     }
@@ -291,6 +304,7 @@ pub async fn run<R: AsyncRead + Unpin + Send>(
 async fn control_loop<R: AsyncRead + Unpin>(
     shared: &Arc<Shared>,
     input: &mut R,
+    ordered: bool,
 ) -> anyhow::Result<()> {
     let mut ended = false;
     loop {
@@ -300,15 +314,18 @@ async fn control_loop<R: AsyncRead + Unpin>(
         if ended && lock(&shared.state).is_finished() {
             return Ok(());
         }
-        let msg = if ended {
-            // Only data streams are still arriving: wait for them to settle.
-            tokio::select! {
-                () = shared.changed.notified() => continue,
-                msg = read_message(input) => msg?,
-            }
-        } else {
-            read_message(input).await?
-        };
+        if ended && ordered {
+            // On one ordered stream every chunk came before the end of the manifest.
+            anyhow::bail!("protocol violation: the manifest ended with files incomplete");
+        }
+        if ended {
+            // Only data streams are still arriving: wait for them to settle (a lost
+            // connection is reported through `fatal` by the stream acceptor). The control
+            // input is not read here, so no read is ever cancelled mid-frame.
+            let _ = tokio::time::timeout(Duration::from_secs(1), shared.changed.notified()).await;
+            continue;
+        }
+        let msg = read_message(input).await?;
         let Some(msg) = msg else {
             anyhow::bail!("the sender closed the connection before the copy finished");
         };
@@ -317,7 +334,7 @@ async fn control_loop<R: AsyncRead + Unpin>(
                 shared.events.event(TransferEvent::Planned { files, bytes })
             }
             Message::Entry(entry) => shared.on_entry(entry).await?,
-            Message::Chunk(header) => shared.on_chunk(header, input).await?,
+            Message::Chunk(header) => shared.on_chunk(header, input, true).await?,
             Message::FileSummary { file, root } => {
                 let outcome = lock(&shared.state).on_summary(file, root)?;
                 shared.settle(outcome).await?;
@@ -364,7 +381,7 @@ async fn accept_chunks(conn: quinn::Connection, shared: Arc<Shared>) {
         tokio::spawn(async move {
             let result = async {
                 let header = read_chunk_header(&mut stream).await?;
-                shared.on_chunk(header, &mut stream).await
+                shared.on_chunk(header, &mut stream, false).await
             }
             .await;
             if let Err(e) = result {
