@@ -18,8 +18,8 @@ use crate::tools::{self, Endpoint, Measured, SourceFile, Tool};
 pub struct CpuRow {
     /// Label: tool and options.
     pub label: String,
-    /// Data: `random` or `text`.
-    pub data: &'static str,
+    /// Data: `random` or `text`, and its size.
+    pub data: String,
     /// Result.
     pub m: Measured,
     /// Command line.
@@ -65,9 +65,11 @@ pub fn run(soku: &Path, work: &Path, size: u64, log: &dyn Fn(&str)) -> anyhow::R
         (Tool::Soku, s(&["-c", "chacha20-poly1305"]), &random, "random"),
         (Tool::Soku, vec![], &random, "random"),
         (Tool::Scp, vec![], &random, "random"),
+        (Tool::Scp, vec![], &random_c, "random"),
         (Tool::Scp, s(&["-C"]), &random_c, "random"),
         (Tool::Scp, s(&["-C"]), &text_c, "text"),
         (Tool::Scp, vec![], &text_c, "text"),
+        (Tool::Soku, vec![], &random_c, "random"),
         (Tool::Soku, s(&["-C"]), &random_c, "random"),
         (Tool::Soku, s(&["-C"]), &text_c, "text"),
         (Tool::Soku, vec![], &text_c, "text"),
@@ -82,10 +84,11 @@ pub fn run(soku: &Path, work: &Path, size: u64, log: &dyn Fn(&str)) -> anyhow::R
         } else {
             format!("{tool} {}", extra.join(" "))
         };
+        let data = format!("{data} {} MiB", src.size >> 20);
         let row = CpuRow { label, data, m, command };
         let (c, sv) = row.cpu_per_gb();
         log(&format!(
-            "  {:<40} {:<6} {:>7.1} MB/s  CPU s/GB client {:>5.2} server {:>5.2}  {}",
+            "  {:<40} {:<15} {:>7.1} MB/s  CPU s/GB client {:>5.2} server {:>5.2}  {}",
             row.label,
             row.data,
             row.mbs(),

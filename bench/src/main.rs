@@ -87,6 +87,9 @@ struct Args {
     /// Skip the small-packet test.
     #[arg(long)]
     no_smallpkt: bool,
+    /// Free text for the setup notes (e.g. which commit the soku binary was built from).
+    #[arg(long)]
+    note: Option<String>,
     /// Prefix of the namespaces (`NAME-a`, `NAME-b`).
     #[arg(long, default_value = "skbench")]
     name: String,
@@ -229,9 +232,11 @@ fn setup_notes(p: &Plan) -> String {
         first_line(Command::new(&p.soku).arg("--version")),
         p.soku.display()
     );
+    let soku_mtime = first_line(Command::new("date").arg("-u").arg("-r").arg(&p.soku));
+    let _ = writeln!(s, "- soku binary built: {soku_mtime}");
     let _ = writeln!(
         s,
-        "- soku source: git {} ({} files changed vs HEAD in the checkout)",
+        "- bench checkout: git {} ({} tracked files modified; the soku binary may come from elsewhere, see --note)",
         git(&["rev-parse", "--short", "HEAD"]),
         first_line(Command::new("sh").arg("-c").arg(format!(
             "git -C {} status --porcelain --untracked-files=no | wc -l",
@@ -282,6 +287,9 @@ fn run(args: &Args) -> anyhow::Result<Vec<String>> {
     let _ = writeln!(md, "# soku-bench results, {date_start}\n");
     let _ = writeln!(md, "Command: `{cmdline}`\n");
     md.push_str(&setup_notes(&p));
+    if let Some(note) = &args.note {
+        let _ = writeln!(md, "- note: {note}");
+    }
 
     let mut rows: Vec<Row> = Vec::new();
     let mut series: Vec<(usize, Samples)> = Vec::new();
