@@ -40,6 +40,11 @@ impl WindowedFilter {
         self.samples.map(|s| s[0].value)
     }
 
+    /// Change how far back the filter looks (samples already kept stay).
+    pub fn set_window(&mut self, window: u64) {
+        self.window = window;
+    }
+
     /// Forget every sample.
     pub fn clear(&mut self) {
         self.samples = None;

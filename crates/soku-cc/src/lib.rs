@@ -24,10 +24,15 @@
 //! quinn paces from the congestion window: its token bucket refills at
 //! `1.25 x window / smoothed_rtt` (quinn-proto `connection/pacing.rs`), and a controller
 //! cannot set a pacing rate of its own. BBR's pacing gains are therefore expressed as
-//! window gains here: the window is `gain x bandwidth x min_rtt` plus a few packets,
-//! with a steady gain of 1.25 (a small standing queue that keeps the link busy while
-//! acks arrive unevenly) instead of BBR's cwnd gain of 2 (which, without an independent
-//! pacing rate, would keep a full bandwidth-delay product queued at the bottleneck).
+//! window gains here: the window is `gain x bandwidth x min_rtt`, with a steady gain of
+//! 1.25 (a small standing queue that keeps the link busy while acks arrive unevenly)
+//! instead of BBR's cwnd gain of 2 (which, without an independent pacing rate, would
+//! keep a full bandwidth-delay product queued at the bottleneck). On top come two of
+//! quinn's pacer bursts (2 ms at the estimated rate, 10 to 256 packets) and BBR's
+//! ack-aggregation estimate (`extra_acked`: data acknowledged in a clump beyond what the
+//! bandwidth explains, max over ten rounds, at most 100 ms of it), so acks that arrive
+//! in clumps (delayed and stretched acks, Wi-Fi, GRO, a peer descheduled on a loaded
+//! host) do not stall the sender when the min RTT is far below the typical RTT.
 //! See [`model`] for the phases and [`SokuCcConfig`] for the numbers.
 //!
 //! The controller takes its RTT samples from `now - sent` of each acknowledged packet,

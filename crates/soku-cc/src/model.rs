@@ -16,6 +16,10 @@
 //!   `probe_rtt_duration` and at least one round, and the smallest RTT seen meanwhile
 //!   becomes the new min RTT.
 //!
+//! Every phase but drain and probe-rtt adds the ack-aggregation estimate to its window
+//! (BBR's `extra_acked`, see [`SokuCc::ack_aggregation`]); every model-derived window
+//! also carries two sender bursts of headroom ([`SokuCc::burst_allowance`]).
+//!
 //! Loss: random loss does not enter the model, except that lost bytes are not
 //! delivered. A round whose loss share exceeds `loss_threshold` is congestion (in
 //! background mode, so is a third of that share while the round's smallest RTT shows a
@@ -38,8 +42,20 @@ use crate::config::{splitmix64, SokuCcConfig};
 use crate::delivery::{DeliveryTracker, RoundSample};
 use crate::filters::{Direction, WindowedFilter};
 
-/// Packets of headroom added to every model-derived window.
-const HEADROOM_PACKETS: u64 = 4;
+/// quinn's pacer releases the window in bursts of this much time's worth, clamped to
+/// `MIN_BURST_PACKETS..=MAX_BURST_PACKETS` packets (quinn-proto `connection/pacing.rs`),
+/// and quinn sends up to 10 datagrams per GSO call (quinn `MAX_TRANSMIT_SEGMENTS`).
+const PACER_BURST: Duration = Duration::from_millis(2);
+const MIN_BURST_PACKETS: u64 = 10;
+const MAX_BURST_PACKETS: u64 = 256;
+/// Sender bursts of headroom in every model-derived window (BBRv3's quantization
+/// budget is three send quanta; two of quinn's larger bursts cover the same ground).
+const BURST_ALLOWANCE: u64 = 2;
+/// Rounds over which the ack-aggregation estimate is a max (BBR: 10).
+const EXTRA_ACKED_ROUNDS: u64 = 10;
+/// The ack-aggregation allowance never exceeds this much time at the estimated
+/// bandwidth (Linux BBR's `bbr_extra_acked_max_us`).
+const EXTRA_ACKED_MAX: Duration = Duration::from_millis(100);
 /// The window never drops below this many packets.
 const MIN_WINDOW_PACKETS: u64 = 4;
 /// A round must lose at least this many packets to count as congested.
@@ -86,6 +102,19 @@ pub struct SokuCc {
     probe_rtt_done: Option<(Instant, u64)>,
     probe_rtt_min: Option<Duration>,
     rng: u64,
+    /// Bytes acknowledged beyond `bw x time` within one aggregation epoch, max over
+    /// `EXTRA_ACKED_ROUNDS` rounds (one round in startup).
+    extra_acked: WindowedFilter,
+    /// Start of the current aggregation epoch and bytes acknowledged since.
+    ack_epoch_start: Option<Instant>,
+    ack_epoch_delivered: u64,
+    /// Bytes acknowledged in the current batch of acks.
+    batch_acked: u64,
+}
+
+/// Bytes carried in `d` at `bw` bytes/s.
+fn bytes_in(bw: u64, d: Duration) -> u64 {
+    u64::try_from(u128::from(bw) * d.as_nanos() / 1_000_000_000).unwrap_or(u64::MAX)
 }
 
 impl SokuCc {
@@ -112,6 +141,10 @@ impl SokuCc {
             probe_rtt_done: None,
             probe_rtt_min: None,
             rng,
+            extra_acked: WindowedFilter::new(Direction::Max, 1),
+            ack_epoch_start: None,
+            ack_epoch_delivered: 0,
+            batch_acked: 0,
             config,
         }
     }
@@ -146,6 +179,25 @@ impl SokuCc {
         self.delivery.round()
     }
 
+    /// Bytes the window carries to ride out ack aggregation: the most data acknowledged
+    /// beyond what the bandwidth estimate explains within one aggregation epoch, over
+    /// the last ten rounds, capped at 100 ms at the estimated bandwidth.
+    pub fn ack_aggregation(&self) -> u64 {
+        match (self.extra_acked.get(), self.max_bw.get()) {
+            (Some(extra), Some(bw)) => extra.min(bytes_in(bw, EXTRA_ACKED_MAX)),
+            _ => 0,
+        }
+    }
+
+    /// Bytes of headroom for the sender's own bursts: two of quinn's pacer bursts
+    /// (2 ms at the estimated bandwidth, 10 to 256 packets), so a window that is
+    /// nearly full still admits a whole GSO batch and acks arriving while one burst is
+    /// out do not stall the next.
+    pub fn burst_allowance(&self) -> u64 {
+        let burst = self.max_bw.get().map_or(0, |bw| bytes_in(bw, PACER_BURST));
+        BURST_ALLOWANCE * burst.clamp(MIN_BURST_PACKETS * self.mtu, MAX_BURST_PACKETS * self.mtu)
+    }
+
     fn min_window(&self) -> u64 {
         MIN_WINDOW_PACKETS * self.mtu
     }
@@ -157,8 +209,44 @@ impl SokuCc {
         u64::try_from(u128::from(bw) * rtt.as_nanos() / 1_000_000_000).ok()
     }
 
+    /// `gain x BDP` plus the burst allowance.
     fn gained(&self, gain: f64) -> Option<u64> {
-        self.bdp().map(|bdp| (bdp as f64 * gain) as u64 + HEADROOM_PACKETS * self.mtu)
+        self.bdp().map(|bdp| (bdp as f64 * gain) as u64 + self.burst_allowance())
+    }
+
+    /// [`gained`](Self::gained) plus the ack-aggregation allowance: the window of every
+    /// phase that keeps the pipe full (BBR's `max_inflight`).
+    fn target(&self, gain: f64) -> Option<u64> {
+        self.gained(gain).map(|w| w + self.ack_aggregation())
+    }
+
+    /// BBR's ack-aggregation estimate (draft-cardwell-iccrg-bbr-congestion-control
+    /// §4.5.5, Linux `bbr_update_ack_aggregation`): an epoch starts whenever the acks
+    /// fall behind `bw x time`; the bytes acknowledged beyond that within the epoch
+    /// are data the receiver or the path held back and released at once (delayed and
+    /// stretched acks, Wi-Fi and GRO aggregation, a sender or receiver descheduled for
+    /// a while). Without that much extra window the sender stalls until the next
+    /// burst of acks.
+    fn update_ack_aggregation(&mut self, now: Instant) {
+        let acked = std::mem::take(&mut self.batch_acked);
+        let Some(bw) = self.max_bw.get() else {
+            return;
+        };
+        if acked == 0 {
+            return;
+        }
+        let start = *self.ack_epoch_start.get_or_insert(now);
+        let mut expected = bytes_in(bw, now.saturating_duration_since(start));
+        if self.ack_epoch_delivered <= expected {
+            self.ack_epoch_delivered = 0;
+            self.ack_epoch_start = Some(now);
+            expected = 0;
+        }
+        self.ack_epoch_delivered += acked;
+        let extra = self.ack_epoch_delivered.saturating_sub(expected).min(self.window);
+        // In startup the bandwidth estimate lags: remember only the last round.
+        self.extra_acked.set_window(if self.filled_pipe { EXTRA_ACKED_ROUNDS } else { 1 });
+        self.extra_acked.update(extra, self.delivery.round());
     }
 
     fn cycle_gain(&self) -> f64 {
@@ -177,11 +265,12 @@ impl SokuCc {
     fn update_window(&mut self) {
         let model = match self.mode {
             Mode::Startup => {
-                let cap = self.gained(self.config.startup_gain).unwrap_or(u64::MAX);
+                let cap = self.target(self.config.startup_gain).unwrap_or(u64::MAX);
                 self.window.min(cap)
             }
+            // Drain aims at one BDP in flight; ack aggregation would only delay that.
             Mode::Drain => self.gained(1.0).unwrap_or(self.window),
-            Mode::ProbeBw => self.gained(self.cycle_gain()).unwrap_or(self.window),
+            Mode::ProbeBw => self.target(self.cycle_gain()).unwrap_or(self.window),
             Mode::ProbeRtt => self.probe_rtt_window(),
         };
         let mut window = model;
@@ -308,7 +397,7 @@ impl SokuCc {
             if self.round_max_in_flight + 2 * self.mtu >= hi {
                 let hi = hi + self.probe_up_step;
                 self.probe_up_step = (self.probe_up_step * 2).min((hi / 8).max(self.mtu));
-                let free = self.gained(self.config.cwnd_gain + self.config.probe_gain);
+                let free = self.target(self.config.cwnd_gain + self.config.probe_gain);
                 self.inflight_hi = match free {
                     Some(w) if hi > 2 * w => None,
                     _ => Some(hi),
@@ -346,6 +435,9 @@ impl SokuCc {
         self.filled_pipe = false;
         self.inflight_hi = None;
         self.probe_rtt_done = None;
+        self.extra_acked.clear();
+        self.ack_epoch_start = None;
+        self.ack_epoch_delivered = 0;
     }
 }
 
@@ -365,6 +457,7 @@ impl Controller for SokuCc {
         _rtt: &RttEstimator,
     ) {
         self.delivery.on_ack(now, sent, bytes, app_limited);
+        self.batch_acked += bytes;
         self.on_rtt_sample(now, now.saturating_duration_since(sent));
         if self.mode == Mode::Startup && !app_limited {
             self.window = self.window.saturating_add(bytes);
@@ -384,6 +477,7 @@ impl Controller for SokuCc {
         {
             self.on_round(sample);
         }
+        self.update_ack_aggregation(now);
         if self.mode == Mode::Drain {
             if let Some(target) = self.gained(1.0) {
                 if self.in_flight <= target {

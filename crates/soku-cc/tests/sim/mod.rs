@@ -11,6 +11,11 @@
 //! packet, then `on_end_acks`, then loss detection (RFC 9002 §6.1: three packets or
 //! 9/8 RTT behind the largest acked) and one `on_congestion_event` per batch. A 10 ms
 //! tick stands in for quinn's loss timer and PTO when a whole window is lost.
+//! Optional disturbances, all off by default: acks released in bursts at multiples of
+//! `ack_burst` (an aggregating hop: Wi-Fi block acks, GRO, a receiver reading in
+//! batches), a random extra delay of each ack frame up to `ack_jitter` (order kept),
+//! and a sender that runs only at wake-ups spaced `sched` apart (a loaded host's
+//! scheduler: acks and pacing timers wait for the next wake-up).
 //! Simplifications: lost data is resent as new data (as quinn does), acks report no
 //! ack delay, no ack loss, no persistent-congestion signal.
 
@@ -36,6 +41,12 @@ pub struct Path {
     pub ack_every: usize,
     /// ...or this long after the first unacknowledged one arrived (quinn: 25 ms).
     pub max_ack_delay: Duration,
+    /// Acks reach the sender only at multiples of this (zero: as they come).
+    pub ack_burst: Duration,
+    /// Each ack frame is delayed by a uniform `[0, ack_jitter]` more (order kept).
+    pub ack_jitter: Duration,
+    /// The sender runs only at wake-ups spaced uniformly in `[lo, hi]` (`None`: always).
+    pub sched: Option<(Duration, Duration)>,
 }
 
 /// What one flow achieved within the measurement window.
@@ -97,6 +108,8 @@ struct Flow {
     last_window: u64,
     last_refill: u64,
     wake_at: Option<u64>,
+    /// When this flow's latest ack reaches the sender (acks are not reordered).
+    last_ack_at: u64,
     pending: Pending,
     stats: FlowStats,
 }
@@ -132,6 +145,8 @@ struct Sim {
     queue_delay_n: u64,
     sent_in_window: u64,
     dropped_in_window: u64,
+    /// The sender's wake-ups from `now` on (with `sched`).
+    wakes: VecDeque<u64>,
 }
 
 const BURST_NS: u128 = 2_000_000;
@@ -145,7 +160,41 @@ impl Sim {
         self.base + Duration::from_nanos(t)
     }
 
+    /// The first moment at or after `t` at which the sender runs.
+    fn gate(&mut self, t: u64) -> u64 {
+        let Some((lo, hi)) = self.path.sched else {
+            return t;
+        };
+        while self.wakes.len() > 1 && self.wakes[1] <= self.now {
+            self.wakes.pop_front();
+        }
+        while self.wakes.back().is_none_or(|&w| w < t) {
+            let last = self.wakes.back().copied().unwrap_or(0);
+            let gap = ns(lo) as f64 + self.random() * (ns(hi) - ns(lo)) as f64;
+            self.wakes.push_back(last + gap as u64);
+        }
+        let i = self.wakes.partition_point(|&w| w < t);
+        self.wakes[i]
+    }
+
+    /// When an ack the receiver sends so as to arrive at `t` reaches the sender.
+    fn ack_at(&mut self, i: usize, t: u64) -> u64 {
+        let mut t = t;
+        if !self.path.ack_jitter.is_zero() {
+            t += (self.random() * ns(self.path.ack_jitter) as f64) as u64;
+        }
+        let n = ns(self.path.ack_burst);
+        if n > 0 {
+            t = t.div_ceil(n) * n;
+        }
+        let f = &mut self.flows[i];
+        t = t.max(f.last_ack_at);
+        f.last_ack_at = t;
+        t
+    }
+
     fn push(&mut self, t: u64, ev: Ev) {
+        let t = self.gate(t);
         self.seq += 1;
         self.events.push(Reverse((t, self.seq, ev)));
     }
@@ -192,7 +241,8 @@ impl Sim {
             if f.tokens < pkt {
                 let need = (pkt.max(f.capacity) - f.tokens) as f64;
                 let delay = (need * srtt / window as f64 / 1.25).max(1_000.0) as u64;
-                let t = now + delay;
+                let t = self.gate(now + delay);
+                let f = &mut self.flows[i];
                 if f.wake_at.is_none_or(|w| w <= now || w > t) {
                     f.wake_at = Some(t);
                     self.push(t, Ev::Wake(i));
@@ -257,7 +307,8 @@ impl Sim {
         let p = &mut self.flows[i].pending;
         if !p.pns.is_empty() && arrive > p.first_arrival + delay {
             let batch = std::mem::take(&mut p.pns);
-            let t = p.first_arrival + delay + back;
+            let first = p.first_arrival;
+            let t = self.ack_at(i, first + delay + back);
             self.push(t, Ev::Ack(i, batch));
         }
         let p = &mut self.flows[i].pending;
@@ -267,7 +318,8 @@ impl Sim {
         p.pns.push(pn);
         if p.pns.len() >= self.path.ack_every {
             let batch = std::mem::take(&mut p.pns);
-            self.push(arrive + back, Ev::Ack(i, batch));
+            let t = self.ack_at(i, arrive + back);
+            self.push(t, Ev::Ack(i, batch));
         }
     }
 
@@ -277,7 +329,7 @@ impl Sim {
         let p = &mut self.flows[i].pending;
         if !p.pns.is_empty() && self.now >= p.first_arrival + delay {
             let batch = std::mem::take(&mut p.pns);
-            let t = self.now + ns(self.path.rtt) / 2;
+            let t = self.ack_at(i, self.now + ns(self.path.rtt) / 2);
             self.push(t, Ev::Ack(i, batch));
         }
     }
@@ -422,6 +474,7 @@ pub fn run(
             last_window: 0,
             last_refill: ns(start),
             wake_at: None,
+            last_ack_at: 0,
             pending: Pending::default(),
             stats: FlowStats::default(),
         })
@@ -442,6 +495,7 @@ pub fn run(
         queue_delay_n: 0,
         sent_in_window: 0,
         dropped_in_window: 0,
+        wakes: VecDeque::new(),
     };
     sim.run();
     let secs = (duration - measure_from).as_secs_f64();
