@@ -33,8 +33,8 @@ const STREAM_RECEIVE_WINDOW: u32 = 8 << 20;
 /// Chunks travel one per uni stream; 64-256 are in flight at once, so 512 leaves slack
 /// for the credit (MAX_STREAMS) to arrive before it runs out.
 const MAX_UNI_STREAMS: u32 = 512;
-/// Bidi streams carry control (manifest, acks); a handful is plenty.
-const MAX_BIDI_STREAMS: u32 = 8;
+/// Bidi streams carry control (one) and `soku tunnel` connections (up to 256 each side).
+const MAX_BIDI_STREAMS: u32 = 272;
 /// Keep-alives keep NAT bindings open through long pauses (disk stalls, big files
 /// being hashed) and detect a dead path well before the idle timeout.
 const KEEP_ALIVE: Duration = Duration::from_secs(5);
@@ -70,6 +70,10 @@ pub fn transport_config(opts: &TransportOptions) -> TransportConfig {
         .mtu_discovery_config(Some(mtu))
         // We send no unreliable datagrams; refusing them saves the buffer.
         .datagram_receive_buffer_size(None)
+        // Chunks are whole units of verification: sending streams one after another
+        // (instead of round-robin) completes chunks early and steadily, so verified
+        // progress flows and fewer half-sent chunks sit in memory.
+        .send_fairness(false)
         // GSO: one syscall per batch of packets, the biggest CPU saving on send.
         .enable_segmentation_offload(true)
         .congestion_controller_factory(congestion_factory(opts));

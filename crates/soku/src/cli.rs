@@ -31,7 +31,7 @@ pub struct Cli {
 #[derive(Debug, Args, Clone, Default)]
 pub struct CopyArgs {
     /// Sources then target: `[user@]host:path`, `[user@][v6addr]:path` or a local path.
-    #[arg(value_name = "SOURCE... TARGET", required = true, num_args = 2..)]
+    #[arg(value_name = "SOURCE... TARGET", required = true, num_args = 1.., action = clap::ArgAction::Append)]
     pub paths: Vec<String>,
 
     /// Copy directories recursively.
@@ -250,8 +250,10 @@ mod tests {
     }
 
     #[test]
-    fn one_path_is_an_error() {
-        assert!(Cli::try_parse_from(["soku", "only-one"]).is_err());
+    fn options_may_follow_paths() {
+        let cli = Cli::try_parse_from(["soku", "host:.", "-r", "dst"]).expect("parses");
+        assert!(cli.copy.recursive);
+        assert_eq!(cli.copy.paths, ["host:.", "dst"]);
     }
 
     #[test]

@@ -182,8 +182,11 @@ async fn drive(
 
 /// Decides the direction from the command-line paths.
 fn direction(paths: &[String]) -> anyhow::Result<Direction> {
-    let Some((target, sources)) = paths.split_last() else {
-        return Err(Exit::usage("name at least one source and a target").into());
+    let Some((target, sources)) = paths.split_last().filter(|(_, sources)| !sources.is_empty())
+    else {
+        return Err(
+            Exit::usage("name at least one source and a target (soku SOURCE... TARGET)").into()
+        );
     };
     let target_loc = spec::parse(target).map_err(Exit::usage)?;
     let mut locals = Vec::new();
@@ -253,5 +256,6 @@ mod tests {
         assert!(direction(&paths(&["h:a", "g:b"])).is_err());
         assert!(direction(&paths(&["h:a", "g:b", "."])).is_err());
         assert!(direction(&paths(&["a", "h:b", "."])).is_err());
+        assert!(direction(&paths(&["only-one"])).is_err());
     }
 }

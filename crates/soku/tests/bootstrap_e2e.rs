@@ -25,11 +25,11 @@ fn payload(dir: &Path) -> (PathBuf, Vec<u8>) {
 }
 
 fn copy_with(rsh: &Path, extra: &[&str], source: &Path, target: &Path) -> std::process::Output {
-    let mut cmd = Command::new(soku_testkit::soku_bin());
+    let mut cmd = Command::new(PathBuf::from(env!("CARGO_BIN_EXE_soku")));
     cmd.arg("-e")
         .arg(rsh)
         .arg("--remote-soku")
-        .arg(soku_testkit::soku_bin())
+        .arg(PathBuf::from(env!("CARGO_BIN_EXE_soku")))
         .args(extra)
         .arg(source)
         .arg(format!("localhost:{}", target.display()));

@@ -182,7 +182,7 @@ fn ssh_connection_failure_exits_255() {
 #[test]
 fn usage_errors_exit_2() {
     let cases: &[(&[&str], &str)] = &[
-        (&["only-one-path"], "Usage"),
+        (&["only-one-path"], "SOURCE... TARGET"),
         (&["--no-such-flag", "a", "h:b"], "--no-such-flag"),
         (&["-c", "bogus", "a", "h:b"], "aes128-gcm, aes256-gcm or chacha20-poly1305"),
         (&["h:a", "g:b", "."], "several remote hosts"),

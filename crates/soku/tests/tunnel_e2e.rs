@@ -47,12 +47,15 @@ impl Tunnel {
         let log = stderr.clone();
         std::thread::spawn(move || {
             for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+                // Log first, then signal: a reader woken by the port sees the line.
+                {
+                    let mut log = log.lock().expect("log lock");
+                    log.push_str(&line);
+                    log.push('\n');
+                }
                 if let Some(port) = listening_port(&line) {
                     let _ = tx.send(port);
                 }
-                let mut log = log.lock().expect("log lock");
-                log.push_str(&line);
-                log.push('\n');
             }
         });
         match rx.recv_timeout(READY_TIMEOUT) {
