@@ -4,6 +4,8 @@
 //! Both use `-e` (rsync-style remote shell) with a small wrapper script, so the server is
 //! the real `soku serve` and only the way it is reached changes.
 
+mod common;
+
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -17,8 +19,7 @@ fn wrapper(dir: &Path, name: &str, body: &str) -> PathBuf {
 }
 
 fn payload(dir: &Path) -> (PathBuf, Vec<u8>) {
-    let data: Vec<u8> =
-        (0..3_000_000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+    let data = common::data(3_000_000, 7);
     let path = dir.join("payload.bin");
     std::fs::write(&path, &data).expect("write payload");
     (path, data)

@@ -1,6 +1,7 @@
 //! `soku tunnel` end to end: a real sshd on loopback, the built binary as both ends of
 //! the tunnel, and real rsync, scp and ssh running through it. Data is checked byte for
 //! byte; half-close, refused destinations and a clean SIGTERM are checked too.
+mod common;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -115,20 +116,6 @@ fn through(sshd: &Sshd) -> Vec<String> {
     args
 }
 
-/// Deterministic incompressible bytes (xorshift64*).
-fn random(len: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    let mut out = Vec::with_capacity(len + 8);
-    while out.len() < len {
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        out.extend_from_slice(&x.wrapping_mul(0x2545_F491_4F6C_DD1D).to_le_bytes());
-    }
-    out.truncate(len);
-    out
-}
-
 /// Runs `cmd` and expects success; shows the tunnel's stderr and the sshd log if not.
 fn ok(cmd: &mut Command, tunnel: &Tunnel, sshd: &Sshd) {
     let out = soku_testkit::cmd::output(cmd);
@@ -163,7 +150,7 @@ fn rsync_through_the_tunnel() {
     let mut tunnel = Tunnel::start(&sshd, sshd.port(), &[]);
     let dir = temp();
     let src = dir.path().join("src.bin");
-    std::fs::write(&src, random(8 << 20, 1)).expect("write");
+    std::fs::write(&src, common::data(8 << 20, 1)).expect("write");
     std::fs::create_dir(dir.path().join("dst")).expect("mkdir");
     let rsh = format!("ssh -p {} {}", tunnel.port, through(&sshd).join(" "));
 
@@ -189,7 +176,7 @@ fn scp_through_a_compressed_tunnel() {
     assert!(tunnel.stderr().contains("(compressed)"), "{}", tunnel.stderr());
     let dir = temp();
     let src = dir.path().join("src.bin");
-    std::fs::write(&src, random(4 << 20, 2)).expect("write");
+    std::fs::write(&src, common::data(4 << 20, 2)).expect("write");
     let up = dir.path().join("up.bin");
     let mut scp = Command::new("scp");
     scp.args(["-P", &tunnel.port.to_string()]).args(through(&sshd));
@@ -227,7 +214,7 @@ fn half_close_round_trip(compress: bool) {
     let tunnel = Tunnel::start(&sshd, port, extra);
     let mut tcp = TcpStream::connect(("127.0.0.1", tunnel.port)).expect("connect to tunnel");
     tcp.set_read_timeout(Some(Duration::from_secs(20))).expect("timeout");
-    let mut sent = random(3 << 20, 3);
+    let mut sent = common::data(3 << 20, 3);
     sent.extend_from_slice(&[b'a'; 1 << 20]);
     tcp.write_all(&sent).expect("send");
     tcp.shutdown(std::net::Shutdown::Write).expect("half-close");
