@@ -50,7 +50,7 @@ const INITIAL_MTU: u16 = 1200;
 /// it are lost and quinn settles below); loopback and jumbo-frame paths go higher, which
 /// cuts the per-packet CPU cost several times. It stays below ~6500 bytes, where GSO
 /// batches of 10 segments exceed 64 KiB and sends fail (seen on this loopback).
-const MTU_UPPER_BOUND: u16 = 6000;
+pub(crate) const MTU_UPPER_BOUND: u16 = 6000;
 
 /// The transport configuration both endpoints use.
 pub fn transport_config(opts: &TransportOptions) -> TransportConfig {

@@ -12,7 +12,7 @@ use soku_proto::receive::Receiver;
 use soku_transport::{Cipher, TransportOptions};
 
 use crate::cli::CopyArgs;
-use crate::events::EventSink;
+use crate::events::{EventSink, PathReport, TransferEvent};
 use crate::exit::Exit;
 use crate::launch::Launcher;
 use crate::link::ChunkOut;
@@ -97,9 +97,12 @@ pub async fn run_with(args: CopyArgs, events: Arc<dyn EventSink>) -> anyhow::Res
         transport,
     };
     let mut session = Session::start(cmd, &session_opts, events.as_ref()).await?;
-    let result = drive(&mut session, direction, local_target, opts, events).await;
+    let result = drive(&mut session, direction, local_target, opts, events.clone()).await;
     match result {
         Ok(report) => {
+            if let DataPath::Quic { conn, .. } = &session.path {
+                events.event(TransferEvent::PathStats(PathReport::from_connection(conn)));
+            }
             session.close().await?;
             Ok(report)
         }

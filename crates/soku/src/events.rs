@@ -32,6 +32,8 @@ pub enum TransferEvent {
     },
     /// A warning to show unless quiet.
     Warning(String),
+    /// What the QUIC path looked like from this side, just before it closed.
+    PathStats(PathReport),
     /// The copy ended.
     Finished {
         /// Files verified and in place.
@@ -43,6 +45,52 @@ pub enum TransferEvent {
         /// Wall time of the data transfer.
         elapsed: Duration,
     },
+}
+
+/// This side's view of the QUIC path at the end of a transfer: the figures a user needs
+/// to judge the network (`-v` and `--json` show them). Loss counts only the packets this
+/// side sent, so they describe the data direction on an upload.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PathReport {
+    /// Smoothed and minimum round-trip time.
+    pub rtt: Duration,
+    /// The lowest RTT seen (the path's propagation delay, without queues).
+    pub min_rtt: Duration,
+    /// Path MTU found by discovery, in bytes of UDP payload.
+    pub mtu: u16,
+    /// Packets this side sent, and how many of them were declared lost.
+    pub sent_packets: u64,
+    /// See `sent_packets`.
+    pub lost_packets: u64,
+    /// Times the congestion controller reacted to loss.
+    pub congestion_events: u64,
+    /// The congestion window at the end, in bytes.
+    pub cwnd: u64,
+}
+
+impl PathReport {
+    /// Reads the figures from a live connection.
+    pub fn from_connection(conn: &quinn::Connection) -> PathReport {
+        let path = conn.stats().path;
+        PathReport {
+            rtt: path.rtt,
+            min_rtt: path.min_rtt,
+            mtu: path.current_mtu,
+            sent_packets: path.sent_packets,
+            lost_packets: path.lost_packets,
+            congestion_events: path.congestion_events,
+            cwnd: path.cwnd,
+        }
+    }
+
+    /// Lost packets as a percentage of those sent.
+    pub fn loss_percent(&self) -> f64 {
+        if self.sent_packets == 0 {
+            0.0
+        } else {
+            self.lost_packets as f64 * 100.0 / self.sent_packets as f64
+        }
+    }
 }
 
 /// Where events go.

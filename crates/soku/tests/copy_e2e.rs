@@ -23,6 +23,9 @@ fn upload_one_file() {
     // The default data path is QUIC.
     let events = String::from_utf8_lossy(&out.stderr);
     assert!(events.contains(r#""event":"connected","transport":"QUIC"#), "{events}");
+    // The path statistics come before the summary, with this side's sent packets.
+    let path = events.lines().find(|l| l.contains(r#""event":"path""#)).expect("a path event");
+    assert!(path.contains(r#""mtu":"#) && !path.contains(r#""sent_packets":0,"#), "{path}");
     assert_same_file(&src, &env.dst().join("one.bin"));
     assert_no_part_files(&env.dst());
 }

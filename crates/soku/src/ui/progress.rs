@@ -103,6 +103,21 @@ impl EventSink for ProgressMeter {
                     self.line(&format!("soku: warning: {message}"));
                 }
             }
+            TransferEvent::PathStats(p) => {
+                if self.verbose && !self.quiet {
+                    self.line(&format!(
+                        "soku: path: rtt {:.1} ms (min {:.1}), mtu {}, {} packets sent, {} lost ({:.2} %), {} congestion events, cwnd {}",
+                        p.rtt.as_secs_f64() * 1e3,
+                        p.min_rtt.as_secs_f64() * 1e3,
+                        p.mtu,
+                        p.sent_packets,
+                        p.lost_packets,
+                        p.loss_percent(),
+                        p.congestion_events,
+                        human_bytes(p.cwnd)
+                    ));
+                }
+            }
             TransferEvent::Finished { files, bytes, failures, elapsed } => {
                 if self.quiet {
                     return;
