@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use quinn::congestion::ControllerFactory;
-use quinn::{MtuDiscoveryConfig, TransportConfig, VarInt};
+use quinn::{AckFrequencyConfig, MtuDiscoveryConfig, TransportConfig, VarInt};
 use soku_cc::SokuCcConfig;
 
 use crate::Cipher;
@@ -52,6 +52,14 @@ const INITIAL_MTU: u16 = 1200;
 /// batches of 10 segments exceed 64 KiB and sends fail (seen on this loopback).
 pub(crate) const MTU_UPPER_BOUND: u16 = 6000;
 
+/// ACK every tenth ack-eliciting packet instead of every second (the QUIC ACK frequency
+/// extension, which the data sender requests of the receiver; gaps and the peer's
+/// `max_ack_delay` still trigger an ACK at once). On a paced 100 Mbit/s emulated path
+/// every ACK is its own wakeup and syscall on both sides: this halved the sender's CPU
+/// (2.3-2.7 -> 1.1-1.4 s per 125 MB) and cut the receiver's by a third, at the same
+/// throughput, RTT 10-200 ms, loss 0-1 % (bench/results notes). 24 saved little more.
+const ACK_ELICITING_THRESHOLD: u32 = 9;
+
 /// The transport configuration both endpoints use.
 pub fn transport_config(opts: &TransportOptions) -> TransportConfig {
     let mut mtu = MtuDiscoveryConfig::default();
@@ -77,6 +85,9 @@ pub fn transport_config(opts: &TransportOptions) -> TransportConfig {
         // GSO: one syscall per batch of packets, the biggest CPU saving on send.
         .enable_segmentation_offload(true)
         .congestion_controller_factory(congestion_factory(opts));
+    let mut ack = AckFrequencyConfig::default();
+    ack.ack_eliciting_threshold(VarInt::from_u32(ACK_ELICITING_THRESHOLD));
+    cfg.ack_frequency_config(Some(ack));
     cfg
 }
 
