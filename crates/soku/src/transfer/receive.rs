@@ -6,6 +6,7 @@
 use std::collections::HashMap;
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -56,6 +57,28 @@ struct Shared {
     changed: Notify,
     last_progress: Mutex<Instant>,
     remote_failures: Mutex<u32>,
+    /// Chunks between arrival and the end of `settle` (their file renamed into place).
+    /// The state machine calls a file done at its last chunk, before the rename, so the
+    /// receiver is finished only when this is also zero: otherwise `-p` could set a
+    /// directory's times and a late rename into it would change them again.
+    chunks_in_hand: AtomicUsize,
+}
+
+/// Counts one chunk in hand for as long as it lives.
+struct InHand<'a>(&'a Shared);
+
+impl<'a> InHand<'a> {
+    fn new(shared: &'a Shared) -> Self {
+        shared.chunks_in_hand.fetch_add(1, Ordering::SeqCst);
+        InHand(shared)
+    }
+}
+
+impl Drop for InHand<'_> {
+    fn drop(&mut self) {
+        self.0.chunks_in_hand.fetch_sub(1, Ordering::SeqCst);
+        self.0.changed.notify_one();
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -77,6 +100,7 @@ impl Shared {
         input: &mut R,
         ordered: bool,
     ) -> anyhow::Result<()> {
+        let _in_hand = InHand::new(self);
         let mut announced = self.announced.subscribe();
         let (offset, plain_len) = loop {
             let check = lock(&self.state).check_chunk(&header)?;
@@ -260,6 +284,7 @@ pub async fn run<R: AsyncRead + Unpin + Send>(
         changed: Notify::new(),
         last_progress: Mutex::new(Instant::now()),
         remote_failures: Mutex::new(0),
+        chunks_in_hand: AtomicUsize::new(0),
     });
     let start = Instant::now();
     let acceptor = match chunks {
@@ -314,7 +339,8 @@ async fn control_loop<R: AsyncRead + Unpin>(
         if let Some(err) = lock(&shared.fatal).take() {
             return Err(err);
         }
-        if ended && lock(&shared.state).is_finished() {
+        let in_hand = shared.chunks_in_hand.load(Ordering::SeqCst);
+        if ended && in_hand == 0 && lock(&shared.state).is_finished() {
             return Ok(());
         }
         if ended && ordered {
