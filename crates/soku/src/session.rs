@@ -8,9 +8,10 @@ use std::time::Duration;
 use soku_proto::frame;
 use soku_proto::hello::{ClientHello, HelloScanner, Scan, ServerHello, TransportChoice};
 use soku_proto::MAGIC;
-use soku_transport::{Fingerprint, Identity, TransportOptions};
+use soku_transport::{Fingerprint, Identity, SocketReport, TransportOptions};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::{Child, ChildStdin};
+use tokio::task::JoinSet;
 
 use crate::events::{EventSink, TransferEvent};
 use crate::exit::Exit;
@@ -158,7 +159,10 @@ impl Session {
         .await;
         if let DataPath::Quic { endpoint, conn } = path {
             conn.close(0u32.into(), b"done");
-            let _ = tokio::time::timeout(Duration::from_secs(2), endpoint.wait_idle()).await;
+            // Only the CONNECTION_CLOSE has to leave, and quinn sends it at once; waiting
+            // out the draining period (3 PTO, ~1 s at 200 ms RTT) bought nothing, as the
+            // server also ends when the ssh channel closes just below.
+            let _ = tokio::time::timeout(CLOSE_GRACE, endpoint.wait_idle()).await;
         }
         drop(ssh_stdin);
         drop(control_in);
@@ -238,9 +242,19 @@ async fn explain_startup_failure(child: &mut Child, err: anyhow::Error) -> anyho
     Exit::connection(message).into()
 }
 
+/// Time for our CONNECTION_CLOSE to be sent before the endpoint goes.
+const CLOSE_GRACE: Duration = Duration::from_millis(20);
+
 type Quic = (quinn::Endpoint, quinn::Connection, SocketAddr);
 
-/// Connects over QUIC, trying the server's own address first, then the host name.
+/// How long the server's own address (from `SSH_CONNECTION`: the address our ssh reached)
+/// has to itself before the host name's other addresses join the race. It is right
+/// unless the server sits behind NAT, where the name's public address is the one that works.
+const STAGGER: Duration = Duration::from_millis(300);
+
+/// Connects over QUIC: the server's own address first, then, after [`STAGGER`] or its
+/// failure, every other address of the host name as well; the first handshake wins.
+/// The name is resolved meanwhile, so the common case waits for no DNS lookup.
 async fn try_quic(
     identity: &Identity,
     server: Fingerprint,
@@ -249,44 +263,153 @@ async fn try_quic(
     opts: &SessionOptions,
     events: &dyn EventSink,
 ) -> Result<Quic, String> {
-    let mut candidates: Vec<SocketAddr> = Vec::new();
-    if let Some(ip) = server_addr.filter(|ip| !ip.is_unspecified()) {
-        candidates.push(SocketAddr::new(ip, port));
-    }
+    let deadline = tokio::time::Instant::now() + opts.quic_timeout;
     let host = opts.host.trim_start_matches('[').trim_end_matches(']').to_string();
-    let resolved = tokio::task::spawn_blocking(move || (host.as_str(), port).to_socket_addrs());
-    if let Ok(Ok(found)) = resolved.await {
-        for addr in found {
-            if !candidates.contains(&addr) {
-                candidates.push(addr);
-            }
+    let resolving = tokio::task::spawn_blocking(move || {
+        (host.as_str(), port).to_socket_addrs().map(|found| found.collect::<Vec<_>>())
+    });
+    let mut race = Race { attempts: JoinSet::new(), tried: Vec::new(), last_error: String::new() };
+    if let Some(ip) = server_addr.filter(|ip| !ip.is_unspecified()) {
+        race.start(SocketAddr::new(ip, port), identity, server, opts)?;
+        // The primary failing fast or not answering yet both lead to the wider race.
+        let first = tokio::time::timeout(STAGGER.min(opts.quic_timeout), race.next()).await;
+        if let Ok(Some(won)) = first {
+            return Ok(race.won(won, events));
         }
     }
-    if candidates.is_empty() {
+    if let Ok(Ok(Ok(found))) = tokio::time::timeout_at(deadline, resolving).await {
+        for addr in found {
+            race.start(addr, identity, server, opts)?;
+        }
+    }
+    if race.tried.is_empty() {
         return Err(format!("cannot find an address for {}", opts.host));
     }
-    let deadline = tokio::time::Instant::now() + opts.quic_timeout;
-    let mut last_error = String::new();
-    for addr in candidates {
+    match tokio::time::timeout_at(deadline, race.next()).await {
+        Ok(Some(won)) => Ok(race.won(won, events)),
+        Ok(None) => Err(race.last_error),
+        Err(_) => {
+            let tried: Vec<String> = race.tried.iter().map(ToString::to_string).collect();
+            Err(format!(
+                "no QUIC handshake with {} within {:.0} s (UDP blocked?)",
+                tried.join(" or "),
+                opts.quic_timeout.as_secs_f64()
+            ))
+        }
+    }
+}
+
+/// Connection attempts running at once; dropping it abandons the losers.
+struct Race {
+    attempts:
+        JoinSet<(quinn::Endpoint, SocketReport, SocketAddr, Result<quinn::Connection, String>)>,
+    tried: Vec<SocketAddr>,
+    last_error: String,
+}
+
+/// A finished handshake and the endpoint that made it.
+type Won = (quinn::Endpoint, SocketReport, SocketAddr, quinn::Connection);
+
+impl Race {
+    /// Starts an attempt on `addr` unless one is already under way.
+    fn start(
+        &mut self,
+        addr: SocketAddr,
+        identity: &Identity,
+        server: Fingerprint,
+        opts: &SessionOptions,
+    ) -> Result<(), String> {
+        if self.tried.contains(&addr) {
+            return Ok(());
+        }
+        self.tried.push(addr);
         let (endpoint, report) =
             soku_transport::client_endpoint(addr, identity, server, &opts.transport)
                 .map_err(|e| e.to_string())?;
-        match tokio::time::timeout_at(deadline, soku_transport::connect(&endpoint, addr)).await {
-            Ok(Ok(conn)) => {
-                if let Some(warning) = report.warning {
-                    events.event(TransferEvent::Warning(warning));
+        self.attempts.spawn(async move {
+            let result = soku_transport::connect(&endpoint, addr)
+                .await
+                .map_err(|e| format!("QUIC to {addr} failed: {e}"));
+            (endpoint, report, addr, result)
+        });
+        Ok(())
+    }
+
+    /// The next successful handshake; `None` once every attempt has failed.
+    async fn next(&mut self) -> Option<Won> {
+        while let Some(done) = self.attempts.join_next().await {
+            match done {
+                Ok((endpoint, report, addr, Ok(conn))) => {
+                    return Some((endpoint, report, addr, conn))
                 }
-                return Ok((endpoint, conn, addr));
-            }
-            Ok(Err(e)) => last_error = format!("QUIC to {addr} failed: {e}"),
-            Err(_) => {
-                last_error = format!(
-                    "no QUIC handshake with {addr} within {:.0} s (UDP blocked?)",
-                    opts.quic_timeout.as_secs_f64()
-                );
-                break;
+                Ok((_, _, _, Err(e))) => self.last_error = e,
+                Err(e) => self.last_error = format!("QUIC attempt ended: {e}"),
             }
         }
+        None
     }
-    Err(last_error)
+
+    fn won(self, (endpoint, report, addr, conn): Won, events: &dyn EventSink) -> Quic {
+        if let Some(warning) = report.warning {
+            events.event(TransferEvent::Warning(warning));
+        }
+        (endpoint, conn, addr)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::events::Silent;
+
+    fn options(host: &str, quic_timeout: Duration) -> SessionOptions {
+        SessionOptions {
+            want_quic: true,
+            quic_timeout,
+            host: host.into(),
+            transport: TransportOptions::default(),
+        }
+    }
+
+    /// The server's reported address does not answer (as behind NAT: it reports its
+    /// private address); the host name's address does, and wins the race.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn host_name_wins_when_the_reported_address_is_silent() {
+        let (server_id, client_id) = (Identity::generate().unwrap(), Identity::generate().unwrap());
+        let (server, _) = soku_transport::server_endpoint(
+            "127.0.0.1:0".parse().unwrap(),
+            &server_id,
+            client_id.fingerprint(),
+            &TransportOptions::default(),
+        )
+        .unwrap();
+        let port = server.local_addr().unwrap().port();
+        let accepting = tokio::spawn(async move { soku_transport::accept(&server).await });
+        // 127.0.0.2 is local on Linux but nothing listens there on this port.
+        let silent: IpAddr = "127.0.0.2".parse().unwrap();
+        let opts = options("127.0.0.1", Duration::from_secs(4));
+        let (_, conn, addr) =
+            try_quic(&client_id, server_id.fingerprint(), Some(silent), port, &opts, &Silent)
+                .await
+                .expect("connects through the host name");
+        assert_eq!(addr, SocketAddr::from(([127, 0, 0, 1], port)));
+        assert!(accepting.await.unwrap().is_ok());
+        conn.close(0u32.into(), b"");
+    }
+
+    /// Nothing answers anywhere: the error names what was tried, within the timeout.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn silence_everywhere_is_a_timeout_naming_the_addresses() {
+        let (server_id, client_id) = (Identity::generate().unwrap(), Identity::generate().unwrap());
+        let silent_socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let port = silent_socket.local_addr().unwrap().port();
+        let opts = options("127.0.0.1", Duration::from_millis(800));
+        let started = std::time::Instant::now();
+        let err = try_quic(&client_id, server_id.fingerprint(), None, port, &opts, &Silent)
+            .await
+            .map(|_| ())
+            .unwrap_err();
+        assert!(err.contains("no QUIC handshake with 127.0.0.1:"), "{err}");
+        assert!(started.elapsed() < Duration::from_secs(5), "took {:?}", started.elapsed());
+    }
 }
