@@ -15,23 +15,8 @@ trap cleanup EXIT
 if [ -n "$NS" ]; then A="ip netns exec $NS-a"; B="ip netns exec $NS-b"; HOST=10.77.0.2; else A=""; B=""; HOST=127.0.0.1; fi
 PORT=$((20000 + RANDOM % 20000))
 mkdir -p /run/sshd
-ssh-keygen -q -t ed25519 -N '' -f "$D/host"; ssh-keygen -q -t ed25519 -N '' -f "$D/user"
-cp "$D/user.pub" "$D/auth"
-echo "[$HOST]:$PORT $(cut -d' ' -f1,2 "$D/host.pub")" > "$D/known"
-echo "bench-alias $(cut -d' ' -f1,2 "$D/host.pub")" >> "$D/known"
-cat > "$D/sshd_config" <<CFG
-ListenAddress $HOST
-Port $PORT
-HostKey $D/host
-AuthorizedKeysFile $D/auth
-PidFile $D/sshd.pid
-PasswordAuthentication no
-KbdInteractiveAuthentication no
-UsePAM no
-PermitRootLogin prohibit-password
-StrictModes no
-Subsystem sftp internal-sftp
-CFG
+. "$(dirname "$0")/sshd-setup.sh"
+sshd_setup "$D" "$HOST" "$PORT"
 $B /usr/sbin/sshd -D -e -f "$D/sshd_config" 2>"$D/sshd.log" & SSHD_PID=$!
 for _ in $(seq 500); do [ -s "$D/sshd.pid" ] && break; sleep 0.02; done
 OPTS=(-o IdentityFile="$D/user" -o UserKnownHostsFile="$D/known" -o StrictHostKeyChecking=yes -o BatchMode=yes -o LogLevel=ERROR)

@@ -3,9 +3,10 @@
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 
-use quinn::{Endpoint, EndpointConfig, TokioRuntime};
+use quinn::{Endpoint, EndpointConfig, Runtime, TokioRuntime};
 
-use crate::config::{transport_config, MTU_UPPER_BOUND};
+use crate::config::{mtu_upper_bound, transport_config};
+use crate::gso::SplitGso;
 use crate::identity::SERVER_NAME;
 use crate::socket::{bind_udp, SocketReport, REQUESTED_BUFFER};
 use crate::tls::{client_crypto, server_crypto};
@@ -24,9 +25,10 @@ pub fn server_endpoint(
 ) -> Result<(Endpoint, SocketReport), TransportError> {
     let crypto = server_crypto(identity, client, opts.cipher)?;
     let mut server = quinn::ServerConfig::with_crypto(Arc::new(crypto));
-    server.transport_config(Arc::new(transport_config(opts)));
+    let mtu_bound = mtu_upper_bound(bind.ip());
+    server.transport_config(Arc::new(transport_config(opts, mtu_bound)));
     let (socket, report) = bind_udp(bind, REQUESTED_BUFFER, true)?;
-    let endpoint = new_endpoint(Some(server), socket)?;
+    let endpoint = new_endpoint(Some(server), socket, mtu_bound)?;
     Ok((endpoint, report))
 }
 
@@ -42,13 +44,14 @@ pub fn client_endpoint(
 ) -> Result<(Endpoint, SocketReport), TransportError> {
     let crypto = client_crypto(identity, server, opts.cipher)?;
     let mut client = quinn::ClientConfig::new(Arc::new(crypto));
-    client.transport_config(Arc::new(transport_config(opts)));
+    let mtu_bound = mtu_upper_bound(family_of.ip());
+    client.transport_config(Arc::new(transport_config(opts, mtu_bound)));
     let bind = match family_of {
         SocketAddr::V4(_) => SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0)),
         SocketAddr::V6(_) => SocketAddr::from((Ipv6Addr::UNSPECIFIED, 0)),
     };
     let (socket, report) = bind_udp(bind, REQUESTED_BUFFER, true)?;
-    let mut endpoint = new_endpoint(None, socket)?;
+    let mut endpoint = new_endpoint(None, socket, mtu_bound)?;
     endpoint.set_default_client_config(client);
     Ok((endpoint, report))
 }
@@ -56,19 +59,21 @@ pub fn client_endpoint(
 fn new_endpoint(
     server: Option<quinn::ServerConfig>,
     socket: std::net::UdpSocket,
+    mtu_bound: u16,
 ) -> Result<Endpoint, TransportError> {
     // tokio panics when a socket is registered outside a runtime; turn that into an error.
     tokio::runtime::Handle::try_current().map_err(|_| TransportError::NoRuntime)?;
     let mut config = EndpointConfig::default();
     // We advertise this as our `max_udp_payload_size`, and the peer's MTU discovery never
     // probes above it. quinn's default (1472) silently held every path, loopback
-    // included, at 1472-byte packets whatever `MTU_UPPER_BOUND` said; raising it took
-    // loopback from ~330 to 500-620 MB/s. It also sizes quinn's receive buffer
-    // (this x 64 GRO segments x 32 datagrams = 12 MB), so it stays at the bound, not 64 KiB.
-    config
-        .max_udp_payload_size(MTU_UPPER_BOUND)
-        .expect("MTU_UPPER_BOUND is within QUIC's 1200..=65527");
-    Ok(Endpoint::new(config, server, socket, Arc::new(TokioRuntime))?)
+    // included, at 1472-byte packets whatever our discovery bound said; raising it took
+    // loopback from ~330 to 500-620 MB/s (at a 6000 bound).
+    config.max_udp_payload_size(mtu_bound).map_err(|e| {
+        TransportError::Socket(std::io::Error::other(format!("MTU bound {mtu_bound}: {e}")))
+    })?;
+    let runtime = Arc::new(TokioRuntime);
+    let socket = Arc::new(SplitGso::new(runtime.wrap_udp_socket(socket)?));
+    Ok(Endpoint::new_with_abstract_socket(config, server, socket, runtime)?)
 }
 
 /// Connects to the server at `server_addr` and waits for the handshake.

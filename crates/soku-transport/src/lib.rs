@@ -27,6 +27,7 @@
 //! - `socket.rs`: the UDP socket, its buffers and the [`SocketReport`].
 //! - `config.rs`: [`TransportOptions`], quinn's transport parameters and the congestion
 //!   controller switch.
+//! - `gso.rs`: the socket wrapper that keeps GSO batches within one UDP send.
 //! - `endpoint.rs`: [`server_endpoint`], [`client_endpoint`], [`connect`], [`accept`].
 //! - `error.rs`: [`TransportError`].
 
@@ -34,6 +35,7 @@ mod cipher;
 mod config;
 mod endpoint;
 mod error;
+mod gso;
 mod identity;
 mod pinning;
 mod socket;

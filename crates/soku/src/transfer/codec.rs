@@ -2,7 +2,6 @@
 //! only where it pays), and the reverse, checked against the header.
 
 use std::fs::File;
-use std::os::unix::fs::FileExt;
 
 use bytes::Bytes;
 use soku_proto::chunk::{chunk_hash, ChunkHeader};
@@ -32,14 +31,7 @@ pub fn read_chunk(
     len: u32,
     compress: bool,
 ) -> std::io::Result<Encoded> {
-    let mut plain = vec![0u8; len as usize];
-    file.read_exact_at(&mut plain, offset).map_err(|e| {
-        if e.kind() == std::io::ErrorKind::UnexpectedEof {
-            std::io::Error::new(e.kind(), "file shrank while being read")
-        } else {
-            e
-        }
-    })?;
+    let plain = read_exact_at(file, len as usize, offset)?;
     let hash = chunk_hash(&plain);
     let mut header = ChunkHeader { file: id, index, wire_len: len, compressed: false, hash };
     if compress {
@@ -53,6 +45,24 @@ pub fn read_chunk(
         }
     }
     Ok(Encoded { header, wire: Bytes::from(plain) })
+}
+
+/// Reads `len` bytes at `offset` straight into a fresh vector's spare capacity: no
+/// zeroing first (that memset was ~1 % of a loopback copy's CPU).
+fn read_exact_at(file: &File, len: usize, offset: u64) -> std::io::Result<Vec<u8>> {
+    let mut buf = Vec::with_capacity(len);
+    while buf.len() < len {
+        let at = offset + buf.len() as u64;
+        let n = rustix::io::pread(file, rustix::buffer::spare_capacity(&mut buf), at)?;
+        if n == 0 {
+            let eof = std::io::ErrorKind::UnexpectedEof;
+            return Err(std::io::Error::new(eof, "file shrank while being read"));
+        }
+    }
+    // The allocator may have granted more capacity than asked; bytes read past the
+    // chunk belong to the next one.
+    buf.truncate(len);
+    Ok(buf)
 }
 
 /// Recovers a chunk's plain bytes; `None` if compressed bytes do not decompress to
