@@ -35,12 +35,12 @@ sshd_setup "$D" "$HOST" "$PORT"
 OPTS=(-o IdentityFile="$D/user" -o UserKnownHostsFile="$D/known" -o GlobalKnownHostsFile=/dev/null
       -o StrictHostKeyChecking=yes -o BatchMode=yes -o LogLevel=ERROR)
 
-# up SPEC...: brings up the path and sshd; waits (bounded) until B answers.
+# up SPEC...: brings up the path (bounded wait for soku-netem's `path NAME up` line) and sshd.
 up() {
   "$NETEM" down "$NS" >/dev/null 2>&1 || true
   "$NETEM" up --name "$NS" --stats-every 0 "$@" >"$D/netem.log" 2>&1 & NETEM_PID=$!
-  for _ in $(seq 100); do $A ping -c1 -W1 "$HOST" >/dev/null 2>&1 && break; sleep 0.1; done
-  $A ping -c1 -W1 "$HOST" >/dev/null || { echo "path did not come up: $(cat "$D/netem.log")"; exit 1; }
+  for _ in $(seq 100); do grep -q "path $NS up" "$D/netem.log" && break; sleep 0.1; done
+  grep -q "path $NS up" "$D/netem.log" || { echo "path did not come up: $(cat "$D/netem.log")"; exit 1; }
   rm -f "$D/sshd.pid"
   $B /usr/sbin/sshd -D -e -f "$D/sshd_config" 2>"$D/sshd.log" & SSHD_PID=$!
   for _ in $(seq 500); do [ -s "$D/sshd.pid" ] && break; sleep 0.02; done
@@ -87,6 +87,15 @@ relay_cases() {
   run "scp via soku relay" "$f" "${SCP[@]}" -P "$RPORT" -o HostKeyAlias=bench-alias "$f" "root@127.0.0.1:$D/remote"
   run "scp via preload" "$f" env LD_PRELOAD="$PRELOAD" SOKU_PRELOAD="$PORT" "${SCP[@]}" "$f" "root@$HOST:$D/remote"
 }
+# route_cc ALGO: TCP congestion control on the path's route in both namespaces (a non-init
+# netns may only pick from tcp_allowed_congestion_control; a route's congctl may use any).
+route_cc() {
+  local ns r
+  for ns in "$A" "$B"; do
+    r=$($ns ip route show | grep '^10\.77\.0\.0/24' | head -1)
+    $ns ip route replace $r congctl "$1"
+  done
+}
 tcp_cc() { $A sysctl -qn net.ipv4.tcp_congestion_control; }
 
 echo "# $(date -u +%FT%TZ) relay-wan.sh, $(ssh -V 2>&1), $(nproc) CPUs, load $(cut -d' ' -f1 /proc/loadavg)"
@@ -117,9 +126,8 @@ for s in "${SCENARIOS[@]}"; do
     ;;
   lossy)
     up --rtt 100ms --rate 100mbit --loss 1% --loss-a-to-b-only
-    $A sysctl -qw net.ipv4.tcp_congestion_control=cubic
-    $B sysctl -qw net.ipv4.tcp_congestion_control=cubic
-    echo "lossy: 100 Mbit/s, RTT 100 ms, 1 % loss A->B, tcp cc $(tcp_cc) in both namespaces"
+    route_cc cubic
+    echo "lossy: 100 Mbit/s, RTT 100 ms, 1 % loss A->B, tcp cc cubic on the route both ways (netns default: $(tcp_cc))"
     small=$(file 8); big=$(file 64)
     run "rsync direct" "$small" rsync -e "ssh ${OPTS[*]}" "$small" "root@$HOST:$D/remote"
     run "scp direct" "$small" "${SCP[@]}" "$small" "root@$HOST:$D/remote"
