@@ -269,3 +269,50 @@ fn a_remote_argument_with_a_path_is_a_usage_error() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("[user@]host"));
 }
+
+/// Far more connections at once than a handful: 64 open together (the transport grants
+/// 272 bidirectional streams per session), each carrying its own data both ways.
+#[test]
+fn sixty_four_concurrent_connections_each_get_their_own_bytes() {
+    const CONNECTIONS: usize = 64;
+    let sshd = Sshd::start();
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    // A reversing server, one thread per connection, bounded to CONNECTIONS accepts.
+    let server = std::thread::spawn(move || {
+        let mut workers = Vec::new();
+        for _ in 0..CONNECTIONS {
+            let (mut tcp, _) = listener.accept().expect("accept");
+            workers.push(std::thread::spawn(move || {
+                let mut got = Vec::new();
+                tcp.read_to_end(&mut got).expect("read to end");
+                got.reverse();
+                tcp.write_all(&got).expect("write back");
+            }));
+        }
+        for w in workers {
+            w.join().expect("worker");
+        }
+    });
+    let tunnel = Tunnel::start(&sshd, port, &[]);
+    // Open every connection before any finishes, so all are in flight together.
+    let mut open: Vec<(TcpStream, Vec<u8>)> = (0..CONNECTIONS)
+        .map(|i| {
+            let tcp = TcpStream::connect(("127.0.0.1", tunnel.port)).expect("connect to tunnel");
+            tcp.set_read_timeout(Some(Duration::from_secs(30))).expect("timeout");
+            (tcp, common::data(64 << 10, 100 + i as u64))
+        })
+        .collect();
+    for (tcp, sent) in &mut open {
+        tcp.write_all(sent).expect("send");
+        tcp.shutdown(std::net::Shutdown::Write).expect("half-close");
+    }
+    for (i, (mut tcp, mut sent)) in open.into_iter().enumerate() {
+        let mut back = Vec::new();
+        tcp.read_to_end(&mut back)
+            .unwrap_or_else(|e| panic!("connection {i}: read back: {e}\n{}", tunnel.stderr()));
+        sent.reverse();
+        assert!(back == sent, "connection {i}: got {} bytes back", back.len());
+    }
+    server.join().expect("server thread");
+}
