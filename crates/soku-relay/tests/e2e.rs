@@ -6,7 +6,7 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
-use soku_testkit::{cmd::output, describe, preload_lib, run, soku_bin, Sshd};
+use soku_testkit::{assert_same_file, cmd::output, describe, preload_lib, run, soku_bin, Sshd};
 
 /// 3 MiB + a tail, not a multiple of any buffer size, varied enough to catch reordering.
 fn make_file(dir: &Path, name: &str) -> PathBuf {
@@ -22,18 +22,6 @@ fn make_file(dir: &Path, name: &str) -> PathBuf {
     let path = dir.join(name);
     std::fs::write(&path, data).expect("write test file");
     path
-}
-
-fn assert_same(a: &Path, b: &Path) {
-    let (x, y) = (std::fs::read(a).expect("read a"), std::fs::read(b).expect("read b"));
-    assert!(
-        x == y,
-        "{} and {} differ ({} vs {} bytes)",
-        a.display(),
-        b.display(),
-        x.len(),
-        y.len()
-    );
 }
 
 fn proxy_command() -> String {
@@ -65,8 +53,8 @@ fn scp_round_trip(
         let out = run(&mut scp);
         stderr.push_str(&String::from_utf8_lossy(&out.stderr));
     }
-    assert_same(&src, &remote);
-    assert_same(&src, &back);
+    assert_same_file(&src, &remote);
+    assert_same_file(&src, &back);
     std::fs::remove_file(&back).ok();
     stderr
 }
@@ -180,8 +168,8 @@ fn scp_and_sftp_through_preload() {
         "{}",
         describe(&sftp, &out)
     );
-    assert_same(&src, &remote);
-    assert_same(&src, &back);
+    assert_same_file(&src, &remote);
+    assert_same_file(&src, &back);
 }
 
 #[test]
@@ -204,7 +192,7 @@ fn rsync_through_preload() {
         "{}",
         describe(&rsync, &out)
     );
-    assert_same(&src, &remote);
+    assert_same_file(&src, &remote);
 }
 
 #[test]
@@ -228,7 +216,7 @@ fn preload_without_soku_preload_changes_nothing() {
             scp.args(sshd.ssh_args()).args(&extra).envs(env.iter().map(|(k, v)| (k, v)));
             scp.arg(&src).arg(format!("{}:{}", sshd.destination(), remote.display()));
             let out = run(&mut scp);
-            assert_same(&src, &remote);
+            assert_same_file(&src, &remote);
             String::from_utf8_lossy(&out.stderr).into_owned()
         };
         assert!(!err.contains("soku-preload"), "hooked although SOKU_PRELOAD is {value:?}:\n{err}");

@@ -5,6 +5,7 @@
 //! - [`artifacts`]: [`soku_bin`] and [`preload_lib`], the built binary and preload library.
 //! - [`cmd`]: [`run`] and [`describe`], running commands with failures that show everything.
 //! - [`free_port`]: a free TCP port on 127.0.0.1.
+//! - [`assert_same_file`]: two files hold the same bytes.
 //!
 //! ```no_run
 //! let sshd = soku_testkit::Sshd::start();
@@ -28,4 +29,18 @@ pub use sshd::Sshd;
 pub fn free_port() -> u16 {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
     listener.local_addr().expect("local_addr of a bound listener").port()
+}
+
+/// Asserts two files hold the same bytes (shows sizes, not bytes, when they differ).
+pub fn assert_same_file(a: &std::path::Path, b: &std::path::Path) {
+    let x = std::fs::read(a).unwrap_or_else(|e| panic!("read {}: {e}", a.display()));
+    let y = std::fs::read(b).unwrap_or_else(|e| panic!("read {}: {e}", b.display()));
+    assert!(
+        x == y,
+        "{} ({} bytes) and {} ({} bytes) differ",
+        a.display(),
+        x.len(),
+        b.display(),
+        y.len()
+    );
 }

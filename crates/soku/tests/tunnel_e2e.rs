@@ -5,13 +5,12 @@ mod common;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use soku_testkit::{describe, soku_bin, Sshd};
+use soku_testkit::{assert_same_file, describe, soku_bin, Sshd};
 
 /// How long a tunnel may take to come up.
 const READY_TIMEOUT: Duration = Duration::from_secs(30);
@@ -128,18 +127,6 @@ fn ok(cmd: &mut Command, tunnel: &Tunnel, sshd: &Sshd) {
     );
 }
 
-fn assert_same(a: &Path, b: &Path) {
-    let (x, y) = (std::fs::read(a).expect("read a"), std::fs::read(b).expect("read b"));
-    assert!(
-        x == y,
-        "{} ({} bytes) and {} ({} bytes) differ",
-        a.display(),
-        x.len(),
-        b.display(),
-        y.len()
-    );
-}
-
 fn temp() -> tempfile::TempDir {
     tempfile::Builder::new().prefix("soku-tunnel-").tempdir().expect("temp dir")
 }
@@ -159,12 +146,12 @@ fn rsync_through_the_tunnel() {
     let mut rsync = Command::new("rsync");
     rsync.args(["-a", "-e", &rsh]).arg(&src).arg(format!("127.0.0.1:{}", up.display()));
     ok(&mut rsync, &tunnel, &sshd);
-    assert_same(&src, &up);
+    assert_same_file(&src, &up);
     let down = dir.path().join("down.bin");
     let mut rsync = Command::new("rsync");
     rsync.args(["-a", "-e", &rsh]).arg(format!("127.0.0.1:{}", up.display())).arg(&down);
     ok(&mut rsync, &tunnel, &sshd);
-    assert_same(&src, &down);
+    assert_same_file(&src, &down);
 
     assert_eq!(tunnel.stop(), Some(0), "SIGTERM ends the tunnel cleanly\n{}", tunnel.stderr());
 }
@@ -182,13 +169,13 @@ fn scp_through_a_compressed_tunnel() {
     scp.args(["-P", &tunnel.port.to_string()]).args(through(&sshd));
     scp.arg(&src).arg(format!("127.0.0.1:{}", up.display()));
     ok(&mut scp, &tunnel, &sshd);
-    assert_same(&src, &up);
+    assert_same_file(&src, &up);
     let down = dir.path().join("down.bin");
     let mut scp = Command::new("scp");
     scp.args(["-P", &tunnel.port.to_string()]).args(through(&sshd));
     scp.arg(format!("127.0.0.1:{}", up.display())).arg(&down);
     ok(&mut scp, &tunnel, &sshd);
-    assert_same(&src, &down);
+    assert_same_file(&src, &down);
 }
 
 /// A destination that reads to end of input, then answers with what it read reversed
@@ -278,11 +265,27 @@ fn sixty_four_concurrent_connections_each_get_their_own_bytes() {
     let sshd = Sshd::start();
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
     let port = listener.local_addr().expect("addr").port();
-    // A reversing server, one thread per connection, bounded to CONNECTIONS accepts.
+    // A reversing server that answers nobody until all CONNECTIONS have reached it, so
+    // the tunnel must carry them all at once (a stream limit below 64 fails here, within
+    // a bounded wait, instead of passing one connection after another).
     let server = std::thread::spawn(move || {
+        listener.set_nonblocking(true).expect("nonblocking");
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        let mut accepted = Vec::new();
+        while accepted.len() < CONNECTIONS {
+            match listener.accept() {
+                Ok((tcp, _)) => accepted.push(tcp),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    let n = accepted.len();
+                    assert!(std::time::Instant::now() < deadline, "only {n} connections arrived");
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                Err(e) => panic!("accept: {e}"),
+            }
+        }
         let mut workers = Vec::new();
-        for _ in 0..CONNECTIONS {
-            let (mut tcp, _) = listener.accept().expect("accept");
+        for mut tcp in accepted {
+            tcp.set_nonblocking(false).expect("blocking");
             workers.push(std::thread::spawn(move || {
                 let mut got = Vec::new();
                 tcp.read_to_end(&mut got).expect("read to end");

@@ -212,19 +212,7 @@ pub fn assert_same_tree(a: &Path, b: &Path) {
     }
 }
 
-/// Asserts two files hold the same bytes (shows sizes, not bytes, when they differ).
-pub fn assert_same_file(a: &Path, b: &Path) {
-    let x = std::fs::read(a).unwrap_or_else(|e| panic!("read {}: {e}", a.display()));
-    let y = std::fs::read(b).unwrap_or_else(|e| panic!("read {}: {e}", b.display()));
-    assert!(
-        x == y,
-        "{} ({} bytes) and {} ({} bytes) differ",
-        a.display(),
-        x.len(),
-        b.display(),
-        y.len()
-    );
-}
+pub use soku_testkit::assert_same_file;
 
 /// Asserts no temporary `.NAME.soku-part` file is left anywhere below `root`.
 pub fn assert_no_part_files(root: &Path) {
