@@ -17,6 +17,8 @@
 //!   as in BBR), used for the bandwidth and RTT estimates.
 //! - [`delivery`]: round counting by packet number and per-round delivery-rate and
 //!   loss-rate samples, built only from what quinn reports.
+//! - [`startup_delay`]: the RTT rise that ends startup before a shallow buffer
+//!   overflows (HyStart++'s signal).
 //! - [`model`]: the state machine (startup, drain, probe-bw, probe-rtt) and the
 //!   [`Controller`] implementation.
 //!
@@ -49,6 +51,7 @@ pub mod config;
 pub mod delivery;
 pub mod filters;
 pub mod model;
+pub mod startup_delay;
 
 pub use config::SokuCcConfig;
 pub use model::{Mode, SokuCc};

@@ -3,8 +3,9 @@
 //!
 //! - **Startup** (§4.3.1): the window grows by every acknowledged byte (it doubles each
 //!   round), bounded by `startup_gain x BDP`. Startup ends when the bandwidth estimate
-//!   has not grown by 25 % for three rounds that were not app-limited (§4.3.1.2), or
-//!   when a round loses more than `loss_threshold` of its packets (as BBRv2 does).
+//!   has not grown by 25 % for three rounds that were not app-limited (§4.3.1.2),
+//!   when a round loses more than `loss_threshold` of its packets (as BBRv2 does), or
+//!   as soon as the RTT shows a queue building (see [`crate::startup_delay`]).
 //! - **Drain** (§4.3.2): the window drops to one BDP until what is in flight fits.
 //! - **Probe-bw** (§4.3.3): an eight-round cycle of window gains: one probing round at
 //!   `cwnd_gain + probe_gain`, one draining round at 1.0, six cruising rounds at
@@ -16,8 +17,10 @@
 //!   `probe_rtt_duration` and at least one round, and the smallest RTT seen meanwhile
 //!   becomes the new min RTT.
 //!
-//! Every phase but drain and probe-rtt adds the ack-aggregation estimate to its window
-//! (BBR's `extra_acked`, see [`SokuCc::ack_aggregation`]); every model-derived window
+//! Probe-bw adds the ack-aggregation estimate to its window
+//! (BBR's `extra_acked`, see [`SokuCc::ack_aggregation`]; the estimate restarts when
+//! startup ends, as startup's acks only show the estimate trailing the doubling window);
+//! every model-derived window
 //! also carries two sender bursts of headroom ([`SokuCc::burst_allowance`]).
 //!
 //! Loss: random loss does not enter the model, except that lost bytes are not
@@ -41,6 +44,7 @@ use quinn_proto::RttEstimator;
 use crate::config::{splitmix64, SokuCcConfig};
 use crate::delivery::{DeliveryTracker, RoundSample};
 use crate::filters::{Direction, WindowedFilter};
+use crate::startup_delay::StartupDelay;
 
 /// quinn's pacer releases the window in bursts of this much time's worth, clamped to
 /// `MIN_BURST_PACKETS..=MAX_BURST_PACKETS` packets (quinn-proto `connection/pacing.rs`),
@@ -110,6 +114,12 @@ pub struct SokuCc {
     ack_epoch_delivered: u64,
     /// Bytes acknowledged in the current batch of acks.
     batch_acked: u64,
+    /// Round RTT minima that end startup when a queue builds.
+    startup_delay: StartupDelay,
+    /// Smallest RTT sample of the current batch of acks.
+    batch_min_rtt: Option<Duration>,
+    /// When the latest packet was sent: a floor for the time an ack is processed.
+    last_sent_at: Option<Instant>,
 }
 
 /// Bytes carried in `d` at `bw` bytes/s.
@@ -145,6 +155,9 @@ impl SokuCc {
             ack_epoch_start: None,
             ack_epoch_delivered: 0,
             batch_acked: 0,
+            startup_delay: StartupDelay::default(),
+            batch_min_rtt: None,
+            last_sent_at: None,
             config,
         }
     }
@@ -265,7 +278,9 @@ impl SokuCc {
     fn update_window(&mut self) {
         let model = match self.mode {
             Mode::Startup => {
-                let cap = self.target(self.config.startup_gain).unwrap_or(u64::MAX);
+                // No ack-aggregation allowance here: in startup it only measures how
+                // far the bandwidth estimate trails the doubling window.
+                let cap = self.gained(self.config.startup_gain).unwrap_or(u64::MAX);
                 self.window.min(cap)
             }
             // Drain aims at one BDP in flight; ack aggregation would only delay that.
@@ -331,6 +346,17 @@ impl SokuCc {
             }
             _ => {}
         }
+    }
+
+    fn enter_drain(&mut self) {
+        self.mode = Mode::Drain;
+        // In startup the bandwidth estimate trails the doubling window by a round, so
+        // every round's acks look like aggregation beyond it (measured: 1.2 MB at
+        // 100 Mbit/s x 300 ms, kept for ten rounds as a standing queue of ~100 ms).
+        // Only what is seen from here on is aggregation.
+        self.extra_acked.clear();
+        self.ack_epoch_start = None;
+        self.ack_epoch_delivered = 0;
     }
 
     fn enter_probe_bw(&mut self) {
@@ -418,8 +444,9 @@ impl SokuCc {
             }
         }
 
+        self.startup_delay.on_round_end();
         match self.mode {
-            Mode::Startup if self.filled_pipe => self.mode = Mode::Drain,
+            Mode::Startup if self.filled_pipe => self.enter_drain(),
             Mode::ProbeBw => self.cycle_index = (self.cycle_index + 1) % CYCLE_LEN,
             _ => {}
         }
@@ -438,12 +465,14 @@ impl SokuCc {
         self.extra_acked.clear();
         self.ack_epoch_start = None;
         self.ack_epoch_delivered = 0;
+        self.startup_delay = StartupDelay::default();
     }
 }
 
 impl Controller for SokuCc {
     fn on_sent(&mut self, now: Instant, bytes: u64, last_packet_number: u64) {
         self.in_flight += bytes;
+        self.last_sent_at = Some(self.last_sent_at.map_or(now, |t| t.max(now)));
         self.round_max_in_flight = self.round_max_in_flight.max(self.in_flight);
         self.delivery.on_sent(now, last_packet_number);
     }
@@ -458,8 +487,19 @@ impl Controller for SokuCc {
     ) {
         self.delivery.on_ack(now, sent, bytes, app_limited);
         self.batch_acked += bytes;
-        self.on_rtt_sample(now, now.saturating_duration_since(sent));
-        if self.mode == Mode::Startup && !app_limited {
+        // quinn stamps a datagram with the time its endpoint task began a receive
+        // loop, so a task that was descheduled meanwhile hands us a `now` from before
+        // the datagram arrived, sometimes from before packets we have since sent: on
+        // the 1 Gbit/s emulator (two busy cores) RTT samples of 0.2-5 ms came from a
+        // 10 ms path, and a min RTT that low shrinks every window. The ack is
+        // processed after our latest send, so that time never makes a sample too
+        // small; a fresh stamp grows only by the time its ack waited behind our sends.
+        let arrived = self.last_sent_at.map_or(now, |t| t.max(now));
+        let rtt = arrived.saturating_duration_since(sent);
+        self.on_rtt_sample(now, rtt);
+        self.batch_min_rtt = Some(self.batch_min_rtt.map_or(rtt, |m| m.min(rtt)));
+        let hold = self.startup_delay.hold();
+        if self.mode == Mode::Startup && !app_limited && !self.filled_pipe && !hold {
             self.window = self.window.saturating_add(bytes);
         }
     }
@@ -472,12 +512,26 @@ impl Controller for SokuCc {
         largest_packet_num_acked: Option<u64>,
     ) {
         self.in_flight = in_flight;
+        // One sample per ack frame: the packets it acknowledges share its ack delay,
+        // which at small windows (an ack every ten packets or 25 ms) is most of the
+        // spread between samples.
+        if let Some(rtt) = self.batch_min_rtt.take() {
+            if self.mode == Mode::Startup {
+                self.startup_delay.on_sample(rtt);
+                if self.startup_delay.queue_confirmed() {
+                    self.filled_pipe = true;
+                }
+            }
+        }
         if let Some(sample) =
             self.delivery.on_end_acks(now, largest_packet_num_acked, app_limited, self.min_rtt)
         {
             self.on_round(sample);
         }
         self.update_ack_aggregation(now);
+        if self.mode == Mode::Startup && self.filled_pipe {
+            self.enter_drain();
+        }
         if self.mode == Mode::Drain {
             if let Some(target) = self.gained(1.0) {
                 if self.in_flight <= target {

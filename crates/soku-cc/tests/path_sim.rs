@@ -345,3 +345,51 @@ fn o_loopback_like_scheduling_jitter() {
     assert!(s >= c, "soku {s} cubic {c}");
     assert!(s >= 0.8, "soku {s}");
 }
+
+/// Startup against a buffer of one bandwidth-delay product, the emulator's default:
+/// BBR's three-round plateau rule alone let the doubling window overflow it (4.7 % of
+/// packets dropped over 10 s at 200 ms, 7.6 % at 300 ms, mean over six start phases);
+/// the RTT-rise exit ends startup before that.
+#[test]
+fn p_startup_leaves_a_one_bdp_buffer_unflooded() {
+    for rtt in [200, 300] {
+        let p = path(100 * MBIT, rtt, 0.0);
+        let (mut util, mut drops) = (0.0, 0.0);
+        for seed in 1..=6u64 {
+            let cfg = SokuCcConfig { seed: seed * 77, ..SokuCcConfig::default() };
+            let start = Duration::from_micros(seed * 3_700);
+            let r = sim::run(p, vec![(soku(cfg, &p), start)], secs(10), secs(0), seed);
+            util += r.flows[0].util / 6.0;
+            drops += r.queue_drop_fraction / 6.0;
+        }
+        println!(
+            "soku 100M {rtt}ms 0%, first 10 s: util {:5.1} %  queue drops {:5.2} %",
+            100.0 * util,
+            100.0 * drops
+        );
+        assert!(drops < 0.02, "{rtt} ms: {:.2} % of packets dropped at the queue", 100.0 * drops);
+        assert!(util > 0.70, "{rtt} ms: util {util}");
+    }
+}
+
+/// Startup's ack-aggregation estimate does not outlive startup: with a deep buffer
+/// (4 BDP) it used to stand as ~1 MB of extra window for ten rounds (mean queueing
+/// delay 243 ms at 300 ms RTT over the first 10 s; 82 ms now).
+#[test]
+fn q_no_standing_queue_after_startup_in_a_deep_buffer() {
+    let mut p = path(100 * MBIT, 300, 0.0);
+    p.queue_bytes *= 4;
+    let r = one(
+        "soku 100M 300ms 0%, 4xBDP buffer, first 10 s",
+        p,
+        soku(SokuCcConfig::default(), &p),
+        10,
+        0,
+    );
+    assert!(
+        r.mean_queue_delay < Duration::from_millis(150),
+        "mean queueing delay {:?}",
+        r.mean_queue_delay
+    );
+    assert!(r.total_util() > 0.65, "util {}", r.total_util());
+}
