@@ -51,3 +51,20 @@ pub use tls::ALPN;
 
 #[cfg(test)]
 mod tests;
+
+/// What soku's congestion controller believes about the path: its bottleneck
+/// bandwidth and propagation-delay estimates. quinn's own `min_rtt` is built from the
+/// same receive stamps but without our guard against stale ones, so the two can differ.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PathModel {
+    /// Estimated bottleneck bandwidth, bits per second.
+    pub bandwidth_bps: u64,
+    /// Estimated round-trip propagation time.
+    pub min_rtt: std::time::Duration,
+}
+
+/// The controller's path model, if the connection runs soku-cc and has estimates.
+pub fn path_model(conn: &quinn::Connection) -> Option<PathModel> {
+    let cc = conn.congestion_state().into_any().downcast::<soku_cc::SokuCc>().ok()?;
+    Some(PathModel { bandwidth_bps: cc.bandwidth_bps()?, min_rtt: cc.min_rtt()? })
+}

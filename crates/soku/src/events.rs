@@ -66,6 +66,8 @@ pub struct PathReport {
     pub congestion_events: u64,
     /// The congestion window at the end, in bytes.
     pub cwnd: u64,
+    /// The congestion controller's own bandwidth and min-RTT estimates, if it has any.
+    pub model: Option<soku_transport::PathModel>,
 }
 
 impl PathReport {
@@ -80,6 +82,7 @@ impl PathReport {
             lost_packets: path.lost_packets,
             congestion_events: path.congestion_events,
             cwnd: path.cwnd,
+            model: soku_transport::path_model(conn),
         }
     }
 

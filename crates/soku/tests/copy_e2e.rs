@@ -26,6 +26,9 @@ fn upload_one_file() {
     // The path statistics come before the summary, with this side's sent packets.
     let path = events.lines().find(|l| l.contains(r#""event":"path""#)).expect("a path event");
     assert!(path.contains(r#""mtu":"#) && !path.contains(r#""sent_packets":0,"#), "{path}");
+    // soku-cc's own estimates are there too.
+    assert!(path.contains(r#""model_min_rtt_ms":"#), "{path}");
+    assert!(!path.contains("null"), "{path}");
     assert_same_file(&src, &env.dst().join("one.bin"));
     assert_no_part_files(&env.dst());
 }

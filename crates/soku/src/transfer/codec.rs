@@ -1,5 +1,6 @@
 //! Turning file bytes into chunks on the wire and back: read, hash, compress (with `-C`,
-//! only where it pays), and the reverse, checked against the header.
+//! when [`super::compress_policy`] says so and the chunk shrinks), and the reverse,
+//! checked against the header.
 
 use std::fs::File;
 
@@ -20,6 +21,8 @@ pub struct Encoded {
     pub header: ChunkHeader,
     /// Its wire bytes.
     pub wire: Bytes,
+    /// How long compressing took, if it was tried.
+    pub compress_time: Option<std::time::Duration>,
 }
 
 /// Reads chunk `index` (`len` bytes at `offset`) of `file`, hashes and maybe compresses it.
@@ -34,17 +37,21 @@ pub fn read_chunk(
     let plain = read_exact_at(file, len as usize, offset)?;
     let hash = chunk_hash(&plain);
     let mut header = ChunkHeader { file: id, index, wire_len: len, compressed: false, hash };
+    let mut compress_time = None;
     if compress {
-        if let Ok(packed) = zstd::bulk::compress(&plain, ZSTD_LEVEL) {
+        let start = std::time::Instant::now();
+        let packed = zstd::bulk::compress(&plain, ZSTD_LEVEL);
+        compress_time = Some(start.elapsed());
+        if let Ok(packed) = packed {
             if (packed.len() as f64) < plain.len() as f64 * (1.0 - MIN_SAVING) {
                 // safe: packed is shorter than plain, whose length is a u32
                 header.wire_len = packed.len() as u32;
                 header.compressed = true;
-                return Ok(Encoded { header, wire: Bytes::from(packed) });
+                return Ok(Encoded { header, wire: Bytes::from(packed), compress_time });
             }
         }
     }
-    Ok(Encoded { header, wire: Bytes::from(plain) })
+    Ok(Encoded { header, wire: Bytes::from(plain), compress_time })
 }
 
 /// Reads `len` bytes at `offset` straight into a fresh vector's spare capacity: no

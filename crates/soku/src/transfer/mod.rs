@@ -9,6 +9,7 @@
 //! - [`receive`]: the receiver.
 
 pub mod codec;
+pub mod compress_policy;
 pub mod fsops;
 pub mod receive;
 pub mod send;

@@ -17,6 +17,7 @@ use tokio::io::AsyncRead;
 use tokio::sync::Semaphore;
 
 use super::codec;
+use super::compress_policy::{self, CompressPolicy};
 use super::walk::{self, Item};
 use super::CopyOptions;
 use crate::events::{EventSink, TransferEvent};
@@ -75,6 +76,7 @@ pub async fn run<R: AsyncRead + Unpin + Send + 'static>(
     let reader = tokio::spawn(read_reports(control_in, names.clone(), events.clone()));
 
     let permits = Arc::new(Semaphore::new(in_flight));
+    let policy = opts.compress.then(|| Arc::new(Mutex::new(CompressPolicy::new())));
     let failed: Arc<Mutex<Option<anyhow::Error>>> = Arc::default();
     let mut next_id = 0u32;
     let mut sent_bytes = 0u64;
@@ -135,13 +137,15 @@ pub async fn run<R: AsyncRead + Unpin + Send + 'static>(
                         break;
                     }
                     let permit = permits.clone().acquire_owned().await?;
+                    let mode = policy.as_ref().map(|p| lock(p).next_chunk());
                     let task = ChunkTask {
                         file: file.clone(),
                         hashes: hashes.clone(),
                         index,
                         offset,
                         len,
-                        compress: opts.compress,
+                        mode,
+                        policy: policy.clone(),
                         chunks: chunks.clone(),
                         control: control.clone(),
                         events: events.clone(),
@@ -183,7 +187,9 @@ struct ChunkTask {
     index: u32,
     offset: u64,
     len: u32,
-    compress: bool,
+    /// The compression policy's choice for this chunk (`None`: no `-C`).
+    mode: Option<compress_policy::Mode>,
+    policy: Option<Arc<Mutex<CompressPolicy>>>,
     chunks: ChunkOut,
     control: ControlTx,
     events: Arc<dyn EventSink>,
@@ -194,8 +200,9 @@ impl ChunkTask {
     /// Errors returned are fatal to the copy (the link broke); a read error only aborts
     /// this file.
     async fn run(self) -> anyhow::Result<()> {
-        let (file, id, index, offset, len, compress) =
-            (self.file.clone(), self.hashes.id, self.index, self.offset, self.len, self.compress);
+        let compress = self.mode == Some(compress_policy::Mode::Compress);
+        let (file, id, index, offset, len) =
+            (self.file.clone(), self.hashes.id, self.index, self.offset, self.len);
         let read = tokio::task::spawn_blocking(move || {
             codec::read_chunk(&file, id, index, offset, len, compress)
         })
@@ -215,7 +222,14 @@ impl ChunkTask {
             }
         };
         let hash = encoded.header.hash;
+        let wire_len = u64::from(encoded.header.wire_len);
+        if let (Some(policy), Some(took)) = (&self.policy, encoded.compress_time) {
+            lock(policy).on_compressed(u64::from(len), wire_len, took);
+        }
         self.chunks.send(encoded.header, encoded.wire).await?;
+        if let (Some(policy), Some(mode)) = (&self.policy, self.mode) {
+            lock(policy).on_done(mode, u64::from(len), wire_len, Instant::now());
+        }
         let root = {
             let mut hashes = self.hashes.hashes.lock().unwrap_or_else(|p| p.into_inner());
             if let Some(slot) = hashes.get_mut(index as usize) {
@@ -231,6 +245,10 @@ impl ChunkTask {
         }
         Ok(())
     }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Reads the receiver's reports until it says it has finished.

@@ -41,16 +41,25 @@ impl EventSink for JsonLines {
             TransferEvent::Warning(message) => {
                 format!(r#"{{"event":"warning","message":"{}"}}"#, escape(&message))
             }
-            TransferEvent::PathStats(p) => format!(
-                r#"{{"event":"path","rtt_ms":{:.3},"min_rtt_ms":{:.3},"mtu":{},"sent_packets":{},"lost_packets":{},"congestion_events":{},"cwnd":{}}}"#,
-                p.rtt.as_secs_f64() * 1e3,
-                p.min_rtt.as_secs_f64() * 1e3,
-                p.mtu,
-                p.sent_packets,
-                p.lost_packets,
-                p.congestion_events,
-                p.cwnd
-            ),
+            TransferEvent::PathStats(p) => {
+                let (model_bw, model_rtt) = match p.model {
+                    Some(m) => (
+                        format!("{:.3}", m.bandwidth_bps as f64 / 1e6),
+                        format!("{:.3}", m.min_rtt.as_secs_f64() * 1e3),
+                    ),
+                    None => ("null".into(), "null".into()),
+                };
+                format!(
+                    r#"{{"event":"path","rtt_ms":{:.3},"min_rtt_ms":{:.3},"mtu":{},"sent_packets":{},"lost_packets":{},"congestion_events":{},"cwnd":{},"model_bw_mbit":{model_bw},"model_min_rtt_ms":{model_rtt}}}"#,
+                    p.rtt.as_secs_f64() * 1e3,
+                    p.min_rtt.as_secs_f64() * 1e3,
+                    p.mtu,
+                    p.sent_packets,
+                    p.lost_packets,
+                    p.congestion_events,
+                    p.cwnd
+                )
+            }
             TransferEvent::Finished { files, bytes, failures, elapsed } => format!(
                 r#"{{"event":"finished","files":{files},"bytes":{bytes},"failures":{failures},"seconds":{:.6}}}"#,
                 elapsed.as_secs_f64()

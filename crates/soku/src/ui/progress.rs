@@ -105,8 +105,16 @@ impl EventSink for ProgressMeter {
             }
             TransferEvent::PathStats(p) => {
                 if self.verbose && !self.quiet {
+                    let model = match p.model {
+                        Some(m) => format!(
+                            "; model {:.1} Mbit/s x {:.1} ms",
+                            m.bandwidth_bps as f64 / 1e6,
+                            m.min_rtt.as_secs_f64() * 1e3
+                        ),
+                        None => String::new(),
+                    };
                     self.line(&format!(
-                        "soku: path: rtt {:.1} ms (min {:.1}), mtu {}, {} packets sent, {} lost ({:.2} %), {} congestion events, cwnd {}",
+                        "soku: path: rtt {:.1} ms (min {:.1}), mtu {}, {} packets sent, {} lost ({:.2} %), {} congestion events, cwnd {}{model}",
                         p.rtt.as_secs_f64() * 1e3,
                         p.min_rtt.as_secs_f64() * 1e3,
                         p.mtu,
