@@ -28,6 +28,12 @@ pub struct TransportOptions {
 const RECEIVE_WINDOW: u32 = 64 << 20;
 /// Bytes we keep in flight unacknowledged across all streams; matches the peer's window.
 const SEND_WINDOW: u64 = 64 << 20;
+/// Bytes of bulk data (chunks) a sender may keep unacknowledged: three quarters of
+/// [`SEND_WINDOW`] (and of the peer's receive window, the same size), so control
+/// frames always find room in quinn's send buffer and flow-control credit. When
+/// chunks filled the whole window, a file's entry queued behind them never left and
+/// the copy stalled for good at a file boundary.
+pub const BULK_BUDGET: u64 = SEND_WINDOW / 4 * 3;
 /// Per-stream window: one chunk (at most 1 MiB) fits many times over, and 8 streams at
 /// full window already fill the connection window, so no single stream stalls the rest.
 const STREAM_RECEIVE_WINDOW: u32 = 8 << 20;

@@ -42,7 +42,7 @@ mod socket;
 mod tls;
 
 pub use cipher::Cipher;
-pub use config::{congestion_factory, transport_config, TransportOptions};
+pub use config::{congestion_factory, transport_config, TransportOptions, BULK_BUDGET};
 pub use endpoint::{accept, client_endpoint, connect, server_endpoint};
 pub use error::TransportError;
 pub use identity::{Fingerprint, Identity};

@@ -120,6 +120,14 @@ fn truncated(e: std::io::Error) -> anyhow::Error {
     }
 }
 
+/// quinn priority of the control stream over chunk streams (0). Control frames are
+/// few and small, and one of them (a file's entry) is what the receiver needs before
+/// it can take that file's chunks: sent after chunk data already queued, it could wait
+/// for flow-control credit that only its own arrival would free (with
+/// `soku_transport::BULK_BUDGET`; a copy of three 1 GiB files stalled for good at a
+/// file boundary in 3 of 5 runs before both).
+pub const CONTROL_PRIORITY: i32 = 1;
+
 /// Reads exactly `len` bytes (a chunk's wire bytes). The buffer is reserved, not zeroed:
 /// `read_to_end` fills spare capacity directly, which saves a memset per chunk.
 pub async fn read_bytes<R: AsyncRead + Unpin>(input: &mut R, len: u32) -> anyhow::Result<Vec<u8>> {
@@ -149,6 +157,13 @@ impl ChunkOut {
                 let head = Bytes::from(frame::to_vec(&header)?);
                 stream.write_all_chunks(&mut [head, data]).await?;
                 stream.finish()?;
+                // Done when acknowledged, not when buffered: the caller bounds chunk
+                // data in flight by its permits, which must stay within the budget
+                // that leaves room for control frames (`soku_transport::BULK_BUDGET`).
+                // A stop code means the receiver dropped the stream after reading its
+                // bytes but before the FIN: done too (whether the bytes were right is
+                // the receiver's hash check to say, on the control stream).
+                stream.stopped().await?;
                 Ok(())
             }
             ChunkOut::Stream(tx) => tx.send_chunk(header, data).await,

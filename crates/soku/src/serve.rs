@@ -104,6 +104,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
                 watched.close(1u32.into(), b"ssh channel closed");
             });
             let (send, recv) = conn.accept_bi().await?;
+            send.set_priority(crate::link::CONTROL_PRIORITY)?;
             let (control, writer) = spawn_writer(send);
             let mut control_in: BoxRead = Box::new(recv);
             let result = serve_job(

@@ -118,6 +118,7 @@ impl Session {
         match quic {
             Some((endpoint, conn, addr)) => {
                 let (send, recv) = conn.open_bi().await?;
+                send.set_priority(crate::link::CONTROL_PRIORITY)?;
                 let (control, writer) = spawn_writer(send);
                 events.event(TransferEvent::Connected { transport: format!("QUIC to {addr}") });
                 Ok(Session {

@@ -73,10 +73,17 @@ pub async fn run<R: AsyncRead + Unpin + Send + 'static>(
 
     // The receiver's reports arrive while we send.
     let names: Arc<Mutex<Vec<String>>> = Arc::default();
-    let reader = tokio::spawn(read_reports(control_in, names.clone(), events.clone()));
+    // Chunks in flight stay within the bulk budget, so control frames always have
+    // room on the connection (see `soku_transport::BULK_BUDGET`).
+    let budget = soku_transport::BULK_BUDGET / u64::from(opts.chunk_size.max(1));
+    let in_flight = in_flight.min(usize::try_from(budget).unwrap_or(usize::MAX)).max(1);
+    let pipeline = in_flight as u64 * u64::from(opts.chunk_size);
+    let policy =
+        opts.compress.then(|| Arc::new(Mutex::new(CompressPolicy::new(Instant::now(), pipeline))));
+    let reader =
+        tokio::spawn(read_reports(control_in, names.clone(), events.clone(), policy.clone()));
 
     let permits = Arc::new(Semaphore::new(in_flight));
-    let policy = opts.compress.then(|| Arc::new(Mutex::new(CompressPolicy::new())));
     let failed: Arc<Mutex<Option<anyhow::Error>>> = Arc::default();
     let mut next_id = 0u32;
     let mut sent_bytes = 0u64;
@@ -137,7 +144,7 @@ pub async fn run<R: AsyncRead + Unpin + Send + 'static>(
                         break;
                     }
                     let permit = permits.clone().acquire_owned().await?;
-                    let mode = policy.as_ref().map(|p| lock(p).next_chunk());
+                    let mode = policy.as_ref().map(|p| lock(p).next_chunk(Instant::now()));
                     let task = ChunkTask {
                         file: file.clone(),
                         hashes: hashes.clone(),
@@ -227,9 +234,6 @@ impl ChunkTask {
             lock(policy).on_compressed(u64::from(len), wire_len, took);
         }
         self.chunks.send(encoded.header, encoded.wire).await?;
-        if let (Some(policy), Some(mode)) = (&self.policy, self.mode) {
-            lock(policy).on_done(mode, u64::from(len), wire_len, Instant::now());
-        }
         let root = {
             let mut hashes = self.hashes.hashes.lock().unwrap_or_else(|p| p.into_inner());
             if let Some(slot) = hashes.get_mut(index as usize) {
@@ -256,6 +260,7 @@ async fn read_reports<R: AsyncRead + Unpin>(
     mut input: R,
     names: Arc<Mutex<Vec<String>>>,
     events: Arc<dyn EventSink>,
+    policy: Option<Arc<Mutex<CompressPolicy>>>,
 ) -> anyhow::Result<SendOutcome> {
     loop {
         let Some(msg) = read_message(&mut input).await? else {
@@ -263,6 +268,9 @@ async fn read_reports<R: AsyncRead + Unpin>(
         };
         match msg {
             Message::Progress { verified_bytes } => {
+                if let Some(policy) = &policy {
+                    lock(policy).on_verified(verified_bytes, Instant::now());
+                }
                 events.event(TransferEvent::Verified { bytes: verified_bytes });
             }
             Message::FileFailed { file, message } => {
