@@ -46,3 +46,10 @@ pub fn message_name(msg: &soku_proto::message::Message) -> &'static str {
         M::Chunk(_) => "a chunk",
     }
 }
+
+/// Locks `m`, also after a panic elsewhere poisoned it: the guarded data (counters,
+/// tables) stays consistent between statements, and the copy reports the panic's
+/// task failure itself.
+pub(crate) fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use soku_proto::chunk::{chunk_hash, ChunkHeader};
@@ -16,7 +16,7 @@ use soku_proto::receive::{ChunkCheck, EntryAction, FileOutcome, Receiver};
 use tokio::io::AsyncRead;
 use tokio::sync::{watch, Notify, Semaphore};
 
-use super::{codec, fsops, CopyOptions};
+use super::{codec, fsops, lock, CopyOptions};
 use crate::events::{EventSink, TransferEvent};
 use crate::link::{read_bytes, read_chunk_header, read_message, ControlTx};
 
@@ -79,10 +79,6 @@ impl Drop for InHand<'_> {
         self.0.chunks_in_hand.fetch_sub(1, Ordering::SeqCst);
         self.0.changed.notify_one();
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl Shared {

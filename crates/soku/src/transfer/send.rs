@@ -19,7 +19,7 @@ use tokio::sync::Semaphore;
 use super::codec;
 use super::compress_policy::{self, CompressPolicy};
 use super::walk::{self, Item};
-use super::CopyOptions;
+use super::{lock, CopyOptions};
 use crate::events::{EventSink, TransferEvent};
 use crate::link::{read_message, ChunkOut, ControlTx};
 
@@ -88,7 +88,7 @@ pub async fn run<R: AsyncRead + Unpin + Send + 'static>(
     let mut next_id = 0u32;
     let mut sent_bytes = 0u64;
     for item in items {
-        if let Some(err) = failed.lock().unwrap_or_else(|p| p.into_inner()).take() {
+        if let Some(err) = lock(&failed).take() {
             return Err(err);
         }
         match item {
@@ -122,7 +122,7 @@ pub async fn run<R: AsyncRead + Unpin + Send + 'static>(
                 let id = next_id;
                 next_id += 1;
                 sent_bytes += size;
-                names.lock().unwrap_or_else(|p| p.into_inner()).push(local.display().to_string());
+                lock(&names).push(local.display().to_string());
                 control.send(Message::Entry(Entry::File { id, path: wire, size, meta })).await?;
                 let plan = ChunkPlan::new(size, opts.chunk_size);
                 let count =
@@ -161,7 +161,7 @@ pub async fn run<R: AsyncRead + Unpin + Send + 'static>(
                     let failed = failed.clone();
                     tokio::spawn(async move {
                         if let Err(e) = task.run().await {
-                            failed.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(e);
+                            lock(&failed).get_or_insert(e);
                         }
                         drop(permit);
                     });
@@ -172,7 +172,7 @@ pub async fn run<R: AsyncRead + Unpin + Send + 'static>(
     // Wait for every chunk in flight.
     let all = u32::try_from(in_flight).unwrap_or(u32::MAX);
     let _all_back = permits.acquire_many(all).await?;
-    if let Some(err) = failed.lock().unwrap_or_else(|p| p.into_inner()).take() {
+    if let Some(err) = lock(&failed).take() {
         return Err(err);
     }
     control.send(Message::EndOfManifest { files: next_id, bytes: sent_bytes }).await?;
@@ -235,7 +235,7 @@ impl ChunkTask {
         }
         self.chunks.send(encoded.header, encoded.wire).await?;
         let root = {
-            let mut hashes = self.hashes.hashes.lock().unwrap_or_else(|p| p.into_inner());
+            let mut hashes = lock(&self.hashes.hashes);
             if let Some(slot) = hashes.get_mut(index as usize) {
                 *slot = hash;
             }
@@ -249,10 +249,6 @@ impl ChunkTask {
         }
         Ok(())
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Reads the receiver's reports until it says it has finished.
@@ -274,9 +270,7 @@ async fn read_reports<R: AsyncRead + Unpin>(
                 events.event(TransferEvent::Verified { bytes: verified_bytes });
             }
             Message::FileFailed { file, message } => {
-                let path = names
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
+                let path = lock(&names)
                     .get(file as usize)
                     .cloned()
                     .unwrap_or_else(|| format!("file #{file}"));
