@@ -374,7 +374,7 @@ fn p_startup_leaves_a_one_bdp_buffer_unflooded() {
 
 /// Startup's ack-aggregation estimate does not outlive startup: with a deep buffer
 /// (4 BDP) it used to stand as ~1 MB of extra window for ten rounds (mean queueing
-/// delay 243 ms at 300 ms RTT over the first 10 s; 82 ms now).
+/// delay 243 ms at 300 ms RTT over the first 10 s; 110 ms now).
 #[test]
 fn q_no_standing_queue_after_startup_in_a_deep_buffer() {
     let mut p = path(100 * MBIT, 300, 0.0);
