@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 
 need_pkgs=()
-for pair in sshd:openssh-server ssh:openssh-client rsync:rsync iperf3:iperf3 ip:iproute2 tc:iproute2; do
+for pair in git:git sshd:openssh-server ssh:openssh-client rsync:rsync iperf3:iperf3 ip:iproute2 tc:iproute2; do
     cmd=${pair%%:*}; pkg=${pair#*:}
     if ! command -v "$cmd" >/dev/null 2>&1 && ! [ -x "/usr/sbin/$cmd" ]; then need_pkgs+=("$pkg"); fi
 done
@@ -29,6 +29,7 @@ cargo build --locked --release --workspace
 echo "== cargo test"
 target_dir=${CARGO_TARGET_DIR:-$PWD/target}
 SOKU_BIN="$target_dir/release/soku" SOKU_PRELOAD_LIB="$target_dir/release/libsoku_preload.so" \
+    SOKU_PRELOAD_PROBE="$target_dir/release/preload-probe" \
     cargo test --locked --release --workspace -- --test-threads=2
 echo "== quick benchmark (sanity only: every copy verified, no speed asserted)"
 "$target_dir/release/soku-bench" --quick --soku "$target_dir/release/soku"

@@ -1,33 +1,39 @@
 //! soku-preload: `LD_PRELOAD=libsoku_preload.so SOKU_PRELOAD=22 scp ...` puts a
-//! large-buffer relay thread pair between an unmodified program and its TCP
-//! connections, the seeds' isfilter.
+//! large-buffer relay between an unmodified program and its TCP connections, the
+//! seeds' isfilter.
 //!
 //! # Layout
-//! - `lib.rs`: the hooked libc functions: `connect`, `getpeername`, `getsockname`,
-//!   `setsockopt`, `getsockopt`.
+//! - `lib.rs`: the hooked libc functions: `connect`, `close`, `getpeername`,
+//!   `getsockname`, `setsockopt`, `getsockopt`.
 //! - [`config`]: `SOKU_PRELOAD` patterns (unset or empty: nothing changes at all).
 //! - [`registry`]: which fds are hooked and what they report.
-//! - [`relay`]: the relay threads and the exit-time drain.
+//! - [`relay`]: the relay process.
 //! - [`sys`]: the real functions (`dlsym(RTLD_NEXT)`) and address conversion.
 //!
 //! # How a connection is hooked
-//! For a blocking or non-blocking `connect(fd, dest)` on a TCP socket whose `dest`
-//! matches `SOKU_PRELOAD`: connect a new TCP socket to `dest` (blocking, so a
-//! caller's connect timeout is not applied), with large buffers and `TCP_NODELAY`;
-//! make a `socketpair(AF_UNIX)`; start the relay threads between the TCP socket and
-//! one end; `dup2` the other end onto `fd`, keeping the caller's `O_NONBLOCK` and
-//! `FD_CLOEXEC`; return 0 (also for non-blocking callers: the socket is connected, and
-//! is writable at once). A failed connect returns -1 with its errno.
+//! On `connect(fd, dest)` of a TCP socket whose `dest` matches `SOKU_PRELOAD`, the
+//! caller's own socket gets large buffers and `TCP_NODELAY` and is connected as the
+//! caller asked: so a `bind()` before it (`ssh -b`), a blocking connect's
+//! `SO_SNDTIMEO` and a non-blocking connect's timeout all keep their meaning. Once it is
+//! connected, a `socketpair(AF_UNIX)` is made, a relay process joins the TCP socket and
+//! one end, and the other end is `dup2`ed onto `fd`, keeping the caller's `O_NONBLOCK`
+//! and `FD_CLOEXEC`. A blocking connect does this before it returns 0. A non-blocking
+//! one returns `EINPROGRESS` as usual, and the relay goes in when the program learns
+//! that the connect succeeded: `getsockopt(SO_ERROR)` reporting 0 (OpenSSH, curl),
+//! `getpeername` succeeding, or `connect()` again reporting success or `EISCONN`. A
+//! program that polls and then writes without asking any of these (Rust std's
+//! `connect_timeout`) keeps its direct connection, without the relay. A failed connect
+//! is returned unchanged.
 //!
 //! Afterwards `getpeername`/`getsockname` on `fd` report the original TCP addresses
 //! (ssh logs and checks them), and socket options other than `SOL_SOCKET` ones
 //! (`TCP_NODELAY`, `IP_TOS`...) go to the real TCP socket and report success;
 //! `SO_SNDBUF`/`SO_RCVBUF` stay on the socketpair so a program cannot shrink the
-//! relay's TCP buffers. A `bind()` before `connect()` (`ssh -b`) is not carried over.
+//! relay's TCP buffers.
 //!
-//! Fork: the child shares the fd and is served by the parent's threads. Exec: the
-//! threads are gone, so a hooked fd inherited across exec stops moving data (none of
-//! ssh, scp, sftp, rsync or git do this: they connect after exec).
+//! The relay is a process of its own (see [`relay`]), so fork, exec and exit of the
+//! program do not disturb it: it serves whoever holds the socketpair end and ends when
+//! both directions have.
 
 #![allow(clippy::missing_safety_doc)] // the hooks' contracts are those of libc's functions
 
@@ -38,11 +44,14 @@ mod sys;
 
 use std::cell::Cell;
 use std::io::Write;
-use std::sync::{Once, OnceLock};
+use std::net::SocketAddr;
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::sync::OnceLock;
 
 use libc::{c_int, c_void, sockaddr, socklen_t};
 
 use config::Config;
+use registry::{Entry, State};
 use sys::RawAddr;
 
 thread_local! {
@@ -73,20 +82,8 @@ pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, len: socklen_
         sys::set_errno(libc::ENOSYS);
         return -1;
     };
-    // Fast path: SOKU_PRELOAD unset or empty, or a connect made by the hook itself.
-    let hooked = guarded(|| {
-        let cfg = config();
-        if !cfg.enabled() {
-            return None;
-        }
-        // SAFETY: the caller passes `len` readable bytes at `addr` (connect's contract).
-        let dest = unsafe { sys::read_addr(addr, len) }?;
-        if !cfg.matches(&dest) || sys::socket_type(fd) != Some(libc::SOCK_STREAM) {
-            return None;
-        }
-        // SAFETY: as above.
-        unsafe { hook(fd, addr, len, dest, cfg) }
-    });
+    // SAFETY: the caller passes `len` readable bytes at `addr` (connect's contract).
+    let hooked = guarded(|| unsafe { hooked_connect(real, fd, addr, len) });
     match hooked.flatten() {
         Some(rc) => rc,
         // SAFETY: forwarding the caller's arguments unchanged.
@@ -94,111 +91,165 @@ pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, len: socklen_
     }
 }
 
-/// Connects for the caller through a relay. `None`: fall back to the real connect
-/// (the relay could not be set up before anything irreversible happened).
+/// connect() for fds this library handles; `None`: not ours, call libc's.
 ///
 /// # Safety
 /// `addr` points to `len` readable bytes.
-unsafe fn hook(
+unsafe fn hooked_connect(
+    real: sys::ConnectFn,
     fd: c_int,
     addr: *const sockaddr,
     len: socklen_t,
-    dest: std::net::SocketAddr,
-    cfg: &Config,
 ) -> Option<c_int> {
-    let real = sys::connect()?;
-    let family = if dest.is_ipv4() { libc::AF_INET } else { libc::AF_INET6 };
-    // SAFETY: plain socket creation.
-    let tcp = unsafe { libc::socket(family, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
-    if tcp < 0 {
+    match registry::with(fd, |e| matches!(e.state, State::Connecting)) {
+        // A non-blocking connect in progress, checked by calling connect() again.
+        Some(true) => {
+            // SAFETY: forwarding the caller's arguments.
+            let rc = unsafe { real(fd, addr, len) };
+            let err = sys::errno();
+            if rc == 0 || err == libc::EISCONN {
+                complete(fd);
+            } else if !matches!(err, libc::EALREADY | libc::EINPROGRESS | libc::EINTR) {
+                registry::take(fd);
+            }
+            sys::set_errno(err);
+            return Some(rc);
+        }
+        Some(false) => {
+            sys::set_errno(libc::EISCONN);
+            return Some(-1);
+        }
+        None => {}
+    }
+    let cfg = config();
+    if !cfg.enabled() {
         return None;
     }
-    // SAFETY: `tcp` was just created and is owned here.
-    let tcp = unsafe { relay::own(tcp) };
-    let tcp_fd = relay::raw(&tcp);
-    sys::set_int(tcp_fd, libc::IPPROTO_TCP, libc::TCP_NODELAY, 1);
+    // SAFETY: forwarded from the caller.
+    let dest = unsafe { sys::read_addr(addr, len) }?;
+    if !cfg.matches(&dest) || sys::socket_type(fd) != Some(libc::SOCK_STREAM) {
+        return None;
+    }
+    tune(fd, cfg);
+    // SAFETY: the caller's socket and destination, as the caller asked.
+    let rc = unsafe { real(fd, addr, len) };
+    let err = sys::errno();
+    // SAFETY: `addr`/`len` are readable (connect's contract).
+    let peer = unsafe { RawAddr::copy(addr, len) };
+    if rc == 0 {
+        insert_relay(fd, peer, dest, cfg);
+    } else if matches!(err, libc::EINPROGRESS | libc::EINTR) {
+        // The connect goes on in the kernel; the relay goes in when it succeeds.
+        if let Some(identity) = sys::identity(fd) {
+            registry::insert(Entry { fd, identity, peer, state: State::Connecting });
+        }
+    } else if cfg.debug {
+        let _ = writeln!(std::io::stderr(), "soku-preload: connect to {dest} failed: errno {err}");
+    }
+    sys::set_errno(err);
+    Some(rc)
+}
+
+/// Large buffers and no Nagle on the caller's socket, before it connects (the
+/// receive buffer must be set before the handshake to get a large window scale).
+fn tune(fd: c_int, cfg: &Config) {
+    sys::set_int(fd, libc::IPPROTO_TCP, libc::TCP_NODELAY, 1);
     let size =
         |explicit: Option<usize>, core, auto| explicit.or_else(|| sys::auto_size(core, auto));
     if let Some(n) = size(cfg.sndbuf, "wmem_max", "tcp_wmem") {
-        sys::set_int(tcp_fd, libc::SOL_SOCKET, libc::SO_SNDBUF, n as c_int);
+        sys::set_int(fd, libc::SOL_SOCKET, libc::SO_SNDBUF, n as c_int);
     }
     if let Some(n) = size(cfg.rcvbuf, "rmem_max", "tcp_rmem") {
-        sys::set_int(tcp_fd, libc::SOL_SOCKET, libc::SO_RCVBUF, n as c_int);
+        sys::set_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, n as c_int);
     }
-    // SAFETY: `addr`/`len` are the caller's valid destination.
-    if unsafe { real(tcp_fd, addr, len) } != 0 {
-        let err = sys::errno();
-        if cfg.debug {
-            let _ =
-                writeln!(std::io::stderr(), "soku-preload: connect to {dest} failed: errno {err}");
-        }
-        drop(tcp);
-        sys::set_errno(err);
-        return Some(-1);
-    }
-    let local = local_addr(tcp_fd)?;
+}
 
+/// A non-blocking connect of `fd` has succeeded: put the relay in.
+fn complete(fd: c_int) {
+    if let Some(Entry { peer, .. }) = registry::take(fd) {
+        let dest = peer_addr(&peer);
+        if let Some(dest) = dest {
+            insert_relay(fd, peer, dest, config());
+        }
+    }
+}
+
+fn peer_addr(peer: &RawAddr) -> Option<SocketAddr> {
+    // SAFETY: the stored address and its length.
+    unsafe { sys::read_addr((&raw const peer.storage).cast(), peer.len) }
+}
+
+/// Puts a relay between the connected TCP socket `fd` and the program: afterwards
+/// `fd` is a socketpair end. On any failure `fd` stays the direct TCP connection.
+fn insert_relay(fd: c_int, peer: RawAddr, dest: SocketAddr, cfg: &Config) {
+    let fail = |what: &str| {
+        if cfg.debug {
+            let err = std::io::Error::last_os_error();
+            let _ = writeln!(std::io::stderr(), "soku-preload: no relay for {dest}: {what}: {err}");
+        }
+    };
+    // SAFETY: duplicating the caller's open socket; the copy is ours.
+    let tcp = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) };
+    if tcp < 0 {
+        return fail("dup");
+    }
+    // SAFETY: `tcp` was just created and is owned here.
+    let tcp = unsafe { OwnedFd::from_raw_fd(tcp) };
+    let tcp_fd = std::os::fd::AsRawFd::as_raw_fd(&tcp);
+    let Some(local) = local_addr(tcp_fd) else { return fail("getsockname") };
     let mut sv = [-1 as c_int; 2];
     // SAFETY: sv has room for the two descriptors.
     if unsafe {
         libc::socketpair(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0, sv.as_mut_ptr())
     } != 0
     {
-        return None;
+        return fail("socketpair");
     }
     // SAFETY: both ends were just created and are owned here.
-    let (app_end, relay_end) = unsafe { (relay::own(sv[0]), relay::own(sv[1])) };
-    for end in [sv[0], sv[1]] {
+    let (app_end, relay_end) =
+        unsafe { (OwnedFd::from_raw_fd(sv[0]), OwnedFd::from_raw_fd(sv[1])) };
+    for end in sv {
         sys::set_int(end, libc::SOL_SOCKET, libc::SO_SNDBUF, 4 << 20);
         sys::set_int(end, libc::SOL_SOCKET, libc::SO_RCVBUF, 4 << 20);
     }
-    let identity = sys::identity(sv[0])?;
-    registry::insert(registry::Entry {
-        fd,
-        identity,
-        // SAFETY: `addr`/`len` are readable (connect's contract).
-        peer: unsafe { RawAddr::copy(addr, len) },
-        local,
-        tcp_fd,
-        // SAFETY: getpid has no preconditions.
-        owner: unsafe { libc::getpid() },
-        up_done: false,
-    });
-    let label = format!("fd {fd} to {dest}");
-    if let Err(e) = relay::start(tcp, relay_end, identity, label.clone(), cfg.debug) {
-        registry::remove(identity);
-        if cfg.debug {
-            let _ = writeln!(std::io::stderr(), "soku-preload: cannot start relay threads: {e}");
-        }
-        return None;
-    }
-    static AT_EXIT: Once = Once::new();
-    AT_EXIT.call_once(|| {
-        // SAFETY: registering a plain extern "C" fn with no arguments.
-        unsafe { libc::atexit(relay::drain_at_exit) };
-    });
+    let Some(identity) = sys::identity(sv[0]) else { return fail("fstat") };
 
+    // The program's fd becomes the socketpair end (its TCP socket lives on in `tcp`).
     // SAFETY: fcntl/dup2 on the caller's fd and our socketpair end, both open.
-    unsafe {
-        let status = libc::fcntl(fd, libc::F_GETFL);
-        let fd_flags = libc::fcntl(fd, libc::F_GETFD);
-        if libc::dup2(sv[0], fd) < 0 {
-            // The relay is running with nobody on the other end: it ends at once.
-            drop(app_end);
-            return None;
-        }
-        if status >= 0 && status & libc::O_NONBLOCK != 0 {
-            libc::fcntl(fd, libc::F_SETFL, libc::fcntl(fd, libc::F_GETFL) | libc::O_NONBLOCK);
-        }
-        if fd_flags >= 0 {
-            libc::fcntl(fd, libc::F_SETFD, fd_flags);
-        }
+    let (status, fd_flags) =
+        unsafe { (libc::fcntl(fd, libc::F_GETFL), libc::fcntl(fd, libc::F_GETFD)) };
+    if unsafe { libc::dup2(sv[0], fd) } < 0 {
+        return fail("dup2");
     }
     drop(app_end);
+    let restore = |status: c_int, fd_flags: c_int| {
+        // SAFETY: fcntl on the caller's open fd.
+        unsafe {
+            if status >= 0 {
+                libc::fcntl(fd, libc::F_SETFL, status);
+            }
+            if fd_flags >= 0 {
+                libc::fcntl(fd, libc::F_SETFD, fd_flags);
+            }
+        }
+    };
+    let label = format!("fd {fd} to {dest}");
+    if let Err(e) = relay::spawn(tcp_fd, relay_end, &label, cfg.debug) {
+        // Nothing has moved yet: give the program its TCP socket back.
+        // SAFETY: dup2 of our open copy onto the caller's fd.
+        unsafe { libc::dup2(tcp_fd, fd) };
+        restore(status, fd_flags);
+        if cfg.debug {
+            let _ = writeln!(std::io::stderr(), "soku-preload: no relay for {dest}: fork: {e}");
+        }
+        return;
+    }
+    restore(status & libc::O_NONBLOCK, fd_flags);
+    let tcp_fd = std::os::fd::IntoRawFd::into_raw_fd(tcp);
+    registry::insert(Entry { fd, identity, peer, state: State::Relayed { tcp_fd, local } });
     if cfg.debug {
         let _ = writeln!(std::io::stderr(), "soku-preload: relaying {label}");
     }
-    Some(0)
 }
 
 fn local_addr(tcp_fd: c_int) -> Option<RawAddr> {
@@ -213,12 +264,41 @@ fn local_addr(tcp_fd: c_int) -> Option<RawAddr> {
     Some(RawAddr { storage, len })
 }
 
-/// getpeername(2): the original destination for hooked fds.
+/// close(2): a hooked fd's entry and our copy of its TCP socket go with it.
+#[no_mangle]
+pub unsafe extern "C" fn close(fd: c_int) -> c_int {
+    registry::closing(fd);
+    match sys::real_close() {
+        // SAFETY: forwarding the caller's argument unchanged.
+        Some(real) => unsafe { real(fd) },
+        None => {
+            sys::set_errno(libc::ENOSYS);
+            -1
+        }
+    }
+}
+
+/// The relay of `fd`, if it has one: (our TCP socket copy, its local address).
+fn relayed(fd: c_int) -> Option<(c_int, RawAddr)> {
+    registry::with(fd, |e| match e.state {
+        State::Relayed { tcp_fd, local } => Some((tcp_fd, local)),
+        State::Connecting => None,
+    })
+    .flatten()
+}
+
+/// getpeername(2): the original destination for relayed fds; succeeding on a
+/// non-blocking connect in progress completes it (the relay goes in).
 #[no_mangle]
 pub unsafe extern "C" fn getpeername(fd: c_int, addr: *mut sockaddr, len: *mut socklen_t) -> c_int {
-    if let Some(peer) = registry::with(fd, |e| e.peer) {
-        // SAFETY: the caller's buffers, per getpeername's contract.
-        return unsafe { peer.write_to(addr, len) };
+    if connecting(fd) && sys::is_connected(fd) {
+        guarded(|| complete(fd));
+    }
+    if relayed(fd).is_some() {
+        if let Some(peer) = registry::with(fd, |e| e.peer) {
+            // SAFETY: the caller's buffers, per getpeername's contract.
+            return unsafe { peer.write_to(addr, len) };
+        }
     }
     match sys::getpeername() {
         // SAFETY: forwarding the caller's arguments unchanged.
@@ -230,10 +310,10 @@ pub unsafe extern "C" fn getpeername(fd: c_int, addr: *mut sockaddr, len: *mut s
     }
 }
 
-/// getsockname(2): the relay's TCP local address for hooked fds.
+/// getsockname(2): the TCP socket's local address for relayed fds.
 #[no_mangle]
 pub unsafe extern "C" fn getsockname(fd: c_int, addr: *mut sockaddr, len: *mut socklen_t) -> c_int {
-    if let Some(local) = registry::with(fd, |e| e.local) {
+    if let Some((_, local)) = relayed(fd) {
         // SAFETY: the caller's buffers, per getsockname's contract.
         return unsafe { local.write_to(addr, len) };
     }
@@ -247,7 +327,7 @@ pub unsafe extern "C" fn getsockname(fd: c_int, addr: *mut sockaddr, len: *mut s
     }
 }
 
-/// setsockopt(2): protocol-level options of hooked fds go to the real TCP socket.
+/// setsockopt(2): protocol-level options of relayed fds go to the real TCP socket.
 #[no_mangle]
 pub unsafe extern "C" fn setsockopt(
     fd: c_int,
@@ -260,10 +340,10 @@ pub unsafe extern "C" fn setsockopt(
         sys::set_errno(libc::ENOSYS);
         return -1;
     };
-    if let Some(tcp_fd) = registry::with(fd, |e| e.tcp_fd) {
+    if let Some((tcp_fd, _)) = relayed(fd) {
         let buffer =
             level == libc::SOL_SOCKET && (name == libc::SO_SNDBUF || name == libc::SO_RCVBUF);
-        if tcp_fd >= 0 && !buffer {
+        if !buffer {
             // SAFETY: the caller's option value, applied to our TCP socket.
             unsafe { real(tcp_fd, level, name, value, len) };
         }
@@ -282,7 +362,8 @@ pub unsafe extern "C" fn setsockopt(
     unsafe { real(fd, level, name, value, len) }
 }
 
-/// getsockopt(2): protocol-level options of hooked fds are read from the TCP socket.
+/// getsockopt(2): protocol-level options of relayed fds are read from the TCP socket;
+/// `SO_ERROR` reporting success completes a non-blocking connect (the relay goes in).
 #[no_mangle]
 pub unsafe extern "C" fn getsockopt(
     fd: c_int,
@@ -295,10 +376,24 @@ pub unsafe extern "C" fn getsockopt(
         sys::set_errno(libc::ENOSYS);
         return -1;
     };
-    let target = match registry::with(fd, |e| e.tcp_fd) {
-        Some(tcp_fd) if tcp_fd >= 0 && level != libc::SOL_SOCKET => tcp_fd,
+    let relay = relayed(fd);
+    let target = match relay {
+        Some((tcp_fd, _)) if level != libc::SOL_SOCKET => tcp_fd,
         _ => fd,
     };
     // SAFETY: the caller's buffers, per getsockopt's contract.
-    unsafe { real(target, level, name, value, len) }
+    let rc = unsafe { real(target, level, name, value, len) };
+    if rc == 0 && relay.is_none() && level == libc::SOL_SOCKET && name == libc::SO_ERROR {
+        // SAFETY: getsockopt succeeded, so `value` holds an int.
+        let error = unsafe { std::ptr::read_unaligned(value.cast::<c_int>()) };
+        if error == 0 && connecting(fd) && sys::is_connected(fd) {
+            guarded(|| complete(fd));
+        }
+    }
+    rc
+}
+
+/// Whether `fd` is a hooked non-blocking connect still in progress.
+fn connecting(fd: c_int) -> bool {
+    registry::with(fd, |e| matches!(e.state, State::Connecting)).unwrap_or(false)
 }

@@ -10,6 +10,7 @@ pub type ConnectFn = unsafe extern "C" fn(c_int, *const sockaddr, socklen_t) -> 
 pub type NameFn = unsafe extern "C" fn(c_int, *mut sockaddr, *mut socklen_t) -> c_int;
 pub type SetsockoptFn =
     unsafe extern "C" fn(c_int, c_int, c_int, *const c_void, socklen_t) -> c_int;
+pub type CloseFn = unsafe extern "C" fn(c_int) -> c_int;
 pub type GetsockoptFn =
     unsafe extern "C" fn(c_int, c_int, c_int, *mut c_void, *mut socklen_t) -> c_int;
 
@@ -44,6 +45,21 @@ real!(getpeername, c"getpeername", NameFn);
 real!(getsockname, c"getsockname", NameFn);
 real!(setsockopt, c"setsockopt", SetsockoptFn);
 real!(getsockopt, c"getsockopt", GetsockoptFn);
+real!(real_close, c"close", CloseFn);
+
+/// Closes a descriptor of ours with libc's close, not our hook.
+pub fn close(fd: c_int) {
+    match real_close() {
+        // SAFETY: closing a descriptor this library owns.
+        Some(close) => unsafe {
+            close(fd);
+        },
+        // SAFETY: as above, through the system call.
+        None => unsafe {
+            libc::syscall(libc::SYS_close, fd);
+        },
+    }
+}
 
 /// Sets `errno`.
 pub fn set_errno(e: c_int) {
@@ -164,4 +180,15 @@ pub fn auto_size(core: &str, tcp: &str) -> Option<usize> {
     let tcp_max: usize =
         read(format!("/proc/sys/net/ipv4/{tcp}"))?.split_whitespace().nth(2)?.parse().ok()?;
     (core_max >= tcp_max).then_some(core_max.min(16 << 20))
+}
+
+/// Whether a socket is connected (the real getpeername succeeds): `SO_ERROR` is 0
+/// also while a connect is still in progress.
+pub fn is_connected(fd: c_int) -> bool {
+    let Some(real) = getpeername() else { return false };
+    // SAFETY: all-zero is a valid sockaddr_storage.
+    let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::sockaddr_storage>() as socklen_t;
+    // SAFETY: storage/len are valid out-pointers of the declared size.
+    unsafe { real(fd, (&raw mut storage).cast(), &mut len) == 0 }
 }

@@ -196,6 +196,61 @@ fn rsync_through_preload() {
 }
 
 #[test]
+fn git_clone_and_push_through_preload() {
+    let sshd = Sshd::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let git = |dir: &Path, args: &[&str]| {
+        let mut cmd = Command::new("git");
+        cmd.current_dir(dir).args(args);
+        cmd.env("GIT_SSH_COMMAND", format!("ssh {}", sshd.ssh_args().join(" ")));
+        cmd.env("GIT_AUTHOR_NAME", "t").env("GIT_AUTHOR_EMAIL", "t@example.invalid");
+        cmd.env("GIT_COMMITTER_NAME", "t").env("GIT_COMMITTER_EMAIL", "t@example.invalid");
+        cmd.envs(preload_env(&sshd));
+        run(&mut cmd)
+    };
+    let origin = tmp.path().join("origin.git");
+    git(tmp.path(), &["init", "-q", "--bare", &origin.display().to_string()]);
+    let url = format!("ssh://{}:{}{}", sshd.destination(), sshd.port(), origin.display());
+
+    // Push a commit holding a 3 MiB file, clone it back, compare.
+    let work = tmp.path().join("work");
+    std::fs::create_dir(&work).unwrap();
+    git(&work, &["init", "-q"]);
+    let src = make_file(&work, "data.bin");
+    git(&work, &["add", "data.bin"]);
+    git(&work, &["commit", "-q", "-m", "data"]);
+    let push = git(&work, &["push", "-q", &url, "HEAD:refs/heads/main"]);
+    let clone = git(tmp.path(), &["clone", "-q", "-b", "main", &url, "copy"]);
+    for out in [push, clone] {
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("soku-preload: relaying fd"), "the hook did not run:\n{err}");
+    }
+    assert_same_file(&src, &tmp.path().join("copy/data.bin"));
+}
+
+#[test]
+fn ssh_bind_address_and_connect_timeout_through_preload() {
+    // `-b` binds the socket before connect and ConnectTimeout makes ssh connect
+    // non-blocking (poll, then SO_ERROR): both must survive the hook.
+    let sshd = Sshd::start();
+    let mut ssh = Command::new("ssh");
+    ssh.envs(preload_env(&sshd)).args(["-b", "127.0.0.2", "-o", "ConnectTimeout=20"]);
+    ssh.args(sshd.ssh_args()).args(sshd.ssh_port_args()).arg(sshd.destination());
+    ssh.arg("echo $SSH_CONNECTION");
+    let out = run(&mut ssh);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).starts_with("127.0.0.2 "),
+        "sshd did not see the bound address\n{}",
+        describe(&ssh, &out)
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("soku-preload: relaying fd"),
+        "{}",
+        describe(&ssh, &out)
+    );
+}
+
+#[test]
 fn preload_without_soku_preload_changes_nothing() {
     let sshd = Sshd::start();
     let tmp = tempfile::tempdir().unwrap();

@@ -20,6 +20,13 @@ pub fn preload_lib() -> PathBuf {
     LIB.get_or_init(|| artifact("SOKU_PRELOAD_LIB", "soku-preload", "libsoku_preload.so")).clone()
 }
 
+/// `preload-probe` (a client for the preload library's tests): `$SOKU_PRELOAD_PROBE`,
+/// else `cargo build -p soku-testkit`.
+pub fn preload_probe() -> PathBuf {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| artifact("SOKU_PRELOAD_PROBE", "soku-testkit", "preload-probe")).clone()
+}
+
 fn artifact(env: &str, package: &str, file: &str) -> PathBuf {
     if let Some(path) = std::env::var_os(env).filter(|v| !v.is_empty()) {
         let path = PathBuf::from(path);

@@ -48,3 +48,46 @@ pub fn show(cmd: &Command) -> String {
     }));
     parts.join(" ")
 }
+
+/// Like [`output`], but panics (after killing it) if `cmd` has not exited and closed
+/// its stdout and stderr within `limit`: for commands that could hang.
+pub fn output_within(cmd: &mut Command, limit: std::time::Duration) -> Output {
+    use std::io::Read;
+    use std::process::Stdio;
+    use std::sync::mpsc;
+
+    let deadline = std::time::Instant::now() + limit;
+    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = cmd.spawn().unwrap_or_else(|e| panic!("cannot run {}: {e}", show(cmd)));
+    let read_all = |mut pipe: Box<dyn Read + Send>| {
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            let _ = pipe.read_to_end(&mut buf);
+            let _ = tx.send(buf);
+        });
+        rx
+    };
+    let stdout = read_all(Box::new(child.stdout.take().expect("piped stdout")));
+    let stderr = read_all(Box::new(child.stderr.take().expect("piped stderr")));
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait for the command") {
+            break status;
+        }
+        if std::time::Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{} did not finish within {limit:?}", show(cmd));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let collect = |rx: mpsc::Receiver<Vec<u8>>, name: &str| {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        rx.recv_timeout(left).unwrap_or_else(|_| {
+            panic!("{}: its {name} stayed open past {limit:?} after it exited", show(cmd))
+        })
+    };
+    let stdout = collect(stdout, "stdout");
+    let stderr = collect(stderr, "stderr");
+    Output { status, stdout, stderr }
+}

@@ -2,8 +2,10 @@
 //!
 //! # Layout
 //! - [`sshd`]: [`Sshd`], a real OpenSSH `sshd` on loopback with fresh keys, killed on drop.
-//! - [`artifacts`]: [`soku_bin`] and [`preload_lib`], the built binary and preload library.
+//! - [`artifacts`]: [`soku_bin`], [`preload_lib`] and [`preload_probe`], the built artifacts.
 //! - [`cmd`]: [`run`] and [`describe`], running commands with failures that show everything.
+//! - [`probe`]: the protocol and server of `preload-probe`, the client binary the
+//!   preload library's own tests run (`src/bin/preload_probe.rs`).
 //! - [`free_port`]: a free TCP port on 127.0.0.1.
 //! - [`assert_same_file`]: two files hold the same bytes.
 //!
@@ -16,9 +18,10 @@
 
 pub mod artifacts;
 pub mod cmd;
+pub mod probe;
 pub mod sshd;
 
-pub use artifacts::{preload_lib, soku_bin};
+pub use artifacts::{preload_lib, preload_probe, soku_bin};
 pub use cmd::{describe, run};
 pub use sshd::Sshd;
 

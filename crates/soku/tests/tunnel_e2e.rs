@@ -257,55 +257,54 @@ fn a_remote_argument_with_a_path_is_a_usage_error() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("[user@]host"));
 }
 
-/// Far more connections at once than a handful: 64 open together (the transport grants
-/// 272 bidirectional streams per session), each carrying its own data both ways.
+/// The tunnel's full capacity at once: 256 connections open together (the transport
+/// grants 272 bidirectional streams per session), each carrying its own data both ways;
+/// a 257th is refused at once with a message while they are open, and once they have
+/// finished a new connection gets through again.
 #[test]
-fn sixty_four_concurrent_connections_each_get_their_own_bytes() {
-    const CONNECTIONS: usize = 64;
+fn two_hundred_fifty_six_concurrent_connections_and_the_next_is_refused() {
+    const CONNECTIONS: usize = 256;
     let sshd = Sshd::start();
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
     let port = listener.local_addr().expect("addr").port();
     // A reversing server that answers nobody until all CONNECTIONS have reached it, so
-    // the tunnel must carry them all at once (a stream limit below 64 fails here, within
-    // a bounded wait, instead of passing one connection after another).
+    // the tunnel must carry them all at once (a lower limit fails here, within a
+    // bounded wait, instead of passing one connection after another). Afterwards it
+    // serves one more connection, the one that checks the tunnel lives on.
     let server = std::thread::spawn(move || {
         listener.set_nonblocking(true).expect("nonblocking");
-        let deadline = std::time::Instant::now() + Duration::from_secs(20);
-        let mut accepted = Vec::new();
-        while accepted.len() < CONNECTIONS {
-            match listener.accept() {
-                Ok((tcp, _)) => accepted.push(tcp),
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                    let n = accepted.len();
-                    assert!(std::time::Instant::now() < deadline, "only {n} connections arrived");
-                    std::thread::sleep(Duration::from_millis(10));
-                }
-                Err(e) => panic!("accept: {e}"),
-            }
-        }
-        let mut workers = Vec::new();
-        for mut tcp in accepted {
-            tcp.set_nonblocking(false).expect("blocking");
-            workers.push(std::thread::spawn(move || {
-                let mut got = Vec::new();
-                tcp.read_to_end(&mut got).expect("read to end");
-                got.reverse();
-                tcp.write_all(&got).expect("write back");
-            }));
-        }
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        let batch: Vec<TcpStream> =
+            (0..CONNECTIONS).map(|_| wait_accept(&listener, deadline)).collect();
+        let workers: Vec<_> =
+            batch.into_iter().map(|tcp| std::thread::spawn(move || reverse(tcp))).collect();
         for w in workers {
             w.join().expect("worker");
         }
+        reverse(wait_accept(&listener, std::time::Instant::now() + Duration::from_secs(30)));
     });
     let tunnel = Tunnel::start(&sshd, port, &[]);
     // Open every connection before any finishes, so all are in flight together.
     let mut open: Vec<(TcpStream, Vec<u8>)> = (0..CONNECTIONS)
         .map(|i| {
             let tcp = TcpStream::connect(("127.0.0.1", tunnel.port)).expect("connect to tunnel");
-            tcp.set_read_timeout(Some(Duration::from_secs(30))).expect("timeout");
+            tcp.set_read_timeout(Some(Duration::from_secs(60))).expect("timeout");
             (tcp, common::data(64 << 10, 100 + i as u64))
         })
         .collect();
+    // One too many: closed at once, and said so.
+    let mut extra = TcpStream::connect(("127.0.0.1", tunnel.port)).expect("connect to tunnel");
+    extra.set_read_timeout(Some(Duration::from_secs(20))).expect("timeout");
+    let mut nothing = Vec::new();
+    let refused = extra.read_to_end(&mut nothing);
+    assert!(matches!(refused, Ok(0)), "connection 257: {refused:?}\n{}", tunnel.stderr());
+    let said = "refused, 256 connections already open";
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !tunnel.stderr().contains(said) && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(tunnel.stderr().contains(said), "{}", tunnel.stderr());
+
     for (tcp, sent) in &mut open {
         tcp.write_all(sent).expect("send");
         tcp.shutdown(std::net::Shutdown::Write).expect("half-close");
@@ -317,5 +316,48 @@ fn sixty_four_concurrent_connections_each_get_their_own_bytes() {
         sent.reverse();
         assert!(back == sent, "connection {i}: got {} bytes back", back.len());
     }
+
+    // The slots are free again (released as the connections end, asynchronously:
+    // retry for a bounded while).
+    let sent = common::data(1000, 7);
+    let mut back = Vec::new();
+    for attempt in 0..50 {
+        let mut tcp = TcpStream::connect(("127.0.0.1", tunnel.port)).expect("connect to tunnel");
+        tcp.set_read_timeout(Some(Duration::from_secs(30))).expect("timeout");
+        tcp.write_all(&sent).expect("send");
+        tcp.shutdown(std::net::Shutdown::Write).expect("half-close");
+        back.clear();
+        if tcp.read_to_end(&mut back).is_ok() && !back.is_empty() {
+            break;
+        }
+        assert!(attempt < 49, "no connection got through after the 256 ended\n{}", tunnel.stderr());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    back.reverse();
+    assert!(back == sent, "the connection after the 256 got {} bytes back", back.len());
     server.join().expect("server thread");
+}
+
+fn reverse(mut tcp: TcpStream) {
+    tcp.set_nonblocking(false).expect("blocking");
+    let mut got = Vec::new();
+    tcp.read_to_end(&mut got).expect("read to end");
+    got.reverse();
+    tcp.write_all(&got).expect("write back");
+}
+
+fn wait_accept(listener: &TcpListener, deadline: std::time::Instant) -> TcpStream {
+    loop {
+        match listener.accept() {
+            Ok((tcp, _)) => return tcp,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "the connection after the 256 never arrived"
+                );
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            Err(e) => panic!("accept: {e}"),
+        }
+    }
 }
