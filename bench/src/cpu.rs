@@ -10,7 +10,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use crate::proc;
-use crate::sshd::Sshd;
+use crate::sshd;
 use crate::tools::{self, Endpoint, Measured, SourceFile, Tool};
 
 /// One loopback run.
@@ -46,7 +46,7 @@ pub fn run(soku: &Path, work: &Path, size: u64, log: &dyn Fn(&str)) -> anyhow::R
         let l = std::net::TcpListener::bind("127.0.0.1:0")?;
         l.local_addr()?.port()
     };
-    let sshd = Sshd::start(Command::new("/usr/sbin/sshd"), std::net::Ipv4Addr::LOCALHOST, port)?;
+    let sshd = sshd::start(Command::new("/usr/sbin/sshd"), std::net::Ipv4Addr::LOCALHOST, port)?;
     let cc = proc::capture(Command::new("sysctl").args(["-n", "net.ipv4.tcp_congestion_control"]))
         .unwrap_or_default();
     let client = |p: &str| Command::new(p);

@@ -9,7 +9,7 @@
 //! - [`cpu`]: loopback rows (ciphers, `-C`), CPU seconds per GB on each side.
 //! - [`smallpkt`]: request/response over TCP with three ways of framing.
 //! - [`report`]: CSV, markdown tables, charts; [`svg`]: the chart writer.
-//! - [`proc`]: running a process with a timeout, CPU from `/proc`; [`sshd`]: a real sshd.
+//! - [`proc`]: running a process with a timeout, CPU from `/proc`; [`sshd`]: a real sshd (soku-testkit's) and its sessions' CPU.
 
 mod cpu;
 mod matrix;
@@ -251,6 +251,11 @@ fn setup_notes(p: &Plan) -> String {
         sysctl("net.core.wmem_max"),
         sysctl("net.ipv4.tcp_wmem"),
         sysctl("net.ipv4.tcp_rmem")
+    );
+    let _ = writeln!(
+        s,
+        "- in the emulated paths' namespaces: tcp_rmem and tcp_wmem maximum raised to {} (bench/src/matrix.rs: the TCP ceiling needs room for 1 Gbit/s x 300 ms); everything else as in a fresh namespace",
+        matrix::TCP_BUFFER_MAX
     );
     s
 }

@@ -11,7 +11,7 @@ use anyhow::Context;
 use soku_netem::{PathSpec, PathStats};
 
 use crate::proc;
-use crate::sshd::Sshd;
+use crate::sshd;
 use crate::tools::{self, Endpoint, Measured, SourceFile, Status, Tool};
 
 /// Which directions carry the configured loss.
@@ -121,6 +121,24 @@ pub struct ScenarioResult {
     pub problems: Vec<String>,
 }
 
+/// The namespaces' TCP autotuning ceiling (`tcp_rmem`/`tcp_wmem` max), as a host
+/// tuned for long fat networks has it (ESnet's fasterdata guidance): with Debian's
+/// default 4 MiB send-buffer maximum a TCP sender cannot keep more than ~3 MB in
+/// flight, so iperf3 stopped being the path's TCP ceiling from 1 Gbit/s x 50 ms on.
+/// 128 MiB covers twice the largest BDP of the matrix (1 Gbit/s x 300 ms = 37.5 MB)
+/// with Linux's buffer overhead. The ssh-based tools are capped by ssh's 2 MiB channel
+/// window well before this, so the setting changes the TCP ceiling, not them.
+pub const TCP_BUFFER_MAX: u64 = 128 << 20;
+
+fn tune_tcp_buffers(path: &soku_netem::Path) -> anyhow::Result<()> {
+    let rmem = format!("net.ipv4.tcp_rmem=4096 131072 {TCP_BUFFER_MAX}");
+    let wmem = format!("net.ipv4.tcp_wmem=4096 16384 {TCP_BUFFER_MAX}");
+    for mut cmd in [path.command_a("sysctl"), path.command_b("sysctl")] {
+        proc::capture(cmd.args(["-q", "-w", &rmem, &wmem]))?;
+    }
+    Ok(())
+}
+
 /// File size for a rate: rate x duration, capped at 2 GiB.
 pub fn file_size(rate_bps: u64, duration: Duration, fixed: Option<u64>) -> u64 {
     fixed.unwrap_or_else(|| ((rate_bps as f64 / 8.0 * duration.as_secs_f64()) as u64).min(2 << 30))
@@ -137,7 +155,8 @@ pub fn run_scenario(
     let _ = soku_netem::Path::cleanup(name);
     let path = soku_netem::Path::up(name, sc.spec()).context("bringing the path up")?;
     let mut problems = Vec::new();
-    let sshd = Sshd::start(path.command_b("/usr/sbin/sshd"), path.addr_b(), 22)?;
+    tune_tcp_buffers(&path).context("raising the namespaces' TCP buffer limits")?;
+    let sshd = sshd::start(path.command_b("/usr/sbin/sshd"), path.addr_b(), 22)?;
     let cc_a =
         proc::capture(path.command_a("sysctl").args(["-n", "net.ipv4.tcp_congestion_control"]))
             .unwrap_or_else(|_| "unknown".into());

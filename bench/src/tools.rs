@@ -13,7 +13,7 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 
 use crate::proc::{self, Outcome};
-use crate::sshd::Sshd;
+use crate::sshd::{ServerCpu, Sshd};
 
 /// One tool of the comparison.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

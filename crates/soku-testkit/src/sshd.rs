@@ -1,12 +1,15 @@
-//! A real OpenSSH `sshd` on 127.0.0.1 with fresh host and user keys, for end-to-end tests.
+//! A real OpenSSH `sshd` with fresh host and user keys, for end-to-end tests (on
+//! 127.0.0.1, [`Sshd::start`]) and for the benchmarks (on any address, possibly inside
+//! a network namespace, [`Sshd::start_at`]).
 //!
 //! Everything lives in one temp dir: keys, `authorized_keys`, `known_hosts`,
-//! `sshd_config`, an `ssh_config` for the clients, the pid file and `sshd.log`.
-//! [`Sshd::start`] waits for the daemon by polling its port (bounded, no blind sleep);
-//! dropping the [`Sshd`] kills the daemon by PID and removes the dir.
+//! `sshd_config`, an `ssh_config` for the clients, the pid file and `sshd.log`. Start
+//! waits for the daemon's pid file (sshd writes it once it listens) and, on loopback,
+//! for the port to accept (bounded, no blind sleep); dropping the [`Sshd`] kills the
+//! daemon by PID and removes the dir.
 
 use std::fmt::Write as _;
-use std::net::TcpStream;
+use std::net::{Ipv4Addr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -20,53 +23,80 @@ const READY_TIMEOUT: Duration = Duration::from_secs(10);
 /// Ports tried before giving up (another process may take the free port first).
 const PORT_ATTEMPTS: usize = 5;
 
-/// A running `sshd` on 127.0.0.1 that accepts the test user key; killed on drop.
+/// A running `sshd` that accepts the test user key; killed on drop.
 pub struct Sshd {
     child: Child,
+    /// The daemon's PID from its pid file (differs from `child` when a wrapper such
+    /// as `ip netns exec` forked it).
+    pid: u32,
+    addr: Ipv4Addr,
     port: u16,
     dir: tempfile::TempDir,
 }
 
 impl Sshd {
-    /// Generates keys and config in a temp dir and starts `sshd -D -e` on a free port.
+    /// Generates keys and config in a temp dir and starts `sshd -D -e` on a free port
+    /// of 127.0.0.1.
     ///
     /// Panics with a clear message if `/usr/sbin/sshd` is missing or never listens.
     pub fn start() -> Sshd {
-        assert!(
-            Path::new(SSHD).is_file(),
-            "{SSHD} not found: install openssh-server (apt-get install openssh-server)"
-        );
+        let mut last = String::new();
+        for _ in 0..PORT_ATTEMPTS {
+            match Sshd::start_at(Command::new(SSHD), Ipv4Addr::LOCALHOST, crate::free_port()) {
+                Ok(sshd) => return sshd,
+                // Another process may have taken the port meanwhile: try another.
+                Err(e) => last = e,
+            }
+        }
+        panic!("sshd did not start after {PORT_ATTEMPTS} ports: {last}");
+    }
+
+    /// Starts `command` (`/usr/sbin/sshd`, possibly behind a wrapper such as `ip netns
+    /// exec NS`) listening on `addr:port`, with fresh keys and config.
+    pub fn start_at(mut command: Command, addr: Ipv4Addr, port: u16) -> Result<Sshd, String> {
+        if !Path::new(SSHD).is_file() {
+            return Err(format!(
+                "{SSHD} not found: install openssh-server (apt-get install openssh-server)"
+            ));
+        }
         // sshd refuses to start without its privilege-separation dir.
         let _ = std::fs::create_dir_all("/run/sshd");
-        let dir = tempfile::Builder::new().prefix("soku-sshd-").tempdir().expect("temp dir");
+        let dir = tempfile::Builder::new()
+            .prefix("soku-sshd-")
+            .tempdir()
+            .map_err(|e| format!("temp dir: {e}"))?;
         let d = dir.path();
-        keygen(&d.join("host_key"));
-        keygen(&d.join("user_key"));
-        std::fs::copy(d.join("user_key.pub"), d.join("authorized_keys")).expect("authorized_keys");
-        let mut last_log = String::new();
-        for _ in 0..PORT_ATTEMPTS {
-            let port = crate::free_port();
-            write_configs(d, port);
-            let log = std::fs::File::create(d.join("sshd.log")).expect("create sshd.log");
-            let child = Command::new(SSHD)
-                .arg("-D")
-                .arg("-e")
-                .arg("-f")
-                .arg(d.join("sshd_config"))
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(log)
-                .spawn()
-                .unwrap_or_else(|e| panic!("cannot start {SSHD}: {e}"));
-            let mut child = child;
-            if wait_ready(&mut child, d, port) {
-                return Sshd { child, port, dir };
+        keygen(&d.join("host_key"))?;
+        keygen(&d.join("user_key"))?;
+        std::fs::copy(d.join("user_key.pub"), d.join("authorized_keys"))
+            .map_err(|e| format!("authorized_keys: {e}"))?;
+        write_configs(d, addr, port).map_err(|e| format!("writing sshd's configs: {e}"))?;
+        let log =
+            std::fs::File::create(d.join("sshd.log")).map_err(|e| format!("sshd.log: {e}"))?;
+        let mut child = command
+            .arg("-D")
+            .arg("-e")
+            .arg("-f")
+            .arg(d.join("sshd_config"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .map_err(|e| format!("cannot start {SSHD}: {e}"))?;
+        match wait_ready(&mut child, d, addr, port) {
+            Some(pid) => Ok(Sshd { child, pid, addr, port, dir }),
+            None => {
+                let _ = child.kill();
+                let _ = child.wait();
+                let log = std::fs::read_to_string(d.join("sshd.log")).unwrap_or_default();
+                Err(format!("sshd did not start listening on {addr}:{port}; its log:\n{log}"))
             }
-            let _ = child.kill();
-            let _ = child.wait();
-            last_log = std::fs::read_to_string(d.join("sshd.log")).unwrap_or_default();
         }
-        panic!("sshd did not start listening after {PORT_ATTEMPTS} ports; last log:\n{last_log}");
+    }
+
+    /// The daemon's PID (the listener that forks and reaps the sessions).
+    pub fn pid(&self) -> u32 {
+        self.pid
     }
 
     /// The port sshd listens on.
@@ -74,9 +104,9 @@ impl Sshd {
         self.port
     }
 
-    /// The address sshd listens on: `127.0.0.1`.
-    pub fn host(&self) -> &str {
-        "127.0.0.1"
+    /// The address sshd listens on (`127.0.0.1` for [`Sshd::start`]).
+    pub fn host(&self) -> String {
+        self.addr.to_string()
     }
 
     /// The user the tests log in as: the current user.
@@ -99,16 +129,16 @@ impl Sshd {
         self.dir().join("user_key")
     }
 
-    /// The `known_hosts` file: `[127.0.0.1]:PORT` and `soku-test-host` (for
+    /// The `known_hosts` file: `[ADDR]:PORT` (or `ADDR` on port 22) and `soku-test-host` (for
     /// `-o HostKeyAlias=soku-test-host` when connecting through a relay on another port).
     pub fn known_hosts_file(&self) -> PathBuf {
         self.dir().join("known_hosts")
     }
 
-    /// Client options for ssh, scp, sftp and soku, without the port: the key, the
-    /// known_hosts file, strict host key checking, batch mode, quiet logging.
-    pub fn ssh_args(&self) -> Vec<String> {
-        let opts = [
+    /// Client options for ssh, scp, sftp and soku, without the port, as `-o` values:
+    /// the key, the known_hosts file, strict host key checking, batch mode, quiet logging.
+    pub fn ssh_options(&self) -> Vec<String> {
+        vec![
             format!("IdentityFile={}", self.identity_file().display()),
             format!("UserKnownHostsFile={}", self.known_hosts_file().display()),
             "GlobalKnownHostsFile=/dev/null".to_string(),
@@ -116,8 +146,12 @@ impl Sshd {
             "BatchMode=yes".to_string(),
             "IdentitiesOnly=yes".to_string(),
             "LogLevel=ERROR".to_string(),
-        ];
-        opts.into_iter().flat_map(|o| ["-o".to_string(), o]).collect()
+        ]
+    }
+
+    /// [`Sshd::ssh_options`] as arguments: `["-o", opt, "-o", opt, ...]`.
+    pub fn ssh_args(&self) -> Vec<String> {
+        self.ssh_options().into_iter().flat_map(|o| ["-o".to_string(), o]).collect()
     }
 
     /// `["-p", PORT]`, ssh's port flag (scp and sftp use `-P`: [`Sshd::scp_port_args`]).
@@ -142,8 +176,11 @@ impl Sshd {
     }
 
     fn stop(&mut self) {
-        // Child::kill sends SIGKILL to this PID only; sessions already open end with
-        // their clients.
+        // Our own child, by PID; sessions already open end with their clients.
+        if self.pid != self.child.id() {
+            // A wrapper forked the daemon: it is the pid-file PID, also ours.
+            let _ = Command::new("kill").arg(self.pid.to_string()).status();
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -155,30 +192,39 @@ impl Drop for Sshd {
     }
 }
 
-/// Polls until sshd wrote its pid file and accepts TCP connections; false if it
-/// exited (e.g. the port was taken meanwhile) or did not listen within the timeout.
-fn wait_ready(child: &mut Child, dir: &Path, port: u16) -> bool {
+/// Polls until sshd wrote its pid file (it does once it listens) and, on loopback,
+/// accepts TCP connections; `None` if it exited (e.g. the port was taken meanwhile)
+/// or did not get there within the timeout. Returns the pid-file PID.
+fn wait_ready(child: &mut Child, dir: &Path, addr: Ipv4Addr, port: u16) -> Option<u32> {
     let pid_file = dir.join("sshd.pid");
-    let addr = (std::net::Ipv4Addr::LOCALHOST, port).into();
     let deadline = Instant::now() + READY_TIMEOUT;
     while Instant::now() < deadline {
         if let Ok(Some(_)) = child.try_wait() {
-            return false;
+            return None;
         }
-        if pid_file.is_file()
-            && TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok()
-        {
-            return true;
+        let pid = std::fs::read_to_string(&pid_file).ok().and_then(|s| s.trim().parse().ok());
+        let accepts = || {
+            !addr.is_loopback()
+                || TcpStream::connect_timeout(&(addr, port).into(), Duration::from_millis(200))
+                    .is_ok()
+        };
+        if let Some(pid) = pid.filter(|_| accepts()) {
+            return Some(pid);
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    false
+    None
 }
 
-fn keygen(path: &Path) {
+fn keygen(path: &Path) -> Result<(), String> {
     let mut cmd = Command::new("ssh-keygen");
     cmd.args(["-q", "-t", "ed25519", "-N", "", "-C", "soku-test", "-f"]).arg(path);
-    crate::run(&mut cmd);
+    let out = crate::cmd::output(&mut cmd);
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!("ssh-keygen failed\n{}", crate::describe(&cmd, &out)))
+    }
 }
 
 fn current_user() -> String {
@@ -189,17 +235,18 @@ fn current_user() -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
-fn write_configs(d: &Path, port: u16) {
-    let host_pub = std::fs::read_to_string(d.join("host_key.pub")).expect("host_key.pub");
+fn write_configs(d: &Path, addr: Ipv4Addr, port: u16) -> std::io::Result<()> {
+    let host_pub = std::fs::read_to_string(d.join("host_key.pub"))?;
     let key: Vec<&str> = host_pub.split_whitespace().take(2).collect();
     let key = key.join(" ");
-    let known = format!("[127.0.0.1]:{port} {key}\n{TEST_HOST} {key}\n");
-    std::fs::write(d.join("known_hosts"), known).expect("write known_hosts");
+    let name = if port == 22 { addr.to_string() } else { format!("[{addr}]:{port}") };
+    let known = format!("{name} {key}\n{TEST_HOST} {key}\n");
+    std::fs::write(d.join("known_hosts"), known)?;
 
     let mut cfg = String::new();
     let p = |name: &str| d.join(name).display().to_string();
     for line in [
-        "ListenAddress 127.0.0.1".to_string(),
+        format!("ListenAddress {addr}"),
         format!("Port {port}"),
         format!("HostKey {}", p("host_key")),
         format!("AuthorizedKeysFile {}", p("authorized_keys")),
@@ -216,10 +263,10 @@ fn write_configs(d: &Path, port: u16) {
     ] {
         let _ = writeln!(cfg, "{line}");
     }
-    std::fs::write(d.join("sshd_config"), cfg).expect("write sshd_config");
+    std::fs::write(d.join("sshd_config"), cfg)?;
 
     let client = format!(
-        "Host {TEST_HOST}\n  HostName 127.0.0.1\n  Port {port}\n  User {user}\n  \
+        "Host {TEST_HOST}\n  HostName {addr}\n  Port {port}\n  User {user}\n  \
          IdentityFile {key}\n  IdentitiesOnly yes\n  UserKnownHostsFile {known}\n  \
          GlobalKnownHostsFile /dev/null\n  StrictHostKeyChecking yes\n  BatchMode yes\n  \
          LogLevel ERROR\n",
@@ -227,5 +274,5 @@ fn write_configs(d: &Path, port: u16) {
         key = p("user_key"),
         known = p("known_hosts"),
     );
-    std::fs::write(d.join("ssh_config"), client).expect("write ssh_config");
+    std::fs::write(d.join("ssh_config"), client)
 }
