@@ -58,6 +58,10 @@ struct Args {
     /// Fixed file size for the copies instead of rate x duration (e.g. 256mib).
     #[arg(long)]
     size: Option<String>,
+    /// Runs of every tool per scenario, alternating tool by tool round after round;
+    /// the tables show the median and the range.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=20))]
+    repeat: u32,
     /// Where the loss applies: `data` (A->B only, the upload direction) or `both`.
     #[arg(long, default_value = "data")]
     loss_dir: String,
@@ -305,6 +309,7 @@ fn run(args: &Args) -> anyhow::Result<Vec<String>> {
             duration: p.duration,
             name: &args.name,
             work: work.path(),
+            repeat: args.repeat,
         };
         for &rate in &p.rates {
             let size = matrix::file_size(rate, p.duration, p.size);

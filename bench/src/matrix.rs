@@ -68,6 +68,8 @@ pub struct Row {
     pub scenario: Scenario,
     /// Tool label (may include options, e.g. `scp -c aes128-ctr`).
     pub tool: String,
+    /// Which of the scenario's rounds (1-based; see `--repeat`).
+    pub run: u32,
     /// What was measured.
     pub m: Measured,
     /// Load average (1 min) before and after the run.
@@ -109,6 +111,9 @@ pub struct MatrixOpts<'a> {
     pub name: &'a str,
     /// Scratch dir for source and target files.
     pub work: &'a Path,
+    /// Rounds per scenario: every tool once per round, in order, so repeated runs of
+    /// one tool are spread over the scenario's time like the others'.
+    pub repeat: u32,
 }
 
 /// Result of one scenario: rows, the soku run's netem samples, and sanity problems.
@@ -171,7 +176,8 @@ pub fn run_scenario(
     let timeout = Duration::from_secs_f64(expected * 3.0 + 30.0);
     let mut rows = Vec::new();
     let mut soku_samples = Vec::new();
-    for &tool in opts.tools {
+    let rounds = (1..=opts.repeat.max(1)).flat_map(|run| opts.tools.iter().map(move |&t| (run, t)));
+    for (run, tool) in rounds {
         path.flush_tcp_metrics().context("flushing tcp metrics")?;
         let load0 = proc::loadavg();
         let date = now_utc();
@@ -208,13 +214,15 @@ pub fn run_scenario(
             after.a_to_b.dropped_loss - before.a_to_b.dropped_loss,
             after.a_to_b.dropped_queue - before.a_to_b.dropped_queue,
         ));
-        if tool == Tool::Soku {
+        // The time series shows the first soku run of the scenario.
+        if tool == Tool::Soku && run == 1 {
             soku_samples = samples.into_inner().unwrap_or_default();
         }
         let row = Row {
             date,
             scenario: *sc,
             tool: tool.name().to_string(),
+            run,
             m,
             load: (load0, proc::loadavg()),
             netem,

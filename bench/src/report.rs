@@ -21,7 +21,7 @@ fn csv_field(s: &str) -> String {
 /// `results.csv`: one row per run.
 pub fn matrix_csv(rows: &[Row]) -> String {
     let mut s = String::from(
-        "date,rate_mbit,rtt_ms,loss_pct,loss_dir,tool,cc,bytes,seconds,mbit_s,pct_of_link,\
+        "date,rate_mbit,rtt_ms,loss_pct,loss_dir,tool,run,cc,bytes,seconds,mbit_s,pct_of_link,\
          client_cpu_s,server_cpu_s,status,load_start,load_end,netem_pkts_a2b,netem_loss_drops,\
          netem_queue_drops,command\n",
     );
@@ -30,13 +30,14 @@ pub fn matrix_csv(rows: &[Row]) -> String {
         let (p, l, q) = r.netem.unwrap_or((0, 0, 0));
         let _ = writeln!(
             s,
-            "{},{},{},{},{},{},{},{},{:.3},{:.2},{:.1},{:.2},{:.2},{},{:.2},{:.2},{p},{l},{q},{}",
+            "{},{},{},{},{},{},{},{},{},{:.3},{:.2},{:.1},{:.2},{:.2},{},{:.2},{:.2},{p},{l},{q},{}",
             r.date,
             sc.rate_bps / 1_000_000,
             sc.rtt.as_millis(),
             sc.loss * 100.0,
             sc.loss_dir.name(),
             r.tool,
+            r.run,
             r.m.cc,
             r.m.bytes,
             r.m.seconds,
@@ -62,6 +63,42 @@ fn cell(r: &Row) -> String {
     }
 }
 
+/// A cell for all runs of one tool on one path: one run as [`cell`]; several as the
+/// median % of link with the range, e.g. `71 (68-74)`, and any run that did not
+/// finish named after it.
+fn cell_of(runs: &[&Row]) -> String {
+    match runs {
+        [] => String::new(),
+        [one] => cell(one),
+        _ => {
+            let pcts: Vec<f64> = runs.iter().map(|r| r.pct()).collect();
+            let (lo, hi) =
+                pcts.iter().fold((f64::MAX, f64::MIN), |(a, b), &x| (a.min(x), b.max(x)));
+            let mut s = format!("{:.0} ({lo:.0}-{hi:.0})", median(&pcts));
+            let failed: Vec<String> = runs
+                .iter()
+                .filter(|r| r.m.status != Status::Ok)
+                .map(|r| format!("run {}: {}", r.run, cell(r)))
+                .collect();
+            if !failed.is_empty() {
+                let _ = write!(s, " [{}]", failed.join("; "));
+            }
+            s
+        }
+    }
+}
+
+/// The median (the mean of the middle two for an even count); NaN when empty.
+fn median(xs: &[f64]) -> f64 {
+    let mut v = xs.to_vec();
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
 fn uniq<T: Ord + Copy>(it: impl Iterator<Item = T>) -> Vec<T> {
     it.collect::<BTreeSet<_>>().into_iter().collect()
 }
@@ -76,7 +113,8 @@ fn tools_in(rows: &[Row]) -> Vec<String> {
     out
 }
 
-/// Markdown: per rate, rows RTT x loss, columns tools, cells % of link rate.
+/// Markdown: per rate, rows RTT x loss, columns tools, cells % of link rate (with
+/// `--repeat`, the median and range of the runs).
 pub fn matrix_tables(rows: &[Row]) -> String {
     let mut s = String::new();
     let tools = tools_in(rows);
@@ -97,14 +135,16 @@ pub fn matrix_tables(rows: &[Row]) -> String {
                 let cells: Vec<String> = tools
                     .iter()
                     .map(|t| {
-                        rr.iter()
-                            .find(|r| {
+                        let runs: Vec<&Row> = rr
+                            .iter()
+                            .filter(|r| {
                                 r.scenario.rtt == rtt
                                     && (r.scenario.loss * 1e6) as u64 == loss
                                     && &r.tool == t
                             })
-                            .map(|r| cell(r))
-                            .unwrap_or_default()
+                            .copied()
+                            .collect();
+                        cell_of(&runs)
                     })
                     .collect();
                 let _ = writeln!(
@@ -155,7 +195,7 @@ pub fn one_path_table(rows: &[&Row]) -> String {
 }
 
 /// Charts of % of link vs RTT (one per rate and loss) and vs loss (one per rate and
-/// RTT), one line per tool; returns (file name, svg).
+/// RTT), one line per tool (the median of repeated runs); returns (file name, svg).
 pub fn matrix_charts(rows: &[Row]) -> Vec<(String, String)> {
     let mut out = Vec::new();
     let tools = tools_in(rows);
@@ -170,7 +210,14 @@ pub fn matrix_charts(rows: &[Row]) -> Vec<(String, String)> {
                 .map(|t| Series {
                     name: t.clone(),
                     ys: (0..n)
-                        .map(|i| sel.iter().find(|r| &r.tool == t && pred(r, i)).map(|r| r.pct()))
+                        .map(|i| {
+                            let pcts: Vec<f64> = sel
+                                .iter()
+                                .filter(|r| &r.tool == t && pred(r, i))
+                                .map(|r| r.pct())
+                                .collect();
+                            (!pcts.is_empty()).then(|| median(&pcts))
+                        })
                         .collect(),
                 })
                 .collect()
@@ -362,4 +409,60 @@ pub fn small_outputs(rows: &[SmallRow]) -> (String, String) {
 pub fn write(dir: &Path, name: &str, text: &str) -> anyhow::Result<()> {
     std::fs::write(dir.join(name), text)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::matrix::{LossDir, Scenario};
+    use crate::tools::Measured;
+    use std::time::Duration;
+
+    /// A 100 Mbit/s row of `tool`'s run `run` that moved 100 MB in `seconds`.
+    fn row(tool: &str, run: u32, seconds: f64, status: Status) -> Row {
+        Row {
+            date: String::new(),
+            scenario: Scenario {
+                rate_bps: 100_000_000,
+                rtt: Duration::from_millis(50),
+                loss: 0.01,
+                loss_dir: LossDir::Data,
+            },
+            tool: tool.into(),
+            run,
+            m: Measured {
+                cc: "bbr".into(),
+                bytes: 100_000_000,
+                seconds,
+                status,
+                client_cpu: 0.0,
+                server_cpu: f64::NAN,
+                stderr: Vec::new(),
+            },
+            load: (0.0, 0.0),
+            netem: None,
+            command: String::new(),
+        }
+    }
+
+    #[test]
+    fn repeated_runs_show_median_and_range() {
+        // 100 MB in 10 s = 80 % of 100 Mbit/s; 16 s = 50 %; 20 s = 40 %.
+        let rows = [
+            row("soku", 1, 10.0, Status::Ok),
+            row("scp", 1, 20.0, Status::Ok),
+            row("soku", 2, 16.0, Status::Ok),
+            row("scp", 2, 20.0, Status::Timeout),
+            row("soku", 3, 20.0, Status::Ok),
+        ];
+        let table = matrix_tables(&rows);
+        let line = table.lines().find(|l| l.starts_with("| 50 ms")).expect("a row for 50 ms");
+        assert_eq!(
+            line, "| 50 ms | 1 % | 50 (40-80) | 40 (40-40) [run 2: timeout (>20 s, 40 %)] |",
+            "{table}"
+        );
+        assert_eq!(cell_of(&[&rows[0]]), "80");
+        assert!(median(&[]).is_nan());
+        assert_eq!(median(&[3.0, 1.0, 2.0, 10.0]), 2.5);
+    }
 }
