@@ -25,7 +25,10 @@ pub struct SokuCcConfig {
     pub cwnd_gain: f64,
     /// Extra window gain during the one probing round of each cycle.
     pub probe_gain: f64,
-    /// Window gain during startup (BBR's 2/ln 2).
+    /// Window cap during startup, in bandwidth-delay products, on a bandwidth estimate
+    /// refreshed after every batch of acks. 2 is BBRv3's startup cwnd gain: at most two
+    /// BDP in flight once the link is full, what a one-BDP buffer absorbs (BBR's 2/ln 2
+    /// put up to 2.9 BDP in flight and overflowed such buffers).
     pub startup_gain: f64,
     /// Loss share of a round above which the round counts as congestion.
     pub loss_threshold: f64,
@@ -50,7 +53,7 @@ impl Default for SokuCcConfig {
             background: false,
             cwnd_gain: 1.25,
             probe_gain: 0.25,
-            startup_gain: 2.0 / std::f64::consts::LN_2,
+            startup_gain: 2.0,
             loss_threshold: 0.10,
             loss_beta: 0.85,
             bw_window_rounds: 10,

@@ -120,6 +120,12 @@ impl DeliveryTracker {
         self.total_delivered
     }
 
+    /// Highest delivery rate (bytes/s) over one rate interval seen so far in the
+    /// current round: what the round's [`RoundSample::interval_rate`] will be at least.
+    pub fn running_interval_rate(&self) -> Option<u64> {
+        self.interval_rate
+    }
+
     /// A transmission whose last packet number is `pn` left at `now`.
     pub fn on_sent(&mut self, now: Instant, pn: u64) {
         self.last_sent_pn = Some(pn);

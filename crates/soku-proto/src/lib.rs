@@ -47,5 +47,6 @@ pub use error::ProtoError;
 pub const MAGIC: &[u8] = b"\0SOKU-HELLO\n";
 
 /// Protocol versions this build speaks, oldest first. Version negotiation picks the
-/// highest version both sides speak.
-pub const PROTOCOL_VERSIONS: std::ops::RangeInclusive<u16> = 1..=1;
+/// highest version both sides speak. 2: the request carries scp's `-l` limit
+/// ([`message::Request::rate_limit_bps`]); 1 is no longer spoken.
+pub const PROTOCOL_VERSIONS: std::ops::RangeInclusive<u16> = 2..=2;

@@ -18,6 +18,8 @@ pub struct Request {
     pub compress: bool,
     /// Chunk size in bytes chosen by the client; see [`crate::chunk::check_chunk_size`].
     pub chunk_size: u32,
+    /// The sender's rate limit in bits per second (scp -l), `None` for none.
+    pub rate_limit_bps: Option<u64>,
 }
 
 /// What the server does for the client.

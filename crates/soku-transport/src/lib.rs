@@ -47,6 +47,8 @@ pub use endpoint::{accept, client_endpoint, connect, server_endpoint};
 pub use error::TransportError;
 pub use identity::{Fingerprint, Identity};
 pub use socket::{SocketReport, REQUESTED_BUFFER, WARN_BELOW};
+/// The congestion controller's phases, as [`PathModel::phase`] reports them.
+pub use soku_cc::Mode as CcPhase;
 pub use tls::ALPN;
 
 #[cfg(test)]
@@ -61,10 +63,12 @@ pub struct PathModel {
     pub bandwidth_bps: u64,
     /// Estimated round-trip propagation time.
     pub min_rtt: std::time::Duration,
+    /// The controller's phase (see [`CcPhase`]).
+    pub phase: CcPhase,
 }
 
 /// The controller's path model, if the connection runs soku-cc and has estimates.
 pub fn path_model(conn: &quinn::Connection) -> Option<PathModel> {
     let cc = conn.congestion_state().into_any().downcast::<soku_cc::SokuCc>().ok()?;
-    Some(PathModel { bandwidth_bps: cc.bandwidth_bps()?, min_rtt: cc.min_rtt()? })
+    Some(PathModel { bandwidth_bps: cc.bandwidth_bps()?, min_rtt: cc.min_rtt()?, phase: cc.mode() })
 }

@@ -12,7 +12,7 @@ use soku_proto::receive::Receiver;
 use soku_transport::{Cipher, TransportOptions};
 
 use crate::cli::CopyArgs;
-use crate::events::{EventSink, PathReport, TransferEvent};
+use crate::events::{EventSink, PathReport, TransferEvent, PATH_SAMPLE_INTERVAL};
 use crate::exit::Exit;
 use crate::launch::Launcher;
 use crate::link::ChunkOut;
@@ -66,6 +66,7 @@ pub async fn run_with(args: CopyArgs, events: Arc<dyn EventSink>) -> anyhow::Res
         preserve: args.preserve,
         compress: args.compress,
         chunk_size: DEFAULT_CHUNK_SIZE,
+        rate_limit_bps: transport.rate_limit_bps,
     };
     // A download's target is checked before anything connects.
     let local_target = match &direction {
@@ -97,7 +98,16 @@ pub async fn run_with(args: CopyArgs, events: Arc<dyn EventSink>) -> anyhow::Res
         transport,
     };
     let mut session = Session::start(cmd, &session_opts, events.as_ref()).await?;
+    let sampler = match &session.path {
+        DataPath::Quic { conn, .. } => {
+            Some(tokio::spawn(sample_path(conn.clone(), events.clone())))
+        }
+        DataPath::SshChannel => None,
+    };
     let result = drive(&mut session, direction, local_target, opts, events.clone()).await;
+    if let Some(sampler) = sampler {
+        sampler.abort();
+    }
     match result {
         Ok(report) => {
             if let DataPath::Quic { conn, .. } = &session.path {
@@ -110,6 +120,17 @@ pub async fn run_with(args: CopyArgs, events: Arc<dyn EventSink>) -> anyhow::Res
             session.abort().await;
             Err(err)
         }
+    }
+}
+
+/// Reports the QUIC path every [`PATH_SAMPLE_INTERVAL`] until aborted.
+async fn sample_path(conn: quinn::Connection, events: Arc<dyn EventSink>) {
+    let mut tick = tokio::time::interval(PATH_SAMPLE_INTERVAL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tick.tick().await;
+    loop {
+        tick.tick().await;
+        events.event(TransferEvent::PathSample(PathReport::from_connection(&conn)));
     }
 }
 
@@ -130,6 +151,7 @@ async fn drive(
         preserve: opts.preserve,
         compress: opts.compress,
         chunk_size: opts.chunk_size,
+        rate_limit_bps: opts.rate_limit_bps,
     };
     let (files, bytes, failures) = match direction {
         Direction::Upload { sources, target, .. } => {

@@ -3,6 +3,9 @@
 
 use std::time::Duration;
 
+/// How often a running QUIC copy reports [`TransferEvent::PathSample`].
+pub const PATH_SAMPLE_INTERVAL: Duration = Duration::from_millis(500);
+
 /// Something the user may want to know about a running copy.
 #[derive(Debug, Clone)]
 pub enum TransferEvent {
@@ -34,6 +37,9 @@ pub enum TransferEvent {
     Warning(String),
     /// What the QUIC path looked like from this side, just before it closed.
     PathStats(PathReport),
+    /// The same figures while the copy runs, every [`PATH_SAMPLE_INTERVAL`]: how the
+    /// congestion controller found its rate (`--json` shows them; the meter does not).
+    PathSample(PathReport),
     /// The copy ended.
     Finished {
         /// Files verified and in place.
@@ -64,7 +70,7 @@ pub struct PathReport {
     pub lost_packets: u64,
     /// Times the congestion controller reacted to loss.
     pub congestion_events: u64,
-    /// The congestion window at the end, in bytes.
+    /// The congestion window, in bytes.
     pub cwnd: u64,
     /// The congestion controller's own bandwidth and min-RTT estimates, if it has any.
     pub model: Option<soku_transport::PathModel>,

@@ -163,8 +163,8 @@ async fn serve_job(
     let Some(Message::Request(request)) = read_message(control_in).await? else {
         anyhow::bail!("expected a request from the client");
     };
-    let Request { job, recursive, preserve, compress, chunk_size } = request;
-    let opts = CopyOptions { recursive, preserve, compress, chunk_size };
+    let Request { job, recursive, preserve, compress, chunk_size, rate_limit_bps } = request;
+    let opts = CopyOptions { recursive, preserve, compress, chunk_size, rate_limit_bps };
     let events: Arc<dyn EventSink> = Arc::new(Silent);
     let outcome = async {
         match job {

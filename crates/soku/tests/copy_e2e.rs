@@ -33,6 +33,30 @@ fn upload_one_file() {
     assert_no_part_files(&env.dst());
 }
 
+/// A copy that runs for more than a second reports the path while it runs (`-l`
+/// holds it at 16 Mbit/s: 4 MiB take about 2 s).
+#[test]
+fn a_longer_upload_reports_the_path_while_it_runs() {
+    let env = Env::new();
+    let src = env.src().join("slow.bin");
+    write(&src, &data(1_500_000, 9));
+    let out =
+        env.ok(env.soku().args(["--json", "-l", "8000"]).arg(&src).arg(env.remote(&env.dst())));
+    let events = String::from_utf8_lossy(&out.stderr);
+    let samples: Vec<&str> =
+        events.lines().filter(|l| l.contains(r#""event":"path_sample""#)).collect();
+    assert!(!samples.is_empty(), "no path samples: {events}");
+    assert!(
+        samples.iter().all(|l| l.contains(r#""cwnd":"#) && l.contains(r#""phase":"#)),
+        "{events}"
+    );
+    // Samples come before the final path report.
+    let last_sample = events.rfind(r#""event":"path_sample""#).expect("a sample");
+    let path = events.find(r#""event":"path","#).expect("a path event");
+    assert!(last_sample < path, "{events}");
+    assert_same_file(&src, &env.dst().join("slow.bin"));
+}
+
 #[test]
 fn upload_one_file_to_a_new_name() {
     let env = Env::new();
@@ -278,14 +302,35 @@ fn cipher_chacha20_poly1305_works() {
     assert_same_file(&src, &env.dst().join("c.bin"));
 }
 
+/// scp's `-l` holds on loopback, where the congestion window's own cap cannot bite
+/// (a few 64 kB packets per tens of microseconds), in both directions (on a download
+/// the server is the sender). 16 Mbit/s is 2 MB/s: of five chunks (four of 1 MiB, one
+/// byte) the last to go cannot start before three 1 MiB chunks have had their time,
+/// 1.57 s; unlimited, this takes ~0.2 s.
 #[test]
-fn rate_limit_still_copies_correctly() {
-    // Correctness only: 8 Mbit/s must not corrupt or stall a small copy.
+fn rate_limit_holds_both_ways() {
     let env = Env::new();
-    let src = env.src().join("slow.bin");
-    write(&src, &data(256 * 1024, 50));
-    env.ok(env.soku().args(["-l", "8000"]).arg(&src).arg(env.remote(&env.dst())));
-    assert_same_file(&src, &env.dst().join("slow.bin"));
+    let src = env.src().join("limited.bin");
+    write(&src, &data((4 << 20) + 1, 50));
+    let begin = std::time::Instant::now();
+    env.ok(env.soku().args(["-l", "16000"]).arg(&src).arg(env.remote(&env.dst())));
+    let up = begin.elapsed();
+    assert_same_file(&src, &env.dst().join("limited.bin"));
+    let back = env.src().join("back");
+    std::fs::create_dir(&back).expect("mkdir");
+    let begin = std::time::Instant::now();
+    env.ok(env
+        .soku()
+        .args(["-l", "16000"])
+        .arg(env.remote(&env.dst().join("limited.bin")))
+        .arg(&back));
+    let down = begin.elapsed();
+    assert_same_file(&src, &back.join("limited.bin"));
+    let floor = std::time::Duration::from_millis(1500);
+    assert!(
+        up >= floor && down >= floor,
+        "-l 16000 moved 4 MiB too fast: up {up:?}, down {down:?}"
+    );
 }
 
 #[test]

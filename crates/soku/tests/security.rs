@@ -45,7 +45,7 @@ impl Script {
     fn new() -> Script {
         let mut s = Script { bytes: MAGIC.to_vec() };
         s.frame(&ServerHello::Ready {
-            version: 1,
+            version: *soku_proto::PROTOCOL_VERSIONS.end(),
             udp_port: 0,
             server_addr: None,
             fingerprint: [0; 32],

@@ -5,7 +5,7 @@
 //! - [`walk`]: turning source paths into manifest entries.
 //! - [`fsops`]: temporary files, safe directory creation, metadata, rename into place.
 //! - [`codec`]: chunk reading, hashing and (optional) compression.
-//! - [`send`]: the sender.
+//! - [`send`]: the sender, and [`throttle`], its pace under scp's `-l`.
 //! - [`receive`]: the receiver.
 
 pub mod codec;
@@ -13,6 +13,7 @@ pub mod compress_policy;
 pub mod fsops;
 pub mod receive;
 pub mod send;
+pub mod throttle;
 pub mod walk;
 
 /// Options that shape a copy, shared by both roles.
@@ -26,6 +27,8 @@ pub struct CopyOptions {
     pub compress: bool,
     /// Chunk size in bytes.
     pub chunk_size: u32,
+    /// The sender's rate limit in bits per second (scp -l).
+    pub rate_limit_bps: Option<u64>,
 }
 
 /// A message's kind, for error messages (never its content: it may be large or hostile).

@@ -18,6 +18,7 @@ use tokio::sync::Semaphore;
 
 use super::codec;
 use super::compress_policy::{self, CompressPolicy};
+use super::throttle::Throttle;
 use super::walk::{self, Item};
 use super::{lock, CopyOptions};
 use crate::events::{EventSink, TransferEvent};
@@ -87,6 +88,8 @@ pub async fn run<R: AsyncRead + Unpin + Send + 'static>(
     let failed: Arc<Mutex<Option<anyhow::Error>>> = Arc::default();
     let mut next_id = 0u32;
     let mut sent_bytes = 0u64;
+    let mut chunk_order = 0u64;
+    let throttle = Throttle::new(opts.rate_limit_bps).map(Arc::new);
     for item in items {
         if let Some(err) = lock(&failed).take() {
             return Err(err);
@@ -149,6 +152,8 @@ pub async fn run<R: AsyncRead + Unpin + Send + 'static>(
                         file: file.clone(),
                         hashes: hashes.clone(),
                         index,
+                        order: chunk_order,
+                        throttle: throttle.clone(),
                         offset,
                         len,
                         mode,
@@ -158,6 +163,7 @@ pub async fn run<R: AsyncRead + Unpin + Send + 'static>(
                         events: events.clone(),
                         path: local.display().to_string(),
                     };
+                    chunk_order += 1;
                     let failed = failed.clone();
                     tokio::spawn(async move {
                         if let Err(e) = task.run().await {
@@ -192,6 +198,10 @@ struct ChunkTask {
     file: Arc<std::fs::File>,
     hashes: Arc<FileHashes>,
     index: u32,
+    /// Place of this chunk in the copy's send order (its stream priority).
+    order: u64,
+    /// scp's `-l`, shared by all chunks of the copy.
+    throttle: Option<Arc<Throttle>>,
     offset: u64,
     len: u32,
     /// The compression policy's choice for this chunk (`None`: no `-C`).
@@ -233,7 +243,10 @@ impl ChunkTask {
         if let (Some(policy), Some(took)) = (&self.policy, encoded.compress_time) {
             lock(policy).on_compressed(u64::from(len), wire_len, took);
         }
-        self.chunks.send(encoded.header, encoded.wire).await?;
+        if let Some(throttle) = &self.throttle {
+            throttle.take(wire_len).await;
+        }
+        self.chunks.send(encoded.header, encoded.wire, self.order).await?;
         let root = {
             let mut hashes = lock(&self.hashes.hashes);
             if let Some(slot) = hashes.get_mut(index as usize) {

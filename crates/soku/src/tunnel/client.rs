@@ -69,6 +69,7 @@ pub async fn run(args: TunnelArgs) -> anyhow::Result<()> {
             preserve: false,
             compress: args.compress,
             chunk_size: DEFAULT_CHUNK_SIZE,
+            rate_limit_bps: None,
         }))
         .await?;
     // The server answers only if the job fails: a Fatal message, or the end of control.

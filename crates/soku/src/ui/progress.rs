@@ -103,6 +103,8 @@ impl EventSink for ProgressMeter {
                     self.line(&format!("soku: warning: {message}"));
                 }
             }
+            // A line every half second would bury the meter; `--json` has them.
+            TransferEvent::PathSample(_) => {}
             TransferEvent::PathStats(p) => {
                 if self.verbose && !self.quiet {
                     let model = match p.model {
