@@ -527,10 +527,16 @@ impl Controller for SokuCc {
         // 10 ms path, and a min RTT that low shrinks every window. The ack is
         // processed after our latest send, so that time never makes a sample too
         // small; a fresh stamp grows only by the time its ack waited behind our sends.
-        let arrived = self.last_sent_at.map_or(now, |t| t.max(now));
-        let rtt = arrived.saturating_duration_since(sent);
-        self.on_rtt_sample(now, rtt);
-        self.batch_min_rtt = Some(self.batch_min_rtt.map_or(rtt, |m| m.min(rtt)));
+        // A stamp from before the packet itself was sent says nothing: with the packet
+        // the latest sent, it gave a 0 ms sample (seen on a 100 Mbit/s x 10 ms path
+        // with loss both ways: a min RTT of 0 held the window at a few packets, 45 %
+        // of the link, for the 10 s until probe-RTT), so it gives no sample at all.
+        if now >= sent {
+            let arrived = self.last_sent_at.map_or(now, |t| t.max(now));
+            let rtt = arrived.saturating_duration_since(sent);
+            self.on_rtt_sample(now, rtt);
+            self.batch_min_rtt = Some(self.batch_min_rtt.map_or(rtt, |m| m.min(rtt)));
+        }
         let hold = self.startup_delay.hold();
         if self.mode == Mode::Startup && !app_limited && !self.filled_pipe && !hold {
             self.window = self.window.saturating_add(bytes);

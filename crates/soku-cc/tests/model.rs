@@ -211,3 +211,18 @@ fn stale_ack_timestamps_do_not_lower_min_rtt() {
     let min = d.soku().min_rtt().expect("a min RTT");
     assert!(min >= Duration::from_millis(99), "min RTT {min:?} from a stale stamp");
 }
+
+#[test]
+fn an_ack_stamped_before_its_packet_was_sent_gives_no_rtt_sample() {
+    let mut d = Driver::new(SokuCcConfig::default());
+    for _ in 0..3 {
+        d.round(10, 0, false);
+    }
+    assert_eq!(d.soku().min_rtt(), Some(RTT));
+    // The latest packet sent is acked with a stamp 1 ms older than its own send.
+    let t = d.now;
+    d.cc.on_sent(t, MTU, d.pn);
+    d.cc.on_ack(t - Duration::from_millis(1), t, MTU, false, &d.est);
+    d.cc.on_end_acks(t - Duration::from_millis(1), 0, false, Some(d.pn));
+    assert_eq!(d.soku().min_rtt(), Some(RTT), "a stamp older than the send became a sample");
+}
