@@ -386,10 +386,14 @@ fn jitter_spreads_rtt() {
     let max = ms(samples[99]);
     eprintln!("jitter +-2 ms on 10 ms: min {min:.2} median {med:.2} p95 {p95:.2} max {max:.2} ms");
     // Uniform 8..12 ms. The minimum comes within 0.5 ms of 8 unless no sample of 100
-    // falls in the lowest eighth ((7/8)^100 = 2e-6); the 96th comes above 11.3 ms
-    // unless fewer than 5 of 100 land in the top 17.5 % (~1e-4). The max is not
-    // checked: a preempted (non-realtime) test thread adds outliers.
-    assert!((8.0..8.6).contains(&min), "min {min}");
+    // falls in the lowest eighth ((7/8)^100 = 2e-6), plus what the echo programs and
+    // the emulator add, held to the spec's tolerance (0.5 ms + 2 % of 10 ms, as in
+    // `rtt_matches_spec`; a CI run saw 8.76 ms); still well below the 10 ms a path
+    // without jitter gives. The 96th comes above 11.3 ms unless fewer than 5 of 100
+    // land in the top 17.5 % (~1e-4). The max is not checked: a preempted
+    // (non-realtime) test thread adds outliers.
+    let tol = 0.5 + 10.0 / 50.0;
+    assert!((8.0..8.5 + tol).contains(&min), "min {min}");
     assert!((11.3..13.0).contains(&p95), "p95 {p95}");
     assert!((med - 10.0).abs() < 1.0, "median {med}");
 }
