@@ -412,11 +412,7 @@ impl SokuCc {
             let current = self.max_bw.get().unwrap_or(0);
             // App-limited rounds understate the path: only let them raise the max.
             if !s.app_limited || rate > current {
-                let rate = match self.config.rate_cap_bps {
-                    Some(cap) => rate.min(cap / 8),
-                    None => rate,
-                };
-                self.max_bw.update(rate, s.round);
+                self.max_bw.update(self.capped(rate), s.round);
             }
         }
 
@@ -465,6 +461,15 @@ impl SokuCc {
         self.round_max_in_flight = self.in_flight;
     }
 
+    /// A delivery rate (bytes/s) as the bandwidth estimate may take it: never above the
+    /// configured rate cap.
+    fn capped(&self, rate: u64) -> u64 {
+        match self.config.rate_cap_bps {
+            Some(cap) => rate.min(cap / 8),
+            None => rate,
+        }
+    }
+
     /// Startup caps the window at `startup_gain x BDP`. With the bandwidth estimate
     /// taken only at round ends, that cap trailed a window doubling every round by a
     /// round; it needed BBR's 2/ln 2 gain to let the window grow at all, and so put up
@@ -476,10 +481,7 @@ impl SokuCc {
         let Some(rate) = self.delivery.running_interval_rate() else {
             return;
         };
-        let rate = match self.config.rate_cap_bps {
-            Some(cap) => rate.min(cap / 8),
-            None => rate,
-        };
+        let rate = self.capped(rate);
         if rate > self.max_bw.get().unwrap_or(0) {
             // Tagged with the round in progress, as its round-end sample will be.
             self.max_bw.update(rate, self.delivery.round() + 1);
