@@ -1,6 +1,15 @@
 //! CPU efficiency on loopback: soku and scp with each cipher, and `-C` on random and
 //! compressible data. sshd listens on 127.0.0.1; no emulator, no namespaces.
 //!
+//! Memory is warmed before every copy (unless `--cold-memory`): on this KVM guest the
+//! first write to guest memory the host has taken back (the balloon's free-page
+//! reporting) is slow: `dd` of 1 GiB into /dev/shm ran at 0.7 GB/s on cold memory and
+//! 2.7-2.9 GB/s right after another 1 GiB was written and freed. The copy's target file
+//! is such fresh memory, so without the warm-up each row's figure carries up to ~1.4 s
+//! per GiB of a hypervisor effect that depends on what ran before it. Writing and
+//! deleting a scratch file of twice the copy's size just before the copy gives each
+//! tool the same recently-freed memory.
+//!
 //! Client CPU is the whole client process tree (scp + its ssh; soku + its ssh), server
 //! CPU everything the sshd session ran (sshd session processes + sftp-server or
 //! `soku serve`), both user + system, from `/proc` (see [`crate::proc`]).
@@ -16,6 +25,8 @@ use crate::tools::{self, Endpoint, Measured, SourceFile, Tool};
 /// One loopback run.
 #[derive(Debug)]
 pub struct CpuRow {
+    /// Round (1-based) of `--repeat`.
+    pub round: u32,
     /// Label: tool and options.
     pub label: String,
     /// Data: `random` or `text`, and its size.
@@ -39,9 +50,41 @@ impl CpuRow {
     }
 }
 
-/// Runs the loopback rows with a random file of `size` bytes; the `-C` rows use
-/// `size / 4` (scp -C runs at a tenth of the speed).
-pub fn run(soku: &Path, work: &Path, size: u64, log: &dyn Fn(&str)) -> anyhow::Result<Vec<CpuRow>> {
+/// How the loopback rows run.
+pub struct CpuPlan<'a> {
+    /// The soku binary.
+    pub soku: &'a Path,
+    /// Scratch directory (RAM-backed by default).
+    pub work: &'a Path,
+    /// Size of the random file; the `-C` rows use a quarter of it (scp -C runs at a
+    /// tenth of the speed).
+    pub size: u64,
+    /// Rounds of the whole plan (its order alternates the tools).
+    pub rounds: u32,
+    /// Warm memory before each copy (see the module's documentation).
+    pub warm: bool,
+}
+
+/// Writes and deletes `bytes` of zeros under `dir`, so that the next allocations of
+/// that much memory get pages the guest has just freed (see the module's documentation).
+fn warm_memory(dir: &Path, bytes: u64) -> std::io::Result<()> {
+    use std::io::Write;
+    let path = dir.join("cpu-warm-up");
+    let zeros = vec![0u8; 1 << 20];
+    let mut file = std::fs::File::create(&path)?;
+    let mut left = bytes;
+    while left > 0 {
+        let n = left.min(zeros.len() as u64) as usize;
+        file.write_all(&zeros[..n])?;
+        left -= n as u64;
+    }
+    drop(file);
+    std::fs::remove_file(&path)
+}
+
+/// Runs the loopback rows, `plan.rounds` times over.
+pub fn run(plan: &CpuPlan<'_>, log: &dyn Fn(&str)) -> anyhow::Result<Vec<CpuRow>> {
+    let (work, size) = (plan.work, plan.size);
     let port = {
         let l = std::net::TcpListener::bind("127.0.0.1:0")?;
         l.local_addr()?.port()
@@ -50,13 +93,13 @@ pub fn run(soku: &Path, work: &Path, size: u64, log: &dyn Fn(&str)) -> anyhow::R
     let cc = proc::capture(Command::new("sysctl").args(["-n", "net.ipv4.tcp_congestion_control"]))
         .unwrap_or_default();
     let client = |p: &str| Command::new(p);
-    let ep = Endpoint { client: &client, sshd: &sshd, soku, tcp_cc: &cc };
+    let ep = Endpoint { client: &client, sshd: &sshd, soku: plan.soku, tcp_cc: &cc };
     let random = SourceFile::create(&work.join("cpu-random"), size, false)?;
     let small = size / 4;
     let random_c = SourceFile::create(&work.join("cpu-random-c"), small, false)?;
     let text_c = SourceFile::create(&work.join("cpu-text-c"), small, true)?;
     let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
-    let plan: Vec<(Tool, Vec<String>, &SourceFile, &'static str)> = vec![
+    let rows_to_run: Vec<(Tool, Vec<String>, &SourceFile, &'static str)> = vec![
         (Tool::Scp, s(&["-c", "aes128-gcm@openssh.com"]), &random, "random"),
         (Tool::Scp, s(&["-c", "chacha20-poly1305@openssh.com"]), &random, "random"),
         (Tool::Scp, s(&["-c", "aes128-ctr"]), &random, "random"),
@@ -75,31 +118,50 @@ pub fn run(soku: &Path, work: &Path, size: u64, log: &dyn Fn(&str)) -> anyhow::R
         (Tool::Soku, vec![], &text_c, "text"),
     ];
     let mut rows = Vec::new();
-    for (tool, extra, src, data) in plan {
-        // Generous: 10 MB/s plus login.
-        let timeout = Duration::from_secs(src.size / 10_000_000 + 60);
-        let (m, command) = tools::run_copy(tool, &ep, src, &work.join("dst"), &extra, timeout)?;
-        let label = if extra.is_empty() {
-            format!("{tool} (default)")
-        } else {
-            format!("{tool} {}", extra.join(" "))
-        };
-        let data = format!("{data} {} MiB", src.size >> 20);
-        let row = CpuRow { label, data, m, command };
-        let (c, sv) = row.cpu_per_gb();
-        log(&format!(
-            "  {:<40} {:<15} {:>7.1} MB/s  CPU s/GB client {:>5.2} server {:>5.2}  {}",
-            row.label,
-            row.data,
-            row.mbs(),
-            c,
-            sv,
-            row.m.status
-        ));
-        rows.push(row);
+    for round in 1..=plan.rounds {
+        for (tool, extra, src, data) in &rows_to_run {
+            if plan.warm {
+                warm_memory(work, 2 * src.size)?;
+            }
+            let row = run_row(&ep, *tool, extra, src, data, work, round)?;
+            let (c, sv) = row.cpu_per_gb();
+            log(&format!(
+                "  {:<40} {:<15} {:>7.1} MB/s  CPU s/GB client {:>5.2} server {:>5.2}  {}",
+                row.label,
+                row.data,
+                row.mbs(),
+                c,
+                sv,
+                row.m.status
+            ));
+            rows.push(row);
+        }
     }
     for f in [&random, &random_c, &text_c] {
         let _ = std::fs::remove_file(&f.path);
     }
     Ok(rows)
+}
+
+/// One copy of `src`, logged as it ends.
+fn run_row(
+    ep: &Endpoint<'_>,
+    tool: Tool,
+    extra: &[String],
+    src: &SourceFile,
+    data: &str,
+    work: &Path,
+    round: u32,
+) -> anyhow::Result<CpuRow> {
+    // Generous: 10 MB/s plus login.
+    let timeout = Duration::from_secs(src.size / 10_000_000 + 60);
+    let (m, command) = tools::run_copy(tool, ep, src, &work.join("dst"), extra, timeout)?;
+    let label = if extra.is_empty() {
+        format!("{tool} (default)")
+    } else {
+        format!("{tool} {}", extra.join(" "))
+    };
+    let data = format!("{data} {} MiB", src.size >> 20);
+    let row = CpuRow { round, label, data, m, command };
+    Ok(row)
 }

@@ -88,6 +88,10 @@ struct Args {
     /// Skip the loopback CPU rows.
     #[arg(long)]
     no_cpu: bool,
+    /// Run the loopback CPU rows without warming memory first (see `cpu.rs`: on a
+    /// virtual machine the first write to memory the host took back is slow).
+    #[arg(long)]
+    cold_memory: bool,
     /// Skip the small-packet test.
     #[arg(long)]
     no_smallpkt: bool,
@@ -369,7 +373,14 @@ fn run(args: &Args) -> anyhow::Result<Vec<String>> {
     if !args.no_cpu {
         log(&format!("loopback CPU rows, {} MiB", p.cpu_size >> 20));
         let load0 = proc::loadavg();
-        let rows = cpu::run(&p.soku, work.path(), p.cpu_size, &log)?;
+        let plan = cpu::CpuPlan {
+            soku: &p.soku,
+            work: work.path(),
+            size: p.cpu_size,
+            rounds: args.repeat,
+            warm: !args.cold_memory,
+        };
+        let rows = cpu::run(&plan, &log)?;
         for r in &rows {
             if r.m.status != Status::Ok {
                 problems.push(format!(

@@ -334,19 +334,19 @@ pub fn timeseries(row: &Row, samples: &Samples) -> (String, String) {
     (csv, chart.render())
 }
 
-/// `cpu.csv` and a markdown table of the loopback rows.
+/// `cpu.csv` (every run) and a markdown table of the loopback rows: one line per tool,
+/// options and data, in first-run order, with the median of the rounds (MB/s and CPU
+/// per GB each taken separately) and every round's MB/s.
 pub fn cpu_outputs(rows: &[CpuRow]) -> (String, String) {
     let mut csv = String::from(
-        "tool,data,bytes,seconds,mb_s,client_cpu_s,server_cpu_s,client_cpu_s_per_gb,server_cpu_s_per_gb,status,command\n",
-    );
-    let mut md = String::from(
-        "| tool and options | data | MB/s | client CPU s/GB | server CPU s/GB | status |\n|---|---|---|---|---|---|\n",
+        "round,tool,data,bytes,seconds,mb_s,client_cpu_s,server_cpu_s,client_cpu_s_per_gb,server_cpu_s_per_gb,status,command\n",
     );
     for r in rows {
         let (c, s) = r.cpu_per_gb();
         let _ = writeln!(
             csv,
-            "{},{},{},{:.3},{:.1},{:.2},{:.2},{c:.2},{s:.2},{},{}",
+            "{},{},{},{},{:.3},{:.1},{:.2},{:.2},{c:.2},{s:.2},{},{}",
+            r.round,
             csv_field(&r.label),
             r.data,
             r.m.bytes,
@@ -357,13 +357,37 @@ pub fn cpu_outputs(rows: &[CpuRow]) -> (String, String) {
             csv_field(&r.m.status.to_string()),
             csv_field(&r.command)
         );
+    }
+    let mut md = String::from(
+        "| tool and options | data | MB/s (median) | MB/s of each round | client CPU s/GB | server CPU s/GB | status |\n\
+         |---|---|---|---|---|---|---|\n",
+    );
+    let mut keys: Vec<(&str, &str)> = Vec::new();
+    for r in rows {
+        if !keys.contains(&(r.label.as_str(), r.data.as_str())) {
+            keys.push((&r.label, &r.data));
+        }
+    }
+    for (label, data) in keys {
+        let runs: Vec<&CpuRow> =
+            rows.iter().filter(|r| r.label == label && r.data == data).collect();
+        let ok: Vec<&CpuRow> = runs.iter().copied().filter(|r| r.m.status == Status::Ok).collect();
+        let pick =
+            |f: &dyn Fn(&CpuRow) -> f64| median(&ok.iter().map(|r| f(r)).collect::<Vec<_>>());
+        let each: Vec<String> = runs.iter().map(|r| format!("{:.0}", r.mbs())).collect();
+        let status: Vec<String> = runs
+            .iter()
+            .filter(|r| r.m.status != Status::Ok)
+            .map(|r| format!("round {}: {}", r.round, r.m.status))
+            .collect();
+        let status = if status.is_empty() { "ok".to_string() } else { status.join("; ") };
         let _ = writeln!(
             md,
-            "| {} | {} | {:.0} | {c:.2} | {s:.2} | {} |",
-            r.label,
-            r.data,
-            r.mbs(),
-            r.m.status
+            "| {label} | {data} | {:.0} | {} | {:.2} | {:.2} | {status} |",
+            pick(&|r| r.mbs()),
+            each.join(", "),
+            pick(&|r| r.cpu_per_gb().0),
+            pick(&|r| r.cpu_per_gb().1),
         );
     }
     (csv, md)
@@ -443,6 +467,48 @@ mod tests {
             netem: None,
             command: String::new(),
         }
+    }
+
+    fn cpu_row(round: u32, label: &str, seconds: f64, client_cpu: f64, status: Status) -> CpuRow {
+        CpuRow {
+            round,
+            label: label.into(),
+            data: "random 1000 MiB".into(),
+            m: Measured {
+                cc: String::new(),
+                bytes: 1_000_000_000,
+                seconds,
+                status,
+                client_cpu,
+                server_cpu: 2.0,
+                stderr: Vec::new(),
+            },
+            command: String::new(),
+        }
+    }
+
+    #[test]
+    fn loopback_rounds_show_the_median_of_the_good_runs_and_every_round() {
+        let rows = [
+            cpu_row(1, "soku (default)", 2.0, 1.0, Status::Ok),
+            cpu_row(1, "scp (default)", 4.0, 3.0, Status::Ok),
+            cpu_row(2, "soku (default)", 1.0, 1.2, Status::Ok),
+            cpu_row(2, "scp (default)", 5.0, 2.0, Status::Timeout),
+            cpu_row(3, "soku (default)", 4.0, 0.8, Status::Ok),
+            cpu_row(3, "scp (default)", 2.0, 4.0, Status::Ok),
+        ];
+        let (csv, table) = cpu_outputs(&rows);
+        assert_eq!(csv.lines().count(), 7, "{csv}");
+        assert!(csv.lines().nth(4).is_some_and(|l| l.starts_with("2,scp (default),")), "{csv}");
+        let lines: Vec<&str> = table.lines().skip(2).collect();
+        assert_eq!(
+            lines,
+            [
+                "| soku (default) | random 1000 MiB | 500 | 500, 1000, 250 | 1.00 | 2.00 | ok |",
+                "| scp (default) | random 1000 MiB | 375 | 250, 200, 500 | 3.50 | 2.00 | round 2: timeout |",
+            ],
+            "{table}"
+        );
     }
 
     #[test]

@@ -9,6 +9,14 @@
 //! lost during the round, the time it spanned, and so the delivery rate, as seen at the
 //! sender. Measuring over a whole round (about one RTT) rather than per packet makes
 //! the sample robust to ack compression and batching without per-packet state.
+//!
+//! Every rate is bytes over the longer of two spans (BBR's rule, draft §4.5.2.4): the
+//! time over which their acks arrived, and the time over which the packets were sent
+//! (from the newest send acknowledged at the span's start to the newest at its end).
+//! Data cannot reach the receiver faster than it left the sender, so acks that arrive
+//! bunched, or carry a stale arrival time (quinn stamps a datagram with the start of
+//! its receive loop, which a descheduled endpoint task makes milliseconds old), cannot
+//! raise the rate above the rate the data was sent at.
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -27,6 +35,9 @@ pub struct RoundSample {
     pub lost: u64,
     /// Time between the end of the previous round and the end of this one.
     pub elapsed: Duration,
+    /// Time between the sends of the newest packets acknowledged at the end of the
+    /// previous round and at the end of this one (zero when unknown).
+    pub send_elapsed: Duration,
     /// Whether the sender was app-limited at some point in the round, in which case
     /// the rate understates what the path can carry.
     pub app_limited: bool,
@@ -48,13 +59,10 @@ impl RoundSample {
         }
     }
 
-    /// Delivery rate over the round in bytes per second, if the round spanned time.
+    /// Delivery rate over the round in bytes per second, if the round spanned time:
+    /// bytes over the longer of the ack and the send span (see the module's docs).
     pub fn rate(&self) -> Option<u64> {
-        let nanos = self.elapsed.as_nanos();
-        if nanos == 0 {
-            return None;
-        }
-        u64::try_from(u128::from(self.delivered) * 1_000_000_000 / nanos).ok()
+        rate_over(self.delivered, self.elapsed.max(self.send_elapsed))
     }
 
     /// Share of the round's packets that were lost, in `[0, 1]`.
@@ -68,6 +76,38 @@ impl RoundSample {
     }
 }
 
+/// `bytes` per second over `span`; `None` for an empty span.
+fn rate_over(bytes: u64, span: Duration) -> Option<u64> {
+    let nanos = span.as_nanos();
+    if nanos == 0 {
+        return None;
+    }
+    u64::try_from(u128::from(bytes) * 1_000_000_000 / nanos).ok()
+}
+
+/// Delivery up to an instant: what the interval rate is measured between.
+#[derive(Debug, Clone, Copy)]
+struct Mark {
+    /// When the acks counted in `delivered` had arrived.
+    at: Instant,
+    /// Bytes acknowledged in total by then.
+    delivered: u64,
+    /// Send time of the newest packet acknowledged by then.
+    sent: Option<Instant>,
+}
+
+impl Mark {
+    /// The span from `self` to `later`: the longer of the ack and the send span.
+    fn span_to(&self, later: &Mark) -> Duration {
+        let acks = later.at.saturating_duration_since(self.at);
+        let sends = match (self.sent, later.sent) {
+            (Some(first), Some(last)) => last.saturating_duration_since(first),
+            _ => Duration::ZERO,
+        };
+        acks.max(sends)
+    }
+}
+
 /// Counts rounds and accumulates delivery within the current one.
 #[derive(Debug, Clone)]
 pub struct DeliveryTracker {
@@ -76,13 +116,17 @@ pub struct DeliveryTracker {
     round_end_pn: Option<u64>,
     last_sent_pn: Option<u64>,
     round_start: Option<Instant>,
+    /// Send time of the newest packet acknowledged when the current round started.
+    round_start_sent: Option<Instant>,
+    /// Send time of the newest packet acknowledged so far.
+    newest_acked_sent: Option<Instant>,
     delivered: u64,
     lost: u64,
     app_limited: bool,
     min_rtt: Option<Duration>,
     total_delivered: u64,
-    /// (time, total delivered) marks spanning at least one rate interval.
-    marks: VecDeque<(Instant, u64)>,
+    /// Marks spanning at least one rate interval, oldest first.
+    marks: VecDeque<Mark>,
     interval_rate: Option<u64>,
 }
 
@@ -100,6 +144,8 @@ impl DeliveryTracker {
             round_end_pn: None,
             last_sent_pn: None,
             round_start: None,
+            round_start_sent: None,
+            newest_acked_sent: None,
             delivered: 0,
             lost: 0,
             app_limited: false,
@@ -142,6 +188,7 @@ impl DeliveryTracker {
         self.delivered += bytes;
         self.total_delivered += bytes;
         self.app_limited |= app_limited;
+        self.newest_acked_sent = Some(self.newest_acked_sent.map_or(sent, |t| t.max(sent)));
         let rtt = now.saturating_duration_since(sent);
         self.min_rtt = Some(self.min_rtt.map_or(rtt, |m| m.min(rtt)));
     }
@@ -156,29 +203,32 @@ impl DeliveryTracker {
         self.app_limited = true;
     }
 
+    /// The delivery state now.
+    fn mark(&self, now: Instant) -> Mark {
+        Mark { at: now, delivered: self.total_delivered, sent: self.newest_acked_sent }
+    }
+
     /// Track the delivery rate over the last `interval` (normally the min RTT).
     fn sample_interval(&mut self, now: Instant, interval: Duration) {
         if interval.is_zero() {
             return;
         }
         let step = interval / MARKS_PER_INTERVAL;
+        let current = self.mark(now);
         match self.marks.back_mut() {
             // A mark means "delivered up to and including t": several ack batches
             // at one instant all belong to it.
-            Some(back) if back.0 == now => back.1 = self.total_delivered,
-            Some(&mut (t, _)) if now.saturating_duration_since(t) < step => {}
-            _ => self.marks.push_back((now, self.total_delivered)),
+            Some(back) if back.at == now => *back = current,
+            Some(back) if now.saturating_duration_since(back.at) < step => {}
+            _ => self.marks.push_back(current),
         }
         // Keep exactly one mark at least `interval` old.
-        while self.marks.get(1).is_some_and(|&(t, _)| now.saturating_duration_since(t) >= interval)
-        {
+        while self.marks.get(1).is_some_and(|m| now.saturating_duration_since(m.at) >= interval) {
             self.marks.pop_front();
         }
-        if let Some(&(t, delivered)) = self.marks.front() {
-            let elapsed = now.saturating_duration_since(t);
-            if elapsed >= interval {
-                let bytes = u128::from(self.total_delivered - delivered);
-                let rate = u64::try_from(bytes * 1_000_000_000 / elapsed.as_nanos()).ok();
+        if let Some(first) = self.marks.front() {
+            if now.saturating_duration_since(first.at) >= interval {
+                let rate = rate_over(current.delivered - first.delivered, first.span_to(&current));
                 self.interval_rate = self.interval_rate.max(rate);
             }
         }
@@ -210,6 +260,10 @@ impl DeliveryTracker {
             delivered: self.delivered,
             lost: self.lost,
             elapsed: now.saturating_duration_since(start),
+            send_elapsed: match (self.round_start_sent, self.newest_acked_sent) {
+                (Some(first), Some(last)) => last.saturating_duration_since(first),
+                _ => Duration::ZERO,
+            },
             app_limited: self.app_limited,
             min_rtt: self.min_rtt,
             interval_rate: self.interval_rate,
@@ -218,6 +272,7 @@ impl DeliveryTracker {
         // (draft-cardwell-iccrg-bbr-congestion-control §4.5.1).
         self.round_end_pn = self.last_sent_pn.map(|pn| pn.max(acked) + 1);
         self.round_start = Some(now);
+        self.round_start_sent = self.newest_acked_sent;
         self.delivered = 0;
         self.lost = 0;
         self.app_limited = false;
@@ -310,12 +365,46 @@ mod tests {
     }
 
     #[test]
+    fn bunched_acks_do_not_raise_the_rate_above_the_send_rate() {
+        let t0 = Instant::now();
+        let mut d = DeliveryTracker::new();
+        // 1000 bytes sent every 10 ms (100 kB/s) over a 100 ms path; the acks of the
+        // first ten arrive on time, the next ten all at once (a receive loop that ran
+        // late, or bunched acks): 11 kB acknowledged in 10 ms.
+        for pn in 0..20u64 {
+            d.on_sent(t0 + ms(10 * pn), pn);
+        }
+        let ack = |d: &mut DeliveryTracker, at: Duration, pn: u64| {
+            d.on_ack(t0 + at, t0 + ms(10 * pn), 1000, false);
+            d.on_end_acks(t0 + at, Some(pn), false, Some(ms(50)))
+        };
+        for pn in 0..10 {
+            ack(&mut d, ms(100 + 10 * pn), pn);
+        }
+        for pn in 10..20 {
+            ack(&mut d, ms(200), pn);
+        }
+        // Over the last 50 ms of acks (marks at 150 ms and 200 ms) 14 kB arrived, but
+        // those packets left over 140 ms (sent 50 ms to 190 ms): 100 kB/s, not 280.
+        assert_eq!(d.running_interval_rate(), Some(100_000));
+        // Round 2 (from the ack of packet 0 to that of packet 20) spans its sends too.
+        d.on_sent(t0 + ms(200), 20);
+        let s = ack(&mut d, ms(200), 20).expect("packet 20's ack ends round 2");
+        assert_eq!(
+            (s.round, s.delivered, s.elapsed, s.send_elapsed),
+            (2, 20_000, ms(100), ms(200))
+        );
+        assert_eq!(s.rate(), Some(100_000));
+    }
+
+    #[test]
     fn zero_elapsed_has_no_rate() {
         let s = RoundSample {
             round: 1,
             delivered: 10,
             lost: 0,
             elapsed: Duration::ZERO,
+            send_elapsed: Duration::ZERO,
             app_limited: false,
             min_rtt: None,
             interval_rate: None,

@@ -47,7 +47,7 @@ pub enum ChunkIn {
 struct Shared {
     state: Mutex<Receiver>,
     root: PathBuf,
-    files: Mutex<HashMap<u32, Arc<std::fs::File>>>,
+    files: Mutex<HashMap<u32, Arc<TargetFile>>>,
     announced: watch::Sender<u64>,
     control: ControlTx,
     events: Arc<dyn EventSink>,
@@ -62,6 +62,29 @@ struct Shared {
     /// receiver is finished only when this is also zero: otherwise `-p` could set a
     /// directory's times and a late rename into it would change them again.
     chunks_in_hand: AtomicUsize,
+}
+
+/// A temporary file being filled, and the lock its writers take turns on.
+///
+/// Writes to one file are serialized here rather than in the kernel: a buffered write
+/// holds the inode's lock (tmpfs, ext4), and the kernel's waiters spin on it while the
+/// holder copies. With up to [`CHUNKS_IN_MEMORY`] chunk writers that spinning took 7-11 %
+/// of both cores in a loopback copy (perf), CPU the sender and the decryption needed;
+/// waiters on this mutex sleep instead. Decoding and hashing stay parallel.
+struct TargetFile {
+    file: std::fs::File,
+    writing: Mutex<()>,
+}
+
+impl TargetFile {
+    fn new(file: std::fs::File) -> Self {
+        TargetFile { file, writing: Mutex::new(()) }
+    }
+
+    fn write_all_at(&self, data: &[u8], offset: u64) -> std::io::Result<()> {
+        let _turn = lock(&self.writing);
+        self.file.write_all_at(data, offset)
+    }
 }
 
 /// Counts one chunk in hand for as long as it lives.
@@ -181,10 +204,10 @@ impl Shared {
             FileOutcome::Ready(ready) => {
                 let file = lock(&self.files).remove(&ready.id);
                 let preserve = self.opts.preserve;
-                let result = tokio::task::spawn_blocking(move || match file {
-                    Some(file) => fsops::finish_file(&ready.local, &file, &ready.meta, preserve)
-                        .map_err(|e| (ready.local.clone(), e.to_string())),
-                    None => Ok(()),
+                let result = tokio::task::spawn_blocking(move || {
+                    let Some(target) = file else { return Ok(()) };
+                    fsops::finish_file(&ready.local, &target.file, &ready.meta, preserve)
+                        .map_err(|e| (ready.local.clone(), e.to_string()))
                 })
                 .await?;
                 if let Err((local, message)) = result {
@@ -248,7 +271,7 @@ impl Shared {
                 };
                 match made {
                     Ok(file) => {
-                        lock(&self.files).insert(id, Arc::new(file));
+                        lock(&self.files).insert(id, Arc::new(TargetFile::new(file)));
                         lock(&self.state).on_file_opened(id);
                     }
                     Err(e) => {
