@@ -30,7 +30,9 @@ pub struct ClientHello {
 pub enum ServerHello {
     /// The server is ready.
     Ready {
-        /// The version both speak.
+        /// The version the server speaks: its newest. The server answers before it has
+        /// read the client's hello (that saves a round trip), so the client checks it
+        /// ([`check_server_version`]) and the server checks the client's range.
         version: u16,
         /// The UDP port the server listens on (0 if no QUIC endpoint).
         udp_port: u16,
@@ -84,6 +86,20 @@ impl ClientHello {
                 local_max: *PROTOCOL_VERSIONS.end(),
             })
         }
+    }
+}
+
+/// The client's check of the version in a server's `Ready` hello.
+pub fn check_server_version(version: u16) -> Result<(), ProtoError> {
+    if PROTOCOL_VERSIONS.contains(&version) {
+        Ok(())
+    } else {
+        Err(ProtoError::VersionMismatch {
+            remote_min: version,
+            remote_max: version,
+            local_min: *PROTOCOL_VERSIONS.start(),
+            local_max: *PROTOCOL_VERSIONS.end(),
+        })
     }
 }
 
@@ -172,5 +188,17 @@ mod tests {
         assert_eq!(hello.negotiate(), Ok(*PROTOCOL_VERSIONS.end()));
         let future = ClientHello { min_version: 900, max_version: 901, ..hello };
         assert!(matches!(future.negotiate(), Err(ProtoError::VersionMismatch { .. })));
+    }
+
+    #[test]
+    fn a_server_version_this_build_does_not_speak_is_refused_with_the_fix() {
+        assert!(check_server_version(*PROTOCOL_VERSIONS.end()).is_ok());
+        let old = PROTOCOL_VERSIONS.start() - 1;
+        let message = check_server_version(old).unwrap_err().to_string();
+        assert!(
+            message.starts_with(&format!("remote speaks protocol versions {old}-{old}")),
+            "{message}"
+        );
+        assert!(message.ends_with("install the same soku version on both hosts"), "{message}");
     }
 }

@@ -10,20 +10,20 @@ use crate::gso::SplitGso;
 use crate::identity::SERVER_NAME;
 use crate::socket::{bind_udp, SocketReport, REQUESTED_BUFFER};
 use crate::tls::{client_crypto, server_crypto};
-use crate::{Fingerprint, Identity, TransportError, TransportOptions};
+use crate::{ClientPin, Fingerprint, Identity, TransportError, TransportOptions};
 
 /// Server side: binds `bind` (port 0 picks any free port), tunes the socket, and returns
 /// an endpoint that completes handshakes only with a client presenting the certificate
-/// whose fingerprint is `client`.
+/// whose fingerprint is `client` (a [`Fingerprint`], or a [`ClientPin`] set later).
 ///
 /// Must be called inside a tokio runtime: quinn spawns its I/O driver there.
 pub fn server_endpoint(
     bind: SocketAddr,
     identity: &Identity,
-    client: Fingerprint,
+    client: impl Into<ClientPin>,
     opts: &TransportOptions,
 ) -> Result<(Endpoint, SocketReport), TransportError> {
-    let crypto = server_crypto(identity, client, opts.cipher)?;
+    let crypto = server_crypto(identity, client.into(), opts.cipher)?;
     let mut server = quinn::ServerConfig::with_crypto(Arc::new(crypto));
     let mtu_bound = mtu_upper_bound(bind.ip());
     server.transport_config(Arc::new(transport_config(opts, mtu_bound)));

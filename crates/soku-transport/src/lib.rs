@@ -46,6 +46,7 @@ pub use config::{congestion_factory, transport_config, TransportOptions, BULK_BU
 pub use endpoint::{accept, client_endpoint, connect, server_endpoint};
 pub use error::TransportError;
 pub use identity::{Fingerprint, Identity};
+pub use pinning::ClientPin;
 pub use socket::{SocketReport, REQUESTED_BUFFER, WARN_BELOW};
 /// The congestion controller's phases, as [`PathModel::phase`] reports them.
 pub use soku_cc::Mode as CcPhase;

@@ -7,7 +7,7 @@
 //! that signature with ring's algorithms exactly as a CA-based verifier would.
 
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::crypto::WebPkiSupportedAlgorithms;
@@ -45,22 +45,55 @@ impl fmt::Debug for PinMismatch {
 
 impl std::error::Error for PinMismatch {}
 
+/// The client certificate a server accepts, which may be learned after its endpoint is
+/// up: `soku serve` announces its UDP port before it reads the client's hello (ssh
+/// forwards the client's first bytes only once the remote command has started, so
+/// waiting for them cost a round trip). The client's certificate reaches the server in
+/// the client's second flight, a round trip after the client's hello left over ssh, and
+/// a certificate that comes before the pin is set is refused like a wrong one.
+#[derive(Debug, Clone, Default)]
+pub struct ClientPin(Arc<OnceLock<Fingerprint>>);
+
+impl ClientPin {
+    /// A pin to be set later with [`ClientPin::set`].
+    pub fn unset() -> Self {
+        Self::default()
+    }
+
+    /// Pins `fingerprint`. A pin never changes: false if a different one is already set.
+    pub fn set(&self, fingerprint: Fingerprint) -> bool {
+        let pinned = self.0.get_or_init(|| fingerprint);
+        pinned.ct_eq(&fingerprint)
+    }
+}
+
+impl From<Fingerprint> for ClientPin {
+    fn from(fingerprint: Fingerprint) -> Self {
+        ClientPin(Arc::new(OnceLock::from(fingerprint)))
+    }
+}
+
 /// The check shared by both verifiers.
 #[derive(Debug)]
 struct Pin {
-    expected: Fingerprint,
+    expected: ClientPin,
     algorithms: WebPkiSupportedAlgorithms,
 }
 
 impl Pin {
     fn check(&self, end_entity: &CertificateDer<'_>) -> Result<(), rustls::Error> {
+        let Some(expected) = self.expected.0.get() else {
+            return Err(rustls::Error::General(
+                "a certificate arrived before its fingerprint did over ssh".into(),
+            ));
+        };
         // Intermediates are ignored: the pin names the end-entity certificate itself.
         let got = Fingerprint::of_der(end_entity);
-        if got.ct_eq(&self.expected) {
+        if got.ct_eq(expected) {
             Ok(())
         } else {
             Err(rustls::Error::InvalidCertificate(CertificateError::Other(OtherError(Arc::new(
-                PinMismatch { expected: self.expected, got },
+                PinMismatch { expected: *expected, got },
             )))))
         }
     }
@@ -90,7 +123,7 @@ pub(crate) struct PinnedServerVerifier(Pin);
 
 impl PinnedServerVerifier {
     pub(crate) fn new(server: Fingerprint, algorithms: WebPkiSupportedAlgorithms) -> Self {
-        PinnedServerVerifier(Pin { expected: server, algorithms })
+        PinnedServerVerifier(Pin { expected: server.into(), algorithms })
     }
 }
 
@@ -137,7 +170,7 @@ impl ServerCertVerifier for PinnedServerVerifier {
 pub(crate) struct PinnedClientVerifier(Pin);
 
 impl PinnedClientVerifier {
-    pub(crate) fn new(client: Fingerprint, algorithms: WebPkiSupportedAlgorithms) -> Self {
+    pub(crate) fn new(client: ClientPin, algorithms: WebPkiSupportedAlgorithms) -> Self {
         PinnedClientVerifier(Pin { expected: client, algorithms })
     }
 }

@@ -110,6 +110,27 @@ async fn pinned_peers_connect_and_exchange_bytes() {
     exchange(&client, &server, b"hello over pinned quic").await;
 }
 
+/// `soku serve` opens its endpoint before it has read the client's hello: a pin set
+/// afterwards, before the client's handshake, lets exactly that client in, and a
+/// handshake that comes while no pin is set is refused.
+#[tokio::test]
+async fn a_client_pin_set_after_the_endpoint_is_up_holds() {
+    let (s, c) = (Identity::generate().unwrap(), Identity::generate().unwrap());
+    let pin = ClientPin::unset();
+    let (server, _) = server_endpoint(loopback(), &s, pin.clone(), &opts(None)).unwrap();
+    let addr = server.local_addr().unwrap();
+    let (client, _) = client_endpoint(addr, &c, s.fingerprint(), &opts(None)).unwrap();
+    let early = Pair { server: server.clone(), client: client.clone(), addr };
+    let (_, refused) = handshake(&early).await;
+    assert_handshake_error(&refused.unwrap_err(), "server, no pin yet");
+
+    assert!(pin.set(c.fingerprint()));
+    assert!(!pin.set(s.fingerprint()), "a pin never changes");
+    let later = Pair { server, client, addr };
+    let (client, server) = handshake(&later).await;
+    exchange(&client.unwrap(), &server.unwrap(), b"pinned after the fact").await;
+}
+
 /// Security suite: a server pinned to client A refuses client B, even though B's
 /// certificate is otherwise perfectly valid and B pins the right server.
 #[tokio::test]

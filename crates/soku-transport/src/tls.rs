@@ -8,7 +8,7 @@ use rustls::server::NoServerSessionStorage;
 
 use crate::cipher::{provider, quic_initial_suite};
 use crate::pinning::{PinnedClientVerifier, PinnedServerVerifier};
-use crate::{Fingerprint, Identity, TransportError};
+use crate::{ClientPin, Fingerprint, Identity, TransportError};
 
 /// ALPN protocol id; bump with incompatible changes to what runs over the streams.
 pub const ALPN: &[u8] = b"soku/1";
@@ -38,7 +38,7 @@ pub(crate) fn client_crypto(
 /// Server TLS: presents `identity`, demands the client pinned by `client`.
 pub(crate) fn server_crypto(
     identity: &Identity,
-    client: Fingerprint,
+    client: ClientPin,
     cipher: Option<crate::Cipher>,
 ) -> Result<QuicServerConfig, TransportError> {
     let provider = Arc::new(provider(cipher));

@@ -91,7 +91,8 @@ impl Session {
                 version, udp_port, server_addr, fingerprint, warnings, ..
             } => (version, udp_port, server_addr, fingerprint, warnings),
         };
-        let _ = version;
+        soku_proto::hello::check_server_version(version)
+            .map_err(|e| Exit::connection(e.to_string()))?;
         for warning in warnings {
             events.event(TransferEvent::Warning(format!("remote: {warning}")));
         }
