@@ -201,6 +201,27 @@ fn driver_with_min_rtt() -> Driver {
     d
 }
 
+/// A stamp can be stale by more than the time since our latest send (a 23.9 ms sample
+/// came from a 50 ms emulated path): the time the ack is processed, read from the
+/// clock, is the floor. Here every send happened 10 s ago as far as the clock knows,
+/// so every sample is at least that, and an ack stamped 1 ms after the latest send
+/// must not make a 2 ms one.
+#[test]
+fn a_stamp_staler_than_the_latest_send_does_not_lower_min_rtt() {
+    let mut d = Driver::new(SokuCcConfig::default());
+    d.now -= Duration::from_secs(10);
+    for _ in 0..3 {
+        d.round(10, 0, false);
+    }
+    let t = d.now;
+    d.cc.on_sent(t, MTU, d.pn);
+    d.cc.on_sent(t + Duration::from_millis(1), MTU, d.pn + 1);
+    d.cc.on_ack(t + Duration::from_millis(2), t, MTU, false, &d.est);
+    d.cc.on_end_acks(t + Duration::from_millis(2), MTU, false, Some(d.pn));
+    let min = d.soku().min_rtt().expect("a min RTT");
+    assert!(min >= Duration::from_secs(9), "min RTT {min:?}: a stale stamp became a sample");
+}
+
 /// quinn stamps acks with the start of its receive loop; a descheduled endpoint task
 /// hands over a `now` older than packets already sent. Such a sample must not become
 /// the min RTT (it did: 0.19 ms on a 10 ms emulated path).
