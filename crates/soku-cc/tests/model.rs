@@ -201,6 +201,21 @@ fn driver_with_min_rtt() -> Driver {
     d
 }
 
+/// Sends a packet at `d.now` and another `second_send_after` later, then acks the first
+/// with a receive stamp of `d.now + stamp_after`; returns the min RTT after that.
+fn ack_first_of_two_with_stamp(
+    d: &mut Driver,
+    second_send_after: Duration,
+    stamp_after: Duration,
+) -> Duration {
+    let t = d.now;
+    d.cc.on_sent(t, MTU, d.pn);
+    d.cc.on_sent(t + second_send_after, MTU, d.pn + 1);
+    d.cc.on_ack(t + stamp_after, t, MTU, false, &d.est);
+    d.cc.on_end_acks(t + stamp_after, MTU, false, Some(d.pn));
+    d.soku().min_rtt().expect("a min RTT")
+}
+
 /// A stamp can be stale by more than the time since our latest send (a 23.9 ms sample
 /// came from a 50 ms emulated path): the time the ack is processed, read from the
 /// clock, is the floor. Here every send happened 10 s ago as far as the clock knows,
@@ -213,12 +228,8 @@ fn a_stamp_staler_than_the_latest_send_does_not_lower_min_rtt() {
     for _ in 0..3 {
         d.round(10, 0, false);
     }
-    let t = d.now;
-    d.cc.on_sent(t, MTU, d.pn);
-    d.cc.on_sent(t + Duration::from_millis(1), MTU, d.pn + 1);
-    d.cc.on_ack(t + Duration::from_millis(2), t, MTU, false, &d.est);
-    d.cc.on_end_acks(t + Duration::from_millis(2), MTU, false, Some(d.pn));
-    let min = d.soku().min_rtt().expect("a min RTT");
+    let min =
+        ack_first_of_two_with_stamp(&mut d, Duration::from_millis(1), Duration::from_millis(2));
     assert!(min >= Duration::from_secs(9), "min RTT {min:?}: a stale stamp became a sample");
 }
 
@@ -230,12 +241,8 @@ fn stale_ack_timestamps_do_not_lower_min_rtt() {
     let mut d = driver_with_min_rtt();
     // A packet sent at t, one more at t + 99 ms; the ack for the first is stamped
     // t + 1 ms although it is processed after the second send.
-    let t = d.now;
-    d.cc.on_sent(t, MTU, d.pn);
-    d.cc.on_sent(t + Duration::from_millis(99), MTU, d.pn + 1);
-    d.cc.on_ack(t + Duration::from_millis(1), t, MTU, false, &d.est);
-    d.cc.on_end_acks(t + Duration::from_millis(1), MTU, false, Some(d.pn));
-    let min = d.soku().min_rtt().expect("a min RTT");
+    let min =
+        ack_first_of_two_with_stamp(&mut d, Duration::from_millis(99), Duration::from_millis(1));
     assert!(min >= Duration::from_millis(99), "min RTT {min:?} from a stale stamp");
 }
 
