@@ -85,6 +85,14 @@ fn rate_over(bytes: u64, span: Duration) -> Option<u64> {
     u64::try_from(u128::from(bytes) * 1_000_000_000 / nanos).ok()
 }
 
+/// Time from the `first` send to the `last` (zero when either is unknown).
+fn send_span(first: Option<Instant>, last: Option<Instant>) -> Duration {
+    match (first, last) {
+        (Some(first), Some(last)) => last.saturating_duration_since(first),
+        _ => Duration::ZERO,
+    }
+}
+
 /// Delivery up to an instant: what the interval rate is measured between.
 #[derive(Debug, Clone, Copy)]
 struct Mark {
@@ -100,11 +108,7 @@ impl Mark {
     /// The span from `self` to `later`: the longer of the ack and the send span.
     fn span_to(&self, later: &Mark) -> Duration {
         let acks = later.at.saturating_duration_since(self.at);
-        let sends = match (self.sent, later.sent) {
-            (Some(first), Some(last)) => last.saturating_duration_since(first),
-            _ => Duration::ZERO,
-        };
-        acks.max(sends)
+        acks.max(send_span(self.sent, later.sent))
     }
 }
 
@@ -260,10 +264,7 @@ impl DeliveryTracker {
             delivered: self.delivered,
             lost: self.lost,
             elapsed: now.saturating_duration_since(start),
-            send_elapsed: match (self.round_start_sent, self.newest_acked_sent) {
-                (Some(first), Some(last)) => last.saturating_duration_since(first),
-                _ => Duration::ZERO,
-            },
+            send_elapsed: send_span(self.round_start_sent, self.newest_acked_sent),
             app_limited: self.app_limited,
             min_rtt: self.min_rtt,
             interval_rate: self.interval_rate,
