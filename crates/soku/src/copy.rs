@@ -19,6 +19,7 @@ use crate::link::ChunkOut;
 use crate::serve::{QUIC_IN_FLIGHT, STREAM_IN_FLIGHT};
 use crate::session::{DataPath, Session, SessionOptions};
 use crate::spec::{self, Location, Remote};
+use crate::transfer::ahead::{HashAhead, Walked};
 use crate::transfer::receive::{self, ChunkIn};
 use crate::transfer::{send, CopyOptions};
 use crate::ui::{JsonLines, ProgressMeter};
@@ -97,6 +98,13 @@ pub async fn run_with(args: CopyArgs, events: Arc<dyn EventSink>) -> anyhow::Res
         host: remote.as_ref().map_or_else(|| "127.0.0.1".into(), |r| r.host.clone()),
         transport,
     };
+    // An upload walks and hashes its sources while ssh logs in (see `transfer::ahead`).
+    let ahead = match &direction {
+        Direction::Upload { sources, .. } => {
+            Some(HashAhead::start(sources.clone(), opts.recursive, opts.chunk_size))
+        }
+        Direction::Download { .. } => None,
+    };
     let mut session = Session::start(cmd, &session_opts, events.as_ref()).await?;
     let sampler = match &session.path {
         DataPath::Quic { conn, .. } => {
@@ -104,7 +112,7 @@ pub async fn run_with(args: CopyArgs, events: Arc<dyn EventSink>) -> anyhow::Res
         }
         DataPath::SshChannel => None,
     };
-    let result = drive(&mut session, direction, local_target, opts, events.clone()).await;
+    let result = drive(&mut session, direction, ahead, local_target, opts, events.clone()).await;
     if let Some(sampler) = sampler {
         sampler.abort();
     }
@@ -137,6 +145,7 @@ async fn sample_path(conn: quinn::Connection, events: Arc<dyn EventSink>) {
 async fn drive(
     session: &mut Session,
     direction: Direction,
+    ahead: Option<HashAhead>,
     local_target: Option<Target>,
     opts: CopyOptions,
     events: Arc<dyn EventSink>,
@@ -165,8 +174,12 @@ async fn drive(
                 None => (ChunkOut::Stream(session.control.clone()), STREAM_IN_FLIGHT),
             };
             let input = std::mem::replace(&mut session.control_in, Box::new(tokio::io::empty()));
+            let walked = match ahead {
+                Some(ahead) => ahead.finish().await?,
+                None => Walked::walk(sources, opts.recursive).await?,
+            };
             let out =
-                send::run(sources, opts, session.control.clone(), input, chunks, in_flight, events)
+                send::run(walked, opts, session.control.clone(), input, chunks, in_flight, events)
                     .await?;
             (out.files, out.bytes, out.failures)
         }

@@ -24,6 +24,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use crate::cli::ServeArgs;
 use crate::events::{EventSink, Silent};
 use crate::link::{read_message, spawn_writer, BoxRead, ChunkOut};
+use crate::transfer::ahead::Walked;
 use crate::transfer::receive::{self, ChunkIn};
 use crate::transfer::{send, CopyOptions};
 
@@ -205,7 +206,8 @@ async fn serve_job(
                 let in_flight = if quic.is_some() { QUIC_IN_FLIGHT } else { STREAM_IN_FLIGHT };
                 // The sender reads reports on its own task, so it takes the input.
                 let input = std::mem::replace(control_in, Box::new(tokio::io::empty()));
-                send::run(sources, opts, control.clone(), input, chunks_out, in_flight, events)
+                let walked = Walked::walk(sources, recursive).await?;
+                send::run(walked, opts, control.clone(), input, chunks_out, in_flight, events)
                     .await?;
             }
         }

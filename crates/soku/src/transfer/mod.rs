@@ -3,11 +3,13 @@
 //!
 //! # Layout
 //! - [`walk`]: turning source paths into manifest entries.
+//! - [`ahead`]: walking and hashing an upload's sources while ssh logs in.
 //! - [`fsops`]: temporary files, safe directory creation, metadata, rename into place.
 //! - [`codec`]: chunk reading, hashing and (optional) compression.
 //! - [`send`]: the sender, and [`throttle`], its pace under scp's `-l`.
 //! - [`receive`]: the receiver.
 
+pub mod ahead;
 pub mod codec;
 pub mod compress_policy;
 pub mod fsops;

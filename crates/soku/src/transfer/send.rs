@@ -16,6 +16,7 @@ use soku_proto::message::Message;
 use tokio::io::AsyncRead;
 use tokio::sync::Semaphore;
 
+use super::ahead::Walked;
 use super::codec;
 use super::compress_policy::{self, CompressPolicy};
 use super::throttle::Throttle;
@@ -46,7 +47,7 @@ struct FileHashes {
 
 /// Sends `sources` to the receiver at the other end of `control`/`chunks`.
 pub async fn run<R: AsyncRead + Unpin + Send + 'static>(
-    sources: Vec<String>,
+    walked: Walked,
     opts: CopyOptions,
     control: ControlTx,
     control_in: R,
@@ -54,16 +55,7 @@ pub async fn run<R: AsyncRead + Unpin + Send + 'static>(
     in_flight: usize,
     events: Arc<dyn EventSink>,
 ) -> anyhow::Result<SendOutcome> {
-    let recursive = opts.recursive;
-    let items = tokio::task::spawn_blocking(move || {
-        let mut items = Vec::new();
-        walk::walk(&sources, recursive, &mut |item| {
-            items.push(item);
-            true
-        });
-        items
-    })
-    .await?;
+    let Walked { items, mut known } = walked;
     let (files, bytes) = items.iter().fold((0u32, 0u64), |(n, b), item| match item {
         Item::File { size, .. } => (n + 1, b + size),
         _ => (n, b),
@@ -108,10 +100,15 @@ pub async fn run<R: AsyncRead + Unpin + Send + 'static>(
             Item::File { wire, local, size, meta } => {
                 let opened = {
                     let local = local.clone();
-                    tokio::task::spawn_blocking(move || std::fs::File::open(local)).await?
+                    tokio::task::spawn_blocking(move || {
+                        let file = std::fs::File::open(local)?;
+                        let md = file.metadata()?;
+                        Ok::<_, std::io::Error>((file, md))
+                    })
+                    .await?
                 };
-                let file = match opened {
-                    Ok(file) => Arc::new(file),
+                let (file, ahead) = match opened {
+                    Ok((file, md)) => (Arc::new(file), known.take(&local, &md).unwrap_or_default()),
                     Err(e) => {
                         let (path, message) = (local.display().to_string(), walk::describe(&e));
                         events.event(TransferEvent::FileFailed {
@@ -152,6 +149,7 @@ pub async fn run<R: AsyncRead + Unpin + Send + 'static>(
                         file: file.clone(),
                         hashes: hashes.clone(),
                         index,
+                        known: ahead.get(index as usize).copied().flatten(),
                         order: chunk_order,
                         throttle: throttle.clone(),
                         offset,
@@ -198,6 +196,8 @@ struct ChunkTask {
     file: Arc<std::fs::File>,
     hashes: Arc<FileHashes>,
     index: u32,
+    /// Its hash, if hashed ahead of the copy ([`super::ahead`]).
+    known: Option<[u8; 32]>,
     /// Place of this chunk in the copy's send order (its stream priority).
     order: u64,
     /// scp's `-l`, shared by all chunks of the copy.
@@ -218,10 +218,10 @@ impl ChunkTask {
     /// this file.
     async fn run(self) -> anyhow::Result<()> {
         let compress = self.mode == Some(compress_policy::Mode::Compress);
-        let (file, id, index, offset, len) =
-            (self.file.clone(), self.hashes.id, self.index, self.offset, self.len);
+        let (file, id, index, span, known) =
+            (self.file.clone(), self.hashes.id, self.index, (self.offset, self.len), self.known);
         let read = tokio::task::spawn_blocking(move || {
-            codec::read_chunk(&file, id, index, offset, len, compress)
+            codec::read_chunk(&file, id, index, span, known, compress)
         })
         .await?;
         let encoded = match read {
@@ -241,7 +241,7 @@ impl ChunkTask {
         let hash = encoded.header.hash;
         let wire_len = u64::from(encoded.header.wire_len);
         if let (Some(policy), Some(took)) = (&self.policy, encoded.compress_time) {
-            lock(policy).on_compressed(u64::from(len), wire_len, took);
+            lock(policy).on_compressed(u64::from(self.len), wire_len, took);
         }
         if let Some(throttle) = &self.throttle {
             throttle.take(wire_len).await;
