@@ -33,6 +33,12 @@ const MAX_WORKERS: usize = 4;
 /// The nice value of the hashing threads: they take only CPU nothing else wants.
 const WORKER_NICE: i32 = 19;
 
+/// Most bytes hashed ahead. Each is read into the page cache well before it is sent;
+/// with little free memory the first could be evicted (and read from disk twice) before
+/// the copy gets to them. A login long enough to hash more (seconds) is on a path whose
+/// rate, not the CPU, limits the copy anyway.
+const MAX_AHEAD_BYTES: u64 = 2 << 30;
+
 /// What a sender needs before it starts: the walked sources and any hashes known.
 #[derive(Debug, Default)]
 pub struct Walked {
@@ -168,12 +174,23 @@ struct FileResult {
 struct Cursor {
     item: usize,
     open: Option<(Arc<OpenFile>, u32)>,
+    /// Bytes handed to the workers so far.
+    bytes: u64,
     results: Vec<Arc<FileResult>>,
 }
 
 /// Hashes the chunks of `items`' files in order, on up to [`MAX_WORKERS`] threads, until
-/// `stop` is set or every chunk is hashed.
+/// `stop` is set, every chunk is hashed or [`MAX_AHEAD_BYTES`] are.
 fn hash_files(items: &[Item], chunk_size: u32, stop: &AtomicBool) -> KnownHashes {
+    hash_files_up_to(items, chunk_size, stop, MAX_AHEAD_BYTES)
+}
+
+fn hash_files_up_to(
+    items: &[Item],
+    chunk_size: u32,
+    stop: &AtomicBool,
+    max_bytes: u64,
+) -> KnownHashes {
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).min(MAX_WORKERS);
     let cursor = Mutex::new(Cursor::default());
     std::thread::scope(|scope| {
@@ -186,8 +203,11 @@ fn hash_files(items: &[Item], chunk_size: u32, stop: &AtomicBool) -> KnownHashes
                 );
                 let mut buf = Vec::new();
                 while !stop.load(Ordering::Relaxed) {
-                    let Some((file, index)) = next_chunk(&cursor, items, chunk_size) else { break };
-                    let Some((offset, len)) = file.plan.span(index) else { continue };
+                    let Some((file, index, (offset, len))) =
+                        next_chunk(&cursor, items, chunk_size, max_bytes)
+                    else {
+                        break;
+                    };
                     // A read error leaves the hash unknown; the sender meets it itself.
                     if read_exact_at(&file.file, len as usize, offset, &mut buf).is_ok() {
                         if let Some(slot) = lock(&file.result.hashes).get_mut(index as usize) {
@@ -212,19 +232,26 @@ fn hash_files(items: &[Item], chunk_size: u32, stop: &AtomicBool) -> KnownHashes
     KnownHashes(files)
 }
 
-/// The next chunk to hash, opening the next file when the current one is done.
+/// The next chunk to hash and its span, opening the next file when the current one is
+/// done; `None` when all are, or the next would pass `max_bytes`.
 fn next_chunk(
     cursor: &Mutex<Cursor>,
     items: &[Item],
     chunk_size: u32,
-) -> Option<(Arc<OpenFile>, u32)> {
+    max_bytes: u64,
+) -> Option<(Arc<OpenFile>, u32, (u64, u32))> {
     let mut cursor = lock(cursor);
     loop {
         if let Some((file, next)) = &mut cursor.open {
             let index = *next;
-            if u64::from(index) < file.plan.count() {
+            if let Some(span) = file.plan.span(index) {
+                let file = file.clone();
                 *next += 1;
-                return Some((file.clone(), index));
+                cursor.bytes += u64::from(span.1);
+                if cursor.bytes > max_bytes {
+                    return None;
+                }
+                return Some((file, index, span));
             }
             cursor.open = None;
         }
@@ -311,6 +338,18 @@ mod tests {
         file_of(dir.path(), "f", &[2u8; 6000]);
         let md = std::fs::metadata(&path).expect("md");
         assert_eq!(known.take(&path, &md), None);
+    }
+
+    #[test]
+    fn hashing_ahead_stops_at_its_byte_budget() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = file_of(dir.path(), "f", &[4u8; 10 * 1024]);
+        let items = walk_all(&[path.display().to_string()], false);
+        let mut known = hash_files_up_to(&items, 1024, &AtomicBool::new(false), 3 * 1024);
+        assert_eq!(known.count(), 3);
+        let md = std::fs::metadata(&path).expect("md");
+        let hashes = known.take(&path, &md).expect("hashes");
+        assert!(hashes[..3].iter().all(Option::is_some) && hashes[3..].iter().all(Option::is_none));
     }
 
     #[test]
