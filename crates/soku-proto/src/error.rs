@@ -45,7 +45,10 @@ pub enum ProtoError {
     #[error("protocol violation: {0}")]
     Violation(String),
     /// A chunk's content does not match its hash.
-    #[error("chunk {index} of {path} failed verification")]
+    #[error(
+        "chunk {index} of {path} failed verification (the source changed while it was \
+         copied, or the data was damaged): copy it again"
+    )]
     ChunkHashMismatch {
         /// The file's wire path.
         path: String,
@@ -53,7 +56,10 @@ pub enum ProtoError {
         index: u32,
     },
     /// A file's root hash does not match the sender's.
-    #[error("{path} failed verification: its root hash differs from the sender's")]
+    #[error(
+        "{path} failed verification: its root hash differs from the sender's (the source \
+         changed while it was copied, or the data was damaged): copy it again"
+    )]
     FileHashMismatch {
         /// The file's wire path.
         path: String,

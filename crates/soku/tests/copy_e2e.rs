@@ -33,6 +33,42 @@ fn upload_one_file() {
     assert_no_part_files(&env.dst());
 }
 
+/// A source rewritten in place while ssh logs in, after soku hashed it ahead and with its
+/// modification time set back, is sent with its new bytes: its change time tells the
+/// sender that the early hashes are stale (`transfer::ahead`). The ProxyCommand does the
+/// rewrite one second into the login (the hashing of 3 MiB takes milliseconds), then
+/// carries the ssh connection (`soku proxy`).
+#[test]
+fn a_source_rewritten_during_login_is_sent_as_it_is_now() {
+    let env = Env::new();
+    let src = env.src().join("changing.bin");
+    write(&src, &data(3 * 1024 * 1024 + 5, 11));
+    let stamp = env.path("stamp");
+    let touch = |args: &[&std::path::Path]| {
+        let status = std::process::Command::new("touch").arg("-r").args(args).status();
+        assert!(status.expect("touch").success());
+    };
+    touch(&[&src, &stamp]);
+    let proxy = format!(
+        "sh -c 'sleep 1; printf rewritten | dd of={src} bs=1 seek=1500000 conv=notrunc \
+         2>/dev/null; touch -r {stamp} {src}; exec {soku} proxy %h %p'",
+        src = src.display(),
+        stamp = stamp.display(),
+        soku = common::soku_bin().display(),
+    );
+    env.ok(env
+        .soku()
+        .arg("-o")
+        .arg(format!("ProxyCommand={proxy}"))
+        .arg(&src)
+        .arg(env.remote(&env.dst())));
+    let now = std::fs::read(&src).expect("read source");
+    assert_eq!(&now[1_500_000..1_500_009], b"rewritten", "the proxy rewrote the source");
+    assert_eq!(mtime(&src), mtime(&stamp), "with its modification time set back");
+    assert_same_file(&src, &env.dst().join("changing.bin"));
+    assert_no_part_files(&env.dst());
+}
+
 /// A copy that runs for more than a second reports the path while it runs (`-l`
 /// holds it at 16 Mbit/s: 4 MiB take about 2 s).
 #[test]

@@ -9,8 +9,10 @@
 //!
 //! The workers run at the lowest priority (nice 19) so they never slow the login they
 //! overlap, and stop as soon as the copy starts. A hash is used only for the very file
-//! that was hashed (same device, inode, size and modification time when the sender
-//! opens it); should the bytes change in place without any of those changing, the
+//! that was hashed: same device, inode, size, modification time and change time when the
+//! sender opens it. Every write moves the change time (which, unlike the modification
+//! time, no program can set back), so a file rewritten in the meantime is hashed again
+//! as it is sent. Should the bytes change anyway without the kernel noting it, the
 //! receiver's check against this hash fails the file instead of storing a mix.
 
 use std::collections::HashMap;
@@ -67,7 +69,7 @@ fn walk_all(sources: &[String], recursive: bool) -> Vec<Item> {
     items
 }
 
-/// Which file a set of hashes belongs to: a file replaced or modified since it was
+/// Which file a set of hashes belongs to: a file replaced or written since it was
 /// hashed differs in at least one of these.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Identity {
@@ -75,6 +77,7 @@ pub struct Identity {
     ino: u64,
     size: u64,
     mtime: (i64, i64),
+    ctime: (i64, i64),
 }
 
 impl Identity {
@@ -85,6 +88,7 @@ impl Identity {
             ino: md.ino(),
             size: md.size(),
             mtime: (md.mtime(), md.mtime_nsec()),
+            ctime: (md.ctime(), md.ctime_nsec()),
         }
     }
 }
@@ -282,6 +286,7 @@ fn open(path: &Path, chunk_size: u32) -> Option<OpenFile> {
 mod tests {
     use super::*;
     use std::io::Write;
+    use std::os::unix::fs::FileExt;
 
     fn file_of(dir: &Path, name: &str, bytes: &[u8]) -> PathBuf {
         let path = dir.join(name);
@@ -350,6 +355,22 @@ mod tests {
         let md = std::fs::metadata(&path).expect("md");
         let hashes = known.take(&path, &md).expect("hashes");
         assert!(hashes[..3].iter().all(Option::is_some) && hashes[3..].iter().all(Option::is_none));
+    }
+
+    #[test]
+    fn a_file_rewritten_in_place_with_its_mtime_set_back_gets_no_hashes() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = file_of(dir.path(), "f", &[1u8; 5000]);
+        let (_, mut known) = known_for(&[&path], 4096);
+        let before = std::fs::metadata(&path).expect("md").modified().expect("mtime");
+        // Past the coarse clock tick some kernels stamp change times with.
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let file = std::fs::OpenOptions::new().write(true).open(&path).expect("open");
+        file.write_all_at(&[2u8; 100], 10).expect("write");
+        file.set_modified(before).expect("set mtime back");
+        let md = std::fs::metadata(&path).expect("md");
+        assert_eq!(md.modified().expect("mtime"), before);
+        assert_eq!(known.take(&path, &md), None);
     }
 
     #[test]
