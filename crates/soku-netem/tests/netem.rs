@@ -268,21 +268,16 @@ fn gilbert_elliott_makes_bursts() {
     assert!((rate - g.mean_loss()).abs() < 0.025, "loss rate {rate}");
 }
 
-#[test]
-fn tcp_goodput_matches_rate() {
-    let _g = serial();
-    let rate = 100_000_000u64;
-    let Some(path) = up("rate", PathSpec::symmetric(Duration::from_millis(10), 0.0, Some(rate)))
-    else {
-        return;
-    };
+/// One TCP transfer A->B through `path`: goodput and link rate (IP bytes) over the last
+/// 3 s of 4.
+fn tcp_goodput_and_link(path: &Path) -> (f64, f64) {
     let b = path.addr_b();
     let listener = path.in_b(move || TcpListener::bind(SocketAddr::from((b, 0)))).unwrap().unwrap();
     let to = listener.local_addr().unwrap();
     let client = path.in_a(move || TcpStream::connect(to)).unwrap().unwrap();
     let total = Duration::from_secs(4);
     let warm = Duration::from_secs(1);
-    let (goodput, link) = std::thread::scope(|s| {
+    std::thread::scope(|s| {
         s.spawn(move || {
             let mut c = client;
             let buf = vec![0x5au8; 256 * 1024];
@@ -314,22 +309,50 @@ fn tcp_goodput_matches_rate() {
         let link = (l2 - l1) as f64 * 8.0 / secs;
         drop(conn);
         (goodput, link)
-    });
+    })
+}
+
+/// The shaper holds TCP to the configured rate: never above it (every attempt), and at
+/// it within 3 % while the sender keeps the queue full. The lower bound may take up to
+/// three attempts: on two shared cores the TCP sender or receiver is sometimes
+/// descheduled long enough to leave the link idle (one CI run saw 95.3 % with 702 queue
+/// drops where 99.9-100.0 % is usual), which says nothing about the shaper; a shaper
+/// that is really slow fails all three.
+#[test]
+fn tcp_goodput_matches_rate() {
+    let _g = serial();
+    let rate = 100_000_000u64;
+    let Some(path) = up("rate", PathSpec::symmetric(Duration::from_millis(10), 0.0, Some(rate)))
+    else {
+        return;
+    };
     // Rate is on IP bytes; TCP with timestamps carries 1448 payload bytes per 1500.
     let expect_goodput = rate as f64 * 1448.0 / 1500.0;
-    let st = path.stats().a_to_b;
-    eprintln!(
-        "rate {} Mbit/s: link (IP bytes) {:.2} Mbit/s, TCP goodput {:.2} Mbit/s (expected {:.2}), queue drops {}, max queue {} B, cpu {:.0} ms",
-        rate / 1_000_000,
-        link / 1e6,
-        goodput / 1e6,
-        expect_goodput / 1e6,
-        st.dropped_queue,
-        st.max_queue_bytes,
-        st.cpu_ns as f64 / 1e6
-    );
-    assert!((link / rate as f64 - 1.0).abs() < 0.03, "link rate {link}");
-    assert!((goodput / expect_goodput - 1.0).abs() < 0.03, "goodput {goodput}");
+    let mut attempts = Vec::new();
+    for _ in 0..3 {
+        let (goodput, link) = tcp_goodput_and_link(&path);
+        let st = path.stats().a_to_b;
+        eprintln!(
+            "rate {} Mbit/s: link (IP bytes) {:.2} Mbit/s, TCP goodput {:.2} Mbit/s (expected {:.2}), queue drops {}, max queue {} B, cpu {:.0} ms",
+            rate / 1_000_000,
+            link / 1e6,
+            goodput / 1e6,
+            expect_goodput / 1e6,
+            st.dropped_queue,
+            st.max_queue_bytes,
+            st.cpu_ns as f64 / 1e6
+        );
+        let link_ratio = link / rate as f64;
+        let goodput_ratio = goodput / expect_goodput;
+        assert!(link_ratio - 1.0 < 0.03, "link rate {link} above the configured rate");
+        assert!(goodput_ratio - 1.0 < 0.03, "goodput {goodput} above the rate");
+        let at_rate = 1.0 - link_ratio < 0.03 && 1.0 - goodput_ratio < 0.03;
+        attempts.push((link, goodput));
+        if at_rate {
+            return;
+        }
+    }
+    panic!("never within 3 % of the rate in 3 attempts (link, goodput): {attempts:?}");
 }
 
 #[test]
