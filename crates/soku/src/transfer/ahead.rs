@@ -53,18 +53,20 @@ pub struct Walked {
 impl Walked {
     /// Walks `sources` now, hashing nothing ahead (the server's sender, and tests).
     pub async fn walk(sources: Vec<String>, recursive: bool) -> std::io::Result<Walked> {
-        let items = tokio::task::spawn_blocking(move || walk_all(&sources, recursive))
+        let never = AtomicBool::new(false);
+        let items = tokio::task::spawn_blocking(move || walk_all(&sources, recursive, &never))
             .await
             .map_err(std::io::Error::other)?;
         Ok(Walked { items, known: KnownHashes::default() })
     }
 }
 
-fn walk_all(sources: &[String], recursive: bool) -> Vec<Item> {
+/// The walk's items, in order; it ends early once `abort` is set.
+fn walk_all(sources: &[String], recursive: bool, abort: &AtomicBool) -> Vec<Item> {
     let mut items = Vec::new();
     walk::walk(sources, recursive, &mut |item| {
         items.push(item);
-        true
+        !abort.load(Ordering::Relaxed)
     });
     items
 }
@@ -123,7 +125,12 @@ impl KnownHashes {
 
 /// The walk and the hashing ahead, running until [`HashAhead::finish`].
 pub struct HashAhead {
+    /// Set when the copy starts: no more hashing (the walk still completes).
     stop: Arc<AtomicBool>,
+    /// Set when the copy will not happen: the walk ends too, so a failed login does not
+    /// leave the process waiting for the walk of a large tree (the runtime waits for its
+    /// blocking tasks before it exits).
+    abort: Arc<AtomicBool>,
     task: Option<tokio::task::JoinHandle<Walked>>,
 }
 
@@ -132,13 +139,14 @@ impl HashAhead {
     /// on the blocking pool.
     pub fn start(sources: Vec<String>, recursive: bool, chunk_size: u32) -> HashAhead {
         let stop = Arc::new(AtomicBool::new(false));
-        let flag = stop.clone();
+        let abort = Arc::new(AtomicBool::new(false));
+        let (stop_flag, abort_flag) = (stop.clone(), abort.clone());
         let task = tokio::task::spawn_blocking(move || {
-            let items = walk_all(&sources, recursive);
-            let known = hash_files(&items, chunk_size, &flag);
+            let items = walk_all(&sources, recursive, &abort_flag);
+            let known = hash_files(&items, chunk_size, &stop_flag);
             Walked { items, known }
         });
-        HashAhead { stop, task: Some(task) }
+        HashAhead { stop, abort, task: Some(task) }
     }
 
     /// Stops hashing (the chunks being hashed complete) and returns the walk with every
@@ -151,8 +159,11 @@ impl HashAhead {
 }
 
 impl Drop for HashAhead {
-    /// A copy that never started (login failed) stops the workers too.
+    /// A copy that never started (login failed) stops the walk and the workers.
     fn drop(&mut self) {
+        if self.task.is_some() {
+            self.abort.store(true, Ordering::Relaxed);
+        }
         self.stop.store(true, Ordering::Relaxed);
     }
 }
@@ -261,18 +272,23 @@ fn next_chunk(
         }
         let item = items.get(cursor.item)?;
         cursor.item += 1;
-        let Item::File { local, .. } = item else { continue };
+        let Item::File { local, size, .. } = item else { continue };
         // Opening under the lock keeps the order simple; it is one syscall per file.
-        let Some(file) = open(local, chunk_size) else { continue };
+        let Some(file) = open(local, *size, chunk_size) else { continue };
         cursor.results.push(file.result.clone());
         cursor.open = Some((Arc::new(file), 0));
     }
 }
 
-fn open(path: &Path, chunk_size: u32) -> Option<OpenFile> {
+/// Opens `path` for hashing if it still has the `size` the walk saw: the sender cuts the
+/// file by that size, so chunks of another size would not be its chunks.
+fn open(path: &Path, size: u64, chunk_size: u32) -> Option<OpenFile> {
     let file = File::open(path).ok()?;
     let md = file.metadata().ok()?;
-    let plan = ChunkPlan::new(md.size(), chunk_size);
+    if md.size() != size {
+        return None;
+    }
+    let plan = ChunkPlan::new(size, chunk_size);
     let count = usize::try_from(plan.count()).ok()?;
     let result = FileResult {
         path: path.to_path_buf(),
@@ -296,7 +312,7 @@ mod tests {
 
     fn known_for(paths: &[&Path], chunk: u32) -> (Vec<Item>, KnownHashes) {
         let sources: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
-        let items = walk_all(&sources, false);
+        let items = walk_all(&sources, false, &AtomicBool::new(false));
         let known = hash_files(&items, chunk, &AtomicBool::new(false));
         (items, known)
     }
@@ -349,7 +365,7 @@ mod tests {
     fn hashing_ahead_stops_at_its_byte_budget() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = file_of(dir.path(), "f", &[4u8; 10 * 1024]);
-        let items = walk_all(&[path.display().to_string()], false);
+        let items = walk_all(&[path.display().to_string()], false, &AtomicBool::new(false));
         let mut known = hash_files_up_to(&items, 1024, &AtomicBool::new(false), 3 * 1024);
         assert_eq!(known.count(), 3);
         let md = std::fs::metadata(&path).expect("md");
@@ -374,10 +390,35 @@ mod tests {
     }
 
     #[test]
+    fn a_file_that_changed_size_after_the_walk_is_not_hashed() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = file_of(dir.path(), "f", &[1u8; 5000]);
+        let items = walk_all(&[path.display().to_string()], false, &AtomicBool::new(false));
+        // Grown between the walk and the hashing: the sender still cuts it at 5000.
+        file_of(dir.path(), "f", &[1u8; 7000]);
+        let mut known = hash_files(&items, 4096, &AtomicBool::new(false));
+        assert_eq!(known.count(), 0);
+        let md = std::fs::metadata(&path).expect("md");
+        assert_eq!(known.take(&path, &md), None);
+    }
+
+    #[test]
+    fn an_aborted_walk_ends_early() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        for i in 0..20 {
+            file_of(dir.path(), &format!("f{i}"), b"x");
+        }
+        let items = walk_all(&[dir.path().display().to_string()], true, &AtomicBool::new(true));
+        assert_eq!(items.len(), 1, "the walk stops after its first item");
+        let all = walk_all(&[dir.path().display().to_string()], true, &AtomicBool::new(false));
+        assert_eq!(all.len(), 21);
+    }
+
+    #[test]
     fn a_stopped_worker_hashes_nothing_more() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = file_of(dir.path(), "f", &[3u8; 50_000]);
-        let items = walk_all(&[path.display().to_string()], false);
+        let items = walk_all(&[path.display().to_string()], false, &AtomicBool::new(false));
         let known = hash_files(&items, 4096, &AtomicBool::new(true));
         assert_eq!(known.count(), 0);
     }

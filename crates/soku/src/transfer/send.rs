@@ -45,7 +45,7 @@ struct FileHashes {
     aborted: AtomicBool,
 }
 
-/// Sends `sources` to the receiver at the other end of `control`/`chunks`.
+/// Sends the `walked` sources to the receiver at the other end of `control`/`chunks`.
 pub async fn run<R: AsyncRead + Unpin + Send + 'static>(
     walked: Walked,
     opts: CopyOptions,
