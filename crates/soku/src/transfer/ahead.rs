@@ -74,7 +74,7 @@ fn walk_all(sources: &[String], recursive: bool, abort: &AtomicBool) -> Vec<Item
 /// Which file a set of hashes belongs to: a file replaced or written since it was
 /// hashed differs in at least one of these.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Identity {
+struct FileIdentity {
     dev: u64,
     ino: u64,
     size: u64,
@@ -82,10 +82,10 @@ pub struct Identity {
     ctime: (i64, i64),
 }
 
-impl Identity {
+impl FileIdentity {
     /// The identity of the file `md` describes.
-    pub fn of(md: &Metadata) -> Identity {
-        Identity {
+    fn of(md: &Metadata) -> FileIdentity {
+        FileIdentity {
             dev: md.dev(),
             ino: md.ino(),
             size: md.size(),
@@ -104,7 +104,7 @@ pub type ChunkHashes = Vec<Option<[u8; 32]>>;
 
 #[derive(Debug)]
 struct FileHashes {
-    identity: Identity,
+    identity: FileIdentity,
     hashes: ChunkHashes,
 }
 
@@ -113,7 +113,7 @@ impl KnownHashes {
     /// its metadata as the sender opened it).
     pub fn take(&mut self, local: &Path, now: &Metadata) -> Option<ChunkHashes> {
         let known = self.0.remove(local)?;
-        (known.identity == Identity::of(now)).then_some(known.hashes)
+        (known.identity == FileIdentity::of(now)).then_some(known.hashes)
     }
 
     /// How many chunk hashes are known, over all files.
@@ -180,7 +180,7 @@ struct OpenFile {
 /// What the workers found for one file.
 struct FileResult {
     path: PathBuf,
-    identity: Identity,
+    identity: FileIdentity,
     hashes: Mutex<ChunkHashes>,
 }
 
@@ -292,7 +292,7 @@ fn open(path: &Path, size: u64, chunk_size: u32) -> Option<OpenFile> {
     let count = usize::try_from(plan.count()).ok()?;
     let result = FileResult {
         path: path.to_path_buf(),
-        identity: Identity::of(&md),
+        identity: FileIdentity::of(&md),
         hashes: Mutex::new(vec![None; count]),
     };
     Some(OpenFile { file, plan, result: Arc::new(result) })
