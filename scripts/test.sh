@@ -31,6 +31,8 @@ target_dir=${CARGO_TARGET_DIR:-$PWD/target}
 SOKU_BIN="$target_dir/release/soku" SOKU_PRELOAD_LIB="$target_dir/release/libsoku_preload.so" \
     SOKU_PRELOAD_PROBE="$target_dir/release/preload-probe" \
     cargo test --locked --release --workspace -- --test-threads=2
+echo "== the README's first command"
+cargo run --locked --release -p soku -- demo
 echo "== quick benchmark (sanity only: every copy verified, no speed asserted)"
 "$target_dir/release/soku-bench" --quick --soku "$target_dir/release/soku"
 echo "== all tests passed"

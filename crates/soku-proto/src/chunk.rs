@@ -81,13 +81,37 @@ pub fn chunk_hash(plain: &[u8]) -> [u8; 32] {
 
 /// The file's root hash: BLAKE3 over the size and the chunk hashes in index order.
 pub fn root_hash<'a>(size: u64, chunk_hashes: impl IntoIterator<Item = &'a [u8; 32]>) -> [u8; 32] {
-    let mut hasher = blake3::Hasher::new();
-    hasher.update(b"soku root v1");
-    hasher.update(&size.to_le_bytes());
+    let mut hasher = RootHasher::new(size);
     for hash in chunk_hashes {
         hasher.update(hash);
     }
-    *hasher.finalize().as_bytes()
+    hasher.finalize()
+}
+
+/// [`root_hash`] computed as chunk hashes become known, so that whoever computes it need
+/// not keep every chunk hash of a file until the last one is in (the sender,
+/// [`crate::send`]).
+#[derive(Debug, Clone)]
+pub struct RootHasher(blake3::Hasher);
+
+impl RootHasher {
+    /// Starts the root hash of a file of `size` bytes.
+    pub fn new(size: u64) -> Self {
+        let mut hasher = blake3::Hasher::new();
+        hasher.update(b"soku root v1");
+        hasher.update(&size.to_le_bytes());
+        Self(hasher)
+    }
+
+    /// Adds the next chunk hash; hashes must come in index order.
+    pub fn update(&mut self, chunk_hash: &[u8; 32]) {
+        self.0.update(chunk_hash);
+    }
+
+    /// The root hash over the chunk hashes added so far.
+    pub fn finalize(&self) -> [u8; 32] {
+        *self.0.finalize().as_bytes()
+    }
 }
 
 /// Largest wire length we accept for a chunk of `plain_len` bytes: compression may not
@@ -133,6 +157,16 @@ mod tests {
         let (a, b) = (chunk_hash(b"a"), chunk_hash(b"b"));
         assert_ne!(root_hash(2, [&a, &b]), root_hash(2, [&b, &a]));
         assert_ne!(root_hash(2, [&a, &b]), root_hash(3, [&a, &b]));
+    }
+
+    #[test]
+    fn root_hasher_matches_root_hash() {
+        let (a, b) = (chunk_hash(b"a"), chunk_hash(b"b"));
+        let mut hasher = RootHasher::new(2);
+        hasher.update(&a);
+        hasher.update(&b);
+        assert_eq!(hasher.finalize(), root_hash(2, [&a, &b]));
+        assert_eq!(RootHasher::new(0).finalize(), root_hash(0, []));
     }
 
     #[test]

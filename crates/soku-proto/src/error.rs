@@ -21,8 +21,10 @@ pub enum ProtoError {
     #[error("no soku hello within the first {0} bytes from the remote")]
     NoHello(usize),
     /// The two sides share no protocol version.
-    #[error("remote speaks protocol versions {remote_min}-{remote_max}, this soku speaks {local_min}-{local_max}: install the same soku version on both hosts")]
+    #[error("{}", version_mismatch(remote, *remote_min, *remote_max, *local_min, *local_max))]
     VersionMismatch {
+        /// Who the peer is, for the message: "the remote host", "the client".
+        remote: &'static str,
         /// Oldest version the remote speaks.
         remote_min: u16,
         /// Newest version the remote speaks.
@@ -64,4 +66,26 @@ pub enum ProtoError {
         /// The file's wire path.
         path: String,
     },
+}
+
+/// The words for [`ProtoError::VersionMismatch`]: both sides' versions, and which side
+/// to upgrade (the one whose newest version is older than the other's oldest).
+fn version_mismatch(
+    remote: &str,
+    remote_min: u16,
+    remote_max: u16,
+    local_min: u16,
+    local_max: u16,
+) -> String {
+    let range = |lo: u16, hi: u16| if lo == hi { format!("{lo}") } else { format!("{lo}-{hi}") };
+    let upgrade = if remote_max < local_min {
+        format!("upgrade soku on {remote}")
+    } else {
+        "upgrade soku on this host".to_string()
+    };
+    format!(
+        "soku on {remote} speaks protocol version {}, this soku speaks {}: {upgrade} (or install the same soku version on both)",
+        range(remote_min, remote_max),
+        range(local_min, local_max)
+    )
 }

@@ -90,6 +90,19 @@ impl Decoder {
         Ok(Some(msg))
     }
 
+    /// Takes the next whole frame's payload, undecoded, if one has arrived (for hellos,
+    /// which are decoded with [`crate::hello::decode_hello`]).
+    pub fn next_payload(&mut self) -> Result<Option<Vec<u8>>, ProtoError> {
+        let Some(prefix) = self.buf.first_chunk::<PREFIX_LEN>() else { return Ok(None) };
+        let len = payload_len(*prefix, self.limit)?;
+        if self.buf.len() < PREFIX_LEN + len {
+            return Ok(None);
+        }
+        let payload = self.buf[PREFIX_LEN..PREFIX_LEN + len].to_vec();
+        self.buf.drain(..PREFIX_LEN + len);
+        Ok(Some(payload))
+    }
+
     /// Call at end of input: bytes left over mean the peer stopped mid-frame.
     pub fn finish(&self) -> Result<(), ProtoError> {
         if self.buf.is_empty() {

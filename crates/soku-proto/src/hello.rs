@@ -7,6 +7,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use std::ops::RangeInclusive;
+
 use crate::{ProtoError, MAGIC, PROTOCOL_VERSIONS};
 
 /// Most login noise we skip before giving up on a hello.
@@ -25,14 +27,18 @@ pub struct ClientHello {
     pub want_quic: bool,
 }
 
-/// The server's answer.
+/// The server's answer. The server answers before it has read the client's hello (that
+/// saves a round trip), so each side picks the version from the other's range itself
+/// ([`negotiate`]): both get the same answer.
+///
+/// Hellos only ever grow at the end, and are read with [`decode_hello`], which ignores
+/// bytes past the fields it knows: a newer peer's hello still tells an older one which
+/// versions it speaks. (Protocol 2's hello is this one without `min_version`.)
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ServerHello {
     /// The server is ready.
     Ready {
-        /// The version the server speaks: its newest. The server answers before it has
-        /// read the client's hello (that saves a round trip), so the client checks it
-        /// ([`check_server_version`]) and the server checks the client's range.
+        /// The newest protocol version the server speaks.
         version: u16,
         /// The UDP port the server listens on (0 if no QUIC endpoint).
         udp_port: u16,
@@ -44,11 +50,21 @@ pub enum ServerHello {
         soku_version: String,
         /// Warnings for the user (e.g. the kernel capped the UDP receive buffer).
         warnings: Vec<String>,
+        /// The oldest protocol version the server speaks (since protocol 3).
+        min_version: u16,
     },
-    /// The server cannot serve this client.
-    Refused {
-        /// Why, as one line for the user.
-        reason: String,
+}
+
+/// Protocol 2's server hello: recognised only to say which side to upgrade.
+#[derive(Debug, Deserialize)]
+enum ServerHelloV2 {
+    Ready {
+        version: u16,
+        _udp_port: u16,
+        _server_addr: Option<std::net::IpAddr>,
+        _fingerprint: [u8; 32],
+        _soku_version: String,
+        _warnings: Vec<String>,
     },
 }
 
@@ -61,45 +77,87 @@ pub enum TransportChoice {
     SshChannel,
 }
 
+/// The newest version in both `local` and `remote`, or why there is none; `remote`
+/// names the peer in the error ("the remote host", "the client").
+pub fn negotiate(
+    local: RangeInclusive<u16>,
+    remote_range: RangeInclusive<u16>,
+    remote: &'static str,
+) -> Result<u16, ProtoError> {
+    let lo = (*local.start()).max(*remote_range.start());
+    let hi = (*local.end()).min(*remote_range.end());
+    if lo <= hi {
+        Ok(hi)
+    } else {
+        Err(ProtoError::VersionMismatch {
+            remote,
+            remote_min: *remote_range.start(),
+            remote_max: *remote_range.end(),
+            local_min: *local.start(),
+            local_max: *local.end(),
+        })
+    }
+}
+
+/// Decodes a hello payload, ignoring bytes after the fields this build knows (a newer
+/// peer's additions).
+pub fn decode_hello<T: serde::de::DeserializeOwned>(payload: &[u8]) -> Result<T, ProtoError> {
+    postcard::take_from_bytes(payload)
+        .map(|(hello, _)| hello)
+        .map_err(|e| ProtoError::Malformed(e.to_string()))
+}
+
+/// Decodes the server's hello; a protocol 2 server, whose hello lacks its oldest
+/// version, is a version mismatch that names both versions.
+pub fn decode_server_hello(payload: &[u8]) -> Result<ServerHello, ProtoError> {
+    match decode_hello::<ServerHello>(payload) {
+        Ok(hello) => Ok(hello),
+        Err(err) => match decode_hello::<ServerHelloV2>(payload) {
+            Ok(ServerHelloV2::Ready { version, .. }) => {
+                negotiate(PROTOCOL_VERSIONS, version..=version, "the remote host").and(Err(err))
+            }
+            Err(_) => Err(err),
+        },
+    }
+}
+
 impl ClientHello {
     /// A hello with this build's version range.
     pub fn new(fingerprint: [u8; 32], want_quic: bool) -> Self {
+        Self::speaking(PROTOCOL_VERSIONS, fingerprint, want_quic)
+    }
+
+    /// A hello of a build speaking `versions`.
+    pub fn speaking(versions: RangeInclusive<u16>, fingerprint: [u8; 32], want_quic: bool) -> Self {
         Self {
-            min_version: *PROTOCOL_VERSIONS.start(),
-            max_version: *PROTOCOL_VERSIONS.end(),
+            min_version: *versions.start(),
+            max_version: *versions.end(),
             fingerprint,
             want_quic,
         }
     }
 
-    /// The newest version both sides speak, or why there is none.
+    /// The versions the client speaks.
+    pub fn versions(&self) -> RangeInclusive<u16> {
+        self.min_version..=self.max_version
+    }
+
+    /// The server's choice: the newest version both this build and the client speak.
     pub fn negotiate(&self) -> Result<u16, ProtoError> {
-        let lo = self.min_version.max(*PROTOCOL_VERSIONS.start());
-        let hi = self.max_version.min(*PROTOCOL_VERSIONS.end());
-        if lo <= hi {
-            Ok(hi)
-        } else {
-            Err(ProtoError::VersionMismatch {
-                remote_min: self.min_version,
-                remote_max: self.max_version,
-                local_min: *PROTOCOL_VERSIONS.start(),
-                local_max: *PROTOCOL_VERSIONS.end(),
-            })
-        }
+        negotiate(PROTOCOL_VERSIONS, self.versions(), "the client")
     }
 }
 
-/// The client's check of the version in a server's `Ready` hello.
-pub fn check_server_version(version: u16) -> Result<(), ProtoError> {
-    if PROTOCOL_VERSIONS.contains(&version) {
-        Ok(())
-    } else {
-        Err(ProtoError::VersionMismatch {
-            remote_min: version,
-            remote_max: version,
-            local_min: *PROTOCOL_VERSIONS.start(),
-            local_max: *PROTOCOL_VERSIONS.end(),
-        })
+impl ServerHello {
+    /// The versions the server speaks.
+    pub fn versions(&self) -> RangeInclusive<u16> {
+        let ServerHello::Ready { min_version, version, .. } = self;
+        *min_version..=*version
+    }
+
+    /// The client's choice: the newest version both this build and the server speak.
+    pub fn negotiate(&self) -> Result<u16, ProtoError> {
+        negotiate(PROTOCOL_VERSIONS, self.versions(), "the remote host")
     }
 }
 
@@ -182,23 +240,92 @@ mod tests {
         assert_eq!(last, Err(ProtoError::NoHello(MAX_NOISE)));
     }
 
+    fn server_hello(versions: RangeInclusive<u16>) -> ServerHello {
+        ServerHello::Ready {
+            version: *versions.end(),
+            udp_port: 1,
+            server_addr: None,
+            fingerprint: [7; 32],
+            soku_version: "x".into(),
+            warnings: vec!["w".into()],
+            min_version: *versions.start(),
+        }
+    }
+
+    /// An older build (speaking 3) and a newer one (speaking 3-4) agree on 3, whichever
+    /// of them is the client: each side's choice from the other's hello is the same.
     #[test]
-    fn version_negotiation_picks_the_newest_common_version() {
-        let hello = ClientHello::new([0; 32], true);
-        assert_eq!(hello.negotiate(), Ok(*PROTOCOL_VERSIONS.end()));
-        let future = ClientHello { min_version: 900, max_version: 901, ..hello };
-        assert!(matches!(future.negotiate(), Err(ProtoError::VersionMismatch { .. })));
+    fn an_older_and_a_newer_build_agree_on_the_newest_common_version() {
+        for (client, server) in [(3..=3, 3..=4), (3..=4, 3..=3), (2..=5, 4..=7)] {
+            let hello = ClientHello::speaking(client.clone(), [0; 32], true);
+            let server_side = negotiate(server.clone(), hello.versions(), "the client");
+            let client_side =
+                negotiate(client.clone(), server_hello(server).versions(), "the remote host");
+            assert_eq!(server_side, client_side);
+        }
+        assert_eq!(negotiate(3..=3, 3..=4, "the client"), Ok(3));
+        assert_eq!(negotiate(2..=5, 4..=7, "the client"), Ok(5));
     }
 
     #[test]
-    fn a_server_version_this_build_does_not_speak_is_refused_with_the_fix() {
-        assert!(check_server_version(*PROTOCOL_VERSIONS.end()).is_ok());
-        let old = PROTOCOL_VERSIONS.start() - 1;
-        let message = check_server_version(old).unwrap_err().to_string();
+    fn no_common_version_names_both_and_the_side_to_upgrade() {
+        let old_remote = negotiate(5..=6, 3..=4, "the remote host").unwrap_err().to_string();
+        assert_eq!(
+            old_remote,
+            "soku on the remote host speaks protocol version 3-4, this soku speaks 5-6: \
+             upgrade soku on the remote host (or install the same soku version on both)"
+        );
+        let old_here = negotiate(3..=3, 4..=4, "the client").unwrap_err().to_string();
         assert!(
-            message.starts_with(&format!("remote speaks protocol versions {old}-{old}")),
+            old_here.contains(
+                "speaks protocol version 4, this soku speaks 3: upgrade soku on this host"
+            ),
+            "{old_here}"
+        );
+    }
+
+    #[test]
+    fn a_newer_hello_with_fields_appended_still_decodes() {
+        let hello = server_hello(3..=9);
+        let mut payload = postcard::to_stdvec(&hello).unwrap();
+        payload.extend_from_slice(&[1, 2, 3, 4]);
+        assert_eq!(decode_server_hello(&payload), Ok(hello));
+        let client = ClientHello::speaking(3..=9, [1; 32], false);
+        let mut payload = postcard::to_stdvec(&client).unwrap();
+        payload.push(42);
+        assert_eq!(decode_hello::<ClientHello>(&payload), Ok(client));
+    }
+
+    /// Protocol 2's hello (no oldest version) is refused with both versions named.
+    #[test]
+    fn a_protocol_2_server_is_told_to_upgrade() {
+        #[derive(Serialize)]
+        enum V2 {
+            Ready {
+                version: u16,
+                udp_port: u16,
+                server_addr: Option<std::net::IpAddr>,
+                fingerprint: [u8; 32],
+                soku_version: String,
+                warnings: Vec<String>,
+            },
+        }
+        let old = V2::Ready {
+            version: 2,
+            udp_port: 9,
+            server_addr: None,
+            fingerprint: [0; 32],
+            soku_version: "0.1.0".into(),
+            warnings: vec![],
+        };
+        let payload = postcard::to_stdvec(&old).unwrap();
+        let message = decode_server_hello(&payload).unwrap_err().to_string();
+        assert!(
+            message.starts_with(
+                "soku on the remote host speaks protocol version 2, this soku speaks 3"
+            ),
             "{message}"
         );
-        assert!(message.ends_with("install the same soku version on both hosts"), "{message}");
+        assert!(message.contains("upgrade soku on the remote host"), "{message}");
     }
 }

@@ -18,8 +18,12 @@
 //!    [`message::Message::Finished`].
 //!
 //! Everything a peer sends is untrusted: every decoder has a size limit, every path is
-//! checked component by component ([`path`]), and the receiver state machine
-//! ([`receive::Receiver`]) refuses chunks that do not fit the manifest.
+//! checked component by component ([`path`]), the receiver state machine
+//! ([`receive::Receiver`]) refuses chunks that do not fit the manifest, and the sender
+//! state machine ([`send::Sender`]) refuses reports that do not fit what it sent.
+//!
+//! The two state machines hold all of the protocol's rules, so the engine that does the
+//! I/O (or a test's plain loop, see `send/tests/plain_loop.rs`) only moves bytes.
 //!
 //! # Layout
 //! - [`frame`]: length-prefixed frames with a size limit, and a sans-IO decoder.
@@ -29,16 +33,20 @@
 //! - [`chunk`]: chunk headers, the chunk plan of a file, hashing.
 //! - [`path`]: wire paths, their validation, and where a received entry lands.
 //! - [`receive`]: the receiver's state machine.
+//! - [`send`]: the sender's state machine.
 //! - [`error`]: the one error type.
 
 pub mod chunk;
 pub mod error;
 pub mod frame;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod hello;
 pub mod manifest;
 pub mod message;
 pub mod path;
 pub mod receive;
+pub mod send;
 
 pub use error::ProtoError;
 
@@ -49,4 +57,4 @@ pub const MAGIC: &[u8] = b"\0SOKU-HELLO\n";
 /// Protocol versions this build speaks, oldest first. Version negotiation picks the
 /// highest version both sides speak. 2: the request carries scp's `-l` limit
 /// ([`message::Request::rate_limit_bps`]); 1 is no longer spoken.
-pub const PROTOCOL_VERSIONS: std::ops::RangeInclusive<u16> = 2..=2;
+pub const PROTOCOL_VERSIONS: std::ops::RangeInclusive<u16> = 3..=3;

@@ -119,3 +119,24 @@ pub enum Message {
     /// Over the ssh channel only: a chunk header; `header.wire_len` raw bytes follow.
     Chunk(ChunkHeader),
 }
+
+impl Message {
+    /// The message's kind, for error messages: never its content, which may be large or
+    /// hostile.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Message::Request(_) => "a request",
+            Message::Plan { .. } => "a plan",
+            Message::Entry(_) => "a manifest entry",
+            Message::SourceError { .. } => "a source error",
+            Message::FileSummary { .. } => "a file summary",
+            Message::FileAborted { .. } => "a file abort",
+            Message::EndOfManifest { .. } => "an end of manifest",
+            Message::Progress { .. } => "a progress report",
+            Message::FileFailed { .. } => "a file failure",
+            Message::Finished { .. } => "a finish report",
+            Message::Fatal { .. } => "a fatal error",
+            Message::Chunk(_) => "a chunk",
+        }
+    }
+}

@@ -149,14 +149,15 @@ impl Receiver {
         })
     }
 
-    /// Accepts a manifest entry, or says why it is refused.
+    /// Accepts a manifest entry, or says why it is refused. A refused entry changes
+    /// nothing: it takes no file id and does not set the top-level name.
     pub fn on_entry(&mut self, entry: Entry) -> Result<EntryAction, ProtoError> {
         if self.manifest_end.is_some() {
             return Err(ProtoError::Violation("entry after end of manifest".into()));
         }
         let path = entry.path().clone();
         path.validate()?;
-        self.check_top_name(&path)?;
+        let new_top = self.check_top_name(&path)?;
         if path.0.len() > 1 {
             if !self.recursive {
                 return Err(ProtoError::Violation(format!("{path}: nested entry without -r")));
@@ -172,6 +173,7 @@ impl Receiver {
                 if !self.recursive {
                     return Err(ProtoError::Violation(format!("{path}: directory without -r")));
                 }
+                self.top_name = self.top_name.take().or(new_top);
                 self.dirs.insert(path);
                 self.dir_meta.push((local.clone(), meta));
                 Ok(EntryAction::MakeDir { local })
@@ -183,7 +185,7 @@ impl Receiver {
                         self.next_id
                     )));
                 }
-                self.next_id = self
+                let next_id = self
                     .next_id
                     .checked_add(1)
                     .ok_or_else(|| ProtoError::Violation("too many files".into()))?;
@@ -191,6 +193,8 @@ impl Receiver {
                 if plan.count() > u64::from(u32::MAX) {
                     return Err(ProtoError::Violation(format!("{path}: file too large")));
                 }
+                self.next_id = next_id;
+                self.top_name = self.top_name.take().or(new_top);
                 let file = OpenFile {
                     path,
                     local: local.clone(),
@@ -208,14 +212,16 @@ impl Receiver {
         }
     }
 
-    fn check_top_name(&mut self, path: &WirePath) -> Result<(), ProtoError> {
+    /// Checks the top-level name; returns it if it becomes the single-name target's name
+    /// once the entry is accepted.
+    fn check_top_name(&self, path: &WirePath) -> Result<Option<String>, ProtoError> {
         let top = path.top().unwrap_or_default();
         if let Some(names) = &self.names {
             names.check(top)?;
         }
         if let Target::AsName(_) = self.target {
             match &self.top_name {
-                None => self.top_name = Some(top.to_string()),
+                None => return Ok(Some(top.to_string())),
                 Some(first) if first == top => {}
                 Some(first) => {
                     return Err(ProtoError::Violation(format!(
@@ -224,7 +230,7 @@ impl Receiver {
                 }
             }
         }
-        Ok(())
+        Ok(None)
     }
 
     /// Records that the caller created the storage for file `id` (after
@@ -266,12 +272,15 @@ impl Receiver {
                 header.index, file.path, header.wire_len, plain_len
             )));
         }
-        if file.chunks.insert(header.index, None).is_some() {
+        if file.chunks.contains_key(&header.index) {
+            // Refused without touching the chunk: inserting first would forget the hash
+            // of a chunk already verified.
             return Err(ProtoError::Violation(format!(
                 "chunk {} of {} sent twice",
                 header.index, file.path
             )));
         }
+        file.chunks.insert(header.index, None);
         Ok(ChunkCheck::Accept { offset, plain_len })
     }
 
@@ -290,6 +299,13 @@ impl Receiver {
         let Some(slot) = file.chunks.get_mut(&header.index) else {
             return Err(ProtoError::Violation("chunk written without being checked".into()));
         };
+        if slot.is_some() {
+            // Counting it again would let a file reach its size with chunks missing.
+            return Err(ProtoError::Violation(format!(
+                "chunk {} of {} written twice",
+                header.index, file.path
+            )));
+        }
         if hash != header.hash {
             let error =
                 ProtoError::ChunkHashMismatch { path: file.path.to_string(), index: header.index };
@@ -310,9 +326,11 @@ impl Receiver {
         let Some(file) = self.open.get_mut(&id) else {
             return Err(ProtoError::Violation(format!("summary for unknown file {id}")));
         };
-        if file.summary.replace(root).is_some() {
+        if file.summary.is_some() {
+            // Refused without replacing the first root, which the file is checked against.
             return Err(ProtoError::Violation(format!("second summary for {}", file.path)));
         }
+        file.summary = Some(root);
         Ok(self.settle(id))
     }
 
@@ -324,9 +342,10 @@ impl Receiver {
         Some(file.local)
     }
 
-    /// Records the end of the manifest.
+    /// Records the end of the manifest. A refused end is not recorded: the receiver is
+    /// not finished by an end that does not match the manifest.
     pub fn on_end(&mut self, files: u32, bytes: u64) -> Result<(), ProtoError> {
-        if self.manifest_end.replace((files, bytes)).is_some() {
+        if self.manifest_end.is_some() {
             return Err(ProtoError::Violation("second end of manifest".into()));
         }
         if files != self.next_id {
@@ -335,6 +354,7 @@ impl Receiver {
                 self.next_id
             )));
         }
+        self.manifest_end = Some((files, bytes));
         Ok(())
     }
 
@@ -370,7 +390,8 @@ impl Receiver {
     fn settle(&mut self, id: u32) -> FileOutcome {
         let Some(file) = self.open.get(&id) else { return FileOutcome::Pending };
         let Some(summary) = file.summary else { return FileOutcome::Pending };
-        if file.verified != file.size || file.chunks.values().any(Option::is_none) {
+        let all_in = file.chunks.len() as u64 == file.plan.count();
+        if file.verified != file.size || !all_in || file.chunks.values().any(Option::is_none) {
             return FileOutcome::Pending;
         }
         let root = root_hash(file.size, file.chunks.values().flatten());

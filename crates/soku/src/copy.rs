@@ -5,23 +5,21 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use soku_engine::ahead::{HashAhead, Walked};
+use soku_engine::events::{EventSink, PathReport, TransferEvent, PATH_SAMPLE_INTERVAL};
+use soku_engine::link::Link;
+use soku_engine::{CopyOptions, Role};
 use soku_proto::chunk::DEFAULT_CHUNK_SIZE;
-use soku_proto::message::{Job, Message, Request};
+use soku_proto::message::{Job, Message};
 use soku_proto::path::{NameFilter, Target};
 use soku_proto::receive::Receiver;
 use soku_transport::{Cipher, TransportOptions};
 
 use crate::cli::CopyArgs;
-use crate::events::{EventSink, PathReport, TransferEvent, PATH_SAMPLE_INTERVAL};
 use crate::exit::Exit;
 use crate::launch::Launcher;
-use crate::link::ChunkOut;
-use crate::serve::{QUIC_IN_FLIGHT, STREAM_IN_FLIGHT};
-use crate::session::{DataPath, Session, SessionOptions};
+use crate::session::{Session, SessionOptions};
 use crate::spec::{self, Location, Remote};
-use crate::transfer::ahead::{HashAhead, Walked};
-use crate::transfer::receive::{self, ChunkIn};
-use crate::transfer::{send, CopyOptions};
 use crate::ui::{JsonLines, ProgressMeter};
 
 /// Which way the data flows.
@@ -95,6 +93,7 @@ pub async fn run_with(args: CopyArgs, events: Arc<dyn EventSink>) -> anyhow::Res
     let session_opts = SessionOptions {
         want_quic: !args.force_ssh_channel,
         quic_timeout: Duration::from_secs_f64(args.quic_timeout.clamp(0.1, 600.0)),
+        ssh_fallback: true,
         host: remote.as_ref().map_or_else(|| "127.0.0.1".into(), |r| r.host.clone()),
         transport,
     };
@@ -105,27 +104,23 @@ pub async fn run_with(args: CopyArgs, events: Arc<dyn EventSink>) -> anyhow::Res
         }
         Direction::Download { .. } => None,
     };
-    let mut session = Session::start(cmd, &session_opts, events.as_ref()).await?;
-    let sampler = match &session.path {
-        DataPath::Quic { conn, .. } => {
-            Some(tokio::spawn(sample_path(conn.clone(), events.clone())))
-        }
-        DataPath::SshChannel => None,
-    };
-    let result = drive(&mut session, direction, ahead, local_target, opts, events.clone()).await;
+    let (session, mut link) = Session::start(cmd, &session_opts, events.as_ref()).await?;
+    let sampler =
+        session.connection().map(|conn| tokio::spawn(sample_path(conn.clone(), events.clone())));
+    let result = drive(&mut link, direction, ahead, local_target, opts, events.clone()).await;
     if let Some(sampler) = sampler {
         sampler.abort();
     }
     match result {
         Ok(report) => {
-            if let DataPath::Quic { conn, .. } = &session.path {
+            if let Some(conn) = session.connection() {
                 events.event(TransferEvent::PathStats(PathReport::from_connection(conn)));
             }
-            session.close().await?;
+            session.close(link).await?;
             Ok(report)
         }
         Err(err) => {
-            session.abort().await;
+            session.abort(link).await;
             Err(err)
         }
     }
@@ -142,71 +137,38 @@ async fn sample_path(conn: quinn::Connection, events: Arc<dyn EventSink>) {
     }
 }
 
+/// Asks the server for its part of the copy and runs ours.
 async fn drive(
-    session: &mut Session,
+    link: &mut Link,
     direction: Direction,
     ahead: Option<HashAhead>,
     local_target: Option<Target>,
     opts: CopyOptions,
     events: Arc<dyn EventSink>,
 ) -> anyhow::Result<CopyReport> {
-    let quic = match &session.path {
-        DataPath::Quic { conn, .. } => Some(conn.clone()),
-        DataPath::SshChannel => None,
-    };
-    let base = |job| Request {
-        job,
-        recursive: opts.recursive,
-        preserve: opts.preserve,
-        compress: opts.compress,
-        chunk_size: opts.chunk_size,
-        rate_limit_bps: opts.rate_limit_bps,
-    };
-    let (files, bytes, failures) = match direction {
+    let role = match direction {
         Direction::Upload { sources, target, .. } => {
             let count = u32::try_from(sources.len()).unwrap_or(u32::MAX);
-            session
-                .control
-                .send(Message::Request(base(Job::Receive { target, sources: count })))
-                .await?;
-            let (chunks, in_flight) = match &quic {
-                Some(conn) => (ChunkOut::Quic(conn.clone()), QUIC_IN_FLIGHT),
-                None => (ChunkOut::Stream(session.control.clone()), STREAM_IN_FLIGHT),
-            };
-            let input = std::mem::replace(&mut session.control_in, Box::new(tokio::io::empty()));
+            let job = Job::Receive { target, sources: count };
+            link.tx.send_control(Message::Request(opts.request(job))).await?;
             let walked = match ahead {
                 Some(ahead) => ahead.finish().await?,
                 None => Walked::walk(sources, opts.recursive).await?,
             };
-            let out =
-                send::run(walked, opts, session.control.clone(), input, chunks, in_flight, events)
-                    .await?;
-            (out.files, out.bytes, out.failures)
+            Role::Send(walked)
         }
         Direction::Download { sources, .. } => {
             let names = NameFilter::for_requested(sources.iter().map(String::as_str));
-            session.control.send(Message::Request(base(Job::Send { sources }))).await?;
+            link.tx.send_control(Message::Request(opts.request(Job::Send { sources }))).await?;
             // safe: local_target is Some for every download (set above)
             let Some(target) = local_target else { anyhow::bail!("internal: no local target") };
             let root = target.root().to_path_buf();
             let receiver = Receiver::new(target, Some(names), opts.recursive, opts.chunk_size)?;
-            let chunks = match &quic {
-                Some(conn) => ChunkIn::Quic(conn.clone()),
-                None => ChunkIn::Stream,
-            };
-            let out = receive::run(
-                receiver,
-                root,
-                opts,
-                session.control.clone(),
-                &mut session.control_in,
-                chunks,
-                events,
-            )
-            .await?;
-            (out.files, out.bytes, out.failures)
+            Role::Receive { receiver: Box::new(receiver), root }
         }
     };
+    let outcome = soku_engine::run(role, link, opts, events).await?;
+    let (files, bytes, failures) = (outcome.files, outcome.bytes, outcome.failures);
     if failures > 0 {
         return Err(Exit::failure(format!(
             "{failures} of {} file{} failed",

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use anyhow::Context as _;
 
 use crate::cli::{CopyArgs, DemoArgs};
-use crate::events::EventSink;
 use crate::ui::{human_bytes, ProgressMeter};
+use soku_engine::events::EventSink;
 
 /// Runs the demo.
 pub async fn run(args: DemoArgs) -> anyhow::Result<()> {

@@ -134,56 +134,25 @@ pub fn shell_quote(word: &str) -> String {
     }
 }
 
-/// Splits a command line into words: whitespace separates, single and double quotes group,
-/// backslash escapes (enough for `-e "ssh -p 2222"`).
+/// Splits a `-e` command line into words as a POSIX shell does, with [`shlex::split`]:
+/// whitespace separates, single and double quotes group, backslash escapes (outside
+/// quotes, and inside double quotes before `$`, `` ` ``, `"`, `\` and a newline), and a
+/// word starting with `#` begins a comment. Nothing is expanded.
 pub fn shell_words(line: &str) -> anyhow::Result<Vec<String>> {
-    let mut words = Vec::new();
-    let mut word = String::new();
-    let mut in_word = false;
-    let mut chars = line.chars();
-    while let Some(c) = chars.next() {
-        match c {
-            '\'' => {
-                in_word = true;
-                loop {
-                    match chars.next() {
-                        Some('\'') => break,
-                        Some(c) => word.push(c),
-                        None => anyhow::bail!("unterminated ' in {line:?}"),
-                    }
-                }
-            }
-            '"' => {
-                in_word = true;
-                loop {
-                    match chars.next() {
-                        Some('"') => break,
-                        Some('\\') => word.extend(chars.next()),
-                        Some(c) => word.push(c),
-                        None => anyhow::bail!("unterminated \" in {line:?}"),
-                    }
-                }
-            }
-            '\\' => {
-                in_word = true;
-                word.extend(chars.next());
-            }
-            c if c.is_whitespace() => {
-                if in_word {
-                    words.push(std::mem::take(&mut word));
-                    in_word = false;
-                }
-            }
-            c => {
-                in_word = true;
-                word.push(c);
-            }
-        }
+    if let Some(words) = shlex::split(line) {
+        return Ok(words);
     }
-    if in_word {
-        words.push(word);
+    // shlex only says that the line is cut short; find out how by closing it.
+    let closes = |end: &str| shlex::split(&format!("{line}{end}")).is_some();
+    if closes("x") {
+        anyhow::bail!("trailing \\ in {line:?}")
+    } else if closes("'") {
+        anyhow::bail!("unterminated ' in {line:?}")
+    } else if closes("\"") {
+        anyhow::bail!("unterminated \" in {line:?}")
+    } else {
+        anyhow::bail!("unterminated \" (ending in \\) in {line:?}")
     }
-    Ok(words)
 }
 
 #[cfg(test)]
@@ -200,9 +169,121 @@ mod tests {
     }
 
     #[test]
+    fn unsplittable_lines_say_why() {
+        let why = |line: &str| shell_words(line).expect_err(line).to_string();
+        assert_eq!(why("ssh 'open"), r#"unterminated ' in "ssh 'open""#);
+        assert_eq!(why(r#"ssh -o "A"#), r#"unterminated " in "ssh -o \"A""#);
+        assert_eq!(why(r"ssh \"), r#"trailing \ in "ssh \\""#);
+        assert!(why(r#"ssh "a\"#).starts_with("unterminated \""));
+        assert_eq!(shell_words("ssh # a comment's end").expect("ok"), ["ssh"]);
+    }
+
+    #[test]
     fn quoting_survives_a_shell() {
         assert_eq!(shell_quote("plain/path"), "plain/path");
         assert_eq!(shell_quote("it's here"), r"'it'\''s here'");
         assert_eq!(shell_quote(""), "''");
+    }
+
+    mod props {
+        //! Properties of the quoting for the remote shell and of `-e` splitting; proptest
+        //! keeps the seeds of failures it finds in `crates/soku/proptest-regressions/`
+        //! (worth committing).
+
+        use std::ffi::OsStr;
+
+        use proptest::prelude::*;
+
+        use super::*;
+
+        /// Words as users name paths and programs: anything, the characters a shell
+        /// treats specially, and a few known troublemakers.
+        fn word() -> impl Strategy<Value = String> {
+            prop_oneof![
+                any::<String>(),
+                "[ -~]{0,12}",
+                "[a-z'\" \t\n$`\\\\#~*?!={}()<>|&;é]{0,10}",
+                prop::sample::select(vec![
+                    "", "'", "\"", "\\", "''", "'\\''", "$HOME", "`id`", "$(id)", "#x", "~", "a b",
+                    "\n", "it's", "ü ñ", "-e", "--", "*", "a=b", "\u{a0}", "\r\n",
+                ])
+                .prop_map(str::to_string),
+            ]
+        }
+
+        fn words() -> impl Strategy<Value = Vec<String>> {
+            prop::collection::vec(word(), 0..5)
+        }
+
+        proptest! {
+            /// Catches: a word that is not quoted although it needs it (whitespace, a
+            /// quote, `#` starting a comment), a `'` inside a word closed badly, an empty
+            /// word that vanishes, and words that run together.
+            #[test]
+            fn quoted_words_split_back_to_themselves(words in words()) {
+                let line = shell_quote_all(&words);
+                prop_assert_eq!(shlex::split(&line), Some(words), "{:?}", line);
+            }
+
+            /// Catches: the same for the command soku really hands to ssh, whatever
+            /// `--remote-soku` names, and the `--` that keeps the host from being read as
+            /// an option.
+            #[test]
+            fn the_remote_command_splits_back(
+                remote_soku in word(),
+                host in "[a-z][a-z0-9.-]{0,10}",
+            ) {
+                let options = vec!["-T".to_string()];
+                let launcher = Launcher::Ssh { program: "ssh".into(), options };
+                let remote = Remote { user: None, host: host.clone(), path: String::new() };
+                let cmd = launcher.command(Some(&remote), &remote_soku).expect("command");
+                let args: Vec<&OsStr> = cmd.as_std().get_args().collect();
+                let head = [OsStr::new("-T"), OsStr::new("--"), OsStr::new(&host)];
+                prop_assert_eq!(&args[..3], head);
+                let line = args[3].to_str().expect("utf-8");
+                let want = vec![remote_soku, "serve".to_string()];
+                prop_assert_eq!(shlex::split(line), Some(want));
+            }
+
+            /// Catches: `-e` lines that a POSIX shell would split differently from
+            /// `shell_words` (lines quoted by shlex's own quoting must come back whole).
+            #[test]
+            fn joined_words_split_back_through_shell_words(words in words()) {
+                let words: Vec<String> =
+                    words.into_iter().map(|w| w.replace('\0', "")).collect();
+                let line = shlex::try_join(words.iter().map(String::as_str)).expect("no NUL");
+                prop_assert_eq!(shell_words(&line).expect("splits"), words);
+            }
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(64))]
+
+            /// Catches what shlex does not model: a character left unquoted that a real
+            /// shell expands or interprets (`$`, `` ` ``, `*`, `~`, `{a,b}`, `!`, `;`):
+            /// `/bin/sh` must hand the words back unchanged.
+            #[test]
+            fn quoted_words_survive_a_real_shell(words in words()) {
+                let words: Vec<String> =
+                    words.into_iter().map(|w| w.replace('\0', "")).collect();
+                let script = format!("printf '%s\\0' {}", shell_quote_all(&words));
+                let out =
+                    std::process::Command::new("sh").arg("-c").arg(&script).output().expect("sh");
+                let stderr = String::from_utf8_lossy(&out.stderr);
+                prop_assert!(out.status.success(), "{:?}: {}", script, stderr);
+                let mut got: Vec<String> = String::from_utf8(out.stdout)
+                    .expect("utf-8")
+                    .split('\0')
+                    .map(str::to_string)
+                    .collect();
+                // printf with no words still prints the format once.
+                prop_assert_eq!(got.pop(), Some(String::new()));
+                if words.is_empty() {
+                    prop_assert_eq!(got, vec![String::new()]);
+                } else {
+                    prop_assert_eq!(got, words, "{:?}", script);
+                }
+            }
+        }
     }
 }

@@ -5,24 +5,22 @@
 //! - [`spec`]: scp-style `[user@]host:path` parsing.
 //! - [`copy`]: the copy command; [`demo`]: the same over loopback with no remote.
 //! - [`launch`]: starting the remote `soku serve` (ssh, `-S`, `-e`, or locally).
-//! - [`session`]: client bootstrap (hellos, QUIC or fallback); [`serve`]: the server.
-//! - [`link`]: control frames and chunks over QUIC or the ssh channel.
-//! - [`transfer`]: the sender and receiver engines over the sans-IO protocol.
+//! - [`session`]: client bootstrap (hellos, QUIC or fallback) into a `soku_engine` link;
+//!   [`serve`]: the server's bootstrap and the job the client asks for.
 //! - [`tunnel`]: TCP connections carried over soku's QUIC transport.
-//! - [`events`] and [`ui`]: typed events out of the engine, rendered only here.
+//! - [`ui`]: the engine's typed events (`soku_engine::events`), rendered only here.
+//!
+//! The copy itself (sender, receiver, the data-path seam) is the `soku-engine` crate.
 //! - `main`: dispatch and the exit-code table ([`exit`]).
 
 mod cli;
 mod copy;
 mod demo;
-mod events;
 mod exit;
 mod launch;
-mod link;
 mod serve;
 mod session;
 mod spec;
-mod transfer;
 mod tunnel;
 mod ui;
 

@@ -14,26 +14,25 @@ use std::time::Duration;
 use anyhow::Context as _;
 use soku_proto::frame;
 use soku_proto::hello::{ClientHello, ServerHello, TransportChoice};
-use soku_proto::message::{Job, Message, Request};
+use soku_proto::message::{Job, Message};
 use soku_proto::path::Target;
 use soku_proto::receive::Receiver;
 use soku_proto::{MAGIC, PROTOCOL_VERSIONS};
 use soku_transport::{ClientPin, Fingerprint, Identity, TransportOptions};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 
+use soku_engine::ahead::Walked;
+use soku_engine::events::Silent;
+use soku_engine::link::{self, Link};
+use soku_engine::{CopyOptions, Role};
+
 use crate::cli::ServeArgs;
-use crate::events::{EventSink, Silent};
-use crate::link::{read_message, spawn_writer, BoxRead, ChunkOut};
-use crate::transfer::ahead::Walked;
-use crate::transfer::receive::{self, ChunkIn};
-use crate::transfer::{send, CopyOptions};
 
 /// How long the server waits for the client's QUIC handshake after offering it.
 const ACCEPT_TIMEOUT: Duration = Duration::from_secs(60);
-/// Chunks in flight from a sender on QUIC: enough for 1 Gbit/s x 300 ms at 1 MiB chunks.
-pub const QUIC_IN_FLIGHT: usize = 64;
-/// Chunks in flight on the ssh channel, where they queue on one stream anyway.
-pub const STREAM_IN_FLIGHT: usize = 8;
+/// How long the server waits at the end for the client to end its side of the link,
+/// and then for it to close the QUIC connection.
+const CLOSE_PATIENCE: Duration = Duration::from_secs(10);
 
 /// Runs the server on stdin/stdout.
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
@@ -78,6 +77,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         fingerprint: identity.fingerprint().0,
         soku_version: env!("CARGO_PKG_VERSION").to_string(),
         warnings,
+        min_version: *PROTOCOL_VERSIONS.start(),
     };
     let mut out = MAGIC.to_vec();
     frame::encode(&ready, &mut out)?;
@@ -90,7 +90,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         anyhow::bail!("not a soku client on stdin (soku serve is started by soku itself)");
     }
     let hello: ClientHello = read_small_frame(&mut stdin).await?;
-    // The client refuses our version itself if it does not speak it.
+    // The newest version both speak (the client makes the same choice from our hello,
+    // and says so itself if there is none); with one version there is nothing to switch on.
     hello.negotiate()?;
     let endpoint = if hello.want_quic {
         client_pin.set(Fingerprint(hello.fingerprint));
@@ -118,19 +119,11 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
                 watched.close(1u32.into(), b"ssh channel closed");
             });
             let (send, recv) = conn.accept_bi().await?;
-            send.set_priority(crate::link::CONTROL_PRIORITY)?;
-            let (control, writer) = spawn_writer(send);
-            let mut control_in: BoxRead = Box::new(recv);
-            let result = serve_job(
-                &mut control_in,
-                control,
-                ChunkOut::Quic(conn.clone()),
-                Some(conn.clone()),
-            )
-            .await;
-            let _ = writer.await;
+            let mut link = link::quic::link(conn.clone(), send, recv);
+            let result = serve_job(&mut link, Some(&conn)).await;
             // The client closes the connection once it has what it needs.
-            let _ = tokio::time::timeout(Duration::from_secs(10), conn.closed()).await;
+            let _ = link.close(CLOSE_PATIENCE).await;
+            let _ = tokio::time::timeout(CLOSE_PATIENCE, conn.closed()).await;
             endpoint.close(0u32.into(), b"");
             result
         }
@@ -139,17 +132,17 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
                 accepting.abort();
             }
             drop(endpoint);
-            let (control, writer) = spawn_writer(stdout);
-            let mut control_in: BoxRead = Box::new(stdin);
-            let result =
-                serve_job(&mut control_in, control.clone(), ChunkOut::Stream(control), None).await;
-            let _ = writer.await;
+            let mut link = link::stream::link(stdin, stdout);
+            let result = serve_job(&mut link, None).await;
+            let _ = link.close(CLOSE_PATIENCE).await;
             result
         }
         (TransportChoice::Quic, _, _) => anyhow::bail!("client chose QUIC after asking for none"),
     }
 }
 
+/// Reads a bootstrap frame (the client's hello or its transport choice); fields a newer
+/// client appended are ignored (see `soku_proto::hello`).
 async fn read_small_frame<R: AsyncRead + Unpin, T: serde::de::DeserializeOwned>(
     input: &mut R,
 ) -> anyhow::Result<T> {
@@ -158,7 +151,7 @@ async fn read_small_frame<R: AsyncRead + Unpin, T: serde::de::DeserializeOwned>(
     let len = frame::payload_len(prefix, 4096)?;
     let mut payload = vec![0u8; len];
     input.read_exact(&mut payload).await.context("the client closed the channel")?;
-    Ok(frame::decode_payload(&payload)?)
+    Ok(soku_proto::hello::decode_hello(&payload)?)
 }
 
 /// The server's address as ssh saw it (the third field of SSH_CONNECTION): the address
@@ -167,57 +160,53 @@ fn ssh_server_ip() -> Option<IpAddr> {
     std::env::var("SSH_CONNECTION").ok()?.split_whitespace().nth(2)?.parse().ok()
 }
 
-/// Reads the client's request and runs it.
-async fn serve_job(
-    control_in: &mut BoxRead,
-    control: crate::link::ControlTx,
-    chunks_out: ChunkOut,
-    quic: Option<quinn::Connection>,
-) -> anyhow::Result<()> {
-    let Some(Message::Request(request)) = read_message(control_in).await? else {
-        anyhow::bail!("expected a request from the client");
-    };
-    let Request { job, recursive, preserve, compress, chunk_size, rate_limit_bps } = request;
-    let opts = CopyOptions { recursive, preserve, compress, chunk_size, rate_limit_bps };
-    let events: Arc<dyn EventSink> = Arc::new(Silent);
-    let outcome = async {
-        match job {
-            Job::Receive { target, sources } => {
-                let target = expand_home(&target);
-                let is_dir = std::fs::metadata(&target).is_ok_and(|md| md.is_dir());
-                let target = Target::resolve(&target, is_dir, sources)?;
-                let root = target.root().to_path_buf();
-                let receiver = Receiver::new(target, None, recursive, chunk_size)?;
-                let chunks_in = match &quic {
-                    Some(conn) => ChunkIn::Quic(conn.clone()),
-                    None => ChunkIn::Stream,
-                };
-                receive::run(receiver, root, opts, control.clone(), control_in, chunks_in, events)
-                    .await?;
-            }
-            Job::Tunnel { destination, compress } => {
-                let Some(conn) = &quic else {
-                    anyhow::bail!("a tunnel needs QUIC, and UDP did not get through");
-                };
-                crate::tunnel::serve(conn.clone(), &destination, compress).await?;
-            }
-            Job::Send { sources } => {
-                let sources = expand_sources(&sources);
-                let in_flight = if quic.is_some() { QUIC_IN_FLIGHT } else { STREAM_IN_FLIGHT };
-                // The sender reads reports on its own task, so it takes the input.
-                let input = std::mem::replace(control_in, Box::new(tokio::io::empty()));
-                let walked = Walked::walk(sources, recursive).await?;
-                send::run(walked, opts, control.clone(), input, chunks_out, in_flight, events)
-                    .await?;
-            }
+/// Reads the client's request and runs it. A failure before the copy starts (a bad
+/// target, unreadable sources) is told to the client here; the engine tells its own.
+async fn serve_job(link: &mut Link, quic: Option<&quinn::Connection>) -> anyhow::Result<()> {
+    let request = soku_engine::role::read_request(link).await?;
+    let (job, opts) = CopyOptions::from_request(request);
+    let role = match job {
+        Job::Tunnel { destination, compress } => {
+            let Some(conn) = quic else {
+                return Err(
+                    tell_client(link, "a tunnel needs QUIC, and UDP did not get through").await
+                );
+            };
+            return crate::tunnel::serve(conn.clone(), &destination, compress).await;
         }
-        anyhow::Ok(())
+        job => match role_for(job, opts).await {
+            Ok(role) => role,
+            Err(err) => return Err(tell_client(link, format!("{err:#}")).await),
+        },
+    };
+    soku_engine::run(role, link, opts, Arc::new(Silent)).await?;
+    Ok(())
+}
+
+/// This side's role in the copy the client asked for.
+async fn role_for(job: Job, opts: CopyOptions) -> anyhow::Result<Role> {
+    match job {
+        Job::Receive { target, sources } => {
+            let target = expand_home(&target);
+            let is_dir = std::fs::metadata(&target).is_ok_and(|md| md.is_dir());
+            let target = Target::resolve(&target, is_dir, sources)?;
+            let root = target.root().to_path_buf();
+            let receiver = Receiver::new(target, None, opts.recursive, opts.chunk_size)?;
+            Ok(Role::Receive { receiver: Box::new(receiver), root })
+        }
+        Job::Send { sources } => {
+            let sources = expand_sources(&sources);
+            Ok(Role::Send(Walked::walk(sources, opts.recursive).await?))
+        }
+        Job::Tunnel { .. } => anyhow::bail!("internal: a tunnel is not a copy"),
     }
-    .await;
-    if let Err(err) = &outcome {
-        let _ = control.send(Message::Fatal { message: format!("{err:#}") }).await;
-    }
-    outcome
+}
+
+/// Sends `message` to the client as the end of the job, and returns it as the error.
+async fn tell_client(link: &Link, message: impl Into<String>) -> anyhow::Error {
+    let message = message.into();
+    let _ = link.tx.send_control(Message::Fatal { message: message.clone() }).await;
+    anyhow::anyhow!(message)
 }
 
 /// Remote paths are relative to the home directory, where ssh starts us; `~/x` is `x`.

@@ -5,6 +5,8 @@
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::time::Duration;
 
+use soku_engine::events::{EventSink, TransferEvent};
+use soku_engine::link::{self, Link};
 use soku_proto::frame;
 use soku_proto::hello::{ClientHello, HelloScanner, Scan, ServerHello, TransportChoice};
 use soku_proto::MAGIC;
@@ -13,35 +15,26 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::{Child, ChildStdin};
 use tokio::task::JoinSet;
 
-use crate::events::{EventSink, TransferEvent};
 use crate::exit::Exit;
-use crate::link::{spawn_writer, BoxRead, ControlTx};
 
-/// The data path a session ended up with.
-pub enum DataPath {
-    /// QUIC: control on a bidirectional stream, chunks on their own streams.
-    Quic {
-        /// The endpoint (kept to drain it at the end).
-        endpoint: quinn::Endpoint,
-        /// The connection.
-        conn: quinn::Connection,
-    },
-    /// The ssh channel carries everything.
-    SshChannel,
+/// A QUIC connection and the endpoint that made it.
+pub struct QuicPath {
+    /// The endpoint, kept until the session ends: dropping it would stop the connection.
+    _endpoint: quinn::Endpoint,
+    /// The connection.
+    pub conn: quinn::Connection,
 }
 
-/// A running session with the remote `soku serve`.
+/// A running session with the remote `soku serve`. The data moves over the [`Link`]
+/// that [`Session::start`] returns beside it; the session keeps what the link runs on.
 pub struct Session {
     child: Child,
     /// Kept open in QUIC mode: closing it tells the server to exit.
     ssh_stdin: Option<ChildStdin>,
-    /// How data moves.
-    pub path: DataPath,
-    /// Sends control messages.
-    pub control: ControlTx,
-    writer: tokio::task::JoinHandle<anyhow::Result<()>>,
-    /// Reads control messages (and chunks on the ssh channel).
-    pub control_in: BoxRead,
+    /// The QUIC connection, unless the data moves over the ssh channel.
+    pub quic: Option<QuicPath>,
+    /// Why QUIC is not used, when it is not (the user asked, or it did not get through).
+    pub fallback: Option<String>,
 }
 
 /// How to set the session up.
@@ -50,6 +43,9 @@ pub struct SessionOptions {
     pub want_quic: bool,
     /// How long to wait for the QUIC handshake.
     pub quic_timeout: Duration,
+    /// Whether the data may move over the ssh channel when QUIC does not get through
+    /// (a copy may; a tunnel may not, and says why itself from [`Session::fallback`]).
+    pub ssh_fallback: bool,
     /// The host name the user typed (used when the server does not know its address).
     pub host: String,
     /// Cipher and rate cap.
@@ -62,7 +58,7 @@ impl Session {
         mut cmd: tokio::process::Command,
         opts: &SessionOptions,
         events: &dyn EventSink,
-    ) -> anyhow::Result<Session> {
+    ) -> anyhow::Result<(Session, Link)> {
         let program = format!("{:?}", cmd.as_std().get_program());
         let mut child =
             cmd.spawn().map_err(|e| Exit::connection(format!("cannot run {program}: {e}")))?;
@@ -83,33 +79,34 @@ impl Session {
             Ok(found) => found,
             Err(err) => return Err(explain_startup_failure(&mut child, err).await),
         };
-        let (version, udp_port, server_addr, fingerprint, warnings) = match server_hello {
-            ServerHello::Refused { reason } => {
-                return Err(Exit::connection(format!("remote soku refused: {reason}")).into())
-            }
-            ServerHello::Ready {
-                version, udp_port, server_addr, fingerprint, warnings, ..
-            } => (version, udp_port, server_addr, fingerprint, warnings),
-        };
-        soku_proto::hello::check_server_version(version)
-            .map_err(|e| Exit::connection(e.to_string()))?;
+        // The newest version both speak; with one version there is nothing to switch on.
+        server_hello.negotiate().map_err(|e| Exit::connection(e.to_string()))?;
+        let ServerHello::Ready { udp_port, server_addr, fingerprint, warnings, .. } = server_hello;
         for warning in warnings {
             events.event(TransferEvent::Warning(format!("remote: {warning}")));
         }
 
-        let quic = if opts.want_quic && udp_port != 0 {
+        let mut fallback = None;
+        let quic = if !opts.want_quic {
+            fallback = Some("the data was asked to move over the ssh channel".to_string());
+            None
+        } else if udp_port == 0 {
+            fallback = Some("the remote soku has no QUIC endpoint".to_string());
+            None
+        } else {
             let server = Fingerprint(fingerprint);
             match try_quic(&identity, server, server_addr, udp_port, opts, events).await {
                 Ok(quic) => Some(quic),
                 Err(why) => {
-                    events.event(TransferEvent::Warning(format!(
-                        "{why}; carrying the data over the ssh channel instead (slower)"
-                    )));
+                    if opts.ssh_fallback {
+                        events.event(TransferEvent::Warning(format!(
+                            "{why}; carrying the data over the ssh channel instead (slower)"
+                        )));
+                    }
+                    fallback = Some(why);
                     None
                 }
             }
-        } else {
-            None
         };
         let choice =
             if quic.is_some() { TransportChoice::Quic } else { TransportChoice::SshChannel };
@@ -119,60 +116,40 @@ impl Session {
         match quic {
             Some((endpoint, conn, addr)) => {
                 let (send, recv) = conn.open_bi().await?;
-                send.set_priority(crate::link::CONTROL_PRIORITY)?;
-                let (control, writer) = spawn_writer(send);
+                let link = link::quic::link(conn.clone(), send, recv);
                 events.event(TransferEvent::Connected { transport: format!("QUIC to {addr}") });
-                Ok(Session {
-                    child,
-                    ssh_stdin: Some(stdin),
-                    path: DataPath::Quic { endpoint, conn },
-                    control,
-                    writer,
-                    control_in: Box::new(recv),
-                })
+                let quic = Some(QuicPath { _endpoint: endpoint, conn });
+                Ok((Session { child, ssh_stdin: Some(stdin), quic, fallback: None }, link))
             }
             None => {
-                let (control, writer) = spawn_writer(stdin);
-                events.event(TransferEvent::Connected { transport: "the ssh channel".into() });
                 let input = std::io::Cursor::new(leftover).chain(stdout);
-                Ok(Session {
-                    child,
-                    ssh_stdin: None,
-                    path: DataPath::SshChannel,
-                    control,
-                    writer,
-                    control_in: Box::new(input),
-                })
+                let link = link::stream::link(input, stdin);
+                events.event(TransferEvent::Connected { transport: "the ssh channel".into() });
+                Ok((Session { child, ssh_stdin: None, quic: None, fallback }, link))
             }
         }
     }
 
-    /// Ends the session cleanly: waits for the server to end its side of the control
-    /// channel, closes QUIC, closes ssh and reaps it.
-    pub async fn close(self) -> anyhow::Result<()> {
-        let Session { mut child, ssh_stdin, path, control, writer, mut control_in } = self;
-        drop(control);
-        let _ = writer.await;
+    /// The QUIC connection, if the data moves over QUIC.
+    pub fn connection(&self) -> Option<&quinn::Connection> {
+        self.quic.as_ref().map(|quic| &quic.conn)
+    }
+
+    /// Ends the session cleanly: ends our side of the link and waits for the server to
+    /// end its own, closes QUIC, closes ssh and reaps it.
+    pub async fn close(self, link: Link) -> anyhow::Result<()> {
+        let Session { mut child, ssh_stdin, quic, .. } = self;
         // The server ends its side once it is done; bounded, so a stuck peer cannot hang us.
-        let mut sink = [0u8; 4096];
-        let _ = tokio::time::timeout(Duration::from_secs(5), async {
-            while control_in.read(&mut sink).await.is_ok_and(|n| n > 0) {}
-        })
-        .await;
+        let _ = link.close(Duration::from_secs(5)).await;
         // Only the CONNECTION_CLOSE has to leave, and quinn's driver sends it while ssh
         // winds down below. Nothing waits for the endpoint to drain (3 PTO, at least
         // 75 ms with quinn's 25 ms ack delay): the server also ends when the ssh channel
         // closes, so a lost CONNECTION_CLOSE costs nothing. A fixed 20 ms grace here was
         // 20 ms of every copy's wall time (1.3 % of a 1 GiB loopback copy).
-        let quic = match path {
-            DataPath::Quic { endpoint, conn } => {
-                conn.close(0u32.into(), b"done");
-                Some(endpoint)
-            }
-            DataPath::SshChannel => None,
-        };
+        if let Some(quic) = &quic {
+            quic.conn.close(0u32.into(), b"done");
+        }
         drop(ssh_stdin);
-        drop(control_in);
         match tokio::time::timeout(Duration::from_secs(10), child.wait()).await {
             Ok(_) => {}
             Err(_) => {
@@ -184,9 +161,10 @@ impl Session {
     }
 
     /// Stops everything at once (after an error).
-    pub async fn abort(mut self) {
-        if let DataPath::Quic { conn, .. } = &self.path {
-            conn.close(1u32.into(), b"aborted");
+    pub async fn abort(mut self, link: Link) {
+        drop(link);
+        if let Some(quic) = &self.quic {
+            quic.conn.close(1u32.into(), b"aborted");
         }
         let _ = self.child.kill().await;
     }
@@ -217,7 +195,9 @@ async fn read_server_hello<R: AsyncRead + Unpin>(
         } else {
             decoder.feed(&buf[..n]);
         }
-        if let Some(hello) = decoder.next_message::<ServerHello>()? {
+        if let Some(payload) = decoder.next_payload()? {
+            let hello = soku_proto::hello::decode_server_hello(&payload)
+                .map_err(|e| Exit::connection(e.to_string()))?;
             return Ok((hello, decoder.buffered().to_vec()));
         }
     }
@@ -365,12 +345,13 @@ impl Race {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::events::Silent;
+    use soku_engine::events::Silent;
 
     fn options(host: &str, quic_timeout: Duration) -> SessionOptions {
         SessionOptions {
             want_quic: true,
             quic_timeout,
+            ssh_fallback: true,
             host: host.into(),
             transport: TransportOptions::default(),
         }

@@ -41,6 +41,11 @@ pub fn parse(arg: &str) -> Result<Location, String> {
     }
     let (user, rest) = split_user(arg);
     if let Some(bracketed) = rest.strip_prefix('[') {
+        // The address ends at `]:`; a slash before it makes a local path (the rule above).
+        let end = bracketed.find("]:").unwrap_or(bracketed.len());
+        if bracketed[..end].contains('/') {
+            return Ok(Location::Local(arg.to_string()));
+        }
         let Some((host, after)) = bracketed.split_once(']') else {
             return Err(format!("{arg}: missing `]` after an IPv6 address"));
         };
@@ -105,7 +110,8 @@ mod tests {
 
     #[test]
     fn local_forms() {
-        for local in ["file", "dir/a:b", "./a:b", "/abs:x", "ünï code", "../x:y"] {
+        for local in ["file", "dir/a:b", "./a:b", "/abs:x", "ünï code", "../x:y", "[a/b]:c", "[/"]
+        {
             assert_eq!(parse(local).expect("ok"), Location::Local(local.into()), "{local}");
         }
     }
@@ -114,6 +120,138 @@ mod tests {
     fn bad_forms() {
         for bad in ["", ":path", "[::1", "[::1]x", "-oProxyCommand=x:y", "@host:p"] {
             assert!(parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    mod props {
+        //! Properties of [`parse`]; proptest keeps the seeds of failures it finds in
+        //! `crates/soku/proptest-regressions/spec.txt` (worth committing).
+
+        use proptest::prelude::*;
+
+        use super::*;
+
+        /// `[user@]host:path` or `[user@][host]:path`, as a user would type it.
+        fn format(user: Option<&str>, host: &str, path: &str, bracketed: bool) -> String {
+            let user = user.map(|u| format!("{u}@")).unwrap_or_default();
+            if bracketed {
+                format!("{user}[{host}]:{path}")
+            } else {
+                format!("{user}{host}:{path}")
+            }
+        }
+
+        /// User names: no `:` (it ends the host) and no `/` (it makes the argument a local
+        /// path); an `@` is allowed, the last one ends the user.
+        fn user() -> impl Strategy<Value = String> {
+            prop_oneof!["[a-z_][a-z0-9_.-]{0,11}", "[^:/]{1,12}", "[a-z@.]{1,6}"]
+        }
+
+        /// Host names and addresses outside brackets: not empty, no `-` first (it would
+        /// reach ssh as an option), no `:`, `/`, `@` or a leading `[`.
+        fn host() -> impl Strategy<Value = String> {
+            prop_oneof![
+                "[a-z0-9]([a-z0-9.-]{0,20}[a-z0-9])?",
+                "[0-9]{1,3}\\.[0-9]{1,3}\\.[0-9]{1,3}\\.[0-9]{1,3}",
+                "[^-:/@\\[][^:/@]{0,12}",
+            ]
+        }
+
+        /// IPv6 addresses as written in brackets, with an optional zone.
+        fn v6() -> impl Strategy<Value = String> {
+            prop_oneof![
+                "[0-9a-fA-F]{0,4}(:[0-9a-fA-F]{0,4}){2,7}(%[a-z0-9]{1,8})?",
+                "::(ffff:)?[0-9]{1,3}\\.[0-9]{1,3}\\.[0-9]{1,3}\\.[0-9]{1,3}",
+                Just("::1".to_string()),
+            ]
+        }
+
+        /// Remote paths: anything, `:`, `/`, `@`, brackets and spaces included.
+        fn path() -> impl Strategy<Value = String> {
+            prop_oneof![any::<String>(), "[a-z:/@\\[\\] .~]{0,12}"]
+        }
+
+        /// Strings built from the characters the parser looks at, plus a two-byte one
+        /// (slicing off a char boundary would panic).
+        fn tricky() -> impl Strategy<Value = String> {
+            "[\\[\\]@:/.a~é-]{0,14}"
+        }
+
+        proptest! {
+            /// Catches: a colon after the first slash taken as the end of a host name
+            /// (scp's rule, see the module's doc), including inside brackets (`[a/b]:c`,
+            /// `[::1]/x:y`) and after a user name (`u@h/x:y`).
+            #[test]
+            fn a_slash_before_any_colon_stays_local(
+                head in prop_oneof!["[^:/]{0,10}", "[\\[\\]@a.-]{0,6}"],
+                tail in prop_oneof![any::<String>(), tricky()],
+            ) {
+                let arg = format!("{head}/{tail}");
+                prop_assert_eq!(parse(&arg), Ok(Location::Local(arg.clone())));
+            }
+
+            /// Catches: a user, host or path cut at the wrong `@`, `:` or `]` (a user
+            /// holding `@`, a path holding `:`, `@` or `]`), brackets kept in the host.
+            #[test]
+            fn user_host_path_round_trips(
+                user in prop::option::of(user()),
+                host in host(),
+                path in path(),
+            ) {
+                let arg = format(user.as_deref(), &host, &path, false);
+                prop_assert_eq!(
+                    parse(&arg),
+                    Ok(Location::Remote(Remote { user, host, path })),
+                    "{}", arg
+                );
+            }
+
+            /// Catches: an IPv6 address cut at one of its own colons, a user found inside
+            /// the address, a zone (`%eth0`) or a path with `]` mishandled.
+            #[test]
+            fn bracketed_v6_round_trips(
+                user in prop::option::of(user()),
+                host in prop_oneof![
+                    v6(),
+                    host().prop_filter("no `]` in brackets", |h| !h.contains(']')),
+                ],
+                path in path(),
+            ) {
+                let arg = format(user.as_deref(), &host, &path, true);
+                prop_assert_eq!(
+                    parse(&arg),
+                    Ok(Location::Remote(Remote { user, host, path })),
+                    "{}", arg
+                );
+            }
+
+            /// Catches: `./x:y`, `../x:y` or `/x:y` taken for host `.`, `..` or `/x`.
+            #[test]
+            fn explicit_local_paths_stay_local(
+                lead in prop::sample::select(vec!["./", "../", "/"]),
+                x in prop_oneof![any::<String>(), tricky()],
+                y in prop_oneof![any::<String>(), tricky()],
+            ) {
+                let arg = format!("{lead}{x}:{y}");
+                prop_assert_eq!(parse(&arg), Ok(Location::Local(arg.clone())));
+            }
+
+            /// Catches: a panic on any input (slicing off a char boundary, indexing past
+            /// the end), a local path that is not the argument itself, and a remote with
+            /// an empty host, a host ssh would read as an option, or an empty user.
+            #[test]
+            fn parse_never_panics(arg in prop_oneof![any::<String>(), tricky()]) {
+                match parse(&arg) {
+                    Ok(Location::Local(local)) => prop_assert_eq!(local, arg),
+                    Ok(Location::Remote(remote)) => {
+                        prop_assert!(!remote.host.is_empty(), "{:?}", remote);
+                        prop_assert!(!remote.host.starts_with('-'), "{:?}", remote);
+                        let user_ok = remote.user.as_ref().is_none_or(|u| !u.is_empty());
+                        prop_assert!(user_ok, "{:?}", remote);
+                    }
+                    Err(_) => {}
+                }
+            }
         }
     }
 }

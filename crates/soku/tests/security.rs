@@ -51,6 +51,7 @@ impl Script {
             fingerprint: [0; 32],
             soku_version: "hostile".into(),
             warnings: vec![],
+            min_version: *soku_proto::PROTOCOL_VERSIONS.start(),
         });
         s
     }
@@ -566,4 +567,34 @@ fn chunk_for_a_file_not_yet_announced_does_not_hang() {
 
 fn data_1k() -> Vec<u8> {
     common::data(1024, 99)
+}
+
+/// A server from a newer soku that no longer speaks this build's protocol: the copy
+/// stops before anything moves, with one message naming both versions and which side to
+/// upgrade (here: this host), and the connection's exit code.
+#[test]
+fn a_server_speaking_only_newer_protocols_is_refused_with_both_versions() {
+    let scene = Scene::new();
+    let newest = *soku_proto::PROTOCOL_VERSIONS.end();
+    let mut s = Script { bytes: MAGIC.to_vec() };
+    s.frame(&ServerHello::Ready {
+        version: newest + 5,
+        udp_port: 0,
+        server_addr: None,
+        fingerprint: [0; 32],
+        soku_version: "99.0.0".into(),
+        warnings: vec![],
+        min_version: newest + 1,
+    });
+    let out = scene.run(&s, &["hostile.invalid:file.txt", &target(&scene.dst())]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(255), "{stderr}");
+    let expected = format!(
+        "speaks protocol version {}-{}, this soku speaks {newest}: upgrade soku on this host",
+        newest + 1,
+        newest + 5
+    );
+    assert!(stderr.contains(&expected), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert_eq!(listing(&scene.dst()), Vec::<String>::new());
 }

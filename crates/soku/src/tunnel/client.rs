@@ -6,9 +6,11 @@
 //! of the session.
 
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
+use soku_engine::events::{EventSink, TransferEvent};
+use soku_engine::link::Inbound;
 use soku_proto::chunk::DEFAULT_CHUNK_SIZE;
 use soku_proto::message::{Job, Message, Request};
 use soku_transport::TransportOptions;
@@ -19,11 +21,9 @@ use super::listen::{check_destination, parse_listen, parse_remote};
 use super::pipe::{self, RelayError};
 use super::{code, MAX_CONNECTIONS, STREAM_HEADER};
 use crate::cli::TunnelArgs;
-use crate::events::{EventSink, TransferEvent};
 use crate::exit::Exit;
 use crate::launch::Launcher;
-use crate::link::read_message;
-use crate::session::{DataPath, Session, SessionOptions};
+use crate::session::{Session, SessionOptions};
 
 /// How long to wait for the QUIC handshake: longer than a copy's default, as a tunnel
 /// has no fallback to try instead.
@@ -45,25 +45,22 @@ pub async fn run(args: TunnelArgs) -> anyhow::Result<()> {
     let session_opts = SessionOptions {
         want_quic: true,
         quic_timeout: QUIC_TIMEOUT,
+        ssh_fallback: false,
         host: remote.host.clone(),
         transport: TransportOptions::default(),
     };
     let events = Notices::new(args.verbose > 0);
-    let mut session = Session::start(cmd, &session_opts, &events).await?;
-    let conn = match &session.path {
-        DataPath::Quic { conn, .. } => conn.clone(),
-        DataPath::SshChannel => {
-            session.abort().await;
-            let why = events.fallback_reason().unwrap_or_else(|| "QUIC is not available".into());
-            return Err(Exit::connection(format!(
-                "a tunnel needs UDP between the two hosts, and {why}"
-            ))
-            .into());
-        }
+    let (session, mut link) = Session::start(cmd, &session_opts, &events).await?;
+    let Some(conn) = session.connection().cloned() else {
+        let why = session.fallback.clone().unwrap_or_else(|| "QUIC is not available".into());
+        session.abort(link).await;
+        return Err(Exit::connection(format!(
+            "a tunnel needs UDP between the two hosts, and {why}"
+        ))
+        .into());
     };
-    session
-        .control
-        .send(Message::Request(Request {
+    link.tx
+        .send_control(Message::Request(Request {
             job: Job::Tunnel { destination: args.to.clone(), compress: args.compress },
             recursive: false,
             preserve: false,
@@ -72,15 +69,6 @@ pub async fn run(args: TunnelArgs) -> anyhow::Result<()> {
             rate_limit_bps: None,
         }))
         .await?;
-    // The server answers only if the job fails: a Fatal message, or the end of control.
-    let mut control_in = std::mem::replace(&mut session.control_in, Box::new(tokio::io::empty()));
-    let mut server_ended = tokio::spawn(async move {
-        match read_message(&mut control_in).await {
-            Ok(Some(Message::Fatal { message })) => format!("the remote end failed: {message}"),
-            Ok(_) => "the remote end closed the tunnel".to_string(),
-            Err(e) => format!("the tunnel's control stream failed: {e:#}"),
-        }
-    });
     eprintln!(
         "soku tunnel: listening on {local} -> {} via {}{}",
         args.to,
@@ -122,16 +110,22 @@ pub async fn run(args: TunnelArgs) -> anyhow::Result<()> {
             reason = conn.closed() => {
                 break Err(Exit::connection(format!("the tunnel's connection closed: {reason}")).into());
             }
-            why = &mut server_ended => {
-                let why = why.unwrap_or_else(|e| format!("internal: {e}"));
+            // The server answers only if the job fails: a Fatal message, or the end of control.
+            inbound = link.inbox.recv() => {
+                let why = match inbound {
+                    Some(Ok(Inbound::Control(Message::Fatal { message }))) => {
+                        format!("the remote end failed: {message}")
+                    }
+                    Some(Err(e)) => format!("the tunnel's control stream failed: {e}"),
+                    _ => "the remote end closed the tunnel".to_string(),
+                };
                 break Err(Exit::connection(why).into());
             }
         }
     };
-    server_ended.abort();
     // Closing the connection first ends the server's job at once; then ssh is reaped.
     conn.close(0u32.into(), b"done");
-    session.close().await?;
+    session.close(link).await?;
     outcome
 }
 
@@ -177,37 +171,22 @@ async fn carry(conn: quinn::Connection, tcp: TcpStream, peer: SocketAddr, ctx: &
     }
 }
 
-/// Warnings go to stderr; the QUIC failure that would make a copy fall back is kept,
-/// as it is the reason this tunnel cannot run.
+/// Warnings go to stderr (a tunnel does not fall back to the ssh channel: it says why
+/// QUIC failed itself, from [`Session::fallback`]).
 struct Notices {
     verbose: bool,
-    fallback: Mutex<Option<String>>,
 }
 
 impl Notices {
     fn new(verbose: bool) -> Self {
-        Self { verbose, fallback: Mutex::new(None) }
-    }
-
-    fn fallback_reason(&self) -> Option<String> {
-        self.fallback.lock().ok()?.clone()
+        Self { verbose }
     }
 }
 
 impl EventSink for Notices {
     fn event(&self, event: TransferEvent) {
         match event {
-            TransferEvent::Warning(message) => {
-                // The session says "<why>; carrying the data over the ssh channel instead".
-                match message.split_once("; carrying the data over the ssh channel") {
-                    Some((why, _)) => {
-                        if let Ok(mut slot) = self.fallback.lock() {
-                            *slot = Some(why.to_string());
-                        }
-                    }
-                    None => eprintln!("soku tunnel: warning: {message}"),
-                }
-            }
+            TransferEvent::Warning(message) => eprintln!("soku tunnel: warning: {message}"),
             TransferEvent::Connected { transport } if self.verbose => {
                 eprintln!("soku tunnel: connected over {transport}")
             }

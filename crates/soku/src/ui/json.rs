@@ -1,83 +1,127 @@
-//! Machine-readable events: one JSON object per line on stderr.
+//! Machine-readable events: one JSON object per line on stderr (RFC 8259), written by
+//! serde_json. Figures in milliseconds and Mbit/s carry 3 decimals, seconds 6.
 
 use std::io::Write;
 
-use crate::events::{EventSink, PathReport, TransferEvent};
+use serde::Serialize;
+use soku_engine::events::{EventSink, PathReport, TransferEvent};
 
 /// Writes each event as a JSON line on stderr.
 #[derive(Debug, Default)]
 pub struct JsonLines;
 
-fn escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out
+/// One line: `"event"` names the kind and comes first, the figures follow in order.
+#[derive(Debug, Serialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+enum Line<'a> {
+    Connected {
+        transport: &'a str,
+    },
+    Planned {
+        files: u32,
+        bytes: u64,
+    },
+    Verified {
+        bytes: u64,
+    },
+    FileFailed {
+        path: &'a str,
+        message: &'a str,
+    },
+    Warning {
+        message: &'a str,
+    },
+    /// The final `path` report.
+    Path(PathLine),
+    /// A running `path_sample`.
+    PathSample(PathLine),
+    Finished {
+        files: u32,
+        bytes: u64,
+        failures: u32,
+        seconds: f64,
+    },
 }
 
-/// One path report as a JSON object; `kind` names the event (the final `path` or a
-/// running `path_sample`).
-fn path_line(kind: &str, p: &PathReport) -> String {
-    let (model_bw, model_rtt, phase) = match p.model {
-        Some(m) => (
-            format!("{:.3}", m.bandwidth_bps as f64 / 1e6),
-            format!("{:.3}", m.min_rtt.as_secs_f64() * 1e3),
-            format!(r#""{}""#, m.phase.name()),
-        ),
-        None => ("null".into(), "null".into(), "null".into()),
+/// The figures of one path report; the model's are `null` when the controller has none.
+#[derive(Debug, Serialize)]
+struct PathLine {
+    rtt_ms: f64,
+    min_rtt_ms: f64,
+    mtu: u16,
+    sent_packets: u64,
+    lost_packets: u64,
+    congestion_events: u64,
+    cwnd: u64,
+    model_bw_mbit: Option<f64>,
+    model_min_rtt_ms: Option<f64>,
+    phase: Option<&'static str>,
+}
+
+/// `x` rounded to `decimals` places, so that the shortest form serde_json writes has at
+/// most that many (as `{:.3}` had, without the trailing zeros).
+fn round(x: f64, decimals: i32) -> f64 {
+    let scale = 10f64.powi(decimals);
+    (x * scale).round() / scale
+}
+
+fn ms(d: std::time::Duration) -> f64 {
+    round(d.as_secs_f64() * 1e3, 3)
+}
+
+impl PathLine {
+    fn new(p: &PathReport) -> Self {
+        PathLine {
+            rtt_ms: ms(p.rtt),
+            min_rtt_ms: ms(p.min_rtt),
+            mtu: p.mtu,
+            sent_packets: p.sent_packets,
+            lost_packets: p.lost_packets,
+            congestion_events: p.congestion_events,
+            cwnd: p.cwnd,
+            model_bw_mbit: p.model.map(|m| round(m.bandwidth_bps as f64 / 1e6, 3)),
+            model_min_rtt_ms: p.model.map(|m| ms(m.min_rtt)),
+            phase: p.model.map(|m| m.phase.name()),
+        }
+    }
+}
+
+/// The JSON line for one event, without the newline.
+fn line(event: &TransferEvent) -> String {
+    let line = match event {
+        TransferEvent::Connected { transport } => Line::Connected { transport },
+        TransferEvent::Planned { files, bytes } => Line::Planned { files: *files, bytes: *bytes },
+        TransferEvent::Verified { bytes } => Line::Verified { bytes: *bytes },
+        TransferEvent::FileFailed { path, message } => Line::FileFailed { path, message },
+        TransferEvent::Warning(message) => Line::Warning { message },
+        TransferEvent::PathStats(p) => Line::Path(PathLine::new(p)),
+        TransferEvent::PathSample(p) => Line::PathSample(PathLine::new(p)),
+        TransferEvent::Finished { files, bytes, failures, elapsed } => Line::Finished {
+            files: *files,
+            bytes: *bytes,
+            failures: *failures,
+            seconds: round(elapsed.as_secs_f64(), 6),
+        },
     };
-    format!(
-        r#"{{"event":"{kind}","rtt_ms":{:.3},"min_rtt_ms":{:.3},"mtu":{},"sent_packets":{},"lost_packets":{},"congestion_events":{},"cwnd":{},"model_bw_mbit":{model_bw},"model_min_rtt_ms":{model_rtt},"phase":{phase}}}"#,
-        p.rtt.as_secs_f64() * 1e3,
-        p.min_rtt.as_secs_f64() * 1e3,
-        p.mtu,
-        p.sent_packets,
-        p.lost_packets,
-        p.congestion_events,
-        p.cwnd
-    )
+    // Cannot fail: no maps, and serde_json writes non-finite floats as null.
+    serde_json::to_string(&line).unwrap_or_default()
 }
 
 impl EventSink for JsonLines {
     fn event(&self, event: TransferEvent) {
-        let line = match event {
-            TransferEvent::Connected { transport } => {
-                format!(r#"{{"event":"connected","transport":"{}"}}"#, escape(&transport))
-            }
-            TransferEvent::Planned { files, bytes } => {
-                format!(r#"{{"event":"planned","files":{files},"bytes":{bytes}}}"#)
-            }
-            TransferEvent::Verified { bytes } => {
-                format!(r#"{{"event":"verified","bytes":{bytes}}}"#)
-            }
-            TransferEvent::FileFailed { path, message } => format!(
-                r#"{{"event":"file_failed","path":"{}","message":"{}"}}"#,
-                escape(&path),
-                escape(&message)
-            ),
-            TransferEvent::Warning(message) => {
-                format!(r#"{{"event":"warning","message":"{}"}}"#, escape(&message))
-            }
-            TransferEvent::PathStats(p) => path_line("path", &p),
-            TransferEvent::PathSample(p) => path_line("path_sample", &p),
-            TransferEvent::Finished { files, bytes, failures, elapsed } => format!(
-                r#"{{"event":"finished","files":{files},"bytes":{bytes},"failures":{failures},"seconds":{:.6}}}"#,
-                elapsed.as_secs_f64()
-            ),
-        };
-        let _ = writeln!(std::io::stderr().lock(), "{line}");
+        let mut bytes = line(&event).into_bytes();
+        bytes.push(b'\n');
+        // One write per line (stderr is unbuffered), so that other writers to the same
+        // stderr cannot cut into a line.
+        let _ = std::io::stderr().lock().write_all(&bytes);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
+
+    use serde_json::{json, Value};
 
     use super::*;
 
@@ -94,6 +138,12 @@ mod tests {
         }
     }
 
+    fn parsed(event: TransferEvent) -> Value {
+        let text = line(&event);
+        assert!(!text.contains('\n'), "one line: {text}");
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"))
+    }
+
     #[test]
     fn path_lines_carry_every_figure_and_the_phase() {
         let model = soku_transport::PathModel {
@@ -101,15 +151,101 @@ mod tests {
             min_rtt: Duration::from_millis(300),
             phase: soku_transport::CcPhase::ProbeBw,
         };
+        // Numbers stay numbers; serde_json writes 301.5 where `{:.3}` wrote 301.500.
         assert_eq!(
-            path_line("path_sample", &report(Some(model))),
-            r#"{"event":"path_sample","rtt_ms":301.500,"min_rtt_ms":300.000,"mtu":1452,"sent_packets":1000,"lost_packets":10,"congestion_events":1,"cwnd":40000000,"model_bw_mbit":950.000,"model_min_rtt_ms":300.000,"phase":"probe_bw"}"#
+            line(&TransferEvent::PathSample(report(Some(model)))),
+            r#"{"event":"path_sample","rtt_ms":301.5,"min_rtt_ms":300.0,"mtu":1452,"sent_packets":1000,"lost_packets":10,"congestion_events":1,"cwnd":40000000,"model_bw_mbit":950.0,"model_min_rtt_ms":300.0,"phase":"probe_bw"}"#
         );
-        let line = path_line("path", &report(None));
+        let line = line(&TransferEvent::PathStats(report(None)));
         assert!(line.starts_with(r#"{"event":"path","#), "{line}");
         assert!(
             line.ends_with(r#""model_bw_mbit":null,"model_min_rtt_ms":null,"phase":null}"#),
             "{line}"
         );
+    }
+
+    #[test]
+    fn figures_keep_their_decimals() {
+        let model = soku_transport::PathModel {
+            bandwidth_bps: 123_456_789,
+            min_rtt: Duration::from_nanos(12_345_678),
+            phase: soku_transport::CcPhase::ProbeBw,
+        };
+        let mut rep = report(Some(model));
+        rep.rtt = Duration::from_nanos(1_234_567);
+        let v = parsed(TransferEvent::PathStats(rep));
+        assert_eq!(v["rtt_ms"], json!(1.235));
+        assert_eq!(v["model_bw_mbit"], json!(123.457));
+        assert_eq!(v["model_min_rtt_ms"], json!(12.346));
+        let v = parsed(TransferEvent::Finished {
+            files: 3,
+            bytes: u64::MAX,
+            failures: 1,
+            elapsed: Duration::from_nanos(2_123_456_789),
+        });
+        let want = json!({
+            "event": "finished", "files": 3, "bytes": u64::MAX, "failures": 1, "seconds": 2.123457
+        });
+        assert_eq!(v, want);
+    }
+
+    #[test]
+    fn every_event_has_its_fields() {
+        let cases = [
+            (
+                TransferEvent::Connected { transport: "QUIC".into() },
+                json!({"event": "connected", "transport": "QUIC"}),
+            ),
+            (
+                TransferEvent::Planned { files: 2, bytes: 1 << 40 },
+                json!({"event": "planned", "files": 2, "bytes": 1u64 << 40}),
+            ),
+            (TransferEvent::Verified { bytes: 7 }, json!({"event": "verified", "bytes": 7})),
+            (
+                TransferEvent::FileFailed { path: "a/b".into(), message: "gone".into() },
+                json!({"event": "file_failed", "path": "a/b", "message": "gone"}),
+            ),
+            (TransferEvent::Warning("slow".into()), json!({"event": "warning", "message": "slow"})),
+        ];
+        for (event, want) in cases {
+            assert_eq!(parsed(event), want);
+        }
+        assert_eq!(
+            line(&TransferEvent::FileFailed { path: "p".into(), message: "m".into() }),
+            r#"{"event":"file_failed","path":"p","message":"m"}"#
+        );
+    }
+
+    #[test]
+    fn strings_survive_quotes_backslashes_and_control_characters() {
+        let nasty = "say \"hi\" \\ a\\b \n\r\t\u{0}\u{1f}\u{7f} ünï 日本 \u{2028} 🦀 </script>";
+        let v = parsed(TransferEvent::FileFailed { path: nasty.into(), message: nasty.into() });
+        assert_eq!(v["path"], nasty);
+        assert_eq!(v["message"], nasty);
+        assert_eq!(parsed(TransferEvent::Warning(nasty.into()))["message"], nasty);
+        assert_eq!(
+            parsed(TransferEvent::Connected { transport: nasty.into() })["transport"],
+            nasty
+        );
+        // Control characters are escaped, never written raw.
+        let text = line(&TransferEvent::Warning(nasty.into()));
+        assert!(!text.chars().any(|c| c < ' '), "{text:?}");
+    }
+
+    proptest::proptest! {
+        /// Catches: a character written unescaped or escaped wrongly (a quote, a backslash,
+        /// a control character, a character outside the BMP): every string must
+        /// come back whole from a JSON parser, on one line. Regressions go to
+        /// `crates/soku/proptest-regressions/ui/json.txt`.
+        #[test]
+        fn any_string_parses_back(
+            path in ".*",
+            message in proptest::prelude::any::<String>(),
+        ) {
+            let event = TransferEvent::FileFailed { path: path.clone(), message: message.clone() };
+            let v = parsed(event);
+            proptest::prop_assert_eq!(v["path"].as_str(), Some(path.as_str()));
+            proptest::prop_assert_eq!(v["message"].as_str(), Some(message.as_str()));
+        }
     }
 }

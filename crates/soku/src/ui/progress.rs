@@ -7,7 +7,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use super::{human_bytes, human_rate};
-use crate::events::{EventSink, TransferEvent};
+use soku_engine::events::{EventSink, TransferEvent};
 
 /// Redraws at most this often.
 const REDRAW: Duration = Duration::from_millis(200);

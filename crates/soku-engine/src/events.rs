@@ -1,4 +1,4 @@
-//! Typed events from the transfer engine. Only the UI ([`crate::ui`]) turns them into
+//! Typed events from the transfer engine. Only the binary's user interface turns them into
 //! progress meters, summaries or JSON lines.
 
 use std::time::Duration;

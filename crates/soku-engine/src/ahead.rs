@@ -24,9 +24,9 @@ use std::sync::{Arc, Mutex};
 
 use soku_proto::chunk::{chunk_hash, ChunkPlan};
 
-use super::codec::read_exact_at;
-use super::lock;
-use super::walk::{self, Item};
+use crate::codec::read_exact_at;
+use crate::lock;
+use crate::walk::{self, Item};
 
 /// Most hashing threads, whatever the machine: the login they overlap is short, and a
 /// copy rarely reads faster than a few cores can hash.

@@ -1,5 +1,5 @@
 //! Turning file bytes into chunks on the wire and back: read, hash, compress (with `-C`,
-//! when [`super::compress_policy`] says so and the chunk shrinks), and the reverse,
+//! when [`crate::compress_policy`] says so and the chunk shrinks), and the reverse,
 //! checked against the header.
 
 use std::fs::File;
@@ -26,7 +26,7 @@ pub struct Encoded {
 }
 
 /// Reads chunk `index` (`len` bytes at `offset`) of `file`, hashes it unless its hash is
-/// `known` already (hashed ahead, [`super::ahead`]) and maybe compresses it.
+/// `known` already (hashed ahead, [`crate::ahead`]) and maybe compresses it.
 pub fn read_chunk(
     file: &File,
     id: u32,
@@ -58,7 +58,7 @@ pub fn read_chunk(
 
 /// Reads `len` bytes at `offset` into `buf` (replacing its content), straight into its
 /// spare capacity: no zeroing first (that memset was ~1 % of a loopback copy's CPU).
-pub(super) fn read_exact_at(
+pub(crate) fn read_exact_at(
     file: &File,
     len: usize,
     offset: u64,

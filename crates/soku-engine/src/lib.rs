@@ -1,0 +1,41 @@
+//! soku's transfer engine: the sender and the receiver of a copy, driven over one
+//! data-path seam ([`link`]) by the sans-IO rules of `soku-proto`.
+//!
+//! The binary sets up a session (ssh, hellos, QUIC or the ssh channel), wraps what it
+//! got in a [`link::Link`] and calls [`run`] with this side's [`Role`]; the server does
+//! the same with the role the client's request gives it. Everything the user should see
+//! leaves as typed [`events`]; nothing here prints.
+//!
+//! # Layout
+//! - [`role`]: the one entry point, [`run`], and the options both roles share.
+//! - [`link`]: the data-path seam and its implementations (QUIC, an ordered byte stream,
+//!   an in-memory pair for tests).
+//! - [`send`] and [`receive`]: the two roles, each a loop that owns its tasks.
+//! - [`walk`] and [`ahead`]: turning sources into manifest entries, and hashing them
+//!   while ssh logs in.
+//! - [`codec`], [`compress_policy`], [`throttle`]: a chunk's bytes on the way out and in.
+//! - [`fsops`]: temporary files, safe directory creation, rename into place.
+//! - [`events`]: what a copy reports; [`error`]: what can end it.
+
+pub mod ahead;
+pub mod codec;
+pub mod compress_policy;
+pub mod error;
+pub mod events;
+pub mod fsops;
+pub mod link;
+pub mod receive;
+pub mod role;
+pub mod send;
+pub mod throttle;
+pub mod walk;
+
+pub use error::{EngineError, LinkError};
+pub use role::{run, CopyOptions, Outcome, Role};
+
+/// Locks `m`, also after a panic elsewhere poisoned it: the guarded data (counters,
+/// tables) stays consistent between statements, and the copy reports the panic's
+/// task failure itself.
+pub(crate) fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}

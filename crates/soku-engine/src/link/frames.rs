@@ -1,0 +1,223 @@
+//! Frames on a byte stream: the control writer every link uses, and the readers of
+//! control frames and chunks.
+//!
+//! Outgoing control messages go through one writer task per link, so any task may send
+//! without holding a lock across an await; what is queued is batched into one write, so
+//! a small frame never waits alone for an ACK (the small-packet problem: a separate
+//! short `write` meets Nagle's algorithm and delayed ACKs, RFC 896 and RFC 1122 4.2.3.2).
+
+use bytes::Bytes;
+use soku_proto::chunk::ChunkHeader;
+use soku_proto::frame::{self, MAX_CONTROL_FRAME, PREFIX_LEN};
+use soku_proto::message::Message;
+use soku_proto::ProtoError;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::sync::{mpsc, oneshot};
+
+use super::{ChunkMemory, Inbound};
+use crate::LinkError;
+
+/// Outgoing messages queued before senders wait.
+const OUTBOX: usize = 64;
+/// Bytes batched into one write at most.
+const BATCH: usize = 64 * 1024;
+
+/// Something for the writer task.
+enum Outbound {
+    /// A control message.
+    Control(Message),
+    /// A chunk, interleaved with control messages (ordered byte streams only).
+    Chunk(ChunkHeader, Bytes),
+    /// Write what is queued, flush, end the stream, and say so.
+    Finish(oneshot::Sender<Result<(), LinkError>>),
+}
+
+/// The sending end of a writer task; cheap to clone.
+#[derive(Debug, Clone)]
+pub struct ControlWriter(mpsc::Sender<Outbound>);
+
+impl std::fmt::Debug for Outbound {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Outbound::Control(msg) => write!(f, "Control({})", msg.kind()),
+            Outbound::Chunk(header, _) => write!(f, "Chunk({}/{})", header.file, header.index),
+            Outbound::Finish(_) => write!(f, "Finish"),
+        }
+    }
+}
+
+impl ControlWriter {
+    /// Starts the writer task on `out`; the caller owns the task.
+    pub fn start<W: AsyncWrite + Send + Unpin + 'static>(
+        out: W,
+    ) -> (ControlWriter, impl std::future::Future<Output = ()> + Send + 'static) {
+        let (tx, rx) = mpsc::channel(OUTBOX);
+        (ControlWriter(tx), write_loop(out, rx))
+    }
+
+    /// Queues a control message.
+    pub async fn control(&self, msg: Message) -> Result<(), LinkError> {
+        self.0.send(Outbound::Control(msg)).await.map_err(|_| LinkError::Closed)
+    }
+
+    /// Queues a chunk: its header frame, then its wire bytes.
+    pub async fn chunk(&self, header: ChunkHeader, wire: Bytes) -> Result<(), LinkError> {
+        self.0.send(Outbound::Chunk(header, wire)).await.map_err(|_| LinkError::Closed)
+    }
+
+    /// Writes everything queued, ends the stream, and waits until that is done.
+    pub async fn finish(&self) -> Result<(), LinkError> {
+        let (done, wait) = oneshot::channel();
+        self.0.send(Outbound::Finish(done)).await.map_err(|_| LinkError::Closed)?;
+        wait.await.map_err(|_| LinkError::Closed)?
+    }
+}
+
+async fn write_loop<W: AsyncWrite + Unpin>(mut out: W, mut rx: mpsc::Receiver<Outbound>) {
+    let mut buf = Vec::with_capacity(BATCH);
+    let mut failed: Option<String> = None;
+    while let Some(first) = rx.recv().await {
+        let mut next = Some(first);
+        let mut finish = None;
+        // Batch what is queued into one write: small frames never wait alone.
+        while let Some(item) = next.take() {
+            if failed.is_none() {
+                if let Err(e) = queue(&mut out, &mut buf, item, &mut finish).await {
+                    failed = Some(e.to_string());
+                }
+            } else if let Outbound::Finish(done) = item {
+                finish = Some(done);
+            }
+            if finish.is_none() && buf.len() < BATCH {
+                next = rx.try_recv().ok();
+            }
+        }
+        if failed.is_none() {
+            let written = async {
+                out.write_all(&buf).await?;
+                out.flush().await
+            }
+            .await;
+            if let Err(e) = written {
+                failed = Some(e.to_string());
+            }
+        }
+        buf.clear();
+        if let Some(done) = finish {
+            let result = match &failed {
+                Some(e) => Err(LinkError::Lost(e.clone())),
+                None => out.shutdown().await.map_err(LinkError::from),
+            };
+            let _ = done.send(result);
+            return;
+        }
+    }
+}
+
+/// Adds one item to the batch (writing the batch out first for a chunk's bytes).
+async fn queue<W: AsyncWrite + Unpin>(
+    out: &mut W,
+    buf: &mut Vec<u8>,
+    item: Outbound,
+    finish: &mut Option<oneshot::Sender<Result<(), LinkError>>>,
+) -> Result<(), LinkError> {
+    match item {
+        Outbound::Control(msg) => frame::encode(&msg, buf)?,
+        Outbound::Chunk(header, data) => {
+            frame::encode(&Message::Chunk(header), buf)?;
+            out.write_all(buf).await?;
+            buf.clear();
+            out.write_all(&data).await?;
+        }
+        Outbound::Finish(done) => *finish = Some(done),
+    }
+    Ok(())
+}
+
+/// Reads one control frame; `Ok(None)` at a clean end of stream.
+pub async fn read_message<R: AsyncRead + Unpin>(
+    input: &mut R,
+) -> Result<Option<Message>, LinkError> {
+    read_frame(input, MAX_CONTROL_FRAME).await
+}
+
+/// Reads one frame of at most `limit` bytes; `Ok(None)` at a clean end of stream.
+pub async fn read_frame<R: AsyncRead + Unpin, T: serde::de::DeserializeOwned>(
+    input: &mut R,
+    limit: usize,
+) -> Result<Option<T>, LinkError> {
+    let mut prefix = [0u8; PREFIX_LEN];
+    let mut got = 0;
+    while got < PREFIX_LEN {
+        let n = input.read(&mut prefix[got..]).await?;
+        if n == 0 {
+            if got == 0 {
+                return Ok(None);
+            }
+            return Err(ProtoError::Truncated.into());
+        }
+        got += n;
+    }
+    let len = frame::payload_len(prefix, limit)?;
+    let mut payload = vec![0u8; len];
+    input.read_exact(&mut payload).await.map_err(truncated)?;
+    Ok(Some(frame::decode_payload(&payload)?))
+}
+
+fn truncated(e: std::io::Error) -> LinkError {
+    if e.kind() == std::io::ErrorKind::UnexpectedEof {
+        ProtoError::Truncated.into()
+    } else {
+        e.into()
+    }
+}
+
+/// Reads exactly `len` bytes (a chunk's wire bytes). The buffer is reserved, not zeroed:
+/// `read_to_end` fills spare capacity directly, which saves a memset per chunk.
+pub async fn read_bytes<R: AsyncRead + Unpin>(
+    input: &mut R,
+    len: u32,
+) -> Result<Vec<u8>, LinkError> {
+    let mut data = Vec::with_capacity(len as usize);
+    (&mut *input).take(u64::from(len)).read_to_end(&mut data).await?;
+    if data.len() != len as usize {
+        return Err(ProtoError::Truncated.into());
+    }
+    Ok(data)
+}
+
+/// Reads control frames from `input` into `inbox` until the stream ends. With
+/// `chunks`, a [`Message::Chunk`] header is followed by the chunk's bytes (an ordered
+/// byte stream); without, it is passed on as a control message (for the role to refuse).
+pub(crate) async fn read_loop<R: AsyncRead + Unpin>(
+    mut input: R,
+    inbox: mpsc::Sender<Result<Inbound, LinkError>>,
+    chunks: Option<ChunkMemory>,
+) {
+    loop {
+        let inbound = match read_message(&mut input).await {
+            Ok(None) => Ok(Inbound::Closed),
+            Ok(Some(Message::Chunk(header))) if chunks.is_some() => {
+                let Some(memory) = &chunks else { return };
+                read_chunk_body(&mut input, memory, &header).await.map(Inbound::Chunk)
+            }
+            Ok(Some(msg)) => Ok(Inbound::Control(msg)),
+            Err(e) => Err(e),
+        };
+        let last = !matches!(inbound, Ok(Inbound::Control(_) | Inbound::Chunk(_)));
+        if inbox.send(inbound).await.is_err() || last {
+            return;
+        }
+    }
+}
+
+/// Reads the bytes of the chunk whose header was just read.
+pub(crate) async fn read_chunk_body<R: AsyncRead + Unpin>(
+    input: &mut R,
+    memory: &ChunkMemory,
+    header: &ChunkHeader,
+) -> Result<super::Incoming, LinkError> {
+    let slot = memory.admit(header).await?;
+    let wire = read_bytes(input, header.wire_len).await?;
+    Ok(slot.fill(wire))
+}

@@ -1,0 +1,121 @@
+//! Links between two roles in one process, for tests that need no sshd, no network and
+//! no root.
+//!
+//! - [`ordered_pair`]: two [`super::stream`] links over an in-memory byte pipe: the very
+//!   code that carries a copy over the ssh channel.
+//! - [`streams_pair`]: like QUIC, chunks travel apart from the control messages and may
+//!   overtake them (a file's chunks before its entry); `control_delay` holds every
+//!   control message back that long to make that happen on purpose.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use soku_proto::chunk::ChunkHeader;
+use soku_proto::message::Message;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+
+use super::frames::{read_loop, ControlWriter};
+use super::{BoxFuture, ChunkMemory, Inbound, Link, LinkTraits, Transport};
+use crate::LinkError;
+
+/// Bytes buffered in each direction of an in-memory pipe.
+const PIPE: usize = 256 * 1024;
+
+/// Two ends of an ordered byte-stream link.
+pub fn ordered_pair() -> (Link, Link) {
+    let (a, b) = tokio::io::duplex(PIPE);
+    let (a_in, a_out) = tokio::io::split(a);
+    let (b_in, b_out) = tokio::io::split(b);
+    (super::stream::link(a_in, a_out), super::stream::link(b_in, b_out))
+}
+
+/// One end of a link whose raw bytes the test writes and reads itself (a peer that
+/// sends garbage, or stops answering).
+pub fn raw_peer() -> (Link, tokio::io::DuplexStream) {
+    let (ours, theirs) = tokio::io::duplex(PIPE);
+    let (input, output) = tokio::io::split(ours);
+    (super::stream::link(input, output), theirs)
+}
+
+/// Two ends of a link that carries chunks apart from control messages, as QUIC does.
+pub fn streams_pair(control_delay: Duration) -> (Link, Link) {
+    let (a, b) = tokio::io::duplex(PIPE);
+    let (a_tx, a_inbox) = mpsc::channel(super::CHUNKS_IN_MEMORY);
+    let (b_tx, b_inbox) = mpsc::channel(super::CHUNKS_IN_MEMORY);
+    let (a_memory, b_memory) = (ChunkMemory::new(), ChunkMemory::new());
+    let a_end = StreamsEnd {
+        inbox_tx: a_tx.clone(),
+        inbox: a_inbox,
+        peer: b_tx.clone(),
+        peer_memory: b_memory,
+    };
+    let b_end = StreamsEnd { inbox_tx: b_tx, inbox: b_inbox, peer: a_tx, peer_memory: a_memory };
+    (a_end.link(a, control_delay), b_end.link(b, control_delay))
+}
+
+/// One end of a [`streams_pair`] before it is assembled.
+struct StreamsEnd {
+    inbox_tx: mpsc::Sender<Result<Inbound, LinkError>>,
+    inbox: super::Inbox,
+    peer: mpsc::Sender<Result<Inbound, LinkError>>,
+    peer_memory: ChunkMemory,
+}
+
+impl StreamsEnd {
+    fn link<S: AsyncRead + AsyncWrite + Send + 'static>(self, pipe: S, delay: Duration) -> Link {
+        let (input, output) = tokio::io::split(pipe);
+        let mut tasks = JoinSet::new();
+        let (control, write_task) = ControlWriter::start(output);
+        tasks.spawn(write_task);
+        let (read_tx, mut read_rx) = mpsc::channel(super::CHUNKS_IN_MEMORY);
+        tasks.spawn(read_loop(input, read_tx, None));
+        let inbox_tx = self.inbox_tx;
+        tasks.spawn(async move {
+            while let Some(inbound) = read_rx.recv().await {
+                if !delay.is_zero() {
+                    tokio::time::sleep(delay).await;
+                }
+                if inbox_tx.send(inbound).await.is_err() {
+                    return;
+                }
+            }
+        });
+        let transport =
+            StreamsTransport { control, peer: self.peer, peer_memory: self.peer_memory };
+        let traits = LinkTraits { ordered: false, chunks_in_flight: super::quic::QUIC_IN_FLIGHT };
+        Link::new(Arc::new(transport), self.inbox, traits, tasks)
+    }
+}
+
+/// Control messages through the pipe, chunks straight into the peer's inbox.
+struct StreamsTransport {
+    control: ControlWriter,
+    peer: mpsc::Sender<Result<Inbound, LinkError>>,
+    peer_memory: ChunkMemory,
+}
+
+impl Transport for StreamsTransport {
+    fn send_control(&self, msg: Message) -> BoxFuture<'_, Result<(), LinkError>> {
+        Box::pin(self.control.control(msg))
+    }
+
+    fn send_chunk(
+        &self,
+        header: ChunkHeader,
+        wire: Bytes,
+        _order: u64,
+    ) -> BoxFuture<'_, Result<(), LinkError>> {
+        Box::pin(async move {
+            let slot = self.peer_memory.admit(&header).await?;
+            let chunk = slot.fill(wire.to_vec());
+            self.peer.send(Ok(Inbound::Chunk(chunk))).await.map_err(|_| LinkError::Closed)
+        })
+    }
+
+    fn finish(&self) -> BoxFuture<'_, Result<(), LinkError>> {
+        Box::pin(self.control.finish())
+    }
+}

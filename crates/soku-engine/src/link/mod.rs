@@ -1,0 +1,171 @@
+//! The data-path seam: everything the engine needs from a connection, and nothing more.
+//!
+//! A [`Link`] is two halves:
+//! - outgoing, a [`Transport`] (shared by every task of a copy): control messages in
+//!   order, chunks (each on its own stream on QUIC, interleaved with the control
+//!   messages on an ordered byte stream), and the end of our direction;
+//! - incoming, an [`Inbox`]: control messages, whole chunks, and the peer's clean end,
+//!   in one channel fed by the link's own reader tasks. Reading it is cancel-safe, so a
+//!   role can wait for the peer and for its own tasks at once.
+//!
+//! Implementations: [`quic`] (a QUIC connection), [`stream`] (any ordered byte stream:
+//! the ssh channel today, TLS over TCP next) and [`memory`] (a pair in one process, for
+//! tests). A link's reader and writer tasks belong to it and stop when it is dropped, so
+//! a copy can be moved to a new link by dropping the old one.
+
+pub mod frames;
+pub mod memory;
+pub mod quic;
+pub mod stream;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use soku_proto::chunk::{max_wire_len, ChunkHeader, MAX_CHUNK_SIZE};
+use soku_proto::message::Message;
+use soku_proto::ProtoError;
+use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
+use tokio::task::JoinSet;
+
+use crate::LinkError;
+
+/// A boxed future, so that [`Transport`] can be used as a trait object.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Chunks received and not yet handled by the receiver, per link: bounds the memory a
+/// peer can make us hold to this many chunks (each at most [`MAX_CHUNK_SIZE`] plus
+/// compression overhead).
+pub const CHUNKS_IN_MEMORY: usize = 64;
+
+/// The outgoing half of a link.
+pub trait Transport: Send + Sync {
+    /// Sends a control message, after every control message sent before it.
+    fn send_control(&self, msg: Message) -> BoxFuture<'_, Result<(), LinkError>>;
+
+    /// Sends one chunk, the `order`-th of this copy (earlier chunks go first where the
+    /// link can choose). Returns once the link has it in hand: acknowledged by the peer
+    /// on QUIC, queued in order on a byte stream.
+    fn send_chunk(
+        &self,
+        header: ChunkHeader,
+        wire: Bytes,
+        order: u64,
+    ) -> BoxFuture<'_, Result<(), LinkError>>;
+
+    /// Ends our direction of the control channel once everything queued was written.
+    fn finish(&self) -> BoxFuture<'_, Result<(), LinkError>>;
+}
+
+/// What the peer sent.
+#[derive(Debug)]
+pub enum Inbound {
+    /// A control message.
+    Control(Message),
+    /// A whole chunk.
+    Chunk(Incoming),
+    /// The peer ended its direction of the control channel cleanly.
+    Closed,
+}
+
+/// A chunk as received: its header (not yet checked against the manifest) and wire
+/// bytes. It counts against [`CHUNKS_IN_MEMORY`] until dropped.
+#[derive(Debug)]
+pub struct Incoming {
+    /// The header as the peer sent it.
+    pub header: ChunkHeader,
+    /// Exactly `header.wire_len` bytes.
+    pub wire: Vec<u8>,
+    _memory: OwnedSemaphorePermit,
+}
+
+/// The incoming half of a link.
+pub type Inbox = mpsc::Receiver<Result<Inbound, LinkError>>;
+
+/// How a link behaves, for the roles that drive it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LinkTraits {
+    /// Chunks arrive in order with the control messages, so a file's entry always
+    /// comes before its chunks (a chunk that does not is a protocol violation).
+    pub ordered: bool,
+    /// Chunks a sender keeps in flight on this link.
+    pub chunks_in_flight: usize,
+}
+
+/// A data path between this side's role and the peer's.
+pub struct Link {
+    /// Sends to the peer; cheap to clone.
+    pub tx: Arc<dyn Transport>,
+    /// What the peer sent.
+    pub inbox: Inbox,
+    /// How the link behaves.
+    pub traits: LinkTraits,
+    /// The link's own reader and writer tasks: aborted when the link is dropped.
+    _tasks: JoinSet<()>,
+}
+
+impl Link {
+    /// Assembles a link from its halves and the tasks that feed them.
+    pub fn new(
+        tx: Arc<dyn Transport>,
+        inbox: Inbox,
+        traits: LinkTraits,
+        tasks: JoinSet<()>,
+    ) -> Self {
+        Link { tx, inbox, traits, _tasks: tasks }
+    }
+
+    /// Ends our direction and waits, at most `patience`, for the peer to end its own:
+    /// what a side does once its role is done, so that nothing it sent is cut off.
+    pub async fn close(mut self, patience: std::time::Duration) -> Result<(), LinkError> {
+        let finished = self.tx.finish().await;
+        let _ = tokio::time::timeout(patience, async {
+            while let Some(Ok(inbound)) = self.inbox.recv().await {
+                if matches!(inbound, Inbound::Closed) {
+                    break;
+                }
+            }
+        })
+        .await;
+        finished
+    }
+}
+
+/// The memory bound of a link's incoming chunks.
+#[derive(Debug, Clone)]
+pub(crate) struct ChunkMemory(Arc<Semaphore>);
+
+impl ChunkMemory {
+    pub(crate) fn new() -> Self {
+        ChunkMemory(Arc::new(Semaphore::new(CHUNKS_IN_MEMORY)))
+    }
+
+    /// Waits for room for one more chunk, after checking that the header's length is
+    /// one any chunk could have (before a single byte of it is buffered).
+    pub(crate) async fn admit(&self, header: &ChunkHeader) -> Result<ChunkSlot, LinkError> {
+        let limit = max_wire_len(MAX_CHUNK_SIZE, header.compressed);
+        if header.wire_len > limit {
+            return Err(ProtoError::Violation(format!(
+                "chunk {} of file {} has wire length {}, more than any chunk's {limit}",
+                header.index, header.file, header.wire_len
+            ))
+            .into());
+        }
+        let permit = self.0.clone().acquire_owned().await.map_err(|_| LinkError::Closed)?;
+        Ok(ChunkSlot { header: *header, permit })
+    }
+}
+
+/// Room for one chunk, taken before its bytes are read.
+pub(crate) struct ChunkSlot {
+    header: ChunkHeader,
+    permit: OwnedSemaphorePermit,
+}
+
+impl ChunkSlot {
+    /// The chunk, once its bytes are read.
+    pub(crate) fn fill(self, wire: Vec<u8>) -> Incoming {
+        Incoming { header: self.header, wire, _memory: self.permit }
+    }
+}

@@ -1,0 +1,364 @@
+//! The receiver: accepts the manifest, verifies chunks (many at once), writes them into
+//! temporary files and renames each file into place once its root hash checks out.
+//! Every decision about what to accept is the sans-IO [`soku_proto::receive::Receiver`]'s;
+//! this module only does the I/O it asks for.
+//!
+//! One loop owns everything: it handles control messages in order and hands each chunk
+//! to a task in a [`JoinSet`], so an error or a cancel stops every task, and the
+//! temporary files of unfinished files are removed either way ([`files::TempFiles`]).
+
+mod files;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use soku_proto::chunk::chunk_hash;
+use soku_proto::manifest::Entry;
+use soku_proto::message::Message;
+use soku_proto::receive::{ChunkCheck, EntryAction, FileOutcome, Receiver};
+use soku_proto::ProtoError;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+use self::files::{TargetFile, TempFiles};
+use crate::events::{EventSink, TransferEvent};
+use crate::link::{Inbound, Incoming, Link, Transport};
+use crate::{codec, fsops, lock, CopyOptions, EngineError, Outcome};
+
+/// How often the receiver reports verified bytes to the sender.
+const PROGRESS_EVERY: Duration = Duration::from_millis(100);
+
+/// What the receiver's tasks share.
+struct Shared {
+    state: Mutex<Receiver>,
+    root: PathBuf,
+    files: Mutex<HashMap<u32, Arc<TargetFile>>>,
+    temps: TempFiles,
+    /// Bumped whenever an entry is handled: chunks that arrived before their file's
+    /// entry (QUIC) wait on it.
+    announced: watch::Sender<u64>,
+    tx: Arc<dyn Transport>,
+    events: Arc<dyn EventSink>,
+    preserve: bool,
+    last_progress: Mutex<Instant>,
+    /// Files that failed where the state machine does not count them (the sender's
+    /// source errors, a failed rename).
+    other_failures: Mutex<u32>,
+}
+
+/// Removes the temporary files of whatever is unfinished when the receiver stops, by
+/// error or by being dropped.
+struct DiscardOnDrop(Arc<Shared>);
+
+impl Drop for DiscardOnDrop {
+    fn drop(&mut self) {
+        self.0.temps.discard_all();
+    }
+}
+
+/// Receives into `receiver`'s target, whose directory is `root`.
+pub async fn run(
+    receiver: Receiver,
+    root: PathBuf,
+    opts: CopyOptions,
+    link: &mut Link,
+    events: Arc<dyn EventSink>,
+) -> Result<Outcome, EngineError> {
+    let (announced, _) = watch::channel(0u64);
+    let shared = Arc::new(Shared {
+        state: Mutex::new(receiver),
+        root,
+        files: Mutex::default(),
+        temps: TempFiles::default(),
+        announced,
+        tx: link.tx.clone(),
+        events: events.clone(),
+        preserve: opts.preserve,
+        last_progress: Mutex::new(Instant::now()),
+        other_failures: Mutex::new(0),
+    });
+    let _discard = DiscardOnDrop(shared.clone());
+    let start = Instant::now();
+    let ordered = link.traits.ordered;
+    let mut tasks: JoinSet<Result<(), EngineError>> = JoinSet::new();
+    let mut ended = false;
+    // Whether more can come from the peer: after the end of the manifest, the end of
+    // its control stream (on an ordered link) or of the whole link means only the chunks
+    // in hand are left to settle.
+    let mut inbox_open = true;
+    loop {
+        if ended && tasks.is_empty() {
+            if lock(&shared.state).is_finished() {
+                break;
+            }
+            if ordered || !inbox_open {
+                // On one ordered stream every chunk came before the end of the manifest.
+                return Err(ProtoError::Violation(
+                    "the manifest ended with files incomplete".into(),
+                )
+                .into());
+            }
+        }
+        tokio::select! {
+            Some(joined) = tasks.join_next(), if !tasks.is_empty() => joined??,
+            inbound = link.inbox.recv(), if inbox_open => match inbound {
+                None | Some(Ok(Inbound::Closed)) if ended => inbox_open = !ordered && inbound.is_some(),
+                None | Some(Ok(Inbound::Closed)) => {
+                    // On an ordered link the chunks in hand came first, and none of them
+                    // waits for anything: what they found wrong is the better message.
+                    if ordered {
+                        while let Some(joined) = tasks.join_next().await {
+                            joined??;
+                        }
+                    }
+                    return Err(EngineError::PeerClosed { peer: "sender", what: "the copy finished" });
+                }
+                Some(Err(e)) => return Err(e.into()),
+                Some(Ok(Inbound::Chunk(chunk))) => {
+                    tasks.spawn(on_chunk(shared.clone(), chunk, ordered));
+                }
+                Some(Ok(Inbound::Control(msg))) => shared.on_control(msg, &mut ended).await?,
+            },
+        }
+    }
+    if opts.preserve {
+        let dirs = lock(&shared.state).directories().to_vec();
+        for (local, meta) in dirs.iter().rev() {
+            if let Err(e) = fsops::finish_dir(local, meta) {
+                events.event(TransferEvent::Warning(format!("{}: {e}", local.display())));
+            }
+        }
+    }
+    let totals = lock(&shared.state).totals();
+    let failures = totals.failures + *lock(&shared.other_failures);
+    let outcome = Outcome { files: totals.files, bytes: totals.bytes, failures };
+    link.tx
+        .send_control(Message::Finished { files: outcome.files, bytes: outcome.bytes, failures })
+        .await?;
+    events.event(TransferEvent::Verified { bytes: outcome.bytes });
+    events.event(TransferEvent::Finished {
+        files: outcome.files,
+        bytes: outcome.bytes,
+        failures,
+        elapsed: start.elapsed(),
+    });
+    Ok(outcome)
+}
+
+/// Verifies and writes one chunk. On an `ordered` link the file's entry always comes
+/// first, so a chunk for a file not yet open is a protocol violation, not something to
+/// wait for.
+async fn on_chunk(
+    shared: Arc<Shared>,
+    mut chunk: Incoming,
+    ordered: bool,
+) -> Result<(), EngineError> {
+    let header = chunk.header;
+    let mut announced = shared.announced.subscribe();
+    let (offset, plain_len) = loop {
+        let check = lock(&shared.state).check_chunk(&header)?;
+        match check {
+            ChunkCheck::Accept { offset, plain_len } => break (offset, plain_len),
+            ChunkCheck::Discard => return Ok(()),
+            ChunkCheck::NotYetAnnounced if ordered => {
+                return Err(ProtoError::Violation(format!(
+                    "chunk for file {} before its entry",
+                    header.file
+                ))
+                .into())
+            }
+            // Its bytes are already off the connection (unread stream data would hold
+            // flow-control credit the entry we wait for may need); wait for the entry.
+            ChunkCheck::NotYetAnnounced => announced
+                .changed()
+                .await
+                .map_err(|_| EngineError::Internal("the receiver stopped".into()))?,
+        }
+    };
+    let file = lock(&shared.files).get(&header.file).cloned();
+    // The state machine accepts chunks only once the file is opened, and the file leaves
+    // `files` only when it settles, which needs this chunk first.
+    let Some(file) = file else {
+        return Err(EngineError::Internal(format!(
+            "chunk accepted for file {} with no open file",
+            header.file
+        )));
+    };
+    let wire = std::mem::take(&mut chunk.wire);
+    let written = tokio::task::spawn_blocking(move || -> std::io::Result<Option<[u8; 32]>> {
+        let Some(plain) = codec::decode(&header, wire, plain_len) else { return Ok(None) };
+        let hash = chunk_hash(&plain);
+        // The temporary file was sized with `set_len`, so it reads as zeros wherever
+        // nothing is written: skipping all-zero chunks keeps sparse files sparse and
+        // saves the disk writes.
+        if hash == header.hash && plain.iter().any(|&b| b != 0) {
+            file.write_all_at(&plain, offset)?;
+        }
+        Ok(Some(hash))
+    })
+    .await?;
+    // The chunk's memory is free once its bytes are written.
+    drop(chunk);
+    let outcome = match written {
+        // Undecodable bytes fail the file as a hash mismatch would.
+        Ok(hash) => lock(&shared.state).on_chunk_written(&header, hash.unwrap_or([0; 32]))?,
+        Err(e) => {
+            let local = lock(&shared.state).on_file_failed(header.file);
+            match local {
+                Some(local) => FileOutcome::Failed {
+                    id: header.file,
+                    local,
+                    error: ProtoError::Violation(format!("write failed: {e}")),
+                },
+                None => FileOutcome::Pending,
+            }
+        }
+    };
+    shared.settle(outcome).await?;
+    shared.maybe_report_progress().await
+}
+
+impl Shared {
+    /// Handles one control message from the sender.
+    async fn on_control(
+        self: &Arc<Self>,
+        msg: Message,
+        ended: &mut bool,
+    ) -> Result<(), EngineError> {
+        match msg {
+            Message::Plan { files, bytes } => {
+                self.events.event(TransferEvent::Planned { files, bytes })
+            }
+            Message::Entry(entry) => self.on_entry(entry).await?,
+            Message::FileSummary { file, root } => {
+                let outcome = lock(&self.state).on_summary(file, root)?;
+                self.settle(outcome).await?;
+            }
+            Message::FileAborted { file, message } => {
+                if let Some(local) = lock(&self.state).on_file_failed(file) {
+                    lock(&self.files).remove(&file);
+                    self.temps.discard(&local);
+                    let path = local.display().to_string();
+                    self.events.event(TransferEvent::FileFailed { path, message });
+                }
+            }
+            Message::SourceError { path, message } => {
+                *lock(&self.other_failures) += 1;
+                self.events.event(TransferEvent::FileFailed { path, message });
+            }
+            Message::EndOfManifest { files, bytes } => {
+                lock(&self.state).on_end(files, bytes)?;
+                self.announced.send_modify(|n| *n += 1);
+                *ended = true;
+            }
+            Message::Fatal { message } => return Err(EngineError::Remote(message)),
+            other => {
+                return Err(
+                    ProtoError::Violation(format!("the sender sent {}", other.kind())).into()
+                )
+            }
+        }
+        Ok(())
+    }
+
+    async fn on_entry(self: &Arc<Self>, entry: Entry) -> Result<(), EngineError> {
+        let mode = match &entry {
+            Entry::File { meta, .. } => meta.mode,
+            Entry::Dir { .. } => 0,
+        };
+        let action = lock(&self.state).on_entry(entry)?;
+        match action {
+            EntryAction::MakeDir { local } => {
+                let root = self.root.clone();
+                let path = local.display().to_string();
+                tokio::task::spawn_blocking(move || fsops::ensure_dir(&root, &local))
+                    .await?
+                    .map_err(|source| EngineError::Local { path, source })?;
+            }
+            EntryAction::CreateFile { id, local, size } => {
+                let made = {
+                    let (this, local) = (self.clone(), local.clone());
+                    tokio::task::spawn_blocking(move || {
+                        this.temps.create(&this.root, &local, size, mode)
+                    })
+                    .await?
+                };
+                match made {
+                    Ok(file) => {
+                        lock(&self.files).insert(id, Arc::new(TargetFile::new(file)));
+                        lock(&self.state).on_file_opened(id);
+                    }
+                    Err(e) => {
+                        lock(&self.state).on_file_failed(id);
+                        let message = e.to_string();
+                        self.events.event(TransferEvent::FileFailed {
+                            path: local.display().to_string(),
+                            message: message.clone(),
+                        });
+                        self.tx.send_control(Message::FileFailed { file: id, message }).await?;
+                    }
+                }
+            }
+        }
+        self.announced.send_modify(|n| *n += 1);
+        Ok(())
+    }
+
+    /// Acts on what a chunk or summary did to its file.
+    async fn settle(self: &Arc<Self>, outcome: FileOutcome) -> Result<(), EngineError> {
+        match outcome {
+            FileOutcome::Pending => {}
+            FileOutcome::Ready(ready) => {
+                let file = lock(&self.files).remove(&ready.id);
+                let this = self.clone();
+                let result = tokio::task::spawn_blocking(move || {
+                    let Some(target) = file else { return Ok(()) };
+                    let done =
+                        fsops::finish_file(&ready.local, &target.file, &ready.meta, this.preserve);
+                    match done {
+                        Ok(()) => {
+                            this.temps.settled(&ready.local);
+                            Ok(())
+                        }
+                        Err(e) => {
+                            this.temps.discard(&ready.local);
+                            Err((ready.local, e.to_string()))
+                        }
+                    }
+                })
+                .await?;
+                if let Err((local, message)) = result {
+                    let path = local.display().to_string();
+                    self.events.event(TransferEvent::FileFailed { path, message });
+                    *lock(&self.other_failures) += 1;
+                }
+            }
+            FileOutcome::Failed { id, local, error } => {
+                lock(&self.files).remove(&id);
+                self.temps.discard(&local);
+                let message = error.to_string();
+                self.events.event(TransferEvent::FileFailed {
+                    path: local.display().to_string(),
+                    message: message.clone(),
+                });
+                self.tx.send_control(Message::FileFailed { file: id, message }).await?;
+            }
+        }
+        Ok(())
+    }
+
+    async fn maybe_report_progress(&self) -> Result<(), EngineError> {
+        {
+            let mut last = lock(&self.last_progress);
+            if last.elapsed() < PROGRESS_EVERY {
+                return Ok(());
+            }
+            *last = Instant::now();
+        }
+        let bytes = lock(&self.state).totals().bytes;
+        self.events.event(TransferEvent::Verified { bytes });
+        Ok(self.tx.send_control(Message::Progress { verified_bytes: bytes }).await?)
+    }
+}

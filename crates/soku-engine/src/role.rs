@@ -1,0 +1,118 @@
+//! The one entry point: run this side's role of a copy over a link. The client and
+//! `soku serve` both come here, whichever of them sends.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use soku_proto::message::{Job, Message, Request};
+use soku_proto::receive::Receiver;
+use soku_proto::ProtoError;
+
+use crate::ahead::Walked;
+use crate::events::EventSink;
+use crate::link::{Inbound, Link};
+use crate::EngineError;
+
+/// Options that shape a copy, shared by both roles (the client's request carries them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CopyOptions {
+    /// Copy directories (scp -r).
+    pub recursive: bool,
+    /// Preserve times and full mode (scp -p).
+    pub preserve: bool,
+    /// Compress chunks where it pays (scp -C).
+    pub compress: bool,
+    /// Chunk size in bytes.
+    pub chunk_size: u32,
+    /// The sender's rate limit in bits per second (scp -l).
+    pub rate_limit_bps: Option<u64>,
+}
+
+impl CopyOptions {
+    /// The request asking the server to do `job` with these options.
+    pub fn request(&self, job: Job) -> Request {
+        Request {
+            job,
+            recursive: self.recursive,
+            preserve: self.preserve,
+            compress: self.compress,
+            chunk_size: self.chunk_size,
+            rate_limit_bps: self.rate_limit_bps,
+        }
+    }
+
+    /// The options a request carries, and its job.
+    pub fn from_request(request: Request) -> (Job, CopyOptions) {
+        let Request { job, recursive, preserve, compress, chunk_size, rate_limit_bps } = request;
+        (job, CopyOptions { recursive, preserve, compress, chunk_size, rate_limit_bps })
+    }
+}
+
+/// This side's part in a copy.
+#[derive(Debug)]
+pub enum Role {
+    /// Send these sources.
+    Send(Walked),
+    /// Receive into the receiver's target, whose directory is `root`.
+    Receive {
+        /// The receiver's rules, with the target and the names it accepts (boxed: the
+        /// state machine is several times the size of the other variant).
+        receiver: Box<Receiver>,
+        /// The directory everything lands in.
+        root: PathBuf,
+    },
+}
+
+/// What a finished copy reports (the receiver's count, on both sides).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Outcome {
+    /// Files verified and in place.
+    pub files: u32,
+    /// Bytes verified.
+    pub bytes: u64,
+    /// Files that failed on either side.
+    pub failures: u32,
+}
+
+/// Runs `role` over `link` until the copy is done or fails. Every task it starts has
+/// ended when it returns, and dropping it midway stops them all; a receiver leaves no
+/// temporary file behind either way. A local failure is also told to the peer.
+pub async fn run(
+    role: Role,
+    link: &mut Link,
+    opts: CopyOptions,
+    events: Arc<dyn EventSink>,
+) -> Result<Outcome, EngineError> {
+    let result = match role {
+        Role::Send(walked) => crate::send::run(walked, opts, link, events).await,
+        Role::Receive { receiver, root } => {
+            crate::receive::run(*receiver, root, opts, link, events).await
+        }
+    };
+    if let Err(err) = &result {
+        if err.tell_peer() {
+            let _ = link.tx.send_control(Message::Fatal { message: err.to_string() }).await;
+        }
+    }
+    result
+}
+
+/// The server's first read: the client's request.
+pub async fn read_request(link: &mut Link) -> Result<Request, EngineError> {
+    match link.inbox.recv().await {
+        Some(Ok(Inbound::Control(Message::Request(request)))) => Ok(request),
+        Some(Ok(Inbound::Control(other))) => Err(ProtoError::Violation(format!(
+            "expected a request from the client, got {}",
+            other.kind()
+        ))
+        .into()),
+        Some(Ok(Inbound::Chunk(_))) => {
+            Err(ProtoError::Violation("expected a request from the client, got a chunk".into())
+                .into())
+        }
+        Some(Err(e)) => Err(e.into()),
+        None | Some(Ok(Inbound::Closed)) => {
+            Err(EngineError::PeerClosed { peer: "client", what: "sending its request" })
+        }
+    }
+}

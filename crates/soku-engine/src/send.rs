@@ -1,0 +1,298 @@
+//! The sender: announces the plan and each entry, reads every file as chunks, many in
+//! flight at once, and reads the receiver's reports meanwhile. What may be sent when
+//! (ids, an entry before its chunks, a summary after the last chunk, aborts, the end of
+//! the manifest) is decided by the sans-IO [`soku_proto::send::Sender`]; this module only
+//! does the I/O it asks for.
+//!
+//! One loop owns everything: chunk tasks live in a [`JoinSet`], so an error or a cancel
+//! stops every one of them, and none outlives the copy.
+
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use soku_proto::chunk::ChunkHeader;
+use soku_proto::send::{ChunkSpan, Report, Sender};
+use soku_proto::ProtoError;
+use tokio::task::JoinSet;
+
+use crate::ahead::{ChunkHashes, Walked};
+use crate::compress_policy::{self, CompressPolicy};
+use crate::events::{EventSink, TransferEvent};
+use crate::link::{Inbound, Link, Transport};
+use crate::throttle::Throttle;
+use crate::walk::{self, Item};
+use crate::{codec, lock, CopyOptions, EngineError, Outcome};
+
+/// How one chunk task ended.
+enum ChunkDone {
+    /// Sent (and, on QUIC, acknowledged), with the hash of its plain bytes.
+    Sent { file: u32, index: u32, hash: [u8; 32] },
+    /// The source could not be read: the file is aborted, the copy goes on.
+    ReadFailed { file: u32, message: String },
+}
+
+/// Sends the `walked` sources over `link`.
+pub async fn run(
+    walked: Walked,
+    opts: CopyOptions,
+    link: &mut Link,
+    events: Arc<dyn EventSink>,
+) -> Result<Outcome, EngineError> {
+    let Walked { items, mut known } = walked;
+    let (files, bytes) = items.iter().fold((0u32, 0u64), |(n, b), item| match item {
+        Item::File { size, .. } => (n.saturating_add(1), b.saturating_add(*size)),
+        _ => (n, b),
+    });
+    let mut rules = Sender::new(opts.chunk_size)?;
+    link.tx.send_control(rules.plan(files, bytes)?).await?;
+    events.event(TransferEvent::Planned { files, bytes });
+    let start = Instant::now();
+
+    // Chunks in flight stay within the bulk budget, so control frames always have
+    // room on the connection (see `soku_transport::BULK_BUDGET`).
+    let budget = soku_transport::BULK_BUDGET / u64::from(opts.chunk_size.max(1));
+    let in_flight =
+        link.traits.chunks_in_flight.min(usize::try_from(budget).unwrap_or(usize::MAX)).max(1);
+    let pipeline = in_flight as u64 * u64::from(opts.chunk_size);
+    let policy =
+        opts.compress.then(|| Arc::new(Mutex::new(CompressPolicy::new(Instant::now(), pipeline))));
+    let mut copy = Copy {
+        rules,
+        tasks: JoinSet::new(),
+        names: Vec::new(),
+        policy,
+        throttle: Throttle::new(opts.rate_limit_bps).map(Arc::new),
+        events: events.clone(),
+        outcome: None,
+        order: 0,
+    };
+    for item in items {
+        copy.item(item, &mut known, link, in_flight).await?;
+    }
+    while !copy.tasks.is_empty() {
+        copy.step(link).await?;
+    }
+    link.tx.send_control(copy.rules.end()?).await?;
+    let outcome = loop {
+        if let Some(outcome) = copy.outcome {
+            break outcome;
+        }
+        copy.step(link).await?;
+    };
+    events.event(TransferEvent::Finished {
+        files: outcome.files,
+        bytes: outcome.bytes,
+        failures: outcome.failures,
+        elapsed: start.elapsed(),
+    });
+    Ok(outcome)
+}
+
+/// The sender's state while it runs.
+struct Copy {
+    rules: Sender,
+    tasks: JoinSet<Result<ChunkDone, EngineError>>,
+    /// Local paths by file id, for the receiver's failure reports.
+    names: Vec<String>,
+    policy: Option<Arc<Mutex<CompressPolicy>>>,
+    throttle: Option<Arc<Throttle>>,
+    events: Arc<dyn EventSink>,
+    /// The receiver's final count, once it came.
+    outcome: Option<Outcome>,
+    /// Chunks started so far (each chunk's place in the send order).
+    order: u64,
+}
+
+impl Copy {
+    /// Sends one walked item: an error, a directory, or a file and all its chunks.
+    async fn item(
+        &mut self,
+        item: Item,
+        known: &mut crate::ahead::KnownHashes,
+        link: &mut Link,
+        in_flight: usize,
+    ) -> Result<(), EngineError> {
+        match item {
+            Item::Error { path, message } => self.source_error(link, path, message).await,
+            Item::Dir { wire, meta } => {
+                Ok(link.tx.send_control(self.rules.dir(wire, meta)?).await?)
+            }
+            Item::File { wire, local, size, meta } => {
+                let opened = {
+                    let local = local.clone();
+                    tokio::task::spawn_blocking(move || {
+                        let file = std::fs::File::open(local)?;
+                        let md = file.metadata()?;
+                        Ok::<_, std::io::Error>((file, md))
+                    })
+                    .await?
+                };
+                let (file, ahead) = match opened {
+                    Ok((file, md)) => (Arc::new(file), known.take(&local, &md).unwrap_or_default()),
+                    Err(e) => {
+                        let path = local.display().to_string();
+                        return self.source_error(link, path, walk::describe(&e)).await;
+                    }
+                };
+                let start = self.rules.file(wire, size, meta)?;
+                self.names.push(local.display().to_string());
+                link.tx.send_control(start.entry).await?;
+                if let Some(summary) = start.summary {
+                    link.tx.send_control(summary).await?;
+                }
+                while let Some(span) = self.rules.next_chunk(start.id) {
+                    while self.tasks.len() >= in_flight {
+                        self.step(link).await?;
+                    }
+                    self.start_chunk(span, &file, &ahead, link.tx.clone());
+                }
+                Ok(())
+            }
+        }
+    }
+
+    async fn source_error(
+        &mut self,
+        link: &mut Link,
+        path: String,
+        message: String,
+    ) -> Result<(), EngineError> {
+        self.events
+            .event(TransferEvent::FileFailed { path: path.clone(), message: message.clone() });
+        Ok(link.tx.send_control(self.rules.source_error(path, message)?).await?)
+    }
+
+    /// Starts the task that reads, hashes, maybe compresses and sends one chunk.
+    fn start_chunk(
+        &mut self,
+        span: ChunkSpan,
+        file: &Arc<std::fs::File>,
+        ahead: &ChunkHashes,
+        tx: Arc<dyn Transport>,
+    ) {
+        let mode = self.policy.as_ref().map(|p| lock(p).next_chunk(Instant::now()));
+        let task = ChunkTask {
+            file: file.clone(),
+            span,
+            known: ahead.get(span.index as usize).copied().flatten(),
+            order: self.order,
+            compress: mode == Some(compress_policy::Mode::Compress),
+            policy: self.policy.clone(),
+            throttle: self.throttle.clone(),
+            tx,
+        };
+        self.order += 1;
+        self.tasks.spawn(task.run());
+    }
+
+    /// Waits for the next thing to happen: a chunk task ending or a report arriving.
+    async fn step(&mut self, link: &mut Link) -> Result<(), EngineError> {
+        tokio::select! {
+            Some(joined) = self.tasks.join_next(), if !self.tasks.is_empty() => {
+                self.on_chunk_done(joined??, link).await
+            }
+            inbound = link.inbox.recv() => self.on_inbound(inbound),
+        }
+    }
+
+    async fn on_chunk_done(&mut self, done: ChunkDone, link: &mut Link) -> Result<(), EngineError> {
+        match done {
+            ChunkDone::Sent { file, index, hash } => {
+                if let Some(summary) = self.rules.on_chunk_sent(file, index, hash)? {
+                    link.tx.send_control(summary).await?;
+                }
+            }
+            ChunkDone::ReadFailed { file, message } => {
+                if let Some(abort) = self.rules.on_read_failed(file, message.clone()) {
+                    let path = self.name(file);
+                    self.events.event(TransferEvent::FileFailed { path, message });
+                    link.tx.send_control(abort).await?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Handles what the receiver sent.
+    fn on_inbound(
+        &mut self,
+        inbound: Option<Result<Inbound, crate::LinkError>>,
+    ) -> Result<(), EngineError> {
+        let closed = EngineError::PeerClosed { peer: "receiver", what: "confirming the copy" };
+        let msg = match inbound {
+            None | Some(Ok(Inbound::Closed)) => return Err(closed),
+            Some(Err(e)) => return Err(e.into()),
+            Some(Ok(Inbound::Chunk(_))) => {
+                return Err(ProtoError::Violation("the receiver sent a chunk".into()).into())
+            }
+            Some(Ok(Inbound::Control(msg))) => msg,
+        };
+        match self.rules.on_report(msg)? {
+            Report::Progress { verified_bytes } => {
+                if let Some(policy) = &self.policy {
+                    lock(policy).on_verified(verified_bytes, Instant::now());
+                }
+                self.events.event(TransferEvent::Verified { bytes: verified_bytes });
+            }
+            Report::FileFailed { file, message } => {
+                let path = self.name(file);
+                self.events.event(TransferEvent::FileFailed { path, message });
+            }
+            Report::Finished(totals) => {
+                self.events.event(TransferEvent::Verified { bytes: totals.bytes });
+                self.outcome = Some(Outcome {
+                    files: totals.files,
+                    bytes: totals.bytes,
+                    failures: totals.failures,
+                });
+            }
+            Report::Fatal { message } => return Err(EngineError::Remote(message)),
+        }
+        Ok(())
+    }
+
+    fn name(&self, file: u32) -> String {
+        self.names.get(file as usize).cloned().unwrap_or_else(|| format!("file #{file}"))
+    }
+}
+
+/// One chunk: read, hash, maybe compress (on the blocking pool), pace, send.
+struct ChunkTask {
+    file: Arc<std::fs::File>,
+    span: ChunkSpan,
+    /// Its hash, if hashed ahead of the copy ([`crate::ahead`]).
+    known: Option<[u8; 32]>,
+    /// Place of this chunk in the copy's send order.
+    order: u64,
+    compress: bool,
+    policy: Option<Arc<Mutex<CompressPolicy>>>,
+    /// scp's `-l`, shared by all chunks of the copy.
+    throttle: Option<Arc<Throttle>>,
+    tx: Arc<dyn Transport>,
+}
+
+impl ChunkTask {
+    /// An error returned is fatal to the copy (the link broke); a read error only
+    /// aborts this file.
+    async fn run(self) -> Result<ChunkDone, EngineError> {
+        let ChunkSpan { file: id, index, offset, len } = self.span;
+        let (file, known, compress) = (self.file.clone(), self.known, self.compress);
+        let read = tokio::task::spawn_blocking(move || {
+            codec::read_chunk(&file, id, index, (offset, len), known, compress)
+        })
+        .await?;
+        let encoded = match read {
+            Ok(encoded) => encoded,
+            Err(e) => return Ok(ChunkDone::ReadFailed { file: id, message: walk::describe(&e) }),
+        };
+        let ChunkHeader { hash, wire_len, .. } = encoded.header;
+        if let (Some(policy), Some(took)) = (&self.policy, encoded.compress_time) {
+            lock(policy).on_compressed(u64::from(len), u64::from(wire_len), took);
+        }
+        if let Some(throttle) = &self.throttle {
+            throttle.take(u64::from(wire_len)).await;
+        }
+        self.tx.send_chunk(encoded.header, encoded.wire, self.order).await?;
+        Ok(ChunkDone::Sent { file: id, index, hash })
+    }
+}

@@ -1,0 +1,282 @@
+//! Copies that must fail or lose one file, and say so, with nothing left behind: a
+//! source that breaks mid-copy, a peer that sends garbage, lies about a chunk, stops
+//! answering or hangs up, and a copy cancelled midway.
+
+use std::time::Duration;
+
+use soku_engine::link::memory;
+use soku_engine::{EngineError, LinkError};
+use soku_proto::chunk::{chunk_hash, root_hash, ChunkHeader};
+use soku_proto::frame;
+use soku_proto::manifest::{Entry, Meta};
+use soku_proto::message::Message;
+use soku_proto::path::WirePath;
+use soku_proto::ProtoError;
+use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
+
+use crate::harness::*;
+
+fn meta() -> Meta {
+    Meta { mode: 0o644, mtime: 0, mtime_nsec: 0, atime: 0, atime_nsec: 0 }
+}
+
+fn file_entry(id: u32, name: &str, size: u64) -> Message {
+    Message::Entry(Entry::File { id, path: WirePath(vec![name.into()]), size, meta: meta() })
+}
+
+/// Writes messages as frames, as a (hostile) peer would.
+async fn say(peer: &mut DuplexStream, msgs: &[Message]) {
+    let mut wire = Vec::new();
+    for msg in msgs {
+        frame::encode(msg, &mut wire).unwrap();
+    }
+    peer.write_all(&wire).await.unwrap();
+}
+
+/// Everything the engine sent to the raw peer until it ended its side (bounded).
+async fn heard(peer: &mut DuplexStream) -> Vec<Message> {
+    let mut decoder = frame::Decoder::new(frame::MAX_CONTROL_FRAME);
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut out = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            let n = peer.read(&mut buf).await.unwrap_or(0);
+            if n == 0 {
+                break;
+            }
+            decoder.feed(&buf[..n]);
+            while let Ok(Some(msg)) = decoder.next_message::<Message>() {
+                out.push(msg);
+            }
+        }
+    })
+    .await;
+    out
+}
+
+#[tokio::test]
+async fn a_source_that_shrinks_mid_copy_fails_alone() {
+    for pair in [memory::ordered_pair, || memory::streams_pair(Duration::ZERO)] {
+        let scene = Scene::new();
+        let good = scene.file("good.bin", 100_000, 1);
+        let bad = scene.file("bad.bin", 20 * SMALL_CHUNKS as usize, 2);
+        let send = sender(&[bad.clone(), good.clone()], false).await;
+        // Walked at full size, cut before the copy reads it: a read fails midway.
+        std::fs::File::options().write(true).open(&bad).unwrap().set_len(5000).unwrap();
+        let receive = receiver(&scene.dst(), 2, false, None);
+        let ran = run_pair(pair(), send, receive, options(false)).await;
+        let received = ran.received.unwrap();
+        assert_eq!((received.files, received.failures), (1, 1));
+        assert_eq!(ran.sent.unwrap(), received);
+        assert_same(&good, &scene.dst().join("good.bin"));
+        assert_eq!(listing(&scene.dst()), ["good.bin"]);
+        assert_eq!(ran.sender_events.failed(), [bad.display().to_string()]);
+        assert_eq!(ran.receiver_events.failed().len(), 1);
+    }
+}
+
+#[tokio::test]
+async fn a_frame_too_large_is_refused_before_it_is_buffered() {
+    let scene = Scene::new();
+    let (mut link, mut peer) = memory::raw_peer();
+    peer.write_all(&u32::MAX.to_be_bytes()).await.unwrap();
+    let receive = receiver(&scene.dst(), 1, false, None);
+    let err = soku_engine::run(
+        receive,
+        &mut link,
+        options(false),
+        std::sync::Arc::new(Recorder::default()),
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        matches!(err, EngineError::Link(LinkError::Protocol(ProtoError::FrameTooLarge { .. }))),
+        "{err}"
+    );
+    assert_eq!(listing(&scene.dst()), Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn garbage_after_a_good_start_leaves_nothing_and_is_told() {
+    let scene = Scene::new();
+    let (mut link, mut peer) = memory::raw_peer();
+    let chunk = pattern(SMALL_CHUNKS as usize, 5);
+    let header = ChunkHeader {
+        file: 0,
+        index: 0,
+        wire_len: SMALL_CHUNKS,
+        compressed: false,
+        hash: chunk_hash(&chunk),
+    };
+    say(
+        &mut peer,
+        &[Message::Plan { files: 1, bytes: 3 * 16384 }, file_entry(0, "a.bin", 3 * 16384)],
+    )
+    .await;
+    say(&mut peer, &[Message::Chunk(header)]).await;
+    peer.write_all(&chunk).await.unwrap();
+    // Four bytes of length, then bytes that are no message.
+    peer.write_all(&[0, 0, 0, 3, 0xff, 0xff, 0xff]).await.unwrap();
+    let receive = receiver(&scene.dst(), 1, false, None);
+    let events = std::sync::Arc::new(Recorder::default());
+    let err = soku_engine::run(receive, &mut link, options(false), events).await.unwrap_err();
+    assert!(
+        matches!(err, EngineError::Link(LinkError::Protocol(ProtoError::Malformed(_)))),
+        "{err}"
+    );
+    drop(link);
+    assert_eq!(listing(&scene.dst()), Vec::<String>::new(), "no final name, no temporary file");
+}
+
+#[tokio::test]
+async fn an_unsafe_name_is_refused_and_the_peer_is_told() {
+    let scene = Scene::new();
+    let (mut link, mut peer) = memory::raw_peer();
+    say(&mut peer, &[Message::Plan { files: 1, bytes: 1 }, file_entry(0, "..", 1)]).await;
+    let receive = receiver(&scene.dst(), 1, false, None);
+    let events = std::sync::Arc::new(Recorder::default());
+    let err = soku_engine::run(receive, &mut link, options(false), events).await.unwrap_err();
+    assert!(err.to_string().contains("unsafe path"), "{err}");
+    let _ = link.close(Duration::from_millis(10)).await;
+    let told = heard(&mut peer).await;
+    assert!(
+        told.iter()
+            .any(|m| matches!(m, Message::Fatal { message } if message.contains("unsafe path"))),
+        "{told:?}"
+    );
+    assert_eq!(listing(scene.dir.path()), ["dst/", "src/"]);
+}
+
+#[tokio::test]
+async fn a_chunk_that_lies_about_its_hash_fails_its_file_only() {
+    let scene = Scene::new();
+    let (mut link, mut peer) = memory::raw_peer();
+    let data = pattern(100, 6);
+    let wrong = chunk_hash(b"something else");
+    let header = ChunkHeader { file: 0, index: 0, wire_len: 100, compressed: false, hash: wrong };
+    say(&mut peer, &[Message::Plan { files: 1, bytes: 100 }, file_entry(0, "a.bin", 100)]).await;
+    say(&mut peer, &[Message::Chunk(header)]).await;
+    peer.write_all(&data).await.unwrap();
+    say(
+        &mut peer,
+        &[
+            Message::FileSummary { file: 0, root: root_hash(100, [&wrong]) },
+            Message::EndOfManifest { files: 1, bytes: 100 },
+        ],
+    )
+    .await;
+    let receive = receiver(&scene.dst(), 1, false, None);
+    let events = std::sync::Arc::new(Recorder::default());
+    let outcome =
+        soku_engine::run(receive, &mut link, options(false), events.clone()).await.unwrap();
+    assert_eq!((outcome.files, outcome.failures), (0, 1));
+    let _ = link.close(Duration::from_millis(10)).await;
+    let told = heard(&mut peer).await;
+    assert!(told.iter().any(|m| matches!(m, Message::FileFailed { file: 0, message } if message.contains("failed verification"))), "{told:?}");
+    assert!(
+        told.iter().any(|m| matches!(m, Message::Finished { files: 0, failures: 1, .. })),
+        "{told:?}"
+    );
+    assert_eq!(listing(&scene.dst()), Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn a_sender_that_hangs_up_midway_is_an_error_and_leaves_nothing() {
+    let scene = Scene::new();
+    let (mut link, mut peer) = memory::raw_peer();
+    say(&mut peer, &[Message::Plan { files: 1, bytes: 50_000 }, file_entry(0, "a.bin", 50_000)])
+        .await;
+    drop(peer);
+    let receive = receiver(&scene.dst(), 1, false, None);
+    let events = std::sync::Arc::new(Recorder::default());
+    let err = soku_engine::run(receive, &mut link, options(false), events).await.unwrap_err();
+    assert_eq!(err.to_string(), "the sender closed the connection before the copy finished");
+    assert_eq!(listing(&scene.dst()), Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn a_sender_that_stops_answering_can_be_given_up_on_and_leaves_nothing() {
+    let scene = Scene::new();
+    let (mut link, mut peer) = memory::raw_peer();
+    let chunk = pattern(SMALL_CHUNKS as usize, 7);
+    let header = ChunkHeader {
+        file: 0,
+        index: 0,
+        wire_len: SMALL_CHUNKS,
+        compressed: false,
+        hash: chunk_hash(&chunk),
+    };
+    say(
+        &mut peer,
+        &[Message::Plan { files: 1, bytes: 3 * 16384 }, file_entry(0, "a.bin", 3 * 16384)],
+    )
+    .await;
+    say(&mut peer, &[Message::Chunk(header)]).await;
+    peer.write_all(&chunk).await.unwrap();
+    // Then silence: the caller's deadline ends the receiver.
+    let receive = receiver(&scene.dst(), 1, false, None);
+    let events = std::sync::Arc::new(Recorder::default());
+    let run = soku_engine::run(receive, &mut link, options(false), events.clone());
+    assert!(tokio::time::timeout(Duration::from_millis(300), run).await.is_err(), "it waits");
+    assert!(
+        events
+            .0
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|e| matches!(e, soku_engine::events::TransferEvent::Planned { .. })),
+        "the copy had started"
+    );
+    // The temporary file existed while it waited; cancelling removed it.
+    assert_eq!(listing(&scene.dst()), Vec::<String>::new());
+    drop(peer);
+}
+
+#[tokio::test]
+async fn a_copy_cancelled_midway_leaves_nothing_at_any_final_name() {
+    for pair in [memory::ordered_pair, || memory::streams_pair(Duration::ZERO)] {
+        let scene = Scene::new();
+        let done = scene.file("small.bin", 1000, 1);
+        let big = scene.file("big.bin", 64 * SMALL_CHUNKS as usize, 2);
+        let send = sender(&[done.clone(), big.clone()], false).await;
+        let receive = receiver(&scene.dst(), 2, false, None);
+        let mut opts = options(false);
+        // 8 Mbit/s: the 1 MiB file takes about a second; the copy is cancelled at 300 ms.
+        opts.rate_limit_bps = Some(8_000_000);
+        let run = run_pair(pair(), send, receive, opts);
+        assert!(tokio::time::timeout(Duration::from_millis(300), run).await.is_err());
+        // Whatever finished is whole; nothing else has a name.
+        let left = listing(&scene.dst());
+        assert!(left.is_empty() || left == ["small.bin"], "{left:?}");
+        if !left.is_empty() {
+            assert_same(&done, &scene.dst().join("small.bin"));
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_sender_refuses_a_receiver_that_speaks_out_of_turn() {
+    let scene = Scene::new();
+    let src = scene.file("a.bin", 100_000, 3);
+    let (mut link, mut peer) = memory::raw_peer();
+    say(&mut peer, &[Message::Plan { files: 9, bytes: 9 }]).await;
+    let send = sender(&[src], false).await;
+    let events = std::sync::Arc::new(Recorder::default());
+    let err = soku_engine::run(send, &mut link, options(false), events).await.unwrap_err();
+    assert!(err.to_string().contains("a plan"), "{err}");
+    let _ = link.close(Duration::from_millis(10)).await;
+    let told = heard(&mut peer).await;
+    assert!(matches!(told.last(), Some(Message::Fatal { .. })), "{told:?}");
+}
+
+#[tokio::test]
+async fn a_receiver_that_hangs_up_is_an_error_for_the_sender() {
+    let scene = Scene::new();
+    let src = scene.file("a.bin", 100_000, 3);
+    let (mut link, peer) = memory::raw_peer();
+    drop(peer);
+    let send = sender(&[src], false).await;
+    let events = std::sync::Arc::new(Recorder::default());
+    let err = soku_engine::run(send, &mut link, options(false), events).await.unwrap_err();
+    assert!(matches!(err, EngineError::PeerClosed { .. } | EngineError::Link(_)), "{err}");
+}

@@ -1,0 +1,391 @@
+//! The fuzz harnesses, shared by the cargo-fuzz targets in `fuzz/` (one target per
+//! function, same name) and by the corpus replay test `tests/fuzz_corpus.rs`, which runs
+//! every committed corpus file through them on stable Rust.
+//!
+//! Each harness drives one decoder of peer bytes (or the receiver's state machine) with
+//! arbitrary input. A decoder may refuse its input with an error; what the harness asserts
+//! is everything else: no panic, no overflow, no allocation beyond the input's size, a
+//! decoded message that survives re-encoding, a result that does not depend on how the
+//! input was cut into reads, a receiver that accepts exactly what its model accepts. The
+//! harnesses panic only when such a property breaks, which is what the fuzzer reports.
+//!
+//! Not part of the API: hidden from the docs, and changes with the protocol.
+
+use std::fmt::Debug;
+use std::path::{Component, Path};
+
+use serde::{de::DeserializeOwned, Serialize};
+
+use crate::chunk::{check_chunk_size, max_wire_len, ChunkHeader, ChunkPlan};
+use crate::chunk::{MAX_CHUNK_SIZE, MIN_CHUNK_SIZE};
+use crate::frame::{self, Decoder, MAX_CONTROL_FRAME, PREFIX_LEN};
+use crate::hello::{ClientHello, HelloScanner, Scan, ServerHello, TransportChoice, MAX_NOISE};
+use crate::message::Message;
+use crate::path::{Target, WirePath};
+use crate::{ProtoError, MAGIC, PROTOCOL_VERSIONS};
+
+mod receiver;
+mod seeds;
+
+pub use receiver::receiver;
+pub use seeds::seeds;
+
+/// A harness: takes any bytes, panics only on a bug.
+pub type Harness = fn(&[u8]);
+
+/// Every harness, by the name of its fuzz target and of its corpus directory.
+pub const TARGETS: &[(&str, Harness)] = &[
+    ("frames", frames),
+    ("hello", hello),
+    ("control_message", control_message),
+    ("chunk_header", chunk_header),
+    ("receiver", receiver),
+];
+
+/// Largest frame the client accepts for the server's hello (it reads the hello with a
+/// [`Decoder`] of this limit).
+pub const HELLO_FRAME_LIMIT: usize = 64 << 10;
+/// Largest frame the server accepts for the client's hello and transport choice.
+pub const SMALL_FRAME_LIMIT: usize = 4096;
+/// Largest chunk header frame on a QUIC data stream.
+pub const DATA_HEADER_LIMIT: usize = 256;
+/// The directory the receiver harness and the path checks write "into" (never touched:
+/// nothing here uses the file system).
+pub const ROOT: &str = "/fuzz/target";
+
+/// `frame::Decoder` over a stream of control frames, fed in pieces whose sizes come from
+/// the data. The first byte sets the piece sizes ([`pieces`]); the rest is the stream.
+/// The messages and the error must not depend on how the stream was cut, and every
+/// message must survive re-encoding.
+pub fn frames(data: &[u8]) {
+    let Some((&spread, stream)) = data.split_first() else { return };
+    let whole = decode_frames::<Message>([stream], MAX_CONTROL_FRAME);
+    let split = decode_frames::<Message>(pieces(stream, spread), MAX_CONTROL_FRAME);
+    assert_eq!(whole, split, "the decoded messages depend on how the input was cut");
+    for msg in &whole.messages {
+        round_trip(msg);
+        check_message(msg);
+    }
+}
+
+/// The bootstrap: the client's [`HelloScanner`] fed in pieces (first byte: piece sizes,
+/// as in [`frames`]), then the bytes after [`MAGIC`] (or all of them when there is no
+/// magic: the server reads the client's hello without scanning) decoded as the server's
+/// hello through a [`Decoder`], and as the client's hello and transport choice as the
+/// server reads them (small frames, prefix and payload).
+pub fn hello(data: &[u8]) {
+    let Some((&spread, stream)) = data.split_first() else { return };
+    let first_magic = stream.windows(MAGIC.len()).position(|w| w == MAGIC);
+    let mut scanner = HelloScanner::default();
+    let mut fed = 0;
+    let mut found = false;
+    for piece in pieces(stream, spread) {
+        fed += piece.len();
+        match scanner.feed(piece) {
+            Ok(Scan::NeedMore) => {
+                assert_eq!(scanner.seen(), &stream[..fed], "the scanner lost bytes");
+                assert!(first_magic.is_none_or(|at| at + MAGIC.len() > fed), "magic missed");
+            }
+            Ok(Scan::Found { noise, rest }) => {
+                let at = first_magic.expect("the scanner found a magic that is not there");
+                assert_eq!(noise, &stream[..at], "noise is everything before the first magic");
+                assert_eq!(rest, &stream[at + MAGIC.len()..fed], "rest is what follows it");
+                found = true;
+                break;
+            }
+            Err(e) => {
+                assert_eq!(e, ProtoError::NoHello(MAX_NOISE));
+                assert!(fed > MAX_NOISE, "gave up on the hello before the noise limit");
+                return;
+            }
+        }
+    }
+    assert_eq!(found, first_magic.is_some(), "the scanner missed the magic");
+    let after = match first_magic {
+        Some(at) => &stream[at + MAGIC.len()..],
+        None => stream,
+    };
+
+    // The client reads the server's hello.
+    let server = decode_frames::<ServerHello>(pieces(after, spread), HELLO_FRAME_LIMIT);
+    for hello in &server.messages {
+        round_trip(hello);
+        let common = PROTOCOL_VERSIONS.rev().find(|v| hello.versions().contains(v));
+        assert_eq!(hello.negotiate().ok(), common, "negotiation missed the newest common version");
+    }
+
+    // The server reads the client's hello, then its transport choice.
+    let mut input = after;
+    if let Some(client) = read_small_frame::<ClientHello>(&mut input) {
+        round_trip(&client);
+        check_negotiation(&client);
+        if let Some(choice) = read_small_frame::<TransportChoice>(&mut input) {
+            round_trip(&choice);
+        }
+    }
+}
+
+/// One control message payload (no prefix): [`frame::decode_payload`], then re-encoding
+/// and the checks a receiver makes on what the message carries (paths, chunk sizes).
+pub fn control_message(data: &[u8]) {
+    let Ok(msg) = frame::decode_payload::<Message>(data) else { return };
+    round_trip(&msg);
+    check_message(&msg);
+}
+
+/// A chunk header as a QUIC data stream carries it: prefix checked against
+/// [`DATA_HEADER_LIMIT`], payload decoded as [`ChunkHeader`]. The 12 bytes after the
+/// frame, if any, are a file size (u64, little-endian) and a chunk size (u32) for a
+/// [`ChunkPlan`], whose span for the header's index is checked against plain arithmetic.
+pub fn chunk_header(data: &[u8]) {
+    let Some((prefix, rest)) = data.split_first_chunk::<PREFIX_LEN>() else { return };
+    let len = match frame::payload_len(*prefix, DATA_HEADER_LIMIT) {
+        Ok(len) => len,
+        Err(e) => {
+            let announced = u32::from_be_bytes(*prefix) as usize;
+            assert_eq!(e, ProtoError::FrameTooLarge { len: announced, limit: DATA_HEADER_LIMIT });
+            return;
+        }
+    };
+    assert!(len <= DATA_HEADER_LIMIT);
+    let Some(payload) = rest.get(..len) else { return };
+    let Ok(header) = frame::decode_payload::<ChunkHeader>(payload) else { return };
+    let wire = frame::to_vec(&header).expect("a decoded header encodes again");
+    assert!(wire.len() - PREFIX_LEN <= DATA_HEADER_LIMIT, "a header outgrows its frame");
+    round_trip(&header);
+    check_chunk_header(&header);
+    let mut tail = Input::new(&rest[len..]);
+    let (size, chunk_size) = (tail.u64(), tail.u32());
+    check_span(size, chunk_size, header.index);
+    check_span(size, chunk_size, header.index.wrapping_sub(1));
+    if let Some(last) = ChunkPlan::new(size, chunk_size).count().checked_sub(1) {
+        check_span(size, chunk_size, u32::try_from(last).unwrap_or(u32::MAX));
+    }
+}
+
+/// Bytes read front to back; past the end every read gives zeros, so any input decodes
+/// to something.
+#[derive(Debug, Clone)]
+pub struct Input<'a> {
+    data: &'a [u8],
+}
+
+impl<'a> Input<'a> {
+    /// Reads from `data`.
+    pub fn new(data: &'a [u8]) -> Self {
+        Self { data }
+    }
+
+    /// Whether everything was read.
+    pub fn is_empty(&self) -> bool {
+        self.data.is_empty()
+    }
+
+    /// The next byte, 0 past the end.
+    pub fn byte(&mut self) -> u8 {
+        match self.data.split_first() {
+            Some((&b, rest)) => {
+                self.data = rest;
+                b
+            }
+            None => 0,
+        }
+    }
+
+    /// The next `N` bytes, zero-padded past the end.
+    pub fn array<const N: usize>(&mut self) -> [u8; N] {
+        let mut out = [0; N];
+        for b in &mut out {
+            *b = self.byte();
+        }
+        out
+    }
+
+    /// Up to `len` bytes.
+    pub fn take(&mut self, len: usize) -> &'a [u8] {
+        let (head, rest) = self.data.split_at(len.min(self.data.len()));
+        self.data = rest;
+        head
+    }
+
+    /// A little-endian u32.
+    pub fn u32(&mut self) -> u32 {
+        u32::from_le_bytes(self.array())
+    }
+
+    /// A little-endian u64.
+    pub fn u64(&mut self) -> u64 {
+        u64::from_le_bytes(self.array())
+    }
+}
+
+/// Cuts `stream` into pieces as reads from a socket would: piece sizes come from the
+/// stream's own bytes and `spread`: 0 gives one-byte pieces, larger values pieces of 1 to
+/// `spread + 1` bytes.
+pub fn pieces(stream: &[u8], spread: u8) -> impl Iterator<Item = &[u8]> {
+    let mut rest = stream;
+    std::iter::from_fn(move || {
+        let &first = rest.first()?;
+        let len = 1 + usize::from(first ^ spread) % (usize::from(spread) + 1);
+        let (piece, tail) = rest.split_at(len.min(rest.len()));
+        rest = tail;
+        Some(piece)
+    })
+}
+
+/// What a [`Decoder`] made of a stream: the messages, then how it ended (the first error,
+/// or [`Decoder::finish`]).
+#[derive(Debug, PartialEq)]
+struct Decoded<T> {
+    messages: Vec<T>,
+    end: Result<(), ProtoError>,
+}
+
+fn decode_frames<'a, T: DeserializeOwned>(
+    pieces: impl IntoIterator<Item = &'a [u8]>,
+    limit: usize,
+) -> Decoded<T> {
+    let mut decoder = Decoder::new(limit);
+    let mut messages = Vec::new();
+    for piece in pieces {
+        decoder.feed(piece);
+        loop {
+            match decoder.next_message() {
+                Ok(Some(msg)) => messages.push(msg),
+                Ok(None) => break,
+                Err(e) => return Decoded { messages, end: Err(e) },
+            }
+        }
+    }
+    let end = decoder.finish();
+    assert_eq!(end.is_ok(), decoder.buffered().is_empty());
+    if let Err(e) = &end {
+        assert_eq!(e, &ProtoError::Truncated);
+    }
+    Decoded { messages, end }
+}
+
+/// Reads one frame as the server reads small frames: prefix, limit, payload.
+fn read_small_frame<T: DeserializeOwned>(input: &mut &[u8]) -> Option<T> {
+    let (prefix, rest) = input.split_first_chunk::<PREFIX_LEN>()?;
+    let len = frame::payload_len(*prefix, SMALL_FRAME_LIMIT).ok()?;
+    let payload = rest.get(..len)?;
+    *input = &rest[len..];
+    frame::decode_payload(payload).ok()
+}
+
+/// Encodes `msg` as a frame and decodes it again, both through [`frame::decode_payload`]
+/// and through a [`Decoder`]: the result must be `msg` itself.
+fn round_trip<T: Serialize + DeserializeOwned + PartialEq + Debug>(msg: &T) {
+    let wire = frame::to_vec(msg).expect("a decoded message encodes again");
+    let payload = wire.get(PREFIX_LEN..).expect("a frame has a prefix");
+    let again = frame::decode_payload::<T>(payload).expect("a re-encoded message decodes");
+    assert_eq!(&again, msg, "the message changed on its way through the wire");
+    let through = decode_frames::<T>([&wire[..]], MAX_CONTROL_FRAME);
+    assert_eq!(through, Decoded { messages: vec![again], end: Ok(()) });
+}
+
+fn check_message(msg: &Message) {
+    match msg {
+        Message::Entry(entry) => check_wire_path(entry.path()),
+        Message::Request(request) => {
+            let size = request.chunk_size;
+            let in_range = (MIN_CHUNK_SIZE..=MAX_CHUNK_SIZE).contains(&size);
+            assert_eq!(check_chunk_size(size).is_ok(), in_range);
+        }
+        Message::Chunk(header) => check_chunk_header(header),
+        _ => {}
+    }
+}
+
+/// A wire path from a peer: valid exactly when every component is safe, and then it maps
+/// under the target, one normal component per wire component, never above it.
+pub fn check_wire_path(path: &WirePath) {
+    let safe = is_safe_path(path);
+    assert_eq!(path.validate().is_ok(), safe, "validation disagrees on {path:?}");
+    for target in [Target::IntoDir(ROOT.into()), Target::AsName(Path::new(ROOT).join("new"))] {
+        let local = target.local_path(path);
+        assert_eq!(local.is_ok(), safe, "{target:?} maps the unsafe {path:?}");
+        if let Ok(local) = local {
+            assert_eq!(local, expected_local(&target, path));
+        }
+    }
+}
+
+/// Whether every component of a peer's path is one the receiver may create: this
+/// re-states the rules of `path.rs` independently of its code.
+pub fn is_safe_path(path: &WirePath) -> bool {
+    (1..=crate::path::MAX_DEPTH).contains(&path.0.len())
+        && path.0.iter().all(|part| {
+            !part.is_empty()
+                && part != "."
+                && part != ".."
+                && !part.contains(['/', '\\', '\0'])
+                && part.len() <= crate::path::MAX_COMPONENT
+        })
+}
+
+/// Where a safe wire path lands: under the target, one normal component per wire
+/// component (the first replaced by the target's own name for a single-name target).
+pub fn expected_local(target: &Target, path: &WirePath) -> std::path::PathBuf {
+    let (mut out, below) = match target {
+        Target::IntoDir(dir) => (dir.clone(), &path.0[..]),
+        Target::AsName(name) => (name.clone(), path.0.get(1..).unwrap_or(&[])),
+    };
+    for part in below {
+        let before = out.components().count();
+        out.push(part);
+        let last = out.components().next_back();
+        assert_eq!(out.components().count(), before + 1, "{part:?} is not one component");
+        assert!(matches!(last, Some(Component::Normal(_))), "{part:?} is not a plain name");
+    }
+    out
+}
+
+fn check_chunk_header(header: &ChunkHeader) {
+    for compressed in [false, true] {
+        let limit = max_wire_len(header.wire_len, compressed);
+        assert!(limit >= header.wire_len, "compression limit below the plain length");
+        if !compressed {
+            assert_eq!(limit, header.wire_len);
+        }
+    }
+}
+
+/// [`ChunkPlan::span`] against plain 128-bit arithmetic.
+fn check_span(size: u64, chunk_size: u32, index: u32) {
+    let plan = ChunkPlan::new(size, chunk_size);
+    let cs = u128::from(chunk_size.max(1));
+    let count = u128::from(size).div_ceil(cs);
+    assert_eq!(u128::from(plan.count()), count);
+    let index_ = u128::from(index);
+    match plan.span(index) {
+        Some((offset, len)) => {
+            assert!(index_ < count, "span {index} of {count} chunks");
+            assert_eq!(u128::from(offset), index_ * cs);
+            let end = u128::from(offset) + u128::from(len);
+            assert!(len >= 1 && u128::from(len) <= cs);
+            assert!(end <= u128::from(size));
+            if index_ + 1 == count {
+                assert_eq!(end, u128::from(size), "the last chunk ends the file");
+            } else {
+                assert_eq!(u128::from(len), cs, "only the last chunk is short");
+            }
+        }
+        None => assert!(index_ >= count, "no span for chunk {index} of {count}"),
+    }
+}
+
+/// What negotiation must pick: the newest version both sides speak.
+fn check_negotiation(client: &ClientHello) {
+    let common =
+        PROTOCOL_VERSIONS.rev().find(|v| (client.min_version..=client.max_version).contains(v));
+    match client.negotiate() {
+        Ok(version) => assert_eq!(Some(version), common),
+        Err(ProtoError::VersionMismatch { remote_min, remote_max, .. }) => {
+            assert_eq!(common, None, "negotiation missed a common version");
+            assert_eq!((remote_min, remote_max), (client.min_version, client.max_version));
+        }
+        Err(e) => panic!("negotiation failed with {e:?}"),
+    }
+}

@@ -1,0 +1,200 @@
+//! Seed inputs for each harness, made by encoding real messages: the fuzzer starts from
+//! valid protocol and mutates it. `examples/fuzz_seeds.rs` writes them into the corpus
+//! directories; the corpus replay test also runs them.
+
+use super::receiver::{
+    Script, CHECK, DELIVER, DIR, END, FAILED, FILE, ID_NEXT, OPENED, RIGHT, SUMMARY, WRITTEN,
+};
+use crate::chunk::{ChunkHeader, MIN_CHUNK_SIZE};
+use crate::frame;
+use crate::hello::{ClientHello, ServerHello, TransportChoice};
+use crate::manifest::{Entry, Meta};
+use crate::message::{Job, Message, Request};
+use crate::path::WirePath;
+use crate::MAGIC;
+
+/// The seed inputs of the harness `target` (empty for an unknown name).
+pub fn seeds(target: &str) -> Vec<Vec<u8>> {
+    match target {
+        "frames" => frames(),
+        "hello" => hello(),
+        "control_message" => messages().iter().map(payload).collect(),
+        "chunk_header" => chunk_header(),
+        "receiver" => receiver(),
+        _ => Vec::new(),
+    }
+}
+
+fn wp(parts: &[&str]) -> WirePath {
+    WirePath(parts.iter().map(|s| s.to_string()).collect())
+}
+
+fn header() -> ChunkHeader {
+    ChunkHeader { file: 0, index: 1, wire_len: 16384, compressed: false, hash: [7; 32] }
+}
+
+/// One message of every kind, as a copy sends them.
+fn messages() -> Vec<Message> {
+    let meta = Meta { mode: 0o644, mtime: 1_700_000_000, mtime_nsec: 5, atime: -1, atime_nsec: 0 };
+    let request = |job| Request {
+        job,
+        recursive: true,
+        preserve: true,
+        compress: false,
+        chunk_size: 1 << 20,
+        rate_limit_bps: Some(8_000_000),
+    };
+    vec![
+        Message::Request(request(Job::Receive { target: "backup/".into(), sources: 2 })),
+        Message::Request(request(Job::Send { sources: vec!["logs/*.log".into(), "~".into()] })),
+        Message::Request(request(Job::Tunnel { destination: "db:5432".into(), compress: true })),
+        Message::Plan { files: 3, bytes: 5 << 30 },
+        Message::Entry(Entry::Dir { path: wp(&["src"]), meta }),
+        Message::Entry(Entry::File { id: 0, path: wp(&["src", "main.rs"]), size: 40_000, meta }),
+        Message::SourceError { path: "missing".into(), message: "no such file".into() },
+        Message::FileSummary { file: 0, root: [3; 32] },
+        Message::FileAborted { file: 1, message: "read error".into() },
+        Message::EndOfManifest { files: 3, bytes: 5 << 30 },
+        Message::Progress { verified_bytes: 1 << 33 },
+        Message::FileFailed { file: 2, message: "disk full".into() },
+        Message::Finished { files: 2, bytes: 80_000, failures: 1 },
+        Message::Fatal { message: "remote: out of memory".into() },
+        Message::Chunk(ChunkHeader { compressed: true, wire_len: 900, ..header() }),
+    ]
+}
+
+fn payload(msg: &Message) -> Vec<u8> {
+    postcard::to_stdvec(msg).unwrap_or_default()
+}
+
+fn framed<T: serde::Serialize>(msg: &T) -> Vec<u8> {
+    frame::to_vec(msg).unwrap_or_default()
+}
+
+fn frames() -> Vec<Vec<u8>> {
+    let all: Vec<u8> = messages().iter().flat_map(framed).collect();
+    let mut seeds = vec![[&[0][..], &all].concat(), [&[13][..], &all].concat()];
+    for (spread, msg) in messages().iter().enumerate() {
+        let spread = u8::try_from(spread * 17).unwrap_or(255);
+        seeds.push([&[spread][..], &framed(msg)].concat());
+    }
+    // Cut short: the decoder must report a truncated stream.
+    seeds.push([&[5][..], &all[..all.len() - 3]].concat());
+    seeds
+}
+
+fn hello() -> Vec<Vec<u8>> {
+    let ready = ServerHello::Ready {
+        version: *crate::PROTOCOL_VERSIONS.end(),
+        udp_port: 40_000,
+        server_addr: Some(std::net::Ipv4Addr::new(192, 0, 2, 1).into()),
+        fingerprint: [9; 32],
+        soku_version: "0.1.0".into(),
+        warnings: vec!["UDP receive buffer capped at 208 KiB".into()],
+        min_version: *crate::PROTOCOL_VERSIONS.start(),
+    };
+    let ready_v6 = ServerHello::Ready {
+        version: 1,
+        udp_port: 0,
+        server_addr: Some(std::net::Ipv6Addr::LOCALHOST.into()),
+        fingerprint: [0; 32],
+        soku_version: "0.0.9".into(),
+        warnings: Vec::new(),
+        min_version: 1,
+    };
+    // A newer server: its range reaches past ours.
+    let newer = ServerHello::Ready {
+        version: 9,
+        udp_port: 40_001,
+        server_addr: None,
+        fingerprint: [8; 32],
+        soku_version: "9.0.0".into(),
+        warnings: Vec::new(),
+        min_version: 2,
+    };
+    let client = ClientHello::new([4; 32], true);
+    let old_client = ClientHello { min_version: 0, max_version: 1, ..client.clone() };
+    let noise = b"Welcome to host!\nLast login: yesterday\n".as_slice();
+    vec![
+        [&[0][..], noise, MAGIC, &framed(&ready)].concat(),
+        [&[7][..], MAGIC, &framed(&ready_v6)].concat(),
+        [&[255][..], noise, MAGIC, &framed(&newer)].concat(),
+        [&[3][..], MAGIC, &framed(&client), &framed(&TransportChoice::Quic)].concat(),
+        [&[40][..], &framed(&old_client), &framed(&TransportChoice::SshChannel)].concat(),
+        // The magic cut by a read, then a hello in the same read as the magic's end.
+        [&[1][..], b"motd\0SOKU", &MAGIC[..4], MAGIC, &framed(&newer)].concat(),
+    ]
+}
+
+fn chunk_header() -> Vec<Vec<u8>> {
+    let tail = |size: u64, chunk_size: u32| {
+        [size.to_le_bytes().as_slice(), &chunk_size.to_le_bytes()].concat()
+    };
+    let last = ChunkHeader { index: 4, wire_len: 1000, ..header() };
+    vec![
+        [framed(&header()), tail(5 * 16384 + 1000, MIN_CHUNK_SIZE)].concat(),
+        [framed(&last), tail(5 * 16384 + 1000, MIN_CHUNK_SIZE)].concat(),
+        [framed(&ChunkHeader { index: u32::MAX, compressed: true, ..header() }), tail(u64::MAX, 1)]
+            .concat(),
+        framed(&ChunkHeader { file: u32::MAX, wire_len: u32::MAX, ..header() }),
+    ]
+}
+
+fn receiver() -> Vec<Vec<u8>> {
+    let file =
+        |path: &[u8], size: u8| [&[FILE, ID_NEXT][..], &Script::path(path), &[size, 0xa4]].concat();
+    // Header argument: file id, index, compressed, wire length choice, hash byte.
+    let chunk = |index: u8, hash: u8| [0, index, 0, 0, hash];
+    let deliver = |index: u8, hash: u8| [&[DELIVER][..], &chunk(index, hash)].concat();
+    let end = [END, ID_NEXT, 0, 0, 0, 0, 0, 0, 0, 0];
+    vec![
+        // A directory target, one file of a chunk and a byte, delivered in full.
+        Script::new(0)
+            .op(&file(&[0], 4))
+            .op(&[OPENED, 0])
+            .op(&deliver(0, 1))
+            .op(&deliver(1, 2))
+            .op(&[SUMMARY, 0, RIGHT])
+            .op(&end)
+            .into_bytes(),
+        // Recursive: a directory, an empty file in it, a file of two chunks out of order.
+        Script::new(1)
+            .op(&[DIR][..])
+            .op(&Script::path(&[0]))
+            .op(&[0xed])
+            .op(&file(&[0, 1], 0))
+            .op(&[OPENED, 0, SUMMARY, 0, RIGHT])
+            .op(&file(&[0, 2], 5))
+            .op(&[OPENED, 1])
+            .op(&[DELIVER, 1, 1, 0, 0, 3])
+            .op(&[DELIVER, 1, 0, 0, 0, 4])
+            .op(&[SUMMARY, 1, RIGHT])
+            .op(&end)
+            .into_bytes(),
+        // A chunk whose bytes do not match its hash, a wrong root, an aborted file.
+        Script::new(0)
+            .op(&file(&[0], 1))
+            .op(&file(&[1], 1))
+            .op(&file(&[2], 3))
+            .op(&[OPENED, 0, OPENED, 1, OPENED, 2])
+            .op(&[&[CHECK][..], &chunk(0, 5)].concat())
+            .op(&[&[WRITTEN][..], &chunk(0, 5), &[1]].concat())
+            .op(&[DELIVER, 1, 0, 0, 0, 6, SUMMARY, 1, 1])
+            .op(&[FAILED, 2])
+            .op(&end)
+            .into_bytes(),
+        // A single-name target with a name filter (dir/a, b), the default chunk size.
+        Script::new(0b1_0110)
+            .op(&file(&[0], 1))
+            .op(&[OPENED, 0, DELIVER, 0, 0, 0, 0, 9, SUMMARY, 0, RIGHT])
+            .op(&file(&[1], 1))
+            .op(&end)
+            .into_bytes(),
+        // A glob filter (logs/*.log, c), the largest chunk size, a compressed chunk.
+        Script::new(0b10_1001)
+            .op(&file(&[3], 3))
+            .op(&[OPENED, 0, DELIVER, 0, 0, 1, 1, 8, SUMMARY, 0, RIGHT])
+            .op(&end)
+            .into_bytes(),
+    ]
+}
