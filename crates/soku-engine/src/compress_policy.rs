@@ -2,7 +2,7 @@
 //!
 //! Compression pays when the link is slower than the compressor and costs when it is
 //! not: on loopback zstd took CPU from the transport, and `-C` ran at ~305 MB/s where
-//! plain chunks ran at 620-650 (1 GiB of log-like text, session 3). The seeds' gzip,
+//! plain chunks ran at 620-650 (1 GiB of log-like text). The seeds' gzip,
 //! turning 75 MB/s into 9 MB/s, is the same failure. Neither side can be predicted
 //! from the data alone, so the policy measures both, on the one figure that matters:
 //! the bytes the receiver has verified per second (its progress reports).

@@ -2,11 +2,12 @@
 //! function, same name) and by the corpus replay test `tests/fuzz_corpus.rs`, which runs
 //! every committed corpus file through them on stable Rust.
 //!
-//! Each harness drives one decoder of peer bytes (or the receiver's state machine) with
-//! arbitrary input. A decoder may refuse its input with an error; what the harness asserts
-//! is everything else: no panic, no overflow, no allocation beyond the input's size, a
-//! decoded message that survives re-encoding, a result that does not depend on how the
-//! input was cut into reads, a receiver that accepts exactly what its model accepts. The
+//! Each harness drives one decoder of peer bytes (or the receiver's or the sender's state
+//! machine) with arbitrary input. A decoder may refuse its input with an error; what the
+//! harness asserts is everything else: no panic, no overflow, no allocation beyond the
+//! input's size, a decoded message that survives re-encoding, a result that does not
+//! depend on how the input was cut into reads, a state machine that accepts exactly what
+//! its model accepts. The
 //! harnesses panic only when such a property breaks, which is what the fuzzer reports.
 //!
 //! Not part of the API: hidden from the docs, and changes with the protocol.
@@ -19,16 +20,20 @@ use serde::{de::DeserializeOwned, Serialize};
 use crate::chunk::{check_chunk_size, max_wire_len, ChunkHeader, ChunkPlan};
 use crate::chunk::{MAX_CHUNK_SIZE, MIN_CHUNK_SIZE};
 use crate::frame::{self, Decoder, MAX_CONTROL_FRAME, PREFIX_LEN};
-use crate::hello::{ClientHello, HelloScanner, Scan, ServerHello, TransportChoice, MAX_NOISE};
+use crate::hello::{
+    decode_hello, decode_server_hello, ClientHello, HelloScanner, Scan, TransportChoice, MAX_NOISE,
+};
 use crate::message::Message;
 use crate::path::{Target, WirePath};
 use crate::{ProtoError, MAGIC, PROTOCOL_VERSIONS};
 
 mod receiver;
 mod seeds;
+mod sender;
 
 pub use receiver::receiver;
 pub use seeds::seeds;
+pub use sender::sender;
 
 /// A harness: takes any bytes, panics only on a bug.
 pub type Harness = fn(&[u8]);
@@ -40,6 +45,7 @@ pub const TARGETS: &[(&str, Harness)] = &[
     ("control_message", control_message),
     ("chunk_header", chunk_header),
     ("receiver", receiver),
+    ("sender", sender),
 ];
 
 /// Largest frame the client accepts for the server's hello (it reads the hello with a
@@ -62,6 +68,12 @@ pub fn frames(data: &[u8]) {
     let whole = decode_frames::<Message>([stream], MAX_CONTROL_FRAME);
     let split = decode_frames::<Message>(pieces(stream, spread), MAX_CONTROL_FRAME);
     assert_eq!(whole, split, "the decoded messages depend on how the input was cut");
+    // Taking payloads and decoding them gives the same messages.
+    let payloads = decode_payloads([stream], MAX_CONTROL_FRAME);
+    for (payload, msg) in payloads.messages.iter().zip(&whole.messages) {
+        assert_eq!(frame::decode_payload::<Message>(payload).as_ref(), Ok(msg));
+    }
+    assert!(payloads.messages.len() >= whole.messages.len());
     for msg in &whole.messages {
         round_trip(msg);
         check_message(msg);
@@ -70,9 +82,9 @@ pub fn frames(data: &[u8]) {
 
 /// The bootstrap: the client's [`HelloScanner`] fed in pieces (first byte: piece sizes,
 /// as in [`frames`]), then the bytes after [`MAGIC`] (or all of them when there is no
-/// magic: the server reads the client's hello without scanning) decoded as the server's
-/// hello through a [`Decoder`], and as the client's hello and transport choice as the
-/// server reads them (small frames, prefix and payload).
+/// magic: the server reads the client's hello without scanning) read as the client reads
+/// the server's hello ([`Decoder::next_payload`], [`decode_server_hello`]), and as the
+/// server reads the client's hello and transport choice (small frames, [`decode_hello`]).
 pub fn hello(data: &[u8]) {
     let Some((&spread, stream)) = data.split_first() else { return };
     let first_magic = stream.windows(MAGIC.len()).position(|w| w == MAGIC);
@@ -106,23 +118,53 @@ pub fn hello(data: &[u8]) {
         None => stream,
     };
 
-    // The client reads the server's hello.
-    let server = decode_frames::<ServerHello>(pieces(after, spread), HELLO_FRAME_LIMIT);
-    for hello in &server.messages {
-        round_trip(hello);
-        let common = PROTOCOL_VERSIONS.rev().find(|v| hello.versions().contains(v));
-        assert_eq!(hello.negotiate().ok(), common, "negotiation missed the newest common version");
+    // The client reads the server's hello: the first whole frame.
+    let whole = decode_payloads([after], HELLO_FRAME_LIMIT);
+    let split = decode_payloads(pieces(after, spread), HELLO_FRAME_LIMIT);
+    assert_eq!(whole, split, "the hello frames depend on how the input was cut");
+    if let Some(payload) = whole.messages.first() {
+        check_server_hello(payload);
     }
 
     // The server reads the client's hello, then its transport choice.
     let mut input = after;
-    if let Some(client) = read_small_frame::<ClientHello>(&mut input) {
-        round_trip(&client);
-        check_negotiation(&client);
-        if let Some(choice) = read_small_frame::<TransportChoice>(&mut input) {
-            round_trip(&choice);
+    let Some(payload) = read_small_frame(&mut input) else { return };
+    let Ok(client) = decode_hello::<ClientHello>(payload) else { return };
+    round_trip_hello(&client, decode_hello::<ClientHello>);
+    check_negotiation(client.negotiate(), client.versions());
+    if let Some(payload) = read_small_frame(&mut input) {
+        if let Ok(choice) = decode_hello::<TransportChoice>(payload) {
+            round_trip_hello(&choice, decode_hello::<TransportChoice>);
         }
     }
+}
+
+fn check_server_hello(payload: &[u8]) {
+    match decode_server_hello(payload) {
+        Ok(server) => {
+            round_trip_hello(&server, decode_server_hello);
+            check_negotiation(server.negotiate(), server.versions());
+        }
+        // A protocol 2 hello is refused with both sides' versions; anything else that
+        // does not decode is malformed.
+        Err(e) => {
+            assert!(
+                matches!(e, ProtoError::Malformed(_) | ProtoError::VersionMismatch { .. }),
+                "{e:?}"
+            );
+        }
+    }
+}
+
+/// A hello re-encoded decodes to itself, also with bytes appended (a newer peer's fields).
+fn round_trip_hello<T: Serialize + PartialEq + Debug>(
+    hello: &T,
+    decode: fn(&[u8]) -> Result<T, ProtoError>,
+) {
+    let mut payload = postcard::to_stdvec(hello).expect("a decoded hello encodes again");
+    assert_eq!(decode(&payload).as_ref(), Ok(hello), "the hello changed on the wire");
+    payload.extend_from_slice(&[1, 2, 3]);
+    assert_eq!(decode(&payload).as_ref(), Ok(hello), "appended fields changed the hello");
 }
 
 /// One control message payload (no prefix): [`frame::decode_payload`], then re-encoding
@@ -265,13 +307,36 @@ fn decode_frames<'a, T: DeserializeOwned>(
     Decoded { messages, end }
 }
 
-/// Reads one frame as the server reads small frames: prefix, limit, payload.
-fn read_small_frame<T: DeserializeOwned>(input: &mut &[u8]) -> Option<T> {
+/// As [`decode_frames`], with [`Decoder::next_payload`]: the payloads, undecoded.
+fn decode_payloads<'a>(
+    pieces: impl IntoIterator<Item = &'a [u8]>,
+    limit: usize,
+) -> Decoded<Vec<u8>> {
+    let mut decoder = Decoder::new(limit);
+    let mut messages = Vec::new();
+    for piece in pieces {
+        decoder.feed(piece);
+        loop {
+            match decoder.next_payload() {
+                Ok(Some(payload)) => {
+                    assert!(payload.len() <= limit);
+                    messages.push(payload);
+                }
+                Ok(None) => break,
+                Err(e) => return Decoded { messages, end: Err(e) },
+            }
+        }
+    }
+    Decoded { messages, end: decoder.finish() }
+}
+
+/// Reads one frame's payload as the server reads small frames: prefix, limit, payload.
+fn read_small_frame<'a>(input: &mut &'a [u8]) -> Option<&'a [u8]> {
     let (prefix, rest) = input.split_first_chunk::<PREFIX_LEN>()?;
     let len = frame::payload_len(*prefix, SMALL_FRAME_LIMIT).ok()?;
     let payload = rest.get(..len)?;
     *input = &rest[len..];
-    frame::decode_payload(payload).ok()
+    Some(payload)
 }
 
 /// Encodes `msg` as a frame and decodes it again, both through [`frame::decode_payload`]
@@ -376,15 +441,15 @@ fn check_span(size: u64, chunk_size: u32, index: u32) {
     }
 }
 
-/// What negotiation must pick: the newest version both sides speak.
-fn check_negotiation(client: &ClientHello) {
-    let common =
-        PROTOCOL_VERSIONS.rev().find(|v| (client.min_version..=client.max_version).contains(v));
-    match client.negotiate() {
+/// What negotiation must pick: the newest version both this build and the peer speak,
+/// or a mismatch naming the peer's range.
+fn check_negotiation(result: Result<u16, ProtoError>, remote: std::ops::RangeInclusive<u16>) {
+    let common = PROTOCOL_VERSIONS.rev().find(|v| remote.contains(v));
+    match result {
         Ok(version) => assert_eq!(Some(version), common),
         Err(ProtoError::VersionMismatch { remote_min, remote_max, .. }) => {
             assert_eq!(common, None, "negotiation missed a common version");
-            assert_eq!((remote_min, remote_max), (client.min_version, client.max_version));
+            assert_eq!((remote_min, remote_max), (*remote.start(), *remote.end()));
         }
         Err(e) => panic!("negotiation failed with {e:?}"),
     }

@@ -184,8 +184,12 @@ pub enum Scan {
 impl HelloScanner {
     /// Adds bytes from the server's stdout and looks for the magic.
     pub fn feed(&mut self, bytes: &[u8]) -> Result<Scan, ProtoError> {
+        // What was seen before holds no magic, so one can only end in the new bytes:
+        // scanning from there keeps a stream fed in small pieces linear, not quadratic.
+        let from = self.seen.len().saturating_sub(MAGIC.len() - 1);
         self.seen.extend_from_slice(bytes);
-        if let Some(at) = self.seen.windows(MAGIC.len()).position(|w| w == MAGIC) {
+        let found = self.seen[from..].windows(MAGIC.len()).position(|w| w == MAGIC);
+        if let Some(at) = found.map(|at| from + at) {
             let rest = self.seen.split_off(at + MAGIC.len());
             self.seen.truncate(at);
             return Ok(Scan::Found { noise: std::mem::take(&mut self.seen), rest });

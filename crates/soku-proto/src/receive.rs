@@ -374,6 +374,14 @@ impl Receiver {
         &self.dir_meta
     }
 
+    /// The chunks of open file `id` that are verified, in index order: what a receiver
+    /// already holds and need not be sent again (empty for a file not open).
+    pub fn verified_chunks(&self, id: u32) -> Vec<u32> {
+        self.open.get(&id).map_or_else(Vec::new, |file| {
+            file.chunks.iter().filter(|(_, hash)| hash.is_some()).map(|(index, _)| *index).collect()
+        })
+    }
+
     /// Counters so far.
     pub fn totals(&self) -> Totals {
         self.totals

@@ -30,9 +30,6 @@ pub struct BufferOptions {
 /// What can go wrong in a relay.
 #[derive(Debug, thiserror::Error)]
 pub enum RelayError {
-    /// The relay is not built yet.
-    #[error("not implemented yet")]
-    NotImplemented,
     /// An I/O error with what was being done.
     #[error("{what}: {source}")]
     Io {

@@ -97,7 +97,7 @@ pub async fn run_with(args: CopyArgs, events: Arc<dyn EventSink>) -> anyhow::Res
         host: remote.as_ref().map_or_else(|| "127.0.0.1".into(), |r| r.host.clone()),
         transport,
     };
-    // An upload walks and hashes its sources while ssh logs in (see `transfer::ahead`).
+    // An upload walks and hashes its sources while ssh logs in (see `soku_engine::ahead`).
     let ahead = match &direction {
         Direction::Upload { sources, .. } => {
             Some(HashAhead::start(sources.clone(), opts.recursive, opts.chunk_size))

@@ -123,10 +123,11 @@ pub fn shell_quote_all(words: &[String]) -> String {
     words.iter().map(|w| shell_quote(w)).collect::<Vec<_>>().join(" ")
 }
 
-/// Quotes one word for a POSIX shell; plain words stay as they are.
+/// Quotes one word for a POSIX shell; plain words stay as they are. `=` is not plain:
+/// a first word like `A=b` would be an assignment, not the command.
 pub fn shell_quote(word: &str) -> String {
     let plain = !word.is_empty()
-        && word.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_./=:@%+,".contains(&b));
+        && word.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_./:@%+,".contains(&b));
     if plain {
         word.to_string()
     } else {
@@ -183,6 +184,7 @@ mod tests {
         assert_eq!(shell_quote("plain/path"), "plain/path");
         assert_eq!(shell_quote("it's here"), r"'it'\''s here'");
         assert_eq!(shell_quote(""), "''");
+        assert_eq!(shell_quote("A=b"), "'A=b'", "not an assignment when it is the first word");
     }
 
     mod props {

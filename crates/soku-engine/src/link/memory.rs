@@ -12,7 +12,6 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use soku_proto::chunk::ChunkHeader;
-use soku_proto::message::Message;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
@@ -98,8 +97,8 @@ struct StreamsTransport {
 }
 
 impl Transport for StreamsTransport {
-    fn send_control(&self, msg: Message) -> BoxFuture<'_, Result<(), LinkError>> {
-        Box::pin(self.control.control(msg))
+    fn control(&self) -> &ControlWriter {
+        &self.control
     }
 
     fn send_chunk(
@@ -113,9 +112,5 @@ impl Transport for StreamsTransport {
             let chunk = slot.fill(wire.to_vec());
             self.peer.send(Ok(Inbound::Chunk(chunk))).await.map_err(|_| LinkError::Closed)
         })
-    }
-
-    fn finish(&self) -> BoxFuture<'_, Result<(), LinkError>> {
-        Box::pin(self.control.finish())
     }
 }

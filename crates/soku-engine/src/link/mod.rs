@@ -29,6 +29,7 @@ use soku_proto::ProtoError;
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 
+use self::frames::ControlWriter;
 use crate::LinkError;
 
 /// A boxed future, so that [`Transport`] can be used as a trait object.
@@ -39,10 +40,11 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 /// compression overhead).
 pub const CHUNKS_IN_MEMORY: usize = 64;
 
-/// The outgoing half of a link.
+/// The outgoing half of a link: control messages through its [`ControlWriter`], chunks
+/// however the link carries them.
 pub trait Transport: Send + Sync {
-    /// Sends a control message, after every control message sent before it.
-    fn send_control(&self, msg: Message) -> BoxFuture<'_, Result<(), LinkError>>;
+    /// The writer of the control channel (one per link).
+    fn control(&self) -> &ControlWriter;
 
     /// Sends one chunk, the `order`-th of this copy (earlier chunks go first where the
     /// link can choose). Returns once the link has it in hand: acknowledged by the peer
@@ -54,8 +56,15 @@ pub trait Transport: Send + Sync {
         order: u64,
     ) -> BoxFuture<'_, Result<(), LinkError>>;
 
+    /// Sends a control message, after every control message sent before it.
+    fn send_control(&self, msg: Message) -> BoxFuture<'_, Result<(), LinkError>> {
+        Box::pin(self.control().control(msg))
+    }
+
     /// Ends our direction of the control channel once everything queued was written.
-    fn finish(&self) -> BoxFuture<'_, Result<(), LinkError>>;
+    fn finish(&self) -> BoxFuture<'_, Result<(), LinkError>> {
+        Box::pin(self.control().finish())
+    }
 }
 
 /// What the peer sent.

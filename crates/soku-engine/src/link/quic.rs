@@ -7,7 +7,6 @@ use std::sync::Arc;
 use bytes::Bytes;
 use soku_proto::chunk::ChunkHeader;
 use soku_proto::frame;
-use soku_proto::message::Message;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
@@ -49,8 +48,8 @@ struct QuicTransport {
 }
 
 impl Transport for QuicTransport {
-    fn send_control(&self, msg: Message) -> BoxFuture<'_, Result<(), LinkError>> {
-        Box::pin(self.control.control(msg))
+    fn control(&self) -> &ControlWriter {
+        &self.control
     }
 
     fn send_chunk(
@@ -74,10 +73,6 @@ impl Transport for QuicTransport {
             stream.stopped().await.map_err(|e| lost(&e))?;
             Ok(())
         })
-    }
-
-    fn finish(&self) -> BoxFuture<'_, Result<(), LinkError>> {
-        Box::pin(self.control.finish())
     }
 }
 

@@ -7,7 +7,6 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use soku_proto::chunk::ChunkHeader;
-use soku_proto::message::Message;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
@@ -23,8 +22,8 @@ pub const STREAM_IN_FLIGHT: usize = 8;
 struct StreamTransport(ControlWriter);
 
 impl Transport for StreamTransport {
-    fn send_control(&self, msg: Message) -> BoxFuture<'_, Result<(), LinkError>> {
-        Box::pin(self.0.control(msg))
+    fn control(&self) -> &ControlWriter {
+        &self.0
     }
 
     fn send_chunk(
@@ -34,10 +33,6 @@ impl Transport for StreamTransport {
         _order: u64,
     ) -> BoxFuture<'_, Result<(), LinkError>> {
         Box::pin(self.0.chunk(header, wire))
-    }
-
-    fn finish(&self) -> BoxFuture<'_, Result<(), LinkError>> {
-        Box::pin(self.0.finish())
     }
 }
 

@@ -54,6 +54,17 @@ async fn heard(peer: &mut DuplexStream) -> Vec<Message> {
     out
 }
 
+/// A plan and an entry for a file of three chunks, then its first chunk, honestly.
+async fn first_of_three_chunks(peer: &mut DuplexStream, seed: u8) {
+    let chunk = pattern(SMALL_CHUNKS as usize, seed);
+    let hash = chunk_hash(&chunk);
+    let header = ChunkHeader { file: 0, index: 0, wire_len: SMALL_CHUNKS, compressed: false, hash };
+    let size = 3 * u64::from(SMALL_CHUNKS);
+    say(peer, &[Message::Plan { files: 1, bytes: size }, file_entry(0, "a.bin", size)]).await;
+    say(peer, &[Message::Chunk(header)]).await;
+    peer.write_all(&chunk).await.unwrap();
+}
+
 #[tokio::test]
 async fn a_source_that_shrinks_mid_copy_fails_alone() {
     for pair in [memory::ordered_pair, || memory::streams_pair(Duration::ZERO)] {
@@ -100,21 +111,7 @@ async fn a_frame_too_large_is_refused_before_it_is_buffered() {
 async fn garbage_after_a_good_start_leaves_nothing_and_is_told() {
     let scene = Scene::new();
     let (mut link, mut peer) = memory::raw_peer();
-    let chunk = pattern(SMALL_CHUNKS as usize, 5);
-    let header = ChunkHeader {
-        file: 0,
-        index: 0,
-        wire_len: SMALL_CHUNKS,
-        compressed: false,
-        hash: chunk_hash(&chunk),
-    };
-    say(
-        &mut peer,
-        &[Message::Plan { files: 1, bytes: 3 * 16384 }, file_entry(0, "a.bin", 3 * 16384)],
-    )
-    .await;
-    say(&mut peer, &[Message::Chunk(header)]).await;
-    peer.write_all(&chunk).await.unwrap();
+    first_of_three_chunks(&mut peer, 5).await;
     // Four bytes of length, then bytes that are no message.
     peer.write_all(&[0, 0, 0, 3, 0xff, 0xff, 0xff]).await.unwrap();
     let receive = receiver(&scene.dst(), 1, false, None);
@@ -198,21 +195,7 @@ async fn a_sender_that_hangs_up_midway_is_an_error_and_leaves_nothing() {
 async fn a_sender_that_stops_answering_can_be_given_up_on_and_leaves_nothing() {
     let scene = Scene::new();
     let (mut link, mut peer) = memory::raw_peer();
-    let chunk = pattern(SMALL_CHUNKS as usize, 7);
-    let header = ChunkHeader {
-        file: 0,
-        index: 0,
-        wire_len: SMALL_CHUNKS,
-        compressed: false,
-        hash: chunk_hash(&chunk),
-    };
-    say(
-        &mut peer,
-        &[Message::Plan { files: 1, bytes: 3 * 16384 }, file_entry(0, "a.bin", 3 * 16384)],
-    )
-    .await;
-    say(&mut peer, &[Message::Chunk(header)]).await;
-    peer.write_all(&chunk).await.unwrap();
+    first_of_three_chunks(&mut peer, 7).await;
     // Then silence: the caller's deadline ends the receiver.
     let receive = receiver(&scene.dst(), 1, false, None);
     let events = std::sync::Arc::new(Recorder::default());

@@ -167,7 +167,7 @@ impl Script {
     }
 }
 
-fn meta(input: &mut Input<'_>) -> Meta {
+pub(super) fn meta(input: &mut Input<'_>) -> Meta {
     Meta { mode: u32::from(input.byte()), ..Meta::default() }
 }
 
@@ -298,40 +298,11 @@ impl Model {
     }
 
     fn size(&self, input: &mut Input<'_>) -> u64 {
-        let cs = u64::from(self.chunk_size);
-        match input.byte() % SIZES {
-            0 => 0,
-            1 => 1,
-            2 => cs - 1,
-            3 => cs,
-            4 => cs + 1,
-            5 => 2 * cs,
-            6 => 3 * cs - 7,
-            7 => u64::from(u32::MAX) * cs,
-            8 => u64::MAX,
-            _ => input.u64(),
-        }
+        file_size(input, self.chunk_size)
     }
 
     fn path(&self, input: &mut Input<'_>) -> WirePath {
-        let depth = match input.byte() {
-            255 => MAX_DEPTH + 1,
-            254 => MAX_DEPTH,
-            b => usize::from(b % 4),
-        };
-        if depth > 4 {
-            return WirePath(vec!["a".to_string(); depth]);
-        }
-        let parts = (0..depth).map(|_| match input.byte() % 16 {
-            PART_LONGEST => "z".repeat(MAX_COMPONENT),
-            PART_TOO_LONG => "z".repeat(MAX_COMPONENT + 1),
-            PART_RAW => {
-                let len = usize::from(input.byte() % 8);
-                String::from_utf8_lossy(input.take(len)).into_owned()
-            }
-            b => PARTS[usize::from(b)].to_string(),
-        });
-        WirePath(parts.collect())
+        wire_path(input)
     }
 
     fn header(&self, input: &mut Input<'_>) -> ChunkHeader {
@@ -367,7 +338,7 @@ impl Model {
     fn right_root(&self, id: u32, fill: [u8; 32]) -> [u8; 32] {
         let Some(f) = self.files.get(&id) else { return [0; 32] };
         let count = u32::try_from(f.plan.count()).unwrap_or(u32::MAX);
-        if count > 4096 {
+        if count > 256 {
             return root_hash(f.size, f.verified.values());
         }
         let hashes: Vec<[u8; 32]> =
@@ -557,6 +528,46 @@ impl Model {
         assert_eq!(rx.is_finished(), self.ended && open.is_empty(), "is_finished");
         assert_eq!(rx.directories().len(), self.dir_entries, "directories");
     }
+}
+
+/// A file size argument (see [`SIZES`]) for files cut into `chunk_size` chunks.
+pub(super) fn file_size(input: &mut Input<'_>, chunk_size: u32) -> u64 {
+    let cs = u64::from(chunk_size);
+    match input.byte() % SIZES {
+        0 => 0,
+        1 => 1,
+        2 => cs - 1,
+        3 => cs,
+        4 => cs + 1,
+        5 => 2 * cs,
+        6 => 3 * cs - 7,
+        7 => u64::from(u32::MAX) * cs,
+        8 => u64::MAX,
+        _ => input.u64(),
+    }
+}
+
+/// A path argument: a depth byte (`% 4`; 254 and 255: `MAX_DEPTH` and one more levels of
+/// `a`), then a component argument per level (see [`PARTS`]).
+pub(super) fn wire_path(input: &mut Input<'_>) -> WirePath {
+    let depth = match input.byte() {
+        255 => MAX_DEPTH + 1,
+        254 => MAX_DEPTH,
+        b => usize::from(b % 4),
+    };
+    if depth > 4 {
+        return WirePath(vec!["a".to_string(); depth]);
+    }
+    let parts = (0..depth).map(|_| match input.byte() % 16 {
+        PART_LONGEST => "z".repeat(MAX_COMPONENT),
+        PART_TOO_LONG => "z".repeat(MAX_COMPONENT + 1),
+        PART_RAW => {
+            let len = usize::from(input.byte() % 8);
+            String::from_utf8_lossy(input.take(len)).into_owned()
+        }
+        b => PARTS[usize::from(b)].to_string(),
+    });
+    WirePath(parts.collect())
 }
 
 fn wire_len_fits(header: &ChunkHeader, plain_len: u32) -> bool {

@@ -5,8 +5,9 @@
 use super::receiver::{
     Script, CHECK, DELIVER, DIR, END, FAILED, FILE, ID_NEXT, OPENED, RIGHT, SUMMARY, WRITTEN,
 };
+use super::sender as tx;
 use crate::chunk::{ChunkHeader, MIN_CHUNK_SIZE};
-use crate::frame;
+use crate::frame::{self, PREFIX_LEN};
 use crate::hello::{ClientHello, ServerHello, TransportChoice};
 use crate::manifest::{Entry, Meta};
 use crate::message::{Job, Message, Request};
@@ -21,6 +22,7 @@ pub fn seeds(target: &str) -> Vec<Vec<u8>> {
         "control_message" => messages().iter().map(payload).collect(),
         "chunk_header" => chunk_header(),
         "receiver" => receiver(),
+        "sender" => sender(),
         _ => Vec::new(),
     }
 }
@@ -115,8 +117,21 @@ fn hello() -> Vec<Vec<u8>> {
     let client = ClientHello::new([4; 32], true);
     let old_client = ClientHello { min_version: 0, max_version: 1, ..client.clone() };
     let noise = b"Welcome to host!\nLast login: yesterday\n".as_slice();
+    // Protocol 2's hello: this one without its last field, `min_version` (one byte).
+    let mut v2 = framed(&ServerHello::Ready {
+        version: 2,
+        udp_port: 40_002,
+        server_addr: None,
+        fingerprint: [2; 32],
+        soku_version: "0.0.2".into(),
+        warnings: Vec::new(),
+        min_version: 2,
+    });
+    v2.pop();
+    v2[PREFIX_LEN - 1] -= 1;
     vec![
         [&[0][..], noise, MAGIC, &framed(&ready)].concat(),
+        [&[2][..], MAGIC, &v2].concat(),
         [&[7][..], MAGIC, &framed(&ready_v6)].concat(),
         [&[255][..], noise, MAGIC, &framed(&newer)].concat(),
         [&[3][..], MAGIC, &framed(&client), &framed(&TransportChoice::Quic)].concat(),
@@ -196,5 +211,39 @@ fn receiver() -> Vec<Vec<u8>> {
             .op(&[OPENED, 0, DELIVER, 0, 0, 1, 1, 8, SUMMARY, 0, RIGHT])
             .op(&end)
             .into_bytes(),
+    ]
+}
+
+fn sender() -> Vec<Vec<u8>> {
+    let plan = [tx::PLAN, 2, 0, 0, 1, 0, 0, 0, 0, 0];
+    // Path "a" or "b", a size argument, meta.
+    let file = |part: u8, size: u8| [tx::FILE, 1, part, size, 0xa4];
+    // Report arguments: progress (u64), finished (u32, u64, u32).
+    let progress = [tx::REPORT, 0, 0, 0, 1, 0, 0, 0, 0, 0];
+    let finished = [tx::REPORT, 2, 2, 0, 0, 0, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+    vec![
+        // A directory, a file of two chunks sent in order, an empty file, the end, the
+        // receiver's reports.
+        [&[0][..], &plan, &[tx::DIR, 1, 0, 0xed], &file(1, 4), &[tx::NEXT, 0, tx::NEXT, 0]]
+            .concat()
+            .into_iter()
+            .chain([tx::SENT, 0, 0, 7, tx::SENT, 0, 1, 8])
+            .chain(file(2, 0))
+            .chain([tx::END])
+            .chain(progress)
+            .chain(finished)
+            .collect(),
+        // Chunks sent out of order, a failed read, a report for a file never announced.
+        [&[1][..], &plan, &file(0, 6), &[tx::NEXT, 0, tx::NEXT, 0, tx::NEXT, 0]]
+            .concat()
+            .into_iter()
+            .chain([tx::SENT, 0, 2, 1, tx::SENT, 0, 1, 2, tx::SENT, 0, 0, 3])
+            .chain(file(1, 5))
+            .chain([tx::NEXT, 1, tx::READ_FAILED, 1, tx::SENT, 1, 0, 4])
+            .chain([tx::REPORT, 1, 9, tx::SOURCE_ERROR, tx::END])
+            .chain(finished)
+            .collect(),
+        // Reports before the end, a control message that is no report.
+        [&[0][..], &progress, &finished, &[tx::REPORT, 4, 3, 7, 0, 0]].concat(),
     ]
 }

@@ -192,3 +192,33 @@ fn chunks_wait_until_the_file_is_opened() {
     rx.on_file_opened(0);
     assert!(matches!(rx.check_chunk(&header), Ok(ChunkCheck::Accept { .. })));
 }
+
+/// What a resumed copy will ask: which chunks of a file are verified here. A chunk
+/// whose bytes were checked but failed, or only announced, does not count.
+#[test]
+fn the_receiver_says_which_chunks_it_holds() {
+    let mut rx = into_dir(false);
+    let data: Vec<u8> = (0..CS as usize * 3).map(|i| (i % 251) as u8).collect();
+    announce(&mut rx, file(0, &["f"], data.len() as u64)).expect("accepted");
+    assert_eq!(rx.verified_chunks(0), Vec::<u32>::new());
+    for index in [2u32, 0] {
+        let (offset, len) = ChunkPlan::new(data.len() as u64, CS).span(index).expect("in range");
+        let plain = &data[offset as usize..offset as usize + len as usize];
+        let header = ChunkHeader {
+            file: 0,
+            index,
+            wire_len: len,
+            compressed: false,
+            hash: chunk_hash(plain),
+        };
+        rx.check_chunk(&header).expect("accepted");
+        rx.on_chunk_written(&header, chunk_hash(plain)).expect("written");
+    }
+    // Chunk 1 is checked (its bytes are being read) but not yet verified.
+    let (_, len) = ChunkPlan::new(data.len() as u64, CS).span(1).expect("in range");
+    let pending =
+        ChunkHeader { file: 0, index: 1, wire_len: len, compressed: false, hash: [0; 32] };
+    rx.check_chunk(&pending).expect("accepted");
+    assert_eq!(rx.verified_chunks(0), [0, 2]);
+    assert_eq!(rx.verified_chunks(7), Vec::<u32>::new(), "no such file");
+}
