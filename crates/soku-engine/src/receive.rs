@@ -103,7 +103,7 @@ pub async fn run(
         }
         tokio::select! {
             Some(joined) = tasks.join_next(), if !tasks.is_empty() => joined??,
-            inbound = link.inbox.recv(), if inbox_open => match inbound {
+            inbound = link.recv(), if inbox_open => match inbound {
                 None | Some(Ok(Inbound::Closed)) if ended => inbox_open = !ordered && inbound.is_some(),
                 None | Some(Ok(Inbound::Closed)) => {
                     // On an ordered link the chunks in hand came first, and none of them

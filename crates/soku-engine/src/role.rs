@@ -97,22 +97,35 @@ pub async fn run(
     result
 }
 
-/// The server's first read: the client's request.
+/// The server's first read: the client's request. Chunks that overtook it (on a link
+/// whose chunks travel apart from control messages) are held for the role to come.
 pub async fn read_request(link: &mut Link) -> Result<Request, EngineError> {
-    match link.inbox.recv().await {
-        Some(Ok(Inbound::Control(Message::Request(request)))) => Ok(request),
-        Some(Ok(Inbound::Control(other))) => Err(ProtoError::Violation(format!(
-            "expected a request from the client, got {}",
-            other.kind()
-        ))
-        .into()),
-        Some(Ok(Inbound::Chunk(_))) => {
-            Err(ProtoError::Violation("expected a request from the client, got a chunk".into())
+    let mut early = Vec::new();
+    let request = loop {
+        match link.recv().await {
+            Some(Ok(Inbound::Control(Message::Request(request)))) => break request,
+            Some(Ok(Inbound::Control(other))) => {
+                return Err(ProtoError::Violation(format!(
+                    "expected a request from the client, got {}",
+                    other.kind()
+                ))
                 .into())
+            }
+            Some(Ok(Inbound::Chunk(chunk))) if !link.traits.ordered => early.push(chunk),
+            Some(Ok(Inbound::Chunk(_))) => {
+                return Err(ProtoError::Violation(
+                    "expected a request from the client, got a chunk".into(),
+                )
+                .into())
+            }
+            Some(Err(e)) => return Err(e.into()),
+            None | Some(Ok(Inbound::Closed)) => {
+                return Err(EngineError::PeerClosed { peer: "client", what: "sending its request" })
+            }
         }
-        Some(Err(e)) => Err(e.into()),
-        None | Some(Ok(Inbound::Closed)) => {
-            Err(EngineError::PeerClosed { peer: "client", what: "sending its request" })
-        }
+    };
+    for chunk in early {
+        link.hold(Inbound::Chunk(chunk));
     }
+    Ok(request)
 }

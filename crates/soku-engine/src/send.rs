@@ -191,7 +191,7 @@ impl Copy {
             Some(joined) = self.tasks.join_next(), if !self.tasks.is_empty() => {
                 self.on_chunk_done(joined??, link).await
             }
-            inbound = link.inbox.recv() => self.on_inbound(inbound),
+            inbound = link.recv() => self.on_inbound(inbound),
         }
     }
 

@@ -163,7 +163,11 @@ fn ssh_server_ip() -> Option<IpAddr> {
 /// Reads the client's request and runs it. A failure before the copy starts (a bad
 /// target, unreadable sources) is told to the client here; the engine tells its own.
 async fn serve_job(link: &mut Link, quic: Option<&quinn::Connection>) -> anyhow::Result<()> {
-    let request = soku_engine::role::read_request(link).await?;
+    let request = match soku_engine::role::read_request(link).await {
+        Ok(request) => request,
+        Err(err) if err.tell_peer() => return Err(tell_client(link, err.to_string()).await),
+        Err(err) => return Err(err.into()),
+    };
     let (job, opts) = CopyOptions::from_request(request);
     let role = match job {
         Job::Tunnel { destination, compress } => {

@@ -18,6 +18,7 @@ pub mod memory;
 pub mod quic;
 pub mod stream;
 
+use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -107,7 +108,9 @@ pub struct Link {
     /// Sends to the peer; cheap to clone.
     pub tx: Arc<dyn Transport>,
     /// What the peer sent.
-    pub inbox: Inbox,
+    inbox: Inbox,
+    /// What a role took from the inbox early and put back ([`Link::hold`]).
+    held: VecDeque<Inbound>,
     /// How the link behaves.
     pub traits: LinkTraits,
     /// The link's own reader and writer tasks: aborted when the link is dropped.
@@ -122,7 +125,23 @@ impl Link {
         traits: LinkTraits,
         tasks: JoinSet<()>,
     ) -> Self {
-        Link { tx, inbox, traits, _tasks: tasks }
+        Link { tx, inbox, held: VecDeque::new(), traits, _tasks: tasks }
+    }
+
+    /// The next thing the peer sent (what was held back first); `None` once the link's
+    /// readers have all ended. Cancel-safe: nothing is lost if the future is dropped.
+    pub async fn recv(&mut self) -> Option<Result<Inbound, LinkError>> {
+        if let Some(held) = self.held.pop_front() {
+            return Some(Ok(held));
+        }
+        self.inbox.recv().await
+    }
+
+    /// Puts back something taken too early, to be received again in the same order.
+    /// On QUIC a chunk can arrive before the control message it follows (the request),
+    /// and the role that will handle it has not started yet.
+    pub fn hold(&mut self, inbound: Inbound) {
+        self.held.push_back(inbound);
     }
 
     /// Ends our direction and waits, at most `patience`, for the peer to end its own:
@@ -130,7 +149,7 @@ impl Link {
     pub async fn close(mut self, patience: std::time::Duration) -> Result<(), LinkError> {
         let finished = self.tx.finish().await;
         let _ = tokio::time::timeout(patience, async {
-            while let Some(Ok(inbound)) = self.inbox.recv().await {
+            while let Some(Ok(inbound)) = self.recv().await {
                 if matches!(inbound, Inbound::Closed) {
                     break;
                 }

@@ -147,3 +147,39 @@ async fn a_target_name_takes_the_single_source() {
     assert_same(&src, &scene.dst().join("renamed.bin"));
     assert_eq!(listing(&scene.dst()), ["renamed.bin"]);
 }
+
+/// The client's whole conversation, as `soku` and `soku serve` have it: the request,
+/// then the copy. With control messages held back, the first chunks reach the server
+/// before the request does (as on QUIC, where they travel on their own streams): the
+/// server must read the request first and keep those chunks for the receiver.
+#[tokio::test]
+async fn chunks_that_overtake_the_request_wait_for_it() {
+    use soku_proto::message::{Job, Message};
+    let scene = Scene::new();
+    let src = scene.file("early.bin", 30 * SMALL_CHUNKS as usize, 8);
+    let opts = options(false);
+    let (mut client, mut server) = memory::streams_pair(Duration::from_millis(20));
+    let send = sender(std::slice::from_ref(&src), false).await;
+    let dst = scene.dst();
+    let serving = async {
+        let request = soku_engine::role::read_request(&mut server).await.expect("a request");
+        let (job, server_opts) = soku_engine::CopyOptions::from_request(request);
+        assert!(matches!(job, Job::Receive { sources: 1, .. }));
+        let receive = receiver(&dst, 1, false, None);
+        let events = std::sync::Arc::new(Recorder::default());
+        let out = soku_engine::run(receive, &mut server, server_opts, events).await;
+        let _ = server.close(Duration::from_secs(5)).await;
+        out
+    };
+    let asking = async {
+        let job = Job::Receive { target: dst.display().to_string(), sources: 1 };
+        client.tx.send_control(Message::Request(opts.request(job))).await.unwrap();
+        let events = std::sync::Arc::new(Recorder::default());
+        let out = soku_engine::run(send, &mut client, opts, events).await;
+        let _ = client.close(Duration::from_secs(5)).await;
+        out
+    };
+    let (served, asked) = tokio::join!(serving, asking);
+    assert_eq!(served.unwrap(), asked.unwrap());
+    assert_same(&src, &scene.dst().join("early.bin"));
+}

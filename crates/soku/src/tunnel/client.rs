@@ -111,7 +111,7 @@ pub async fn run(args: TunnelArgs) -> anyhow::Result<()> {
                 break Err(Exit::connection(format!("the tunnel's connection closed: {reason}")).into());
             }
             // The server answers only if the job fails: a Fatal message, or the end of control.
-            inbound = link.inbox.recv() => {
+            inbound = link.recv() => {
                 let why = match inbound {
                     Some(Ok(Inbound::Control(Message::Fatal { message }))) => {
                         format!("the remote end failed: {message}")
