@@ -178,32 +178,31 @@ async fn serve_job(link: &mut Link, quic: Option<&quinn::Connection>) -> anyhow:
             };
             return crate::tunnel::serve(conn.clone(), &destination, compress).await;
         }
-        job => match role_for(job, opts).await {
-            Ok(role) => role,
-            Err(err) => return Err(tell_client(link, format!("{err:#}")).await),
-        },
+        Job::Receive { target, sources } => receive_role(&target, sources, opts),
+        Job::Send { sources } => send_role(&sources, opts).await,
+    };
+    let role = match role {
+        Ok(role) => role,
+        Err(err) => return Err(tell_client(link, format!("{err:#}")).await),
     };
     soku_engine::run(role, link, opts, Arc::new(Silent)).await?;
     Ok(())
 }
 
-/// This side's role in the copy the client asked for.
-async fn role_for(job: Job, opts: CopyOptions) -> anyhow::Result<Role> {
-    match job {
-        Job::Receive { target, sources } => {
-            let target = expand_home(&target);
-            let is_dir = std::fs::metadata(&target).is_ok_and(|md| md.is_dir());
-            let target = Target::resolve(&target, is_dir, sources)?;
-            let root = target.root().to_path_buf();
-            let receiver = Receiver::new(target, None, opts.recursive, opts.chunk_size)?;
-            Ok(Role::Receive { receiver: Box::new(receiver), root })
-        }
-        Job::Send { sources } => {
-            let sources = expand_sources(&sources);
-            Ok(Role::Send(Walked::walk(sources, opts.recursive).await?))
-        }
-        Job::Tunnel { .. } => anyhow::bail!("internal: a tunnel is not a copy"),
-    }
+/// The receiver's role for an upload into `target` of `sources` sources.
+fn receive_role(target: &str, sources: u32, opts: CopyOptions) -> anyhow::Result<Role> {
+    let target = expand_home(target);
+    let is_dir = std::fs::metadata(&target).is_ok_and(|md| md.is_dir());
+    let target = Target::resolve(&target, is_dir, sources)?;
+    let root = target.root().to_path_buf();
+    let receiver = Receiver::new(target, None, opts.recursive, opts.chunk_size)?;
+    Ok(Role::Receive { receiver: Box::new(receiver), root })
+}
+
+/// The sender's role for a download of `sources`.
+async fn send_role(sources: &[String], opts: CopyOptions) -> anyhow::Result<Role> {
+    let sources = expand_sources(sources);
+    Ok(Role::Send(Walked::walk(sources, opts.recursive).await?))
 }
 
 /// Sends `message` to the client as the end of the job, and returns it as the error.
