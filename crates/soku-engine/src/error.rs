@@ -60,6 +60,19 @@ pub enum EngineError {
 }
 
 impl EngineError {
+    /// Whether what a receiver holds after this error is worth keeping for a resume:
+    /// yes when the copy was cut off (the link lost, the peer gone, this side's disk
+    /// full), no when the peer broke the protocol or this side has a bug.
+    pub fn keeps_partial_files(&self) -> bool {
+        !matches!(
+            self,
+            EngineError::Protocol(_)
+                | EngineError::Link(LinkError::Protocol(_))
+                | EngineError::TooLarge(_)
+                | EngineError::Internal(_)
+        )
+    }
+
     /// Whether the peer should hear of this error as a `Fatal` message: not when it came
     /// from the peer, and not when the link to it is gone.
     pub fn tell_peer(&self) -> bool {

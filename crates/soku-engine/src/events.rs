@@ -35,6 +35,15 @@ pub enum TransferEvent {
     },
     /// A warning to show unless quiet.
     Warning(String),
+    /// The connection was lost; the copy reconnects after `wait` and resumes.
+    Reconnecting {
+        /// What happened, one line.
+        reason: String,
+        /// The attempt about to be made, from 1.
+        attempt: u32,
+        /// How long until it is made.
+        wait: Duration,
+    },
     /// What the QUIC path looked like from this side, just before it closed.
     PathStats(PathReport),
     /// The same figures while the copy runs, every [`PATH_SAMPLE_INTERVAL`]: how the
@@ -48,6 +57,8 @@ pub enum TransferEvent {
         bytes: u64,
         /// Files that failed.
         failures: u32,
+        /// Of `bytes`, those the receiver held already (resume): not sent.
+        resumed: u64,
         /// Wall time of the data transfer.
         elapsed: Duration,
     },

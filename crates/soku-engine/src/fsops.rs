@@ -14,6 +14,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use soku_proto::manifest::Meta;
 
+use crate::partial::Trailer;
+
 /// The temporary name for a file being received.
 pub fn temp_path(local: &Path) -> PathBuf {
     let name = local.file_name().map(|n| n.to_string_lossy()).unwrap_or_default();
@@ -59,27 +61,49 @@ pub fn ensure_dir(root: &Path, local: &Path) -> std::io::Result<()> {
     }
 }
 
-/// Creates the temporary file for `local`, sized to `size`. The mode is the sender's
+/// Creates the temporary file for `local`, sized to `size`, with the partial-file
+/// `trailer` after it when resuming is on ([`crate::partial`]). The mode is the sender's
 /// permission bits, to which the kernel applies our umask, as scp does.
-pub fn create_temp(root: &Path, local: &Path, size: u64, mode: u32) -> std::io::Result<File> {
+pub fn create_temp(
+    root: &Path,
+    local: &Path,
+    size: u64,
+    mode: u32,
+    trailer: Option<&Trailer>,
+) -> std::io::Result<File> {
     check_no_symlinks(root, local)?;
     if std::fs::symlink_metadata(local).is_ok_and(|md| md.is_dir()) {
         return Err(std::io::Error::other(format!("{}: is a directory", local.display())));
     }
     let tmp = temp_path(local);
     let _ = std::fs::remove_file(&tmp);
+    // Readable too: a resumed copy hashes what an earlier run wrote.
     let file = OpenOptions::new()
+        .read(true)
         .write(true)
         .create_new(true)
         .mode((mode & 0o777) | 0o600)
         .custom_flags(libc::O_NOFOLLOW)
         .open(&tmp)?;
-    file.set_len(size)?;
+    match trailer {
+        Some(trailer) => trailer.write_to(&file)?,
+        None => file.set_len(size)?,
+    }
     Ok(file)
 }
 
-/// Applies metadata to the verified temporary file and renames it into place.
-pub fn finish_file(local: &Path, file: &File, meta: &Meta, preserve: bool) -> std::io::Result<()> {
+/// Cuts a partial file's trailer, applies metadata to the verified temporary file and
+/// renames it into place.
+pub fn finish_file(
+    local: &Path,
+    file: &File,
+    size: u64,
+    meta: &Meta,
+    preserve: bool,
+) -> std::io::Result<()> {
+    if file.metadata()?.len() != size {
+        file.set_len(size)?;
+    }
     if preserve {
         file.set_permissions(std::fs::Permissions::from_mode(meta.mode & 0o7777))?;
         file.set_times(times(meta))?;
@@ -91,6 +115,17 @@ pub fn finish_file(local: &Path, file: &File, meta: &Meta, preserve: bool) -> st
         file.set_permissions(std::fs::Permissions::from_mode(wanted))?;
     }
     std::fs::rename(temp_path(local), local)
+}
+
+/// A file found complete at its final name: with `-p` its metadata is set as for a file
+/// received; without, it is left as it is (as scp leaves an overwritten file's mode).
+pub fn finish_in_place(local: &Path, meta: &Meta, preserve: bool) -> std::io::Result<()> {
+    if preserve {
+        let file = OpenOptions::new().write(true).custom_flags(libc::O_NOFOLLOW).open(local)?;
+        file.set_permissions(std::fs::Permissions::from_mode(meta.mode & 0o7777))?;
+        file.set_times(times(meta))?;
+    }
+    Ok(())
 }
 
 /// Applies directory metadata (with `-p`).
@@ -129,7 +164,7 @@ mod tests {
         let outside = tempfile::tempdir().expect("tempdir");
         let root = tmp.path();
         std::os::unix::fs::symlink(outside.path(), root.join("link")).expect("symlink");
-        let err = create_temp(root, &root.join("link/x"), 1, 0o644).expect_err("refused");
+        let err = create_temp(root, &root.join("link/x"), 1, 0o644, None).expect_err("refused");
         assert!(err.to_string().contains("symbolic link"), "{err}");
         assert!(ensure_dir(root, &root.join("link")).is_err());
         assert_eq!(std::fs::read_dir(outside.path()).expect("read").count(), 0);
@@ -139,10 +174,10 @@ mod tests {
     fn a_file_appears_under_its_name_only_when_finished() {
         let tmp = tempfile::tempdir().expect("tempdir");
         let local = tmp.path().join("f");
-        let file = create_temp(tmp.path(), &local, 3, 0o640).expect("created");
+        let file = create_temp(tmp.path(), &local, 3, 0o640, None).expect("created");
         assert!(!local.exists());
         let meta = Meta { mode: 0o640, mtime: 1_000_000_000, ..Meta::default() };
-        finish_file(&local, &file, &meta, true).expect("finished");
+        finish_file(&local, &file, 3, &meta, true).expect("finished");
         let md = std::fs::metadata(&local).expect("exists");
         assert_eq!(md.len(), 3);
         assert_eq!(md.permissions().mode() & 0o777, 0o640);

@@ -14,7 +14,8 @@
 //! - [`walk`] and [`ahead`]: turning sources into manifest entries, and hashing them
 //!   while ssh logs in.
 //! - [`codec`], [`compress_policy`], [`throttle`]: a chunk's bytes on the way out and in.
-//! - [`fsops`]: temporary files, safe directory creation, rename into place.
+//! - [`fsops`]: temporary files, safe directory creation, rename into place;
+//!   [`partial`]: what a resuming receiver already holds.
 //! - [`events`]: what a copy reports; [`error`]: what can end it.
 
 pub mod ahead;
@@ -24,6 +25,7 @@ pub mod error;
 pub mod events;
 pub mod fsops;
 pub mod link;
+pub mod partial;
 pub mod receive;
 pub mod role;
 pub mod send;

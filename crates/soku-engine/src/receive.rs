@@ -5,18 +5,19 @@
 //!
 //! One loop owns everything: it handles control messages in order and hands each chunk
 //! to a task in a [`JoinSet`], so an error or a cancel stops every task, and the
-//! temporary files of unfinished files are removed either way ([`files::TempFiles`]).
+//! temporary files of unfinished files are removed either way ([`files::TempFiles`]),
+//! or, with resume, kept for the next run to continue ([`crate::partial`]).
 
 mod files;
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use soku_proto::chunk::chunk_hash;
-use soku_proto::manifest::Entry;
-use soku_proto::message::Message;
+use soku_proto::chunk::{chunk_hash, ChunkPlan};
+use soku_proto::manifest::{Entry, Meta};
+use soku_proto::message::{HeldBase, Message, HELD_BATCH};
 use soku_proto::receive::{ChunkCheck, EntryAction, FileOutcome, Receiver};
 use soku_proto::ProtoError;
 use tokio::sync::watch;
@@ -25,6 +26,7 @@ use tokio::task::JoinSet;
 use self::files::{TargetFile, TempFiles};
 use crate::events::{EventSink, TransferEvent};
 use crate::link::{Inbound, Incoming, Link, Transport};
+use crate::partial::{self, Storage, Trailer};
 use crate::{codec, fsops, lock, CopyOptions, EngineError, Outcome};
 
 /// How often the receiver reports verified bytes to the sender.
@@ -42,19 +44,20 @@ struct Shared {
     tx: Arc<dyn Transport>,
     events: Arc<dyn EventSink>,
     preserve: bool,
+    chunk_size: u32,
     last_progress: Mutex<Instant>,
     /// Files that failed where the state machine does not count them (the sender's
     /// source errors, a failed rename).
     other_failures: Mutex<u32>,
 }
 
-/// Removes the temporary files of whatever is unfinished when the receiver stops, by
-/// error or by being dropped.
-struct DiscardOnDrop(Arc<Shared>);
+/// Removes (or, with resume, keeps) the temporary files of whatever is unfinished when
+/// the receiver stops, by error or by being dropped.
+struct StopOnDrop(Arc<Shared>);
 
-impl Drop for DiscardOnDrop {
+impl Drop for StopOnDrop {
     fn drop(&mut self) {
-        self.0.temps.discard_all();
+        self.0.temps.stop();
     }
 }
 
@@ -67,19 +70,35 @@ pub async fn run(
     events: Arc<dyn EventSink>,
 ) -> Result<Outcome, EngineError> {
     let (announced, _) = watch::channel(0u64);
+    let receiver = receiver.with_resume(opts.resume);
     let shared = Arc::new(Shared {
         state: Mutex::new(receiver),
         root,
         files: Mutex::default(),
-        temps: TempFiles::default(),
+        temps: TempFiles::new(opts.resume),
         announced,
         tx: link.tx.clone(),
         events: events.clone(),
         preserve: opts.preserve,
+        chunk_size: opts.chunk_size,
         last_progress: Mutex::new(Instant::now()),
         other_failures: Mutex::new(0),
     });
-    let _discard = DiscardOnDrop(shared.clone());
+    let _stop = StopOnDrop(shared.clone());
+    let result = receive_all(&shared, opts, link, events).await;
+    if result.as_ref().is_err_and(|e| !e.keeps_partial_files()) {
+        shared.temps.stop_discarding();
+    }
+    result
+}
+
+/// The receiver's loop: until the manifest ended and every file settled.
+async fn receive_all(
+    shared: &Arc<Shared>,
+    opts: CopyOptions,
+    link: &mut Link,
+    events: Arc<dyn EventSink>,
+) -> Result<Outcome, EngineError> {
     let start = Instant::now();
     let ordered = link.traits.ordered;
     let mut tasks: JoinSet<Result<(), EngineError>> = JoinSet::new();
@@ -133,7 +152,8 @@ pub async fn run(
     }
     let totals = lock(&shared.state).totals();
     let failures = totals.failures + *lock(&shared.other_failures);
-    let outcome = Outcome { files: totals.files, bytes: totals.bytes, failures };
+    let outcome =
+        Outcome { files: totals.files, bytes: totals.bytes, failures, resumed: totals.resumed };
     link.tx
         .send_control(Message::Finished { files: outcome.files, bytes: outcome.bytes, failures })
         .await?;
@@ -142,6 +162,7 @@ pub async fn run(
         files: outcome.files,
         bytes: outcome.bytes,
         failures,
+        resumed: outcome.resumed,
         elapsed: start.elapsed(),
     });
     Ok(outcome)
@@ -187,14 +208,12 @@ async fn on_chunk(
         )));
     };
     let wire = std::mem::take(&mut chunk.wire);
+    let this = shared.clone();
     let written = tokio::task::spawn_blocking(move || -> std::io::Result<Option<[u8; 32]>> {
         let Some(plain) = codec::decode(&header, wire, plain_len) else { return Ok(None) };
         let hash = chunk_hash(&plain);
-        // The temporary file was sized with `set_len`, so it reads as zeros wherever
-        // nothing is written: skipping all-zero chunks keeps sparse files sparse and
-        // saves the disk writes.
-        if hash == header.hash && plain.iter().any(|&b| b != 0) {
-            file.write_all_at(&plain, offset)?;
+        if hash == header.hash {
+            file.write_chunk(&plain, offset, &this.temps)?;
         }
         Ok(Some(hash))
     })
@@ -264,10 +283,6 @@ impl Shared {
     }
 
     async fn on_entry(self: &Arc<Self>, entry: Entry) -> Result<(), EngineError> {
-        let mode = match &entry {
-            Entry::File { meta, .. } => meta.mode,
-            Entry::Dir { .. } => 0,
-        };
         let action = lock(&self.state).on_entry(entry)?;
         match action {
             EntryAction::MakeDir { local } => {
@@ -277,18 +292,26 @@ impl Shared {
                     .await?
                     .map_err(|source| EngineError::Local { path, source })?;
             }
-            EntryAction::CreateFile { id, local, size } => {
-                let made = {
+            EntryAction::CreateFile { id, local, size, meta, chunks } => {
+                let made = if lock(&self.state).resumes() && chunks > 0 {
+                    self.prepare_held(&local, size, meta).await?
+                } else {
                     let (this, local) = (self.clone(), local.clone());
                     tokio::task::spawn_blocking(move || {
-                        this.temps.create(&this.root, &local, size, mode)
+                        this.temps.track(&local, || {
+                            fsops::create_temp(&this.root, &local, size, meta.mode, None)
+                        })
                     })
                     .await?
+                    .map(|file| (TargetFile::new(file, true), None))
                 };
                 match made {
-                    Ok(file) => {
-                        lock(&self.files).insert(id, Arc::new(TargetFile::new(file)));
+                    Ok((target, held)) => {
+                        lock(&self.files).insert(id, Arc::new(target));
                         lock(&self.state).on_file_opened(id);
+                        if let Some(prepared) = held {
+                            self.tell_held(id, &local, chunks, prepared).await?;
+                        }
                     }
                     Err(e) => {
                         lock(&self.state).on_file_failed(id);
@@ -306,6 +329,72 @@ impl Shared {
         Ok(())
     }
 
+    /// With resume: finds what is held of the file at `local` and prepares its storage
+    /// (on the blocking pool: it hashes what is held).
+    async fn prepare_held(
+        self: &Arc<Self>,
+        local: &Path,
+        size: u64,
+        meta: Meta,
+    ) -> Result<std::io::Result<(TargetFile, Option<partial::Prepared>)>, EngineError> {
+        let (this, local) = (self.clone(), local.to_path_buf());
+        let trailer = Trailer::new(size, &meta);
+        let plan = ChunkPlan::new(size, self.chunk_size);
+        let made = tokio::task::spawn_blocking(move || {
+            let mut prepared = None;
+            let file = this.temps.track(&local, || {
+                let mut found = partial::prepare(&this.root, &local, trailer, plan, meta.mode)?;
+                let storage = std::mem::replace(&mut found.storage, Storage::FinalFile);
+                prepared = Some(found);
+                match storage {
+                    Storage::Temp(file) => Ok(Some(file)),
+                    Storage::FinalFile => Ok(None),
+                }
+            });
+            file.map(|file| {
+                let fresh = prepared.as_ref().is_some_and(|p| p.held.is_empty());
+                let target = match file {
+                    Some(file) => TargetFile::new(file, fresh),
+                    None => TargetFile::in_final(&this.root, &local, trailer, meta.mode),
+                };
+                (target, prepared)
+            })
+        })
+        .await?;
+        Ok(made)
+    }
+
+    /// Tells the sender what is held of file `id` (of `chunks` chunks), in batches.
+    async fn tell_held(
+        &self,
+        id: u32,
+        local: &Path,
+        chunks: u32,
+        prepared: partial::Prepared,
+    ) -> Result<(), EngineError> {
+        let partial::Prepared { base, held, .. } = prepared;
+        if let HeldBase::Restarted { reason } = &base {
+            let warning = format!("{}: {reason}: copying it again from the start", local.display());
+            self.events.event(TransferEvent::Warning(warning));
+        }
+        let mut from = 0;
+        let mut rest = held.as_slice();
+        loop {
+            let (batch, after) = rest.split_at(rest.len().min(HELD_BATCH));
+            let to = match (after.first(), batch.last()) {
+                (Some(_), Some(last)) => last.index + 1,
+                _ => chunks,
+            };
+            let report = lock(&self.state).on_held(id, base.clone(), from, to, batch.to_vec())?;
+            let Some(report) = report else { return Ok(()) };
+            self.tx.send_control(report).await?;
+            if after.is_empty() {
+                return Ok(());
+            }
+            (from, rest) = (to, after);
+        }
+    }
+
     /// Acts on what a chunk or summary did to its file.
     async fn settle(self: &Arc<Self>, outcome: FileOutcome) -> Result<(), EngineError> {
         match outcome {
@@ -315,8 +404,19 @@ impl Shared {
                 let this = self.clone();
                 let result = tokio::task::spawn_blocking(move || {
                     let Some(target) = file else { return Ok(()) };
-                    let done =
-                        fsops::finish_file(&ready.local, &target.file, &ready.meta, this.preserve);
+                    let done = match target.take_file() {
+                        _ if ready.in_place => {
+                            fsops::finish_in_place(&ready.local, &ready.meta, this.preserve)
+                        }
+                        Some(file) => fsops::finish_file(
+                            &ready.local,
+                            &file,
+                            ready.size,
+                            &ready.meta,
+                            this.preserve,
+                        ),
+                        None => Err(std::io::Error::other("its temporary file is gone")),
+                    };
                     match done {
                         Ok(()) => {
                             this.temps.settled(&ready.local);

@@ -26,6 +26,9 @@ pub struct CopyOptions {
     pub chunk_size: u32,
     /// The sender's rate limit in bits per second (scp -l).
     pub rate_limit_bps: Option<u64>,
+    /// Continue what an interrupted copy left (on by default; `--no-resume` turns it
+    /// off): see [`crate::partial`].
+    pub resume: bool,
 }
 
 impl CopyOptions {
@@ -38,13 +41,15 @@ impl CopyOptions {
             compress: self.compress,
             chunk_size: self.chunk_size,
             rate_limit_bps: self.rate_limit_bps,
+            resume: self.resume,
         }
     }
 
     /// The options a request carries, and its job.
     pub fn from_request(request: Request) -> (Job, CopyOptions) {
-        let Request { job, recursive, preserve, compress, chunk_size, rate_limit_bps } = request;
-        (job, CopyOptions { recursive, preserve, compress, chunk_size, rate_limit_bps })
+        let Request { job, recursive, preserve, compress, chunk_size, rate_limit_bps, resume } =
+            request;
+        (job, CopyOptions { recursive, preserve, compress, chunk_size, rate_limit_bps, resume })
     }
 }
 
@@ -72,6 +77,8 @@ pub struct Outcome {
     pub bytes: u64,
     /// Files that failed on either side.
     pub failures: u32,
+    /// Of `bytes`, those already held by the receiver (resume): not sent again.
+    pub resumed: u64,
 }
 
 /// Runs `role` over `link` until the copy is done or fails. Every task it starts has

@@ -6,11 +6,20 @@
 //!
 //! One loop owns everything: chunk tasks live in a [`JoinSet`], so an error or a cancel
 //! stops every one of them, and none outlives the copy.
+//!
+//! Files are announced up to [`ANNOUNCE_AHEAD`] ahead of the one being read, so the
+//! receiver prepares them (and, with resume, says what it holds of them) while earlier
+//! files are still being sent: waiting for the receiver costs one round trip per copy,
+//! not one per file. A chunk the receiver holds is read and hashed like any other, and
+//! sent only if the source's bytes differ.
 
+use std::collections::{HashMap, VecDeque};
+use std::fs::File;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use soku_proto::chunk::ChunkHeader;
+use soku_proto::message::HeldBase;
 use soku_proto::send::{ChunkSpan, Report, Sender};
 use soku_proto::ProtoError;
 use tokio::task::JoinSet;
@@ -23,10 +32,18 @@ use crate::throttle::Throttle;
 use crate::walk::{self, Item};
 use crate::{codec, lock, CopyOptions, EngineError, Outcome};
 
+/// Files announced ahead of the one being read: enough for the receiver's reports on
+/// the next files to arrive while this one is sent, few enough that their open
+/// descriptors and the receiver's temporary files stay few.
+const ANNOUNCE_AHEAD: usize = 32;
+
 /// How one chunk task ended.
 enum ChunkDone {
-    /// Sent (and, on QUIC, acknowledged), with the hash of its plain bytes.
-    Sent { file: u32, index: u32, hash: [u8; 32] },
+    /// Sent (and, on QUIC, acknowledged), with the hash of its plain bytes; `claimed` if
+    /// the receiver held different bytes for it.
+    Sent { file: u32, index: u32, hash: [u8; 32], claimed: bool },
+    /// The receiver holds exactly these bytes already: not sent.
+    Held { file: u32, index: u32, hash: [u8; 32], len: u32 },
     /// The source could not be read: the file is aborted, the copy goes on.
     ReadFailed { file: u32, message: String },
 }
@@ -43,7 +60,7 @@ pub async fn run(
         Item::File { size, .. } => (n.saturating_add(1), b.saturating_add(*size)),
         _ => (n, b),
     });
-    let mut rules = Sender::new(opts.chunk_size)?;
+    let mut rules = Sender::new(opts.chunk_size, opts.resume)?;
     link.tx.send_control(rules.plan(files, bytes)?).await?;
     events.event(TransferEvent::Planned { files, bytes });
     let start = Instant::now();
@@ -65,9 +82,30 @@ pub async fn run(
         events: events.clone(),
         outcome: None,
         order: 0,
+        bases: HashMap::new(),
+        differing: HashMap::new(),
+        resumed: 0,
     };
-    for item in items {
-        copy.item(item, &mut known, link, in_flight).await?;
+    let mut items = items.into_iter();
+    let mut announced: VecDeque<Announced> = VecDeque::new();
+    loop {
+        while announced.len() < ANNOUNCE_AHEAD {
+            let Some(item) = items.next() else { break };
+            if let Some(file) = copy.announce(item, &mut known, link).await? {
+                announced.push_back(file);
+            }
+        }
+        let Some(file) = announced.front() else { break };
+        match copy.rules.next_chunk(file.id) {
+            Some(span) => {
+                while copy.tasks.len() >= in_flight {
+                    copy.step(link).await?;
+                }
+                copy.start_chunk(span, &file.file, &file.ahead, link.tx.clone());
+            }
+            None if copy.rules.waits_for_receiver(file.id) => copy.step(link).await?,
+            None => drop(announced.pop_front()),
+        }
     }
     while !copy.tasks.is_empty() {
         copy.step(link).await?;
@@ -83,6 +121,7 @@ pub async fn run(
         files: outcome.files,
         bytes: outcome.bytes,
         failures: outcome.failures,
+        resumed: outcome.resumed,
         elapsed: start.elapsed(),
     });
     Ok(outcome)
@@ -101,21 +140,38 @@ struct Copy {
     outcome: Option<Outcome>,
     /// Chunks started so far (each chunk's place in the send order).
     order: u64,
+    /// With resume: what the receiver held of each file, from its first report.
+    bases: HashMap<u32, HeldBase>,
+    /// With resume: chunks per file the receiver held with other bytes (sent again).
+    differing: HashMap<u32, u32>,
+    /// Bytes the receiver held already and were not sent.
+    resumed: u64,
+}
+
+/// A file announced, whose chunks are still to be handed out.
+struct Announced {
+    id: u32,
+    file: Arc<File>,
+    ahead: ChunkHashes,
 }
 
 impl Copy {
-    /// Sends one walked item: an error, a directory, or a file and all its chunks.
-    async fn item(
+    /// Announces one walked item: an error, a directory, or a file (returned, for its
+    /// chunks to be sent).
+    async fn announce(
         &mut self,
         item: Item,
         known: &mut crate::ahead::KnownHashes,
         link: &mut Link,
-        in_flight: usize,
-    ) -> Result<(), EngineError> {
+    ) -> Result<Option<Announced>, EngineError> {
         match item {
-            Item::Error { path, message } => self.source_error(link, path, message).await,
+            Item::Error { path, message } => {
+                self.source_error(link, path, message).await?;
+                Ok(None)
+            }
             Item::Dir { wire, meta } => {
-                Ok(link.tx.send_control(self.rules.dir(wire, meta)?).await?)
+                link.tx.send_control(self.rules.dir(wire, meta)?).await?;
+                Ok(None)
             }
             Item::File { wire, local, size, meta } => {
                 let opened = {
@@ -131,7 +187,8 @@ impl Copy {
                     Ok((file, md)) => (Arc::new(file), known.take(&local, &md).unwrap_or_default()),
                     Err(e) => {
                         let path = local.display().to_string();
-                        return self.source_error(link, path, walk::describe(&e)).await;
+                        self.source_error(link, path, walk::describe(&e)).await?;
+                        return Ok(None);
                     }
                 };
                 let start = self.rules.file(wire, size, meta)?;
@@ -140,13 +197,7 @@ impl Copy {
                 if let Some(summary) = start.summary {
                     link.tx.send_control(summary).await?;
                 }
-                while let Some(span) = self.rules.next_chunk(start.id) {
-                    while self.tasks.len() >= in_flight {
-                        self.step(link).await?;
-                    }
-                    self.start_chunk(span, &file, &ahead, link.tx.clone());
-                }
-                Ok(())
+                Ok(Some(Announced { id: start.id, file, ahead }))
             }
         }
     }
@@ -170,7 +221,12 @@ impl Copy {
         ahead: &ChunkHashes,
         tx: Arc<dyn Transport>,
     ) {
-        let mode = self.policy.as_ref().map(|p| lock(p).next_chunk(Instant::now()));
+        // A chunk the receiver may hold is compressed only if it has to be sent, which
+        // is rare: not at all.
+        let mode = match span.claimed {
+            Some(_) => None,
+            None => self.policy.as_ref().map(|p| lock(p).next_chunk(Instant::now())),
+        };
         let task = ChunkTask {
             file: file.clone(),
             span,
@@ -197,8 +253,19 @@ impl Copy {
 
     async fn on_chunk_done(&mut self, done: ChunkDone, link: &mut Link) -> Result<(), EngineError> {
         match done {
-            ChunkDone::Sent { file, index, hash } => {
+            ChunkDone::Sent { file, index, hash, claimed, .. } => {
+                if claimed {
+                    *self.differing.entry(file).or_default() += 1;
+                }
                 if let Some(summary) = self.rules.on_chunk_sent(file, index, hash)? {
+                    self.on_summarised(file);
+                    link.tx.send_control(summary).await?;
+                }
+            }
+            ChunkDone::Held { file, index, hash, len } => {
+                self.resumed += u64::from(len);
+                if let Some(summary) = self.rules.on_chunk_sent(file, index, hash)? {
+                    self.on_summarised(file);
                     link.tx.send_control(summary).await?;
                 }
             }
@@ -211,6 +278,20 @@ impl Copy {
             }
         }
         Ok(())
+    }
+
+    /// A file is all sent: says so if a partial file held bytes that differed from the
+    /// source (changed without a new modification time, or damaged at the receiver).
+    fn on_summarised(&mut self, file: u32) {
+        let base = self.bases.remove(&file);
+        let differing = self.differing.remove(&file).unwrap_or(0);
+        if base == Some(HeldBase::Partial) && differing > 0 {
+            let path = self.name(file);
+            self.events.event(TransferEvent::Warning(format!(
+                "{path}: {differing} chunk{} of the interrupted copy differed from the source: sent again",
+                if differing == 1 { "" } else { "s" }
+            )));
+        }
     }
 
     /// Handles what the receiver sent.
@@ -244,9 +325,20 @@ impl Copy {
                     files: totals.files,
                     bytes: totals.bytes,
                     failures: totals.failures,
+                    resumed: self.resumed,
                 });
             }
             Report::Fatal { message } => return Err(EngineError::Remote(message)),
+            Report::Held { file, base } => {
+                if let HeldBase::Restarted { reason } = &base {
+                    let path = self.name(file);
+                    self.events.event(TransferEvent::Warning(format!(
+                        "{path}: {reason}: copying it again from the start"
+                    )));
+                }
+                self.bases.insert(file, base);
+            }
+            Report::Noted => {}
         }
         Ok(())
     }
@@ -275,7 +367,7 @@ impl ChunkTask {
     /// An error returned is fatal to the copy (the link broke); a read error only
     /// aborts this file.
     async fn run(self) -> Result<ChunkDone, EngineError> {
-        let ChunkSpan { file: id, index, offset, len } = self.span;
+        let ChunkSpan { file: id, index, offset, len, claimed } = self.span;
         let (file, known, compress) = (self.file.clone(), self.known, self.compress);
         let read = tokio::task::spawn_blocking(move || {
             codec::read_chunk(&file, id, index, (offset, len), known, compress)
@@ -286,6 +378,9 @@ impl ChunkTask {
             Err(e) => return Ok(ChunkDone::ReadFailed { file: id, message: walk::describe(&e) }),
         };
         let ChunkHeader { hash, wire_len, .. } = encoded.header;
+        if claimed == Some(hash) {
+            return Ok(ChunkDone::Held { file: id, index, hash, len });
+        }
         if let (Some(policy), Some(took)) = (&self.policy, encoded.compress_time) {
             lock(policy).on_compressed(u64::from(len), u64::from(wire_len), took);
         }
@@ -293,6 +388,6 @@ impl ChunkTask {
             throttle.take(u64::from(wire_len)).await;
         }
         self.tx.send_chunk(encoded.header, encoded.wire, self.order).await?;
-        Ok(ChunkDone::Sent { file: id, index, hash })
+        Ok(ChunkDone::Sent { file: id, index, hash, claimed: claimed.is_some() })
     }
 }

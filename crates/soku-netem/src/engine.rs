@@ -35,6 +35,7 @@ pub struct DirCounters {
     pub(crate) packets: AtomicU64,
     pub(crate) bytes: AtomicU64,
     pub(crate) dropped_loss: AtomicU64,
+    pub(crate) dropped_fault: AtomicU64,
     pub(crate) dropped_queue: AtomicU64,
     pub(crate) dropped_overflow: AtomicU64,
     pub(crate) write_errors: AtomicU64,
@@ -57,6 +58,8 @@ pub struct DirStats {
     pub bytes: u64,
     /// Packets dropped by random or Gilbert-Elliott loss.
     pub dropped_loss: u64,
+    /// Packets dropped by a fault switched on at run time ([`crate::Faults`]).
+    pub dropped_fault: u64,
     /// Packets dropped because the drop-tail queue was full.
     pub dropped_queue: u64,
     /// Packets dropped because the emulator's buffer pool was exhausted.
@@ -92,6 +95,7 @@ impl DirCounters {
             packets: self.packets.load(Relaxed),
             bytes: self.bytes.load(Relaxed),
             dropped_loss: self.dropped_loss.load(Relaxed),
+            dropped_fault: self.dropped_fault.load(Relaxed),
             dropped_queue: self.dropped_queue.load(Relaxed),
             dropped_overflow: self.dropped_overflow.load(Relaxed),
             write_errors: self.write_errors.load(Relaxed),
@@ -109,6 +113,7 @@ impl DirCounters {
         self.packets.store(s.packets, Relaxed);
         self.bytes.store(s.bytes, Relaxed);
         self.dropped_loss.store(s.dropped_loss, Relaxed);
+        self.dropped_fault.store(s.dropped_fault, Relaxed);
         self.dropped_queue.store(s.dropped_queue, Relaxed);
         self.dropped_overflow.store(s.dropped_overflow, Relaxed);
         self.write_errors.store(s.write_errors, Relaxed);
@@ -118,6 +123,36 @@ impl DirCounters {
         self.late_max_ns.store(s.late_max_ns, Relaxed);
         self.cpu_ns.store(s.cpu_ns, Relaxed);
         self.user_ns.store(s.user_ns, Relaxed);
+    }
+}
+
+/// Faults switched on and off while the path runs, shared by both directions: what a
+/// test needs beyond the statistical model (an outage of the whole path; a network
+/// that blocks UDP).
+#[derive(Debug, Default)]
+pub struct Faults {
+    blackout: AtomicBool,
+    drop_udp: AtomicBool,
+}
+
+impl Faults {
+    /// Drops every packet both ways while `on` (the cable pulled, the Wi-Fi gone).
+    pub fn set_blackout(&self, on: bool) {
+        self.blackout.store(on, Relaxed);
+    }
+
+    /// Drops every UDP packet both ways while `on` (a firewall that blocks UDP).
+    pub fn set_drop_udp(&self, on: bool) {
+        self.drop_udp.store(on, Relaxed);
+    }
+
+    /// Whether the IP `packet` is dropped by a fault now.
+    fn drops(&self, packet: &[u8]) -> bool {
+        if self.blackout.load(Relaxed) {
+            return true;
+        }
+        // IPv4 protocol field (RFC 791): 17 is UDP. The namespaces carry no IPv6.
+        self.drop_udp.load(Relaxed) && packet.len() > 9 && packet[0] >> 4 == 4 && packet[9] == 17
     }
 }
 
@@ -143,6 +178,7 @@ pub(crate) struct Direction {
     pub(crate) pool: Pool,
     pub(crate) line: DelayLine,
     pub(crate) counters: Arc<DirCounters>,
+    pub(crate) faults: Arc<Faults>,
     pub(crate) stop: Arc<Stop>,
     pub(crate) epoch: Instant,
     pub(crate) realtime: bool,
@@ -189,6 +225,11 @@ impl Direction {
                             st.dropped_overflow += 1;
                             continue;
                         };
+                        if self.faults.drops(self.pool.data(slot, n as u32)) {
+                            self.pool.free(slot);
+                            st.dropped_fault += 1;
+                            continue;
+                        }
                         let now = self.now();
                         match self.model.offer(now, n) {
                             Verdict::Deliver { at, reordered } => {

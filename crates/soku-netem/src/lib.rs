@@ -34,7 +34,7 @@ mod rng;
 pub mod spec;
 mod sys;
 
-pub use engine::DirStats;
+pub use engine::{DirStats, Faults};
 pub use error::{NetemError, Result};
 pub use netns::{command_in, in_ns};
 pub use path::{Path, PathStats, TUN_NAME, TUN_TXQUEUELEN};

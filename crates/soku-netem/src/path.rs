@@ -8,7 +8,7 @@ use std::thread::JoinHandle;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use crate::delay_line::{DelayLine, Pool};
-use crate::engine::{DirCounters, DirStats, Direction, Stop};
+use crate::engine::{DirCounters, DirStats, Direction, Faults, Stop};
 use crate::error::{NetemError, Result};
 use crate::model::LinkModel;
 use crate::netns;
@@ -55,6 +55,7 @@ pub struct Path {
     ns_b: String,
     spec: PathSpec,
     counters: [Arc<DirCounters>; 2],
+    faults: Arc<Faults>,
     stop: Arc<Stop>,
     threads: Vec<JoinHandle<std::io::Result<()>>>,
     guard: NsGuard,
@@ -120,8 +121,17 @@ impl Path {
         let epoch = Instant::now();
         let rtt = spec.rtt();
         let counters = [Arc::default(), Arc::default()];
-        let mut path =
-            Path { ns_a, ns_b, spec: spec.clone(), counters, stop, threads: Vec::new(), guard };
+        let faults = Arc::new(Faults::default());
+        let mut path = Path {
+            ns_a,
+            ns_b,
+            spec: spec.clone(),
+            counters,
+            faults,
+            stop,
+            threads: Vec::new(),
+            guard,
+        };
         let dirs = [
             (&spec.a_to_b, &tun_a, &tun_b, "netem a>b", 1),
             (&spec.b_to_a, &tun_b, &tun_a, "netem b>a", 2),
@@ -139,6 +149,7 @@ impl Path {
                 ),
                 line: DelayLine::with_capacity(slots as usize),
                 counters: Arc::clone(&path.counters[i]),
+                faults: Arc::clone(&path.faults),
                 stop: Arc::clone(&path.stop),
                 epoch,
                 realtime: spec.realtime,
@@ -207,6 +218,11 @@ impl Path {
     /// The spec the path runs with.
     pub fn spec(&self) -> &PathSpec {
         &self.spec
+    }
+
+    /// The faults of this path, to switch on and off while it runs.
+    pub fn faults(&self) -> Arc<Faults> {
+        Arc::clone(&self.faults)
     }
 
     /// Current counters of both directions.

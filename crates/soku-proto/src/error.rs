@@ -46,6 +46,9 @@ pub enum ProtoError {
     /// A message arrived that makes no sense at this point of the protocol.
     #[error("protocol violation: {0}")]
     Violation(String),
+    /// This side's own code broke a rule of the state machine (a bug, not the peer's).
+    #[error("internal error: {0}")]
+    Internal(String),
     /// A chunk's content does not match its hash.
     #[error(
         "chunk {index} of {path} failed verification (the source changed while it was \

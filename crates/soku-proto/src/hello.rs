@@ -325,9 +325,10 @@ mod tests {
         let payload = postcard::to_stdvec(&old).unwrap();
         let message = decode_server_hello(&payload).unwrap_err().to_string();
         assert!(
-            message.starts_with(
-                "soku on the remote host speaks protocol version 2, this soku speaks 3"
-            ),
+            message.starts_with(&format!(
+                "soku on the remote host speaks protocol version 2, this soku speaks {}",
+                PROTOCOL_VERSIONS.start()
+            )),
             "{message}"
         );
         assert!(message.contains("upgrade soku on the remote host"), "{message}");

@@ -55,6 +55,7 @@ pub use error::ProtoError;
 pub const MAGIC: &[u8] = b"\0SOKU-HELLO\n";
 
 /// Protocol versions this build speaks, oldest first. Version negotiation picks the
-/// highest version both sides speak. 2: the request carries scp's `-l` limit
-/// ([`message::Request::rate_limit_bps`]); 1 is no longer spoken.
-pub const PROTOCOL_VERSIONS: std::ops::RangeInclusive<u16> = 3..=3;
+/// highest version both sides speak. 4: verified resume ([`message::Request::resume`],
+/// [`message::Message::Held`]); 3: version ranges in both hellos; 2: the request carries
+/// scp's `-l` limit. Versions before 4 are no longer spoken.
+pub const PROTOCOL_VERSIONS: std::ops::RangeInclusive<u16> = 4..=4;

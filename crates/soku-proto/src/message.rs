@@ -20,6 +20,9 @@ pub struct Request {
     pub chunk_size: u32,
     /// The sender's rate limit in bits per second (scp -l), `None` for none.
     pub rate_limit_bps: Option<u64>,
+    /// Continue interrupted copies: the receiver tells the sender which chunks of each
+    /// file it already holds ([`Message::Held`]) and the sender sends only the rest.
+    pub resume: bool,
 }
 
 /// What the server does for the client.
@@ -118,6 +121,59 @@ pub enum Message {
     },
     /// Over the ssh channel only: a chunk header; `header.wire_len` raw bytes follow.
     Chunk(ChunkHeader),
+    /// Receiver to sender, with resume: what the receiver already holds of a file.
+    Held(Held),
+}
+
+/// Most chunks one [`Held`] message lists (37 kB on the wire), so a file of any size is
+/// told in frames far below [`crate::frame::MAX_CONTROL_FRAME`].
+pub const HELD_BATCH: usize = 1024;
+
+/// Receiver to sender, with resume: of the chunks `from..to` of `file`, the receiver
+/// holds exactly these, with the BLAKE3 of the bytes it holds. The sender sends a chunk
+/// only after a `Held` covering it: the batches of a file come in order, the first from
+/// chunk 0, the last up to its chunk count. Each chunk listed is checked against the
+/// source (it is read and hashed there anyway): one that matches is not sent, one that
+/// does not is sent again; the file's root hash checks the whole at the end.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Held {
+    /// The file id.
+    pub file: u32,
+    /// Where the held chunks are (the same in every batch of a file).
+    pub base: HeldBase,
+    /// First chunk index this batch speaks for.
+    pub from: u32,
+    /// One past the last chunk index this batch speaks for.
+    pub to: u32,
+    /// The chunks held in `from..to`, in ascending index order.
+    pub chunks: Vec<HeldChunk>,
+}
+
+/// One chunk the receiver holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HeldChunk {
+    /// The chunk's index.
+    pub index: u32,
+    /// BLAKE3 of the bytes the receiver holds for it.
+    pub hash: [u8; 32],
+}
+
+/// What a receiver found for a file before receiving it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum HeldBase {
+    /// Nothing: the whole file is to be sent.
+    Nothing,
+    /// The partial file of an interrupted copy of this same source (size and modification
+    /// time as recorded when it began).
+    Partial,
+    /// A file of the same size already at the final name.
+    Complete,
+    /// There was a partial file, but the source changed since (the reason, one line):
+    /// it was discarded and the whole file is to be sent.
+    Restarted {
+        /// What changed.
+        reason: String,
+    },
 }
 
 impl Message {
@@ -137,6 +193,7 @@ impl Message {
             Message::Finished { .. } => "a finish report",
             Message::Fatal { .. } => "a fatal error",
             Message::Chunk(_) => "a chunk",
+            Message::Held(_) => "a held-chunks report",
         }
     }
 }

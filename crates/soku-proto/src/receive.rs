@@ -6,12 +6,19 @@
 //! reads the chunk's bytes ([`Receiver::check_chunk`]), and says when a file may be
 //! renamed into place ([`FileOutcome::Ready`]). Memory grows with what was actually
 //! received, never with what a peer merely announced.
+//!
+//! With resume, the caller looks for what it already holds of each file (the partial
+//! file of an interrupted copy, or a complete file of the same size at the final name),
+//! hashes it, and tells the sender through [`Receiver::on_held`]. A held chunk counts as
+//! received unless the sender sends it again (its source bytes differ), which it may do
+//! once; the root hash checks held and received chunks alike.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
 
 use crate::chunk::{check_chunk_size, max_wire_len, root_hash, ChunkHeader, ChunkPlan};
 use crate::manifest::{Entry, Meta};
+use crate::message::{Held, HeldBase, HeldChunk, Message, HELD_BATCH};
 use crate::path::{NameFilter, Target, WirePath};
 use crate::ProtoError;
 
@@ -23,7 +30,8 @@ pub enum EntryAction {
         /// Local path.
         local: PathBuf,
     },
-    /// Create the temporary file for this file id.
+    /// Create the temporary file for this file id (with resume: first look for what is
+    /// held of it, and report that with [`Receiver::on_held`]).
     CreateFile {
         /// The file id.
         id: u32,
@@ -31,6 +39,10 @@ pub enum EntryAction {
         local: PathBuf,
         /// Exact size.
         size: u64,
+        /// The source's metadata (a partial file records its size and modification time).
+        meta: Meta,
+        /// Chunk count.
+        chunks: u32,
     },
 }
 
@@ -61,6 +73,9 @@ pub struct Ready {
     pub meta: Meta,
     /// Size in bytes.
     pub size: u64,
+    /// The file was complete at its final name and nothing was sent again: leave it
+    /// there (only metadata to apply).
+    pub in_place: bool,
 }
 
 /// What a chunk or summary did to its file.
@@ -81,6 +96,18 @@ pub enum FileOutcome {
     },
 }
 
+/// One chunk of an open file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Slot {
+    /// Its bytes are being read and written.
+    Reading,
+    /// Received, hashed, written.
+    Verified([u8; 32]),
+    /// Held from before (resume), with the hash of the bytes held; the sender may send
+    /// it once more.
+    Held([u8; 32]),
+}
+
 #[derive(Debug)]
 struct OpenFile {
     path: WirePath,
@@ -88,9 +115,16 @@ struct OpenFile {
     size: u64,
     meta: Meta,
     plan: ChunkPlan,
-    /// Chunks whose bytes are being read or were verified (hash known once verified).
-    chunks: BTreeMap<u32, Option<[u8; 32]>>,
+    /// Chunks being read, verified or held.
+    chunks: BTreeMap<u32, Slot>,
     verified: u64,
+    /// Chunks `0..declared` may be sent: all of them without resume; with resume, those
+    /// the sender was told about.
+    declared: u32,
+    /// With resume: what was held before the copy.
+    base: HeldBase,
+    /// Held chunks the sender sent again.
+    replaced: u32,
     summary: Option<[u8; 32]>,
     /// The caller has created the file's storage; chunks may be written.
     opened: bool,
@@ -105,6 +139,8 @@ pub struct Totals {
     pub bytes: u64,
     /// Files that failed.
     pub failures: u32,
+    /// Bytes of held chunks that were not sent again (resume): part of `bytes`.
+    pub resumed: u64,
 }
 
 /// The receiver's state.
@@ -114,6 +150,7 @@ pub struct Receiver {
     names: Option<NameFilter>,
     recursive: bool,
     chunk_size: u32,
+    resume: bool,
     next_id: u32,
     top_name: Option<String>,
     dirs: HashSet<WirePath>,
@@ -138,6 +175,7 @@ impl Receiver {
             names,
             recursive,
             chunk_size: check_chunk_size(chunk_size)?,
+            resume: false,
             next_id: 0,
             top_name: None,
             dirs: HashSet::new(),
@@ -147,6 +185,18 @@ impl Receiver {
             totals: Totals::default(),
             manifest_end: None,
         })
+    }
+
+    /// With `resume`, the sender waits for [`Receiver::on_held`] reports before sending
+    /// a file's chunks (the request says so to both sides).
+    pub fn with_resume(mut self, resume: bool) -> Self {
+        self.resume = resume;
+        self
+    }
+
+    /// Whether this copy resumes (see [`Receiver::with_resume`]).
+    pub fn resumes(&self) -> bool {
+        self.resume
     }
 
     /// Accepts a manifest entry, or says why it is refused. A refused entry changes
@@ -190,9 +240,9 @@ impl Receiver {
                     .checked_add(1)
                     .ok_or_else(|| ProtoError::Violation("too many files".into()))?;
                 let plan = ChunkPlan::new(size, self.chunk_size);
-                if plan.count() > u64::from(u32::MAX) {
+                let Ok(count) = u32::try_from(plan.count()) else {
                     return Err(ProtoError::Violation(format!("{path}: file too large")));
-                }
+                };
                 self.next_id = next_id;
                 self.top_name = self.top_name.take().or(new_top);
                 let file = OpenFile {
@@ -203,11 +253,14 @@ impl Receiver {
                     plan,
                     chunks: BTreeMap::new(),
                     verified: 0,
+                    declared: if self.resume { 0 } else { count },
+                    base: HeldBase::Nothing,
+                    replaced: 0,
                     summary: None,
                     opened: false,
                 };
                 self.open.insert(id, file);
-                Ok(EntryAction::CreateFile { id, local, size })
+                Ok(EntryAction::CreateFile { id, local, size, meta, chunks: count })
             }
         }
     }
@@ -272,15 +325,31 @@ impl Receiver {
                 header.index, file.path, header.wire_len, plain_len
             )));
         }
-        if file.chunks.contains_key(&header.index) {
-            // Refused without touching the chunk: inserting first would forget the hash
-            // of a chunk already verified.
+        if header.index >= file.declared {
             return Err(ProtoError::Violation(format!(
-                "chunk {} of {} sent twice",
+                "chunk {} of {} before the receiver said what it holds",
                 header.index, file.path
             )));
         }
-        file.chunks.insert(header.index, None);
+        match file.chunks.get(&header.index) {
+            None => {}
+            Some(Slot::Held(_)) => {
+                // The source's bytes differ from what is held: it replaces them, once.
+                file.verified -= u64::from(plain_len);
+                self.totals.bytes -= u64::from(plain_len);
+                self.totals.resumed -= u64::from(plain_len);
+                file.replaced += 1;
+            }
+            // Refused without touching the chunk: replacing it would forget the hash of
+            // a chunk already verified.
+            Some(Slot::Reading | Slot::Verified(_)) => {
+                return Err(ProtoError::Violation(format!(
+                    "chunk {} of {} sent twice",
+                    header.index, file.path
+                )))
+            }
+        }
+        file.chunks.insert(header.index, Slot::Reading);
         Ok(ChunkCheck::Accept { offset, plain_len })
     }
 
@@ -299,7 +368,7 @@ impl Receiver {
         let Some(slot) = file.chunks.get_mut(&header.index) else {
             return Err(ProtoError::Violation("chunk written without being checked".into()));
         };
-        if slot.is_some() {
+        if *slot != Slot::Reading {
             // Counting it again would let a file reach its size with chunks missing.
             return Err(ProtoError::Violation(format!(
                 "chunk {} of {} written twice",
@@ -311,7 +380,7 @@ impl Receiver {
                 ProtoError::ChunkHashMismatch { path: file.path.to_string(), index: header.index };
             return Ok(self.fail(header.file, error));
         }
-        *slot = Some(hash);
+        *slot = Slot::Verified(hash);
         let plain_len = file.plan.span(header.index).map_or(0, |(_, len)| len);
         file.verified += u64::from(plain_len);
         self.totals.bytes += u64::from(plain_len);
@@ -332,6 +401,48 @@ impl Receiver {
         }
         file.summary = Some(root);
         Ok(self.settle(id))
+    }
+
+    /// With resume: records what is held of file `id` for chunks `from..to` (the chunks
+    /// held there, with the hashes of the bytes held, ascending) and returns the report
+    /// to send. Batches go from chunk 0 up to the file's chunk count, at most
+    /// [`HELD_BATCH`] chunks each; a caller that breaks this gets an internal error.
+    /// `None` for a file that is not open (it failed meanwhile): nothing to send.
+    pub fn on_held(
+        &mut self,
+        id: u32,
+        base: HeldBase,
+        from: u32,
+        to: u32,
+        held: Vec<HeldChunk>,
+    ) -> Result<Option<Message>, ProtoError> {
+        let Some(file) = self.open.get_mut(&id) else { return Ok(None) };
+        let count = file.plan.count();
+        let in_range = held.iter().all(|c| (from..to).contains(&c.index));
+        let ascending = held.windows(2).all(|w| w[0].index < w[1].index);
+        if !self.resume
+            || from != file.declared
+            || to <= from
+            || u64::from(to) > count
+            || held.len() > HELD_BATCH
+            || !in_range
+            || !ascending
+        {
+            return Err(ProtoError::Internal(format!(
+                "held chunks {from}..{to} of {} out of turn",
+                file.path
+            )));
+        }
+        for chunk in &held {
+            let len = file.plan.span(chunk.index).map_or(0, |(_, len)| len);
+            file.chunks.insert(chunk.index, Slot::Held(chunk.hash));
+            file.verified += u64::from(len);
+            self.totals.bytes += u64::from(len);
+            self.totals.resumed += u64::from(len);
+        }
+        file.declared = to;
+        file.base = base.clone();
+        Ok(Some(Message::Held(Held { file: id, base, from, to, chunks: held })))
     }
 
     /// Marks a file failed (a local write error, or the sender aborted it).
@@ -374,11 +485,15 @@ impl Receiver {
         &self.dir_meta
     }
 
-    /// The chunks of open file `id` that are verified, in index order: what a receiver
-    /// already holds and need not be sent again (empty for a file not open).
+    /// The chunks of open file `id` that are verified or held, in index order (empty for
+    /// a file not open).
     pub fn verified_chunks(&self, id: u32) -> Vec<u32> {
         self.open.get(&id).map_or_else(Vec::new, |file| {
-            file.chunks.iter().filter(|(_, hash)| hash.is_some()).map(|(index, _)| *index).collect()
+            file.chunks
+                .iter()
+                .filter(|(_, slot)| **slot != Slot::Reading)
+                .map(|(index, _)| *index)
+                .collect()
         })
     }
 
@@ -399,10 +514,17 @@ impl Receiver {
         let Some(file) = self.open.get(&id) else { return FileOutcome::Pending };
         let Some(summary) = file.summary else { return FileOutcome::Pending };
         let all_in = file.chunks.len() as u64 == file.plan.count();
-        if file.verified != file.size || !all_in || file.chunks.values().any(Option::is_none) {
+        if file.verified != file.size
+            || !all_in
+            || file.chunks.values().any(|s| *s == Slot::Reading)
+        {
             return FileOutcome::Pending;
         }
-        let root = root_hash(file.size, file.chunks.values().flatten());
+        let hashes = file.chunks.values().filter_map(|slot| match slot {
+            Slot::Verified(hash) | Slot::Held(hash) => Some(hash),
+            Slot::Reading => None,
+        });
+        let root = root_hash(file.size, hashes);
         if root != summary {
             let error = ProtoError::FileHashMismatch { path: file.path.to_string() };
             return self.fail(id, error);
@@ -410,7 +532,14 @@ impl Receiver {
         // safe: the entry was just looked up
         let Some(file) = self.open.remove(&id) else { return FileOutcome::Pending };
         self.totals.files += 1;
-        FileOutcome::Ready(Ready { id, local: file.local, meta: file.meta, size: file.size })
+        let in_place = file.base == HeldBase::Complete && file.replaced == 0;
+        FileOutcome::Ready(Ready {
+            id,
+            local: file.local,
+            meta: file.meta,
+            size: file.size,
+            in_place,
+        })
     }
 }
 

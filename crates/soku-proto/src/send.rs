@@ -12,12 +12,17 @@
 //! chunk hash is folded into the file's root hash as soon as every chunk before it is in,
 //! so a file holds only the hashes of chunks that finished ahead of an earlier one (never
 //! more than its chunk count), and nothing once it is summarised or aborted.
+//!
+//! With resume, a file's chunks are handed out only as the receiver's [`Message::Held`]
+//! reports cover them. A chunk the receiver says it holds comes with that hash
+//! ([`ChunkSpan::claimed`]): the caller reads and hashes it as always and sends it only
+//! if the hashes differ. Either way the source's hash goes into the root.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use crate::chunk::{check_chunk_size, root_hash, ChunkPlan, RootHasher};
 use crate::manifest::{Entry, Meta};
-use crate::message::Message;
+use crate::message::{Held, HeldBase, Message, HELD_BATCH};
 use crate::path::WirePath;
 use crate::receive::Totals;
 use crate::ProtoError;
@@ -33,6 +38,9 @@ pub struct ChunkSpan {
     pub offset: u64,
     /// Its plain length.
     pub len: u32,
+    /// With resume: the hash of the bytes the receiver holds for this chunk. The caller
+    /// sends the chunk only if the source's bytes hash differently.
+    pub claimed: Option<[u8; 32]>,
 }
 
 /// A file just announced: send `entry`, then `summary` if there is one, then its chunks.
@@ -71,6 +79,16 @@ pub enum Report {
         /// The receiver's reason, one line.
         message: String,
     },
+    /// With resume: the first report of what the receiver holds of a file.
+    Held {
+        /// The file id.
+        file: u32,
+        /// What the receiver found.
+        base: HeldBase,
+    },
+    /// A report that changes nothing: a later batch of held chunks, or one for a file
+    /// that was aborted meanwhile.
+    Noted,
 }
 
 /// A file announced and neither summarised nor aborted.
@@ -81,6 +99,13 @@ struct OpenFile {
     count: u32,
     /// Chunks `0..handed_out` were handed to the caller.
     handed_out: u32,
+    /// Chunks `0..decided` may be handed out: all of them without resume; with resume,
+    /// those the receiver's reports covered so far.
+    decided: u32,
+    /// With resume: what the receiver found, from its first report.
+    base: Option<HeldBase>,
+    /// With resume: hashes of chunks the receiver holds, not yet handed out.
+    claims: BTreeMap<u32, [u8; 32]>,
     /// Chunks `0..folded` were sent and their hashes are in `root`.
     folded: u32,
     /// Hashes of chunks sent ahead of chunk `folded`, waiting for it.
@@ -103,6 +128,7 @@ impl OpenFile {
 #[derive(Debug)]
 pub struct Sender {
     chunk_size: u32,
+    resume: bool,
     planned: bool,
     ended: bool,
     finished: bool,
@@ -123,10 +149,12 @@ fn violation(message: impl Into<String>) -> ProtoError {
 
 impl Sender {
     /// A sender cutting files into chunks of `chunk_size` bytes (the size the request
-    /// carries; checked as the receiver checks it).
-    pub fn new(chunk_size: u32) -> Result<Self, ProtoError> {
+    /// carries; checked as the receiver checks it). With `resume`, each file's chunks
+    /// wait for the receiver's [`Message::Held`] reports.
+    pub fn new(chunk_size: u32, resume: bool) -> Result<Self, ProtoError> {
         Ok(Self {
             chunk_size: check_chunk_size(chunk_size)?,
+            resume,
             planned: false,
             ended: false,
             finished: false,
@@ -187,6 +215,9 @@ impl Sender {
                 plan,
                 count,
                 handed_out: 0,
+                decided: if self.resume { 0 } else { count },
+                base: None,
+                claims: BTreeMap::new(),
                 folded: 0,
                 early: BTreeMap::new(),
                 root: RootHasher::new(size),
@@ -208,17 +239,28 @@ impl Sender {
         Ok(())
     }
 
-    /// The next chunk of `file` to read, in index order; `None` once all were handed out,
-    /// or when the file is not open (never announced, summarised, or aborted).
+    /// The next chunk of `file` to read, in index order; `None` when none may be handed
+    /// out now: all were, the file is not open (never announced, summarised, aborted or
+    /// failed at the receiver), or, with resume, the receiver has not yet said what it
+    /// holds of the next one ([`Sender::waits_for_receiver`]).
     pub fn next_chunk(&mut self, file: u32) -> Option<ChunkSpan> {
         let open = self.open.get_mut(&file)?;
-        if open.handed_out >= open.count {
+        if open.handed_out >= open.decided {
             return None;
         }
         let index = open.handed_out;
         let (offset, len) = open.plan.span(index)?;
         open.handed_out += 1;
-        Some(ChunkSpan { file, index, offset, len })
+        let claimed = open.claims.remove(&index);
+        Some(ChunkSpan { file, index, offset, len, claimed })
+    }
+
+    /// Whether `file` has chunks left that wait for the receiver's report (with resume):
+    /// `next_chunk` gives nothing now, but will once the report arrives.
+    pub fn waits_for_receiver(&self, file: u32) -> bool {
+        self.open
+            .get(&file)
+            .is_some_and(|open| open.handed_out >= open.decided && open.decided < open.count)
     }
 
     /// Records that chunk `index` of `file`, whose plain bytes hash to `hash`, was sent.
@@ -298,6 +340,11 @@ impl Sender {
                         "a file failure for file {file}, which was never announced"
                     )));
                 }
+                // Nothing more of it is read or sent; chunks in flight are dropped as
+                // for an abort.
+                if self.open.remove(&file).is_some() {
+                    self.aborted.insert(file);
+                }
                 Ok(Report::FileFailed { file, message })
             }
             Message::Finished { files, bytes, failures } => {
@@ -305,10 +352,68 @@ impl Sender {
                     return Err(violation("a finish report before the end of the manifest"));
                 }
                 self.finished = true;
-                Ok(Report::Finished(Totals { files, bytes, failures }))
+                Ok(Report::Finished(Totals { files, bytes, failures, resumed: 0 }))
             }
             Message::Fatal { message } => Ok(Report::Fatal { message }),
+            Message::Held(held) => self.on_held(held),
             other => Err(violation(format!("the receiver sent {}", other.kind()))),
+        }
+    }
+
+    /// Records a report of held chunks. Batches must follow each other from chunk 0 to
+    /// the file's chunk count, list chunks in ascending order within their range, and
+    /// keep the base of the first.
+    fn on_held(&mut self, held: Held) -> Result<Report, ProtoError> {
+        let Held { file, base, from, to, chunks } = held;
+        if !self.resume {
+            return Err(violation("a held-chunks report without resume"));
+        }
+        if self.aborted.contains(&file) {
+            return Ok(Report::Noted);
+        }
+        let Some(open) = self.open.get_mut(&file) else {
+            return Err(if file < self.next_id {
+                violation(format!("a held-chunks report for file {file}, which needs none"))
+            } else {
+                violation(format!(
+                    "a held-chunks report for file {file}, which was never announced"
+                ))
+            });
+        };
+        if from != open.decided || to <= from || to > open.count {
+            return Err(violation(format!(
+                "held chunks {from}..{to} of file {file} after 0..{} of {}",
+                open.decided, open.count
+            )));
+        }
+        if chunks.len() > HELD_BATCH {
+            return Err(violation(format!("{} held chunks in one report", chunks.len())));
+        }
+        if !chunks.is_empty() && !matches!(base, HeldBase::Partial | HeldBase::Complete) {
+            return Err(violation(format!("held chunks of file {file} with nothing held")));
+        }
+        let mut last = None;
+        for chunk in &chunks {
+            if chunk.index < from || chunk.index >= to || last.is_some_and(|l| chunk.index <= l) {
+                return Err(violation(format!(
+                    "held chunk {} of file {file} out of order or outside {from}..{to}",
+                    chunk.index
+                )));
+            }
+            last = Some(chunk.index);
+        }
+        let first = match &open.base {
+            None => true,
+            Some(seen) if *seen == base => false,
+            Some(_) => return Err(violation(format!("file {file}'s held base changed"))),
+        };
+        open.claims.extend(chunks.iter().map(|c| (c.index, c.hash)));
+        open.decided = to;
+        if first {
+            open.base = Some(base.clone());
+            Ok(Report::Held { file, base })
+        } else {
+            Ok(Report::Noted)
         }
     }
 

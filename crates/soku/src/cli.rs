@@ -74,6 +74,16 @@ pub struct CopyArgs {
     #[arg(long = "ssh-channel")]
     pub force_ssh_channel: bool,
 
+    /// Start every file over: do not continue what an interrupted copy left, nor skip
+    /// files already complete at the target (by default both are checked by hash).
+    #[arg(long = "no-resume")]
+    pub no_resume: bool,
+
+    /// When the connection is lost, log in again and resume for up to this many seconds
+    /// (0: give up at once, leaving what was copied for a later run to resume).
+    #[arg(long = "retry-for", value_name = "SECONDS", default_value_t = 300)]
+    pub retry_for: u64,
+
     /// Print machine-readable events (JSON lines) on stderr instead of the progress meter.
     #[arg(long = "json")]
     pub json: bool,

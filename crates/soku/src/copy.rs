@@ -3,7 +3,7 @@
 
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use soku_engine::ahead::{HashAhead, Walked};
 use soku_engine::events::{EventSink, PathReport, TransferEvent, PATH_SAMPLE_INTERVAL};
@@ -18,6 +18,7 @@ use soku_transport::{Cipher, TransportOptions};
 use crate::cli::CopyArgs;
 use crate::exit::Exit;
 use crate::launch::Launcher;
+use crate::retry::{Next, Retry};
 use crate::session::{Session, SessionOptions};
 use crate::spec::{self, Location, Remote};
 use crate::ui::{JsonLines, ProgressMeter};
@@ -66,6 +67,7 @@ pub async fn run_with(args: CopyArgs, events: Arc<dyn EventSink>) -> anyhow::Res
         compress: args.compress,
         chunk_size: DEFAULT_CHUNK_SIZE,
         rate_limit_bps: transport.rate_limit_bps,
+        resume: !args.no_resume,
     };
     // A download's target is checked before anything connects.
     let local_target = match &direction {
@@ -89,7 +91,6 @@ pub async fn run_with(args: CopyArgs, events: Arc<dyn EventSink>) -> anyhow::Res
         }
     };
     let remote_soku = args.ssh.remote_soku.clone().unwrap_or_else(|| "soku".into());
-    let cmd = launcher.command(remote.as_ref(), &remote_soku)?;
     let session_opts = SessionOptions {
         want_quic: !args.force_ssh_channel,
         quic_timeout: Duration::from_secs_f64(args.quic_timeout.clamp(0.1, 600.0)),
@@ -98,30 +99,100 @@ pub async fn run_with(args: CopyArgs, events: Arc<dyn EventSink>) -> anyhow::Res
         transport,
     };
     // An upload walks and hashes its sources while ssh logs in (see `soku_engine::ahead`).
-    let ahead = match &direction {
+    let mut ahead = match &direction {
         Direction::Upload { sources, .. } => {
             Some(HashAhead::start(sources.clone(), opts.recursive, opts.chunk_size))
         }
         Direction::Download { .. } => None,
     };
-    let (session, mut link) = Session::start(cmd, &session_opts, events.as_ref()).await?;
-    let sampler =
-        session.connection().map(|conn| tokio::spawn(sample_path(conn.clone(), events.clone())));
-    let result = drive(&mut link, direction, ahead, local_target, opts, events.clone()).await;
-    if let Some(sampler) = sampler {
-        sampler.abort();
-    }
-    match result {
-        Ok(report) => {
-            if let Some(conn) = session.connection() {
-                events.event(TransferEvent::PathStats(PathReport::from_connection(conn)));
+    // Without resume a new attempt would start over: the user asked for exactly that
+    // by hand, not behind their back.
+    let limit = if opts.resume { Duration::from_secs(args.retry_for) } else { Duration::ZERO };
+    let mut retry = Retry::new(limit);
+    loop {
+        let reconnecting = retry.down_for(Instant::now()).is_some();
+        let cmd = launcher.command(remote.as_ref(), &remote_soku, reconnecting)?;
+        let attempt = Attempt {
+            direction: &direction,
+            ahead: ahead.take(),
+            local_target: local_target.clone(),
+            opts,
+            events: events.clone(),
+        };
+        let err = match attempt.run(cmd, &session_opts, &mut retry).await {
+            Ok(report) => return Ok(report),
+            Err(err) => err,
+        };
+        match retry.after_failure(&err, Instant::now()) {
+            Next::Retry { wait, attempt } => {
+                let reason = crate::exit::one_line(&err);
+                events.event(TransferEvent::Reconnecting { reason, attempt, wait });
+                tokio::time::sleep(wait).await;
             }
-            session.close(link).await?;
-            Ok(report)
+            Next::GiveUp => {
+                let Some(down) = retry.down_for(Instant::now()) else { return Err(err) };
+                return Err(err.context(format!(
+                    "gave up reconnecting after {} s (--retry-for); run the same command \
+                     again to resume",
+                    down.as_secs()
+                )));
+            }
         }
-        Err(err) => {
-            session.abort(link).await;
-            Err(err)
+    }
+}
+
+/// One attempt at the copy: a session (ssh login, QUIC or the ssh channel) and the
+/// copy over it.
+struct Attempt<'a> {
+    direction: &'a Direction,
+    ahead: Option<HashAhead>,
+    local_target: Option<Target>,
+    opts: CopyOptions,
+    events: Arc<dyn EventSink>,
+}
+
+impl Attempt<'_> {
+    async fn run(
+        self,
+        cmd: tokio::process::Command,
+        session_opts: &SessionOptions,
+        retry: &mut Retry,
+    ) -> anyhow::Result<CopyReport> {
+        let events = self.events;
+        let (session, mut link) = Session::start(cmd, session_opts, events.as_ref()).await?;
+        retry.connected();
+        let sampler = session
+            .connection()
+            .map(|conn| tokio::spawn(sample_path(conn.clone(), events.clone())));
+        let result = drive(
+            &mut link,
+            self.direction,
+            self.ahead,
+            self.local_target,
+            self.opts,
+            events.clone(),
+        )
+        .await;
+        if let Some(sampler) = sampler {
+            sampler.abort();
+        }
+        match result {
+            Ok(report) => {
+                if let Some(conn) = session.connection() {
+                    events.event(TransferEvent::PathStats(PathReport::from_connection(conn)));
+                }
+                session.close(link).await?;
+                Ok(report)
+            }
+            Err(err) => {
+                let err = if session.ssh_ended() {
+                    err.context("the ssh session ended (ssh or the remote soku stopped)")
+                } else {
+                    err
+                };
+                session.abort(link).await;
+                Err(err)
+            }
         }
     }
 }
@@ -140,7 +211,7 @@ async fn sample_path(conn: quinn::Connection, events: Arc<dyn EventSink>) {
 /// Asks the server for its part of the copy and runs ours.
 async fn drive(
     link: &mut Link,
-    direction: Direction,
+    direction: &Direction,
     ahead: Option<HashAhead>,
     local_target: Option<Target>,
     opts: CopyOptions,
@@ -149,17 +220,18 @@ async fn drive(
     let role = match direction {
         Direction::Upload { sources, target, .. } => {
             let count = u32::try_from(sources.len()).unwrap_or(u32::MAX);
-            let job = Job::Receive { target, sources: count };
+            let job = Job::Receive { target: target.clone(), sources: count };
             link.tx.send_control(Message::Request(opts.request(job))).await?;
             let walked = match ahead {
                 Some(ahead) => ahead.finish().await?,
-                None => Walked::walk(sources, opts.recursive).await?,
+                None => Walked::walk(sources.clone(), opts.recursive).await?,
             };
             Role::Send(walked)
         }
         Direction::Download { sources, .. } => {
             let names = NameFilter::for_requested(sources.iter().map(String::as_str));
-            link.tx.send_control(Message::Request(opts.request(Job::Send { sources }))).await?;
+            let job = Job::Send { sources: sources.clone() };
+            link.tx.send_control(Message::Request(opts.request(job))).await?;
             // safe: local_target is Some for every download (set above)
             let Some(target) = local_target else { anyhow::bail!("internal: no local target") };
             let root = target.root().to_path_buf();

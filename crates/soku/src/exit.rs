@@ -65,7 +65,7 @@ fn is_broken_pipe(err: &anyhow::Error) -> bool {
 }
 
 /// The error and its causes on one line: `outer: inner: root`.
-fn one_line(err: &anyhow::Error) -> String {
+pub fn one_line(err: &anyhow::Error) -> String {
     let mut parts: Vec<String> = Vec::new();
     for cause in err.chain() {
         let text = cause.to_string();

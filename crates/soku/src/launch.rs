@@ -8,6 +8,9 @@ use tokio::process::Command;
 use crate::cli::SshArgs;
 use crate::spec::Remote;
 
+/// How long a reconnecting ssh waits for the host to answer (see [`Launcher::command`]).
+pub const RECONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// How to reach the host that runs `soku serve`.
 #[derive(Debug, Clone)]
 pub enum Launcher {
@@ -86,13 +89,25 @@ impl Launcher {
         Ok(Launcher::Ssh { program, options })
     }
 
-    /// The command that starts `soku serve` on `remote` (or locally).
-    pub fn command(&self, remote: Option<&Remote>, remote_soku: &str) -> anyhow::Result<Command> {
+    /// The command that starts `soku serve` on `remote` (or locally). A `reconnect`
+    /// after a lost connection gives up on an unreachable host after
+    /// [`RECONNECT_TIMEOUT`] instead of the kernel's two minutes (an earlier
+    /// `ConnectTimeout` of the user's wins: ssh takes the first value it is given).
+    pub fn command(
+        &self,
+        remote: Option<&Remote>,
+        remote_soku: &str,
+        reconnect: bool,
+    ) -> anyhow::Result<Command> {
         let serve = [remote_soku.to_string(), "serve".into()];
         let mut cmd = match (self, remote) {
             (Launcher::Ssh { program, options }, Some(remote)) => {
                 let mut cmd = Command::new(program);
-                cmd.args(options).arg("--").arg(remote.destination());
+                cmd.args(options);
+                if reconnect {
+                    cmd.arg(format!("-oConnectTimeout={}", RECONNECT_TIMEOUT.as_secs()));
+                }
+                cmd.arg("--").arg(remote.destination());
                 cmd.arg(shell_quote_all(&serve));
                 cmd
             }
@@ -238,7 +253,7 @@ mod tests {
                 let options = vec!["-T".to_string()];
                 let launcher = Launcher::Ssh { program: "ssh".into(), options };
                 let remote = Remote { user: None, host: host.clone(), path: String::new() };
-                let cmd = launcher.command(Some(&remote), &remote_soku).expect("command");
+                let cmd = launcher.command(Some(&remote), &remote_soku, false).expect("command");
                 let args: Vec<&OsStr> = cmd.as_std().get_args().collect();
                 let head = [OsStr::new("-T"), OsStr::new("--"), OsStr::new(&host)];
                 prop_assert_eq!(&args[..3], head);

@@ -18,6 +18,7 @@ mod copy;
 mod demo;
 mod exit;
 mod launch;
+mod retry;
 mod serve;
 mod session;
 mod spec;

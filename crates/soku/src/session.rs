@@ -29,6 +29,8 @@ pub struct QuicPath {
 /// that [`Session::start`] returns beside it; the session keeps what the link runs on.
 pub struct Session {
     child: Child,
+    /// In QUIC mode: closes the connection when ssh's output ends (see `watch_ssh`).
+    ssh_watch: Option<tokio::task::JoinHandle<()>>,
     /// Kept open in QUIC mode: closing it tells the server to exit.
     ssh_stdin: Option<ChildStdin>,
     /// The QUIC connection, unless the data moves over the ssh channel.
@@ -118,16 +120,26 @@ impl Session {
                 let (send, recv) = conn.open_bi().await?;
                 let link = link::quic::link(conn.clone(), send, recv);
                 events.event(TransferEvent::Connected { transport: format!("QUIC to {addr}") });
+                let ssh_watch = Some(tokio::spawn(watch_ssh(stdout, conn.clone())));
                 let quic = Some(QuicPath { _endpoint: endpoint, conn });
-                Ok((Session { child, ssh_stdin: Some(stdin), quic, fallback: None }, link))
+                let session =
+                    Session { child, ssh_watch, ssh_stdin: Some(stdin), quic, fallback: None };
+                Ok((session, link))
             }
             None => {
                 let input = std::io::Cursor::new(leftover).chain(stdout);
                 let link = link::stream::link(input, stdin);
                 events.event(TransferEvent::Connected { transport: "the ssh channel".into() });
-                Ok((Session { child, ssh_stdin: None, quic: None, fallback }, link))
+                let session =
+                    Session { child, ssh_watch: None, ssh_stdin: None, quic: None, fallback };
+                Ok((session, link))
             }
         }
+    }
+
+    /// Whether ssh ended under a QUIC copy (the server or the login is gone).
+    pub fn ssh_ended(&self) -> bool {
+        self.ssh_watch.as_ref().is_some_and(|watch| watch.is_finished())
     }
 
     /// The QUIC connection, if the data moves over QUIC.
@@ -138,7 +150,10 @@ impl Session {
     /// Ends the session cleanly: ends our side of the link and waits for the server to
     /// end its own, closes QUIC, closes ssh and reaps it.
     pub async fn close(self, link: Link) -> anyhow::Result<()> {
-        let Session { mut child, ssh_stdin, quic, .. } = self;
+        let Session { mut child, ssh_stdin, quic, ssh_watch, .. } = self;
+        if let Some(watch) = ssh_watch {
+            watch.abort();
+        }
         // The server ends its side once it is done; bounded, so a stuck peer cannot hang us.
         let _ = link.close(Duration::from_secs(5)).await;
         // Only the CONNECTION_CLOSE has to leave, and quinn's driver sends it while ssh
@@ -163,11 +178,27 @@ impl Session {
     /// Stops everything at once (after an error).
     pub async fn abort(mut self, link: Link) {
         drop(link);
+        if let Some(watch) = self.ssh_watch.take() {
+            watch.abort();
+        }
         if let Some(quic) = &self.quic {
             quic.conn.close(1u32.into(), b"aborted");
         }
         let _ = self.child.kill().await;
     }
+}
+
+/// Code of the QUIC close when the ssh session ended under a running copy.
+pub const SSH_ENDED: u32 = 2;
+
+/// Waits for the end of ssh's output and closes the QUIC connection then. The server
+/// exits when its ssh channel ends (`serve.rs`), and ssh ends when the server does: so
+/// either side stopping (killed, or its login dropped) is noticed at once, not after
+/// QUIC's idle timeout of a minute.
+async fn watch_ssh<R: AsyncRead + Unpin>(mut stdout: R, conn: quinn::Connection) {
+    let mut sink = [0u8; 256];
+    while stdout.read(&mut sink).await.is_ok_and(|n| n > 0) {}
+    conn.close(SSH_ENDED.into(), b"the ssh session ended");
 }
 
 async fn read_server_hello<R: AsyncRead + Unpin>(

@@ -145,7 +145,8 @@ impl Scene {
         let mut cmd = Command::new("timeout");
         cmd.args(["-k", "5", LIMIT_SECS])
             .arg(common::soku_bin())
-            .args(["-e", &rsh, "--ssh-channel"])
+            // A replay ends the same way every time: no reconnecting to it.
+            .args(["-e", &rsh, "--ssh-channel", "--retry-for", "0"])
             .args(args)
             .current_dir(self.dir.path());
         let out = soku_testkit::cmd::output(&mut cmd);
@@ -446,12 +447,17 @@ fn truncated_chunk_leaves_no_file() {
 
 #[test]
 fn stream_ending_before_the_manifest_ends_leaves_no_file() {
-    // A huge announced size (sparse temp file) and then nothing.
+    // A huge announced size (sparse temp file) and then nothing. Without resume
+    // nothing is left; with it, only the hidden partial file, for a later run.
     let scene = Scene::new();
     let mut s = Script::new();
     s.file(0, &["file.txt"], 1 << 40);
-    scene.attack(&s, &["hostile.invalid:file.txt", &target(&scene.dst())], &["closed"]);
+    let args = ["--no-resume", "hostile.invalid:file.txt", &target(&scene.dst())];
+    scene.attack(&s, &args, &["closed"]);
     assert_eq!(listing(&scene.dst()), Vec::<String>::new());
+    let out = scene.run(&s, &["hostile.invalid:file.txt", &target(&scene.dst())]);
+    assert!(!out.status.success());
+    assert_eq!(listing(&scene.dst()), [".file.txt.soku-part"]);
 }
 
 #[test]

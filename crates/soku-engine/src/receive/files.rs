@@ -1,15 +1,17 @@
-//! The receiver's files in the making: each temporary file with the lock its writers
-//! take turns on, and the list of temporary files that must not outlive a failed or
-//! cancelled copy.
+//! The receiver's files in the making: where each file's chunks are written (with the
+//! lock its writers take turns on), and the list of temporary files to clean up when a
+//! copy stops.
 
 use std::collections::HashSet;
+use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
+use crate::partial::{self, Trailer};
 use crate::{fsops, lock};
 
-/// A temporary file being filled, and the lock its writers take turns on.
+/// Where one file's chunks are written, and the lock its writers take turns on.
 ///
 /// Writes to one file are serialized here rather than in the kernel: a buffered write
 /// holds the inode's lock (tmpfs, ext4), and the kernel's waiters spin on it while the
@@ -17,46 +19,107 @@ use crate::{fsops, lock};
 /// in a loopback copy (perf), CPU the sender and the decryption needed; waiters on this
 /// mutex sleep instead. Decoding and hashing stay parallel.
 pub(super) struct TargetFile {
-    pub(super) file: std::fs::File,
-    writing: Mutex<()>,
+    /// The temporary file; `None` while the held chunks are those of the file at the
+    /// final name, which is copied to a temporary file before the first write.
+    storage: Mutex<Option<File>>,
+    /// How to make the temporary file from the final one.
+    from_final: Option<FromFinal>,
+    /// The temporary file was created empty now: all-zero chunks need not be written.
+    fresh: bool,
+}
+
+struct FromFinal {
+    root: PathBuf,
+    local: PathBuf,
+    trailer: Trailer,
+    mode: u32,
 }
 
 impl TargetFile {
-    pub(super) fn new(file: std::fs::File) -> Self {
-        TargetFile { file, writing: Mutex::new(()) }
+    /// Chunks go to `file`; `fresh` if it was created empty for this copy.
+    pub(super) fn new(file: File, fresh: bool) -> Self {
+        TargetFile { storage: Mutex::new(Some(file)), from_final: None, fresh }
     }
 
-    pub(super) fn write_all_at(&self, data: &[u8], offset: u64) -> std::io::Result<()> {
-        let _turn = lock(&self.writing);
-        self.file.write_all_at(data, offset)
+    /// The held chunks are in the file at the final name `local`.
+    pub(super) fn in_final(root: &Path, local: &Path, trailer: Trailer, mode: u32) -> Self {
+        let from_final =
+            FromFinal { root: root.to_path_buf(), local: local.to_path_buf(), trailer, mode };
+        TargetFile { storage: Mutex::new(None), from_final: Some(from_final), fresh: false }
+    }
+
+    /// Writes a chunk's verified plain bytes at `offset`.
+    pub(super) fn write_chunk(
+        &self,
+        plain: &[u8],
+        offset: u64,
+        temps: &TempFiles,
+    ) -> std::io::Result<()> {
+        // A fresh file, sized with `set_len`, reads as zeros wherever nothing is written:
+        // skipping all-zero chunks keeps sparse files sparse and saves the disk writes.
+        // A held file must be overwritten: its bytes there differ.
+        if self.fresh && plain.iter().all(|&b| b == 0) {
+            return Ok(());
+        }
+        let mut storage = lock(&self.storage);
+        if storage.is_none() {
+            if let Some(f) = &self.from_final {
+                let file = temps.track(&f.local, || {
+                    partial::copy_final_to_temp(&f.root, &f.local, f.trailer, f.mode)
+                })?;
+                *storage = Some(file);
+            }
+        }
+        match storage.as_ref() {
+            Some(file) => file.write_all_at(plain, offset),
+            None => Err(std::io::Error::other("no file to write into")),
+        }
+    }
+
+    /// The temporary file, if there is one (none when the file at the final name held
+    /// everything and nothing was written).
+    pub(super) fn take_file(&self) -> Option<File> {
+        lock(&self.storage).take()
     }
 }
 
-/// The temporary files that exist right now, by final path. Once [`Self::discard_all`]
-/// has run (the copy failed or was dropped), a file created late is removed at once,
-/// so a blocking task finishing after the cancel cannot leave one behind.
-#[derive(Debug, Default)]
-pub(super) struct TempFiles(Mutex<TempState>);
+/// The temporary files that exist right now, by final path. When the copy stops (fails
+/// or is dropped), [`Self::stop`] removes them, or, with resume, keeps them for the next
+/// run; either way a file created late by a blocking task is handled the same.
+#[derive(Debug)]
+pub(super) struct TempFiles {
+    state: Mutex<TempState>,
+    /// Keep unfinished temporary files when the copy stops (resume).
+    keep: bool,
+}
 
 #[derive(Debug, Default)]
 struct TempState {
-    closed: bool,
+    stopped: bool,
+    /// Discard even what `keep` would keep.
+    discard_all: bool,
     paths: HashSet<PathBuf>,
 }
 
 impl TempFiles {
-    /// Creates the temporary file for `local` (on the blocking pool's thread).
-    pub(super) fn create(
+    /// With `keep`, unfinished temporary files outlive a stopped copy.
+    pub(super) fn new(keep: bool) -> Self {
+        TempFiles { state: Mutex::default(), keep }
+    }
+
+    /// Runs `make`, which creates or opens the temporary file of `local` (on the
+    /// blocking pool's thread), and lists it.
+    pub(super) fn track<T>(
         &self,
-        root: &Path,
         local: &Path,
-        size: u64,
-        mode: u32,
-    ) -> std::io::Result<std::fs::File> {
-        let file = fsops::create_temp(root, local, size, mode)?;
-        let mut state = lock(&self.0);
-        if state.closed {
-            fsops::discard(local);
+        make: impl FnOnce() -> std::io::Result<T>,
+    ) -> std::io::Result<T> {
+        let file = make()?;
+        let mut state = lock(&self.state);
+        if state.stopped {
+            if state.discard_all || !self.keep {
+                fsops::discard(local);
+            }
             return Err(std::io::Error::other("the copy was stopped"));
         }
         state.paths.insert(local.to_path_buf());
@@ -65,19 +128,33 @@ impl TempFiles {
 
     /// The temporary file of `local` is gone: renamed into place or discarded.
     pub(super) fn settled(&self, local: &Path) {
-        lock(&self.0).paths.remove(local);
+        lock(&self.state).paths.remove(local);
     }
 
-    /// Discards the temporary file of `local`.
+    /// Discards the temporary file of `local` (its data is wrong or unwanted).
     pub(super) fn discard(&self, local: &Path) {
         fsops::discard(local);
         self.settled(local);
     }
 
-    /// Discards every temporary file, now and any created later.
-    pub(super) fn discard_all(&self) {
-        let mut state = lock(&self.0);
-        state.closed = true;
+    /// The copy stopped: discards every temporary file, now and any created later,
+    /// unless they are kept for a resume.
+    pub(super) fn stop(&self) {
+        let mut state = lock(&self.state);
+        state.stopped = true;
+        for local in state.paths.drain() {
+            if !self.keep {
+                fsops::discard(&local);
+            }
+        }
+    }
+
+    /// The copy failed in a way that makes its files not worth resuming (the peer broke
+    /// the protocol): discards them even when they would be kept.
+    pub(super) fn stop_discarding(&self) {
+        let mut state = lock(&self.state);
+        state.stopped = true;
+        state.discard_all = true;
         for local in state.paths.drain() {
             fsops::discard(&local);
         }

@@ -15,7 +15,7 @@ use soku_proto::receive::Receiver;
 /// Smallest chunk size: many chunks per file in a small test.
 pub const SMALL_CHUNKS: u32 = soku_proto::chunk::MIN_CHUNK_SIZE;
 
-/// Options for a test copy.
+/// Options for a test copy: the defaults (resume on), small chunks.
 pub fn options(recursive: bool) -> CopyOptions {
     CopyOptions {
         recursive,
@@ -23,7 +23,14 @@ pub fn options(recursive: bool) -> CopyOptions {
         compress: false,
         chunk_size: SMALL_CHUNKS,
         rate_limit_bps: None,
+        resume: true,
     }
+}
+
+/// Options for a copy with `--no-resume`; also what a raw peer that plays the sender by
+/// hand (and does not wait for held reports) needs.
+pub fn no_resume(recursive: bool) -> CopyOptions {
+    CopyOptions { resume: false, ..options(recursive) }
 }
 
 /// Records every event.

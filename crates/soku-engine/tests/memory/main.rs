@@ -6,3 +6,4 @@
 mod copies;
 mod failures;
 mod harness;
+mod resume;

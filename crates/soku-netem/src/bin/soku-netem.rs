@@ -97,9 +97,40 @@ struct UpArgs {
     /// PRNG seed (0: from the clock).
     #[arg(long, default_value_t = 0)]
     seed: u64,
+    /// An outage of the whole path: every packet dropped both ways from START for
+    /// LENGTH after the path is up (e.g. 10s+60s); may be given several times.
+    #[arg(long, value_name = "START+LENGTH", value_parser = parse_outage)]
+    outage: Vec<(Duration, Duration)>,
+    /// Drop every UDP packet both ways (a firewall that blocks UDP).
+    #[arg(long)]
+    drop_udp: bool,
     /// Statistics interval (0 to disable).
     #[arg(long, default_value = "2s", value_parser = parse_duration)]
     stats_every: Duration,
+}
+
+fn parse_outage(s: &str) -> Result<(Duration, Duration), String> {
+    let (start, length) = s.split_once('+').ok_or("expected START+LENGTH, e.g. 10s+60s")?;
+    let d = |v: &str| parse_duration(v).map_err(|e| e.to_string());
+    Ok((d(start)?, d(length)?))
+}
+
+/// Switches the outages on and off on their schedule, from a thread of its own.
+fn schedule_outages(
+    faults: std::sync::Arc<soku_netem::Faults>,
+    outages: Vec<(Duration, Duration)>,
+) {
+    let mut edges: Vec<(Duration, bool)> =
+        outages.iter().flat_map(|&(start, len)| [(start, true), (start + len, false)]).collect();
+    edges.sort();
+    let t0 = Instant::now();
+    std::thread::spawn(move || {
+        for (at, on) in edges {
+            std::thread::sleep(at.saturating_sub(t0.elapsed()));
+            faults.set_blackout(on);
+            println!("outage {} at {:.1} s", if on { "begins" } else { "ends" }, at.as_secs_f64());
+        }
+    });
 }
 
 fn parse_gilbert(s: &str) -> Result<Gilbert, String> {
@@ -174,10 +205,12 @@ fn line(dir: &str, now: &DirStats, before: &DirStats, secs: f64) -> String {
     let user = (now.user_ns - before.user_ns) as f64 / 1e9 / secs * 100.0;
     format!(
         "{dir} {mbit:8.1} Mbit/s  pkts {:>10}  loss-drops {:>8}  queue-drops {:>8}  \
-         overflow {:>5}  maxq {:>9} B  late {:>6} us  cpu {cpu:5.1} % (user {user:4.1} %)",
+         fault-drops {:>8}  overflow {:>5}  maxq {:>9} B  late {:>6} us  \
+         cpu {cpu:5.1} % (user {user:4.1} %)",
         now.packets,
         now.dropped_loss,
         now.dropped_queue,
+        now.dropped_fault,
         now.dropped_overflow + now.write_errors,
         now.max_queue_bytes,
         now.mean_late().as_micros(),
@@ -204,6 +237,10 @@ fn up(args: UpArgs) -> anyhow_free::Result {
         args.rate.map_or("unlimited".into(), |r| format!("{} bit/s", r)),
     );
     println!("  soku-netem exec {0} a -- CMD   |   ip netns exec {1} CMD", args.name, path.ns_a());
+    path.faults().set_drop_udp(args.drop_udp);
+    if !args.outage.is_empty() {
+        schedule_outages(path.faults(), args.outage.clone());
+    }
     let every =
         if args.stats_every.is_zero() { Duration::from_secs(3600) } else { args.stats_every };
     let mut before = PathStats::default();

@@ -385,10 +385,13 @@ impl Model {
                 self.dir_entries += 1;
             }
             (Entry::File { id, path, size, meta }, action) => {
-                assert_eq!(action, EntryAction::CreateFile { id, local: local.clone(), size });
+                let plan = ChunkPlan::new(size, self.chunk_size);
+                let chunks = u32::try_from(plan.count()).expect("an accepted file's chunks fit");
+                let expected =
+                    EntryAction::CreateFile { id, local: local.clone(), size, meta, chunks };
+                assert_eq!(action, expected);
                 self.next_id += 1;
                 self.announced_bytes += u128::from(size);
-                let plan = ChunkPlan::new(size, self.chunk_size);
                 let file = FileModel {
                     path,
                     local,
@@ -502,7 +505,8 @@ impl Model {
             return FileOutcome::Failed { id, local, error };
         }
         f.state = State::Ready;
-        let ready = Ready { id, local: f.local.clone(), meta: f.meta, size: f.size };
+        let ready =
+            Ready { id, local: f.local.clone(), meta: f.meta, size: f.size, in_place: false };
         self.totals.files += 1;
         FileOutcome::Ready(ready)
     }

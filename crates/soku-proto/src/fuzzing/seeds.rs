@@ -10,7 +10,7 @@ use crate::chunk::{ChunkHeader, MIN_CHUNK_SIZE};
 use crate::frame::{self, PREFIX_LEN};
 use crate::hello::{ClientHello, ServerHello, TransportChoice};
 use crate::manifest::{Entry, Meta};
-use crate::message::{Job, Message, Request};
+use crate::message::{Held, HeldBase, HeldChunk, Job, Message, Request};
 use crate::path::WirePath;
 use crate::MAGIC;
 
@@ -45,6 +45,7 @@ fn messages() -> Vec<Message> {
         compress: false,
         chunk_size: 1 << 20,
         rate_limit_bps: Some(8_000_000),
+        resume: true,
     };
     vec![
         Message::Request(request(Job::Receive { target: "backup/".into(), sources: 2 })),
@@ -58,6 +59,20 @@ fn messages() -> Vec<Message> {
         Message::FileAborted { file: 1, message: "read error".into() },
         Message::EndOfManifest { files: 3, bytes: 5 << 30 },
         Message::Progress { verified_bytes: 1 << 33 },
+        Message::Held(Held {
+            file: 0,
+            base: HeldBase::Partial,
+            from: 0,
+            to: 3,
+            chunks: vec![HeldChunk { index: 1, hash: [9; 32] }],
+        }),
+        Message::Held(Held {
+            file: 1,
+            base: HeldBase::Restarted { reason: "size changed".into() },
+            from: 0,
+            to: 9,
+            chunks: vec![],
+        }),
         Message::FileFailed { file: 2, message: "disk full".into() },
         Message::Finished { files: 2, bytes: 80_000, failures: 1 },
         Message::Fatal { message: "remote: out of memory".into() },

@@ -53,7 +53,7 @@ pub fn sender(data: &[u8]) {
         2 => MAX_CHUNK_SIZE,
         _ => input.u32(),
     };
-    let tx = Sender::new(chunk_size);
+    let tx = Sender::new(chunk_size, false);
     let valid = (MIN_CHUNK_SIZE..=MAX_CHUNK_SIZE).contains(&chunk_size);
     assert_eq!(tx.is_ok(), valid, "chunk size {chunk_size}");
     let Ok(mut tx) = tx else { return };
@@ -221,7 +221,7 @@ impl Model {
         }
         let index = f.handed_out;
         let (offset, len) = f.plan.span(index).expect("an index below the count has a span");
-        assert_eq!(span, Some(ChunkSpan { file, index, offset, len }));
+        assert_eq!(span, Some(ChunkSpan { file, index, offset, len, claimed: None }));
         f.handed_out += 1;
     }
 
@@ -263,10 +263,14 @@ impl Model {
             match msg.clone() {
                 Message::Progress { verified_bytes } => Some(Report::Progress { verified_bytes }),
                 Message::FileFailed { file, message } if file < self.next_id => {
+                    // The sender stops a file the receiver failed, as it does an abort.
+                    if self.files.get(&file).is_some_and(|f| f.state == State::Open) {
+                        self.set_state(file, State::Aborted);
+                    }
                     Some(Report::FileFailed { file, message })
                 }
                 Message::Finished { files, bytes, failures } if self.ended => {
-                    Some(Report::Finished(Totals { files, bytes, failures }))
+                    Some(Report::Finished(Totals { files, bytes, failures, resumed: 0 }))
                 }
                 Message::Fatal { message } => Some(Report::Fatal { message }),
                 _ => None,

@@ -2,6 +2,7 @@ use std::path::Path;
 
 use super::*;
 use crate::chunk::{chunk_hash, MIN_CHUNK_SIZE};
+use crate::message::{Held, HeldBase, HeldChunk, Message};
 
 const CS: u32 = MIN_CHUNK_SIZE;
 
@@ -57,13 +58,19 @@ fn a_file_becomes_ready_only_after_all_chunks_and_the_summary() {
     let action = announce(&mut rx, file(0, &["f"], data.len() as u64)).expect("accepted");
     assert_eq!(
         action,
-        EntryAction::CreateFile { id: 0, local: "/t/f".into(), size: data.len() as u64 }
+        EntryAction::CreateFile {
+            id: 0,
+            local: "/t/f".into(),
+            size: data.len() as u64,
+            meta: Meta::default(),
+            chunks: 3
+        }
     );
     let FileOutcome::Ready(ready) = deliver(&mut rx, 0, &data) else { panic!("not ready") };
     assert_eq!(ready.local, Path::new("/t/f"));
     rx.on_end(1, data.len() as u64).expect("end accepted");
     assert!(rx.is_finished());
-    assert_eq!(rx.totals(), Totals { files: 1, bytes: data.len() as u64, failures: 0 });
+    assert_eq!(rx.totals(), Totals { files: 1, bytes: data.len() as u64, failures: 0, resumed: 0 });
 }
 
 #[test]
@@ -221,4 +228,106 @@ fn the_receiver_says_which_chunks_it_holds() {
     rx.check_chunk(&pending).expect("accepted");
     assert_eq!(rx.verified_chunks(0), [0, 2]);
     assert_eq!(rx.verified_chunks(7), Vec::<u32>::new(), "no such file");
+}
+
+/// A resuming receiver with one file of `chunks` full chunks announced and opened.
+fn resuming_with_file(chunks: u32) -> (Receiver, Vec<u8>) {
+    let mut rx = into_dir(false).with_resume(true);
+    let data: Vec<u8> = (0..chunks as usize * CS as usize).map(|i| (i % 251) as u8).collect();
+    announce(&mut rx, file(0, &["f"], data.len() as u64)).expect("accepted");
+    (rx, data)
+}
+
+fn header_of(data: &[u8], index: u32) -> (ChunkHeader, [u8; 32]) {
+    let at = index as usize * CS as usize;
+    let hash = chunk_hash(&data[at..at + CS as usize]);
+    (ChunkHeader { file: 0, index, wire_len: CS, compressed: false, hash }, hash)
+}
+
+fn root_of(data: &[u8]) -> [u8; 32] {
+    let hashes: Vec<[u8; 32]> = data.chunks(CS as usize).map(chunk_hash).collect();
+    root_hash(data.len() as u64, &hashes)
+}
+
+#[test]
+fn held_chunks_count_and_only_the_rest_is_received() {
+    let (mut rx, data) = resuming_with_file(3);
+    let (h0, hash0) = header_of(&data, 0);
+    assert!(matches!(rx.check_chunk(&h0), Err(ProtoError::Violation(_))), "before the report");
+    let held = vec![HeldChunk { index: 1, hash: header_of(&data, 1).1 }];
+    let report = rx.on_held(0, HeldBase::Partial, 0, 3, held).expect("in turn");
+    assert!(matches!(report, Some(Message::Held(Held { from: 0, to: 3, .. }))));
+    assert_eq!(rx.totals().resumed, u64::from(CS));
+    assert_eq!(rx.verified_chunks(0), [1]);
+    for (header, hash) in [(h0, hash0), header_of(&data, 2)] {
+        rx.check_chunk(&header).expect("accepted");
+        assert_eq!(rx.on_chunk_written(&header, hash), Ok(FileOutcome::Pending));
+    }
+    let FileOutcome::Ready(ready) = rx.on_summary(0, root_of(&data)).expect("summary") else {
+        panic!("held and received chunks make the file")
+    };
+    assert!(!ready.in_place);
+    assert_eq!(rx.totals().bytes, data.len() as u64);
+    assert_eq!(rx.totals().resumed, u64::from(CS));
+}
+
+#[test]
+fn a_held_chunk_sent_again_replaces_it_once() {
+    let (mut rx, data) = resuming_with_file(2);
+    let stale = HeldChunk { index: 0, hash: [0xEE; 32] };
+    rx.on_held(0, HeldBase::Partial, 0, 2, vec![stale]).expect("in turn");
+    let (h0, hash0) = header_of(&data, 0);
+    rx.check_chunk(&h0).expect("a held chunk may be sent once");
+    assert_eq!(rx.totals().resumed, 0, "no longer counted as resumed");
+    assert!(matches!(rx.check_chunk(&h0), Err(ProtoError::Violation(_))), "but not twice");
+    rx.on_chunk_written(&h0, hash0).expect("written");
+    let (h1, hash1) = header_of(&data, 1);
+    rx.check_chunk(&h1).expect("accepted");
+    rx.on_chunk_written(&h1, hash1).expect("written");
+    assert!(matches!(rx.on_summary(0, root_of(&data)), Ok(FileOutcome::Ready(_))));
+}
+
+#[test]
+fn a_held_chunk_that_differs_and_is_not_sent_fails_the_root() {
+    let (mut rx, data) = resuming_with_file(2);
+    let stale = HeldChunk { index: 0, hash: [0xEE; 32] };
+    rx.on_held(0, HeldBase::Partial, 0, 2, vec![stale]).expect("in turn");
+    let (h1, hash1) = header_of(&data, 1);
+    rx.check_chunk(&h1).expect("accepted");
+    rx.on_chunk_written(&h1, hash1).expect("written");
+    let outcome = rx.on_summary(0, root_of(&data)).expect("summary");
+    assert!(matches!(
+        outcome,
+        FileOutcome::Failed { error: ProtoError::FileHashMismatch { .. }, .. }
+    ));
+}
+
+#[test]
+fn a_complete_file_with_nothing_sent_stays_in_place() {
+    let (mut rx, data) = resuming_with_file(2);
+    let held = (0..2).map(|i| HeldChunk { index: i, hash: header_of(&data, i).1 }).collect();
+    rx.on_held(0, HeldBase::Complete, 0, 2, held).expect("in turn");
+    let FileOutcome::Ready(ready) = rx.on_summary(0, root_of(&data)).expect("summary") else {
+        panic!("everything was held")
+    };
+    assert!(ready.in_place);
+    assert_eq!(rx.totals().resumed, data.len() as u64);
+}
+
+#[test]
+fn held_reports_out_of_turn_are_internal_errors() {
+    let (mut rx, _) = resuming_with_file(3);
+    assert!(matches!(rx.on_held(0, HeldBase::Nothing, 1, 3, vec![]), Err(ProtoError::Internal(_))));
+    let outside = vec![HeldChunk { index: 2, hash: [0; 32] }];
+    assert!(matches!(
+        rx.on_held(0, HeldBase::Partial, 0, 2, outside),
+        Err(ProtoError::Internal(_))
+    ));
+    assert_eq!(rx.on_held(7, HeldBase::Nothing, 0, 1, vec![]), Ok(None), "not open");
+    let mut plain = into_dir(false);
+    announce(&mut plain, file(0, &["f"], 1)).expect("accepted");
+    assert!(matches!(
+        plain.on_held(0, HeldBase::Nothing, 0, 1, vec![]),
+        Err(ProtoError::Internal(_))
+    ));
 }

@@ -2,6 +2,7 @@ use super::*;
 use crate::chunk::{chunk_hash, MAX_CHUNK_SIZE, MIN_CHUNK_SIZE};
 
 mod plain_loop;
+mod resume;
 
 const CS: u32 = MIN_CHUNK_SIZE;
 
@@ -10,7 +11,7 @@ fn wp(parts: &[&str]) -> WirePath {
 }
 
 fn planned() -> Sender {
-    let mut tx = Sender::new(CS).expect("valid chunk size");
+    let mut tx = Sender::new(CS, false).expect("valid chunk size");
     tx.plan(3, 100).expect("first plan");
     tx
 }
@@ -37,14 +38,14 @@ fn send_all(tx: &mut Sender, file: u32, order: &[usize]) -> Option<Message> {
 
 #[test]
 fn the_chunk_size_is_checked() {
-    assert!(is_violation(Sender::new(0)));
-    assert!(is_violation(Sender::new(MAX_CHUNK_SIZE + 1)));
-    assert_eq!(Sender::new(CS).expect("valid").chunk_size(), CS);
+    assert!(is_violation(Sender::new(0, false)));
+    assert!(is_violation(Sender::new(MAX_CHUNK_SIZE + 1, false)));
+    assert_eq!(Sender::new(CS, false).expect("valid").chunk_size(), CS);
 }
 
 #[test]
 fn the_plan_comes_first() {
-    let mut tx = Sender::new(CS).expect("valid");
+    let mut tx = Sender::new(CS, false).expect("valid");
     assert!(is_violation(tx.dir(wp(&["d"]), Meta::default())));
     assert!(is_violation(tx.file(wp(&["f"]), 1, Meta::default())));
     assert!(is_violation(tx.source_error("x".into(), "gone".into())));
@@ -117,9 +118,9 @@ fn chunks_are_handed_out_in_index_order_and_cover_the_file() {
     assert_eq!(
         spans,
         [
-            ChunkSpan { file: 0, index: 0, offset: 0, len: CS },
-            ChunkSpan { file: 0, index: 1, offset: cs, len: CS },
-            ChunkSpan { file: 0, index: 2, offset: 2 * cs, len: 7 },
+            ChunkSpan { file: 0, index: 0, offset: 0, len: CS, claimed: None },
+            ChunkSpan { file: 0, index: 1, offset: cs, len: CS, claimed: None },
+            ChunkSpan { file: 0, index: 2, offset: 2 * cs, len: 7, claimed: None },
         ]
     );
     assert_eq!(tx.next_chunk(0), None, "all handed out");
@@ -259,7 +260,7 @@ fn the_finish_report_comes_after_the_end_and_last() {
     tx.end().expect("nothing open");
     assert_eq!(
         tx.on_report(finished.clone()),
-        Ok(Report::Finished(Totals { files: 1, bytes: 2, failures: 3 }))
+        Ok(Report::Finished(Totals { files: 1, bytes: 2, failures: 3, resumed: 0 }))
     );
     assert!(tx.is_finished());
     assert!(is_violation(tx.on_report(finished)), "second finish report");

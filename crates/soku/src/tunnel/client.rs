@@ -41,7 +41,7 @@ pub async fn run(args: TunnelArgs) -> anyhow::Result<()> {
 
     let launcher = Launcher::from_args(&args.ssh, args.verbose, false)?;
     let remote_soku = args.ssh.remote_soku.clone().unwrap_or_else(|| "soku".into());
-    let cmd = launcher.command(Some(&remote), &remote_soku)?;
+    let cmd = launcher.command(Some(&remote), &remote_soku, false)?;
     let session_opts = SessionOptions {
         want_quic: true,
         quic_timeout: QUIC_TIMEOUT,
@@ -67,6 +67,7 @@ pub async fn run(args: TunnelArgs) -> anyhow::Result<()> {
             compress: args.compress,
             chunk_size: DEFAULT_CHUNK_SIZE,
             rate_limit_bps: None,
+            resume: false,
         }))
         .await?;
     eprintln!(

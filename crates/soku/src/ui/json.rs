@@ -31,6 +31,11 @@ enum Line<'a> {
     Warning {
         message: &'a str,
     },
+    Reconnecting {
+        reason: &'a str,
+        attempt: u32,
+        wait_seconds: f64,
+    },
     /// The final `path` report.
     Path(PathLine),
     /// A running `path_sample`.
@@ -39,6 +44,8 @@ enum Line<'a> {
         files: u32,
         bytes: u64,
         failures: u32,
+        /// Of `bytes`, those the receiver held already (resume).
+        resumed_bytes: u64,
         seconds: f64,
     },
 }
@@ -94,12 +101,18 @@ fn line(event: &TransferEvent) -> String {
         TransferEvent::Verified { bytes } => Line::Verified { bytes: *bytes },
         TransferEvent::FileFailed { path, message } => Line::FileFailed { path, message },
         TransferEvent::Warning(message) => Line::Warning { message },
+        TransferEvent::Reconnecting { reason, attempt, wait } => Line::Reconnecting {
+            reason,
+            attempt: *attempt,
+            wait_seconds: round(wait.as_secs_f64(), 3),
+        },
         TransferEvent::PathStats(p) => Line::Path(PathLine::new(p)),
         TransferEvent::PathSample(p) => Line::PathSample(PathLine::new(p)),
-        TransferEvent::Finished { files, bytes, failures, elapsed } => Line::Finished {
+        TransferEvent::Finished { files, bytes, failures, resumed, elapsed } => Line::Finished {
             files: *files,
             bytes: *bytes,
             failures: *failures,
+            resumed_bytes: *resumed,
             seconds: round(elapsed.as_secs_f64(), 6),
         },
     };
@@ -181,10 +194,12 @@ mod tests {
             files: 3,
             bytes: u64::MAX,
             failures: 1,
+            resumed: 7,
             elapsed: Duration::from_nanos(2_123_456_789),
         });
         let want = json!({
-            "event": "finished", "files": 3, "bytes": u64::MAX, "failures": 1, "seconds": 2.123457
+            "event": "finished", "files": 3, "bytes": u64::MAX, "failures": 1,
+            "resumed_bytes": 7, "seconds": 2.123457
         });
         assert_eq!(v, want);
     }

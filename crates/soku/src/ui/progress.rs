@@ -103,6 +103,15 @@ impl EventSink for ProgressMeter {
                     self.line(&format!("soku: warning: {message}"));
                 }
             }
+            TransferEvent::Reconnecting { reason, attempt, wait } => {
+                if !self.quiet {
+                    self.line(&format!(
+                        "soku: {reason}: reconnecting in {} s (attempt {attempt}); the copy \
+                         resumes from what the target holds",
+                        wait.as_secs()
+                    ));
+                }
+            }
             // A line every half second would bury the meter; `--json` has them.
             TransferEvent::PathSample(_) => {}
             TransferEvent::PathStats(p) => {
@@ -128,18 +137,25 @@ impl EventSink for ProgressMeter {
                     ));
                 }
             }
-            TransferEvent::Finished { files, bytes, failures, elapsed } => {
+            TransferEvent::Finished { files, bytes, failures, resumed, elapsed } => {
                 if self.quiet {
                     return;
                 }
                 let secs = elapsed.as_secs_f64().max(1e-6);
+                // The rate is that of the bytes that crossed the network.
+                let sent = bytes.saturating_sub(resumed);
+                let held = if resumed > 0 {
+                    format!(" ({} already there, {} sent)", human_bytes(resumed), human_bytes(sent))
+                } else {
+                    String::new()
+                };
                 let mut text = format!(
-                    "{} file{}, {} in {:.2} s, {}",
+                    "{} file{}, {}{held} in {:.2} s, {}",
                     files,
                     if files == 1 { "" } else { "s" },
                     human_bytes(bytes),
                     secs,
-                    human_rate(bytes as f64 / secs)
+                    human_rate(sent as f64 / secs)
                 );
                 if failures > 0 {
                     text.push_str(&format!(", {failures} failed"));

@@ -229,7 +229,7 @@ impl ReceiveSide {
                 EntryAction::MakeDir { local } => {
                     self.dirs.insert(local);
                 }
-                EntryAction::CreateFile { id, local, size } => {
+                EntryAction::CreateFile { id, local, size, .. } => {
                     self.temp.insert(id, (local, vec![0; size as usize]));
                     self.rx.on_file_opened(id);
                 }
@@ -302,7 +302,7 @@ impl ReceiveSide {
     /// Reports the end once the manifest ended and every file settled, as the engine does.
     fn maybe_finish(&mut self) {
         if !self.finished && self.end.is_some() && self.rx.is_finished() {
-            let Totals { files, bytes, failures } = self.rx.totals();
+            let Totals { files, bytes, failures, .. } = self.rx.totals();
             self.report(&Message::Finished { files, bytes, failures });
             self.finished = true;
         }
@@ -323,7 +323,7 @@ fn run(seed: u64) -> (SendSide, ReceiveSide) {
         })
         .collect();
     let (files, bytes) = planned(&queue);
-    let mut tx = Sender::new(CS).expect("valid chunk size");
+    let mut tx = Sender::new(CS, false).expect("valid chunk size");
     let plan = tx.plan(files, bytes).expect("first");
     let mut send = SendSide {
         tx,

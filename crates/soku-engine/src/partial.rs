@@ -1,0 +1,308 @@
+//! Resume on the receiving side: the partial file of an interrupted copy, and what a
+//! receiver finds it already holds of a file before receiving it.
+//!
+//! A partial file is the temporary file (`.NAME.soku-part`, see [`crate::fsops`]) with a
+//! trailer after the file's bytes: the source's size and modification time when the copy
+//! began. The trailer is written when the file is created, before any chunk, and cut off
+//! just before the rename, so a final name never holds it. Nothing else is recorded:
+//! which chunks are held is found by hashing what is on disk, so a chunk torn by a
+//! crash, or lost with the page cache in a power cut, is simply sent again.
+//!
+//! What is held, in order of preference:
+//! - a partial file of the same source (same size and modification time): its chunks;
+//! - a regular file of the same size at the final name: its chunks (the copy ran before,
+//!   or the file changed in a few places); it stays in place until a chunk has to be
+//!   written, and is then copied to the partial file first;
+//! - else nothing (a partial of another source is discarded, and the sender told why).
+//!
+//! A receiver holds an exclusive lock (`flock`) on the partial file it writes, so a
+//! second copy to the same target (the reconnect of a copy whose first server has not
+//! yet noticed the lost connection) waits for the first to let go instead of writing
+//! beside it.
+//!
+//! Regions the file system reports as holes (`SEEK_DATA`) are not read. In a partial
+//! file a hole is a chunk not yet received, so it is not claimed; in a complete file it
+//! is a run of zeros, and hashes as one.
+
+use std::fs::{File, OpenOptions};
+use std::io::{ErrorKind, Read};
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use soku_proto::chunk::{chunk_hash, ChunkPlan};
+use soku_proto::manifest::Meta;
+use soku_proto::message::{HeldBase, HeldChunk};
+
+use crate::codec::read_exact_at;
+use crate::fsops;
+
+/// Bytes of the trailer after a partial file's data.
+pub const TRAILER_LEN: u64 = 40;
+const TRAILER_MAGIC: &[u8; 8] = b"SOKUPRT1";
+
+/// The source a partial file was started from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Trailer {
+    /// The source's size.
+    pub size: u64,
+    /// Its modification time, seconds and nanoseconds.
+    pub mtime: (i64, u32),
+}
+
+impl Trailer {
+    /// The trailer for a file with this size and metadata.
+    pub fn new(size: u64, meta: &Meta) -> Trailer {
+        Trailer { size, mtime: (meta.mtime, meta.mtime_nsec) }
+    }
+
+    fn encode(&self) -> [u8; TRAILER_LEN as usize] {
+        let mut out = [0u8; TRAILER_LEN as usize];
+        out[..8].copy_from_slice(TRAILER_MAGIC);
+        out[8..16].copy_from_slice(&self.size.to_le_bytes());
+        out[16..24].copy_from_slice(&self.mtime.0.to_le_bytes());
+        out[24..28].copy_from_slice(&self.mtime.1.to_le_bytes());
+        let check = blake3::hash(&out[..32]);
+        out[32..40].copy_from_slice(&check.as_bytes()[..8]);
+        out
+    }
+
+    fn decode(bytes: &[u8; TRAILER_LEN as usize]) -> Option<Trailer> {
+        let check = blake3::hash(&bytes[..32]);
+        if &bytes[..8] != TRAILER_MAGIC || bytes[32..40] != check.as_bytes()[..8] {
+            return None;
+        }
+        let u64_at = |at: usize| bytes[at..at + 8].try_into().ok().map(u64::from_le_bytes);
+        let size = u64_at(8)?;
+        let secs = i64::from_le_bytes(bytes[16..24].try_into().ok()?);
+        let nsec = u32::from_le_bytes(bytes[24..28].try_into().ok()?);
+        Some(Trailer { size, mtime: (secs, nsec) })
+    }
+
+    /// Writes the trailer after `size` bytes of `file`.
+    pub fn write_to(&self, file: &File) -> std::io::Result<()> {
+        file.set_len(self.size + TRAILER_LEN)?;
+        file.write_all_at(&self.encode(), self.size)
+    }
+
+    /// Reads the trailer of `file`, if it has a valid one.
+    fn read_from(file: &File) -> std::io::Result<Option<Trailer>> {
+        let len = file.metadata()?.len();
+        if len < TRAILER_LEN {
+            return Ok(None);
+        }
+        let mut bytes = [0u8; TRAILER_LEN as usize];
+        file.read_exact_at(&mut bytes, len - TRAILER_LEN)?;
+        Ok(Trailer::decode(&bytes).filter(|t| t.size + TRAILER_LEN == len))
+    }
+
+    /// Why a partial file of `self` cannot continue a copy of `wanted`, if it cannot.
+    fn differs_from(&self, wanted: &Trailer) -> Option<String> {
+        if self.size != wanted.size {
+            Some(format!(
+                "the source's size changed ({} -> {} bytes) since the interrupted copy",
+                self.size, wanted.size
+            ))
+        } else if self.mtime != wanted.mtime {
+            Some("the source was modified since the interrupted copy".into())
+        } else {
+            None
+        }
+    }
+}
+
+/// Where a file's chunks go while it is received.
+#[derive(Debug)]
+pub enum Storage {
+    /// The temporary file, open for writing.
+    Temp(File),
+    /// Nothing yet: the held chunks are in the file at the final name, which is copied
+    /// to the temporary file before the first chunk is written.
+    FinalFile,
+}
+
+/// What a receiver holds of a file, ready to receive the rest.
+#[derive(Debug)]
+pub struct Prepared {
+    /// What was found, for the sender.
+    pub base: HeldBase,
+    /// The held chunks and the hashes of their bytes, ascending.
+    pub held: Vec<HeldChunk>,
+    /// Where chunks are written.
+    pub storage: Storage,
+}
+
+/// Finds what is held of the file at `local` (with resume) and prepares its storage.
+/// `plan` cuts the file as the sender does.
+pub fn prepare(
+    root: &Path,
+    local: &Path,
+    trailer: Trailer,
+    plan: ChunkPlan,
+    mode: u32,
+) -> std::io::Result<Prepared> {
+    fsops::check_no_symlinks(root, local)?;
+    let mut restarted = None;
+    let temp = fsops::temp_path(local);
+    if let Some(file) = open_regular(&temp, true)? {
+        lock_exclusive(&file, &temp)?;
+        match Trailer::read_from(&file)? {
+            Some(found) => match found.differs_from(&trailer) {
+                None => {
+                    let held = hash_held(&file, plan, false)?;
+                    return Ok(Prepared {
+                        base: HeldBase::Partial,
+                        held,
+                        storage: Storage::Temp(file),
+                    });
+                }
+                Some(reason) => restarted = Some(reason),
+            },
+            None => {
+                restarted = Some("the partial file of the interrupted copy was unreadable".into())
+            }
+        }
+    }
+    if restarted.is_none() {
+        if let Some(file) = open_regular(local, false)? {
+            if file.metadata()?.len() == trailer.size {
+                let held = hash_held(&file, plan, true)?;
+                return Ok(Prepared {
+                    base: HeldBase::Complete,
+                    held,
+                    storage: Storage::FinalFile,
+                });
+            }
+        }
+    }
+    let file = fsops::create_temp(root, local, trailer.size, mode, Some(&trailer))?;
+    lock_exclusive(&file, &temp)?;
+    let base = match restarted {
+        Some(reason) => HeldBase::Restarted { reason },
+        None => HeldBase::Nothing,
+    };
+    Ok(Prepared { base, held: Vec::new(), storage: Storage::Temp(file) })
+}
+
+/// Copies the file at the final name `local` (held chunks, [`Storage::FinalFile`]) to a
+/// new partial file, and returns it open for writing.
+pub fn copy_final_to_temp(
+    root: &Path,
+    local: &Path,
+    trailer: Trailer,
+    mode: u32,
+) -> std::io::Result<File> {
+    let Some(mut from) = open_regular(local, false)? else {
+        return Err(std::io::Error::other(format!(
+            "{} changed while it was being updated",
+            local.display()
+        )));
+    };
+    let mut temp = fsops::create_temp(root, local, trailer.size, mode, None)?;
+    lock_exclusive(&temp, &fsops::temp_path(local))?;
+    // std's copy uses copy_file_range on Linux: no bytes through user space, and a
+    // reflink where the file system offers one.
+    let copied = std::io::copy(&mut (&mut from).take(trailer.size), &mut temp)?;
+    if copied != trailer.size {
+        return Err(std::io::Error::other(format!(
+            "{} changed while it was being updated",
+            local.display()
+        )));
+    }
+    trailer.write_to(&temp)?;
+    Ok(temp)
+}
+
+/// How long a receiver waits for another one to let go of a partial file.
+const LOCK_WAIT: Duration = Duration::from_secs(30);
+
+/// Takes the exclusive lock on the partial file `file` at `path`, waiting up to
+/// [`LOCK_WAIT`] for another receiver to end. A file system without `flock` (some
+/// network file systems) is used unlocked.
+fn lock_exclusive(file: &File, path: &Path) -> std::io::Result<()> {
+    use rustix::fs::{flock, FlockOperation};
+    let deadline = Instant::now() + LOCK_WAIT;
+    loop {
+        match flock(file, FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => return Ok(()),
+            Err(rustix::io::Errno::WOULDBLOCK) if Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            Err(rustix::io::Errno::WOULDBLOCK) => {
+                return Err(std::io::Error::other(format!(
+                    "another soku is still writing {}: wait for it to end, or stop it",
+                    path.display()
+                )))
+            }
+            Err(rustix::io::Errno::NOLCK | rustix::io::Errno::OPNOTSUPP) => return Ok(()),
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// Opens `path` if it is a regular file (not a symlink); `None` if nothing is there.
+fn open_regular(path: &Path, write: bool) -> std::io::Result<Option<File>> {
+    let opened = OpenOptions::new()
+        .read(true)
+        .write(write)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path);
+    let file = match opened {
+        Ok(file) => file,
+        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
+        // A symlink (ELOOP) or something we may not open is not ours to resume from.
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    Ok(file.metadata()?.is_file().then_some(file))
+}
+
+/// Hashes every chunk of `file` that holds data; chunks wholly in a hole are skipped, or
+/// with `holes_are_zeros` hash as zeros without being read.
+fn hash_held(
+    file: &File,
+    plan: ChunkPlan,
+    holes_are_zeros: bool,
+) -> std::io::Result<Vec<HeldChunk>> {
+    let mut held = Vec::new();
+    let mut buf = Vec::new();
+    let mut zero_hash: Option<(u32, [u8; 32])> = None;
+    let mut index = 0u32;
+    while let Some((offset, len)) = plan.span(index) {
+        let hash = if is_hole(file, offset, len)? {
+            if !holes_are_zeros {
+                index += 1;
+                continue;
+            }
+            match zero_hash {
+                Some((zlen, hash)) if zlen == len => hash,
+                _ => {
+                    let hash = chunk_hash(&vec![0u8; len as usize]);
+                    zero_hash = Some((len, hash));
+                    hash
+                }
+            }
+        } else {
+            read_exact_at(file, len as usize, offset, &mut buf)?;
+            chunk_hash(&buf)
+        };
+        held.push(HeldChunk { index, hash });
+        index += 1;
+    }
+    Ok(held)
+}
+
+/// Whether `len` bytes at `offset` are all hole (no data until past them).
+fn is_hole(file: &File, offset: u64, len: u32) -> std::io::Result<bool> {
+    match rustix::fs::seek(file, rustix::fs::SeekFrom::Data(offset)) {
+        Ok(next_data) => Ok(next_data >= offset + u64::from(len)),
+        // ENXIO: no data at or after `offset`.
+        Err(rustix::io::Errno::NXIO) => Ok(true),
+        // A file system without SEEK_DATA: read everything.
+        Err(rustix::io::Errno::INVAL | rustix::io::Errno::OPNOTSUPP) => Ok(false),
+        Err(e) => Err(e.into()),
+    }
+}
+
+#[cfg(test)]
+mod tests;

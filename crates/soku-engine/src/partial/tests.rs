@@ -1,0 +1,131 @@
+use soku_proto::chunk::MIN_CHUNK_SIZE;
+
+use super::*;
+
+const CS: u32 = MIN_CHUNK_SIZE;
+
+fn meta(mtime: i64) -> Meta {
+    Meta { mode: 0o644, mtime, ..Meta::default() }
+}
+
+fn data(len: usize) -> Vec<u8> {
+    (0..len).map(|i| (i * 7 % 251) as u8 + 1).collect()
+}
+
+#[test]
+fn nothing_held_creates_a_partial_file_with_its_trailer() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let local = dir.path().join("f");
+    let size = 3 * u64::from(CS);
+    let trailer = Trailer::new(size, &meta(5));
+    let plan = ChunkPlan::new(size, CS);
+    let got = prepare(dir.path(), &local, trailer, plan, 0o644).expect("prepared");
+    assert_eq!(got.base, HeldBase::Nothing);
+    assert!(got.held.is_empty());
+    let Storage::Temp(file) = got.storage else { panic!("a new partial file") };
+    assert_eq!(file.metadata().expect("md").len(), size + TRAILER_LEN);
+    assert_eq!(Trailer::read_from(&file).expect("read"), Some(trailer));
+    assert!(!local.exists(), "nothing at the final name");
+}
+
+#[test]
+fn a_partial_file_of_the_same_source_holds_what_was_written() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let local = dir.path().join("f");
+    let bytes = data(3 * CS as usize);
+    let size = bytes.len() as u64;
+    let trailer = Trailer::new(size, &meta(5));
+    let plan = ChunkPlan::new(size, CS);
+    let first = prepare(dir.path(), &local, trailer, plan, 0o644).expect("prepared");
+    let Storage::Temp(file) = first.storage else { panic!("a new partial file") };
+    // Chunk 1 written, chunk 2 torn halfway (a crash mid-write), chunk 0 never.
+    let cs = CS as usize;
+    file.write_all_at(&bytes[cs..2 * cs], u64::from(CS)).expect("write");
+    file.write_all_at(&bytes[2 * cs..2 * cs + 100], 2 * u64::from(CS)).expect("write");
+    drop(file);
+
+    let again = prepare(dir.path(), &local, trailer, plan, 0o644).expect("prepared");
+    assert_eq!(again.base, HeldBase::Partial);
+    let hashes: Vec<[u8; 32]> = again.held.iter().map(|c| c.hash).collect();
+    let indices: Vec<u32> = again.held.iter().map(|c| c.index).collect();
+    assert_eq!(indices, [1, 2], "a hole is a chunk never received");
+    assert_eq!(hashes[0], chunk_hash(&bytes[cs..2 * cs]), "the chunk written");
+    assert_ne!(hashes[1], chunk_hash(&bytes[2 * cs..]), "a torn chunk does not match");
+}
+
+#[test]
+fn a_partial_file_of_a_changed_source_is_restarted_with_the_reason() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let local = dir.path().join("f");
+    let size = 2 * u64::from(CS);
+    let plan = ChunkPlan::new(size, CS);
+    let old = prepare(dir.path(), &local, Trailer::new(size, &meta(5)), plan, 0o644);
+    let Storage::Temp(file) = old.expect("prepared").storage else { panic!("partial") };
+    file.write_all_at(&data(CS as usize), 0).expect("write");
+    drop(file);
+
+    let newer = Trailer::new(size, &meta(6));
+    let got = prepare(dir.path(), &local, newer, plan, 0o644).expect("prepared");
+    let HeldBase::Restarted { reason } = &got.base else { panic!("restarted: {:?}", got.base) };
+    assert!(reason.contains("modified"), "{reason}");
+    assert!(got.held.is_empty());
+    let Storage::Temp(file) = got.storage else { panic!("a fresh partial file") };
+    assert_eq!(Trailer::read_from(&file).expect("read"), Some(newer));
+    let mut first = vec![0u8; 16];
+    file.read_exact_at(&mut first, 0).expect("read");
+    assert_eq!(first, [0; 16], "the old bytes are gone");
+    drop(file);
+
+    let bigger = Trailer::new(size + 1, &meta(6));
+    let plan = ChunkPlan::new(size + 1, CS);
+    let got = prepare(dir.path(), &local, bigger, plan, 0o644).expect("prepared");
+    assert!(matches!(&got.base, HeldBase::Restarted { reason } if reason.contains("size")));
+}
+
+#[test]
+fn a_complete_file_at_the_final_name_is_held_in_place_until_written() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let local = dir.path().join("f");
+    let bytes = data(2 * CS as usize + 9);
+    std::fs::write(&local, &bytes).expect("write");
+    let size = bytes.len() as u64;
+    let trailer = Trailer::new(size, &meta(5));
+    let plan = ChunkPlan::new(size, CS);
+    let got = prepare(dir.path(), &local, trailer, plan, 0o644).expect("prepared");
+    assert_eq!(got.base, HeldBase::Complete);
+    let expect: Vec<[u8; 32]> = bytes.chunks(CS as usize).map(chunk_hash).collect();
+    assert_eq!(got.held.iter().map(|c| c.hash).collect::<Vec<_>>(), expect);
+    assert!(matches!(got.storage, Storage::FinalFile));
+    assert!(!fsops::temp_path(&local).exists(), "no copy until a chunk is written");
+
+    let temp = copy_final_to_temp(dir.path(), &local, trailer, 0o644).expect("copied");
+    assert_eq!(Trailer::read_from(&temp).expect("read"), Some(trailer));
+    fsops::finish_file(&local, &temp, size, &meta(5), false).expect("finished");
+    assert_eq!(std::fs::read(&local).expect("read"), bytes, "the trailer was cut");
+
+    let other = Trailer::new(size + 1, &meta(5));
+    let got = prepare(dir.path(), &local, other, ChunkPlan::new(size + 1, CS), 0o644);
+    assert_eq!(got.expect("prepared").base, HeldBase::Nothing, "another size: nothing held");
+}
+
+#[test]
+fn a_second_receiver_waits_for_the_first_to_let_go_of_the_partial_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let local = dir.path().join("f");
+    let size = u64::from(CS);
+    let trailer = Trailer::new(size, &meta(5));
+    let plan = ChunkPlan::new(size, CS);
+    let first = prepare(dir.path(), &local, trailer, plan, 0o644).expect("prepared");
+    let Storage::Temp(held) = first.storage else { panic!("a partial file") };
+    let released = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = released.clone();
+    let letting_go = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(300));
+        flag.store(true, std::sync::atomic::Ordering::SeqCst);
+        drop(held);
+    });
+    let second = prepare(dir.path(), &local, trailer, plan, 0o644).expect("prepared after");
+    assert!(released.load(std::sync::atomic::Ordering::SeqCst), "it waited for the first");
+    assert_eq!(second.base, HeldBase::Partial);
+    letting_go.join().expect("thread");
+}

@@ -1,0 +1,144 @@
+//! Resume: an interrupted copy continues from what the receiver holds, verified by hash,
+//! sending only the rest; a changed source or a damaged partial file is noticed.
+
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+use std::time::Duration;
+
+use soku_engine::events::TransferEvent;
+use soku_engine::link::memory;
+use soku_engine::Outcome;
+
+use crate::harness::*;
+
+const CS: usize = SMALL_CHUNKS as usize;
+
+fn partial_of(dir: &Path, name: &str) -> std::path::PathBuf {
+    dir.join(format!(".{name}.soku-part"))
+}
+
+fn warnings(events: &Recorder) -> Vec<String> {
+    let events = events.0.lock().unwrap();
+    events
+        .iter()
+        .filter_map(|e| match e {
+            TransferEvent::Warning(w) => Some(w.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Copies `source` into the scene's target over a fresh pair; both sides must succeed.
+async fn copy(scene: &Scene, source: &Path, resume: bool) -> (Outcome, Ran) {
+    let opts = if resume { options(false) } else { no_resume(false) };
+    let send = sender(&[source.to_path_buf()], false).await;
+    let receive = receiver(&scene.dst(), 1, false, None);
+    let ran = run_pair(memory::streams_pair(Duration::ZERO), send, receive, opts).await;
+    let sent = ran.sent.as_ref().map_err(|e| e.to_string()).expect("sender");
+    let received = ran.received.as_ref().map_err(|e| e.to_string()).expect("receiver");
+    assert_eq!(sent.resumed, received.resumed, "both sides count the same held bytes");
+    (*sent, ran)
+}
+
+/// Starts a rate-limited copy of `source` and cancels it partway.
+async fn interrupt(scene: &Scene, source: &Path, after: Duration) {
+    let send = sender(&[source.to_path_buf()], false).await;
+    let receive = receiver(&scene.dst(), 1, false, None);
+    let mut opts = options(false);
+    // 8 Mbit/s: 1 MB a second; cancelled at `after`.
+    opts.rate_limit_bps = Some(8_000_000);
+    let run = run_pair(memory::ordered_pair(), send, receive, opts);
+    assert!(tokio::time::timeout(after, run).await.is_err(), "interrupted");
+}
+
+#[tokio::test]
+async fn an_interrupted_copy_continues_and_sends_only_the_rest() {
+    let scene = Scene::new();
+    let big = scene.file("big.bin", 64 * CS, 1);
+    interrupt(&scene, &big, Duration::from_millis(400)).await;
+    assert!(partial_of(&scene.dst(), "big.bin").exists(), "the partial file is kept");
+    assert!(!scene.dst().join("big.bin").exists(), "nothing at the final name");
+
+    let (outcome, _) = copy(&scene, &big, true).await;
+    assert_same(&big, &scene.dst().join("big.bin"));
+    assert_eq!(outcome.bytes, 64 * CS as u64);
+    assert!(outcome.resumed > 0, "something was held");
+    assert!(outcome.resumed < outcome.bytes, "something was still to send");
+    assert_eq!(listing(&scene.dst()), ["big.bin"], "the partial file became the file");
+}
+
+#[tokio::test]
+async fn a_complete_identical_file_is_not_sent_again() {
+    let scene = Scene::new();
+    let a = scene.file("a.bin", 5 * CS + 3, 2);
+    copy(&scene, &a, true).await;
+    let before = std::fs::metadata(scene.dst().join("a.bin")).unwrap();
+    let (outcome, _) = copy(&scene, &a, true).await;
+    assert_eq!((outcome.files, outcome.resumed), (1, outcome.bytes), "all held");
+    let after = std::fs::metadata(scene.dst().join("a.bin")).unwrap();
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!(before.ino(), after.ino(), "left in place, not rewritten");
+    assert_same(&a, &scene.dst().join("a.bin"));
+
+    let (outcome, _) = copy(&scene, &a, false).await;
+    assert_eq!(outcome.resumed, 0, "--no-resume sends everything");
+}
+
+#[tokio::test]
+async fn a_target_that_differs_in_one_chunk_gets_that_chunk_only() {
+    let scene = Scene::new();
+    let a = scene.file("a.bin", 8 * CS, 3);
+    copy(&scene, &a, true).await;
+    let target = scene.dst().join("a.bin");
+    std::fs::OpenOptions::new().write(true).open(&target).unwrap().write_all_at(b"X", 5).unwrap();
+    let (outcome, ran) = copy(&scene, &a, true).await;
+    assert_eq!(outcome.bytes - outcome.resumed, CS as u64, "one chunk sent");
+    assert_same(&a, &target);
+    assert!(warnings(&ran.sender_events).is_empty(), "updating a file is no surprise");
+}
+
+#[tokio::test]
+async fn a_changed_source_restarts_its_file_and_says_so() {
+    let scene = Scene::new();
+    let big = scene.file("big.bin", 64 * CS, 4);
+    interrupt(&scene, &big, Duration::from_millis(300)).await;
+    assert!(partial_of(&scene.dst(), "big.bin").exists());
+    let newer = std::time::SystemTime::now() + Duration::from_secs(5);
+    std::fs::File::options().write(true).open(&big).unwrap().set_modified(newer).unwrap();
+    let (outcome, ran) = copy(&scene, &big, true).await;
+    assert_eq!(outcome.resumed, 0);
+    assert_same(&big, &scene.dst().join("big.bin"));
+    let said = warnings(&ran.sender_events);
+    assert!(
+        said.iter().any(|w| w.contains("modified") && w.contains("from the start")),
+        "{said:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_damaged_partial_file_gets_its_bad_chunks_again_and_says_so() {
+    let scene = Scene::new();
+    let big = scene.file("big.bin", 64 * CS, 5);
+    interrupt(&scene, &big, Duration::from_millis(400)).await;
+    let part = partial_of(&scene.dst(), "big.bin");
+    // Damage the first chunk, which was written early in the interrupted run.
+    std::fs::OpenOptions::new().write(true).open(&part).unwrap().write_all_at(b"rot", 10).unwrap();
+    let (outcome, ran) = copy(&scene, &big, true).await;
+    assert_same(&big, &scene.dst().join("big.bin"));
+    assert!(outcome.resumed > 0);
+    let said = warnings(&ran.sender_events);
+    assert!(said.iter().any(|w| w.contains(": 1 chunk of") && w.contains("differed")), "{said:?}");
+}
+
+#[tokio::test]
+async fn without_resume_an_interrupted_copy_leaves_nothing() {
+    let scene = Scene::new();
+    let big = scene.file("big.bin", 64 * CS, 6);
+    let send = sender(std::slice::from_ref(&big), false).await;
+    let receive = receiver(&scene.dst(), 1, false, None);
+    let mut opts = no_resume(false);
+    opts.rate_limit_bps = Some(8_000_000);
+    let run = run_pair(memory::ordered_pair(), send, receive, opts);
+    assert!(tokio::time::timeout(Duration::from_millis(300), run).await.is_err());
+    assert_eq!(listing(&scene.dst()), Vec::<String>::new());
+}

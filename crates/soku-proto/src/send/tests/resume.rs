@@ -1,0 +1,87 @@
+//! The sender's rules with resume: chunks wait for the receiver's held reports, held
+//! chunks come with the receiver's hash, and the reports are checked.
+
+use super::{announce, is_violation, wp, CS};
+use crate::manifest::Meta;
+use crate::message::{Held, HeldBase, HeldChunk, Message};
+use crate::send::{Report, Sender};
+
+fn resuming() -> Sender {
+    let mut tx = Sender::new(CS, true).expect("valid chunk size");
+    tx.plan(1, 100).expect("first plan");
+    tx
+}
+
+fn held(file: u32, base: HeldBase, range: (u32, u32), chunks: &[u32]) -> Message {
+    let chunks = chunks.iter().map(|&index| HeldChunk { index, hash: [index as u8; 32] }).collect();
+    Message::Held(Held { file, base, from: range.0, to: range.1, chunks })
+}
+
+#[test]
+fn chunks_wait_for_the_receivers_report_and_held_ones_carry_its_hash() {
+    let mut tx = resuming();
+    let start = announce(&mut tx, "f", 4 * u64::from(CS));
+    assert_eq!(tx.next_chunk(start.id), None, "nothing before the receiver's report");
+    assert!(tx.waits_for_receiver(start.id));
+    let first = tx.on_report(held(0, HeldBase::Partial, (0, 2), &[1]));
+    assert_eq!(first, Ok(Report::Held { file: 0, base: HeldBase::Partial }));
+    let a = tx.next_chunk(0).expect("chunk 0 decided");
+    let b = tx.next_chunk(0).expect("chunk 1 decided");
+    assert_eq!((a.index, a.claimed), (0, None));
+    assert_eq!((b.index, b.claimed), (1, Some([1; 32])));
+    assert_eq!(tx.next_chunk(0), None, "chunk 2 is not covered yet");
+    assert_eq!(tx.on_report(held(0, HeldBase::Partial, (2, 4), &[])), Ok(Report::Noted));
+    assert!(!tx.waits_for_receiver(0));
+    let rest: Vec<u32> = std::iter::from_fn(|| tx.next_chunk(0)).map(|s| s.index).collect();
+    assert_eq!(rest, [2, 3]);
+    for index in 0..4 {
+        let summary = tx.on_chunk_sent(0, index, [index as u8; 32]).expect("once");
+        assert_eq!(summary.is_some(), index == 3, "summary with the last chunk");
+    }
+}
+
+#[test]
+fn held_reports_out_of_turn_are_violations() {
+    let mut tx = resuming();
+    announce(&mut tx, "f", 4 * u64::from(CS));
+    let partial = HeldBase::Partial;
+    assert!(is_violation(tx.on_report(held(0, partial.clone(), (1, 2), &[]))), "not from 0");
+    assert!(is_violation(tx.on_report(held(0, partial.clone(), (0, 5), &[]))), "past the end");
+    assert!(is_violation(tx.on_report(held(0, partial.clone(), (0, 0), &[]))), "empty range");
+    assert!(is_violation(tx.on_report(held(0, partial.clone(), (0, 2), &[1, 0]))), "order");
+    assert!(is_violation(tx.on_report(held(0, partial.clone(), (0, 2), &[2]))), "outside");
+    assert!(is_violation(tx.on_report(held(0, HeldBase::Nothing, (0, 2), &[1]))), "base");
+    assert!(is_violation(tx.on_report(held(1, partial.clone(), (0, 1), &[]))), "unknown file");
+    assert_eq!(tx.next_chunk(0), None, "refused reports decided nothing");
+    tx.on_report(held(0, partial.clone(), (0, 2), &[0])).expect("in turn");
+    assert!(is_violation(tx.on_report(held(0, partial, (0, 2), &[]))), "again");
+    assert!(is_violation(tx.on_report(held(0, HeldBase::Complete, (2, 4), &[]))), "new base");
+    let mut plain = Sender::new(CS, false).expect("valid");
+    plain.plan(1, 1).expect("plan");
+    announce(&mut plain, "g", 1);
+    assert!(is_violation(plain.on_report(held(0, HeldBase::Nothing, (0, 1), &[]))));
+}
+
+#[test]
+fn a_file_the_receiver_failed_is_not_sent_further() {
+    let mut tx = resuming();
+    let id = announce(&mut tx, "f", 3 * u64::from(CS)).id;
+    tx.on_report(held(id, HeldBase::Nothing, (0, 3), &[])).expect("in turn");
+    let first = tx.next_chunk(id).expect("decided");
+    let failed = Message::FileFailed { file: id, message: "disk full".into() };
+    assert!(matches!(tx.on_report(failed), Ok(Report::FileFailed { .. })));
+    assert_eq!(tx.next_chunk(id), None, "no more chunks of a failed file");
+    assert_eq!(tx.on_chunk_sent(id, first.index, [0; 32]), Ok(None), "in flight: dropped");
+    assert_eq!(tx.on_report(held(id, HeldBase::Nothing, (0, 3), &[])), Ok(Report::Noted));
+    tx.end().expect("a failed file needs no summary");
+}
+
+#[test]
+fn an_empty_file_needs_no_report() {
+    let mut tx = resuming();
+    let start = tx.file(wp(&["e"]), 0, Meta::default()).expect("announced");
+    assert!(start.summary.is_some());
+    assert!(!tx.waits_for_receiver(start.id));
+    assert!(is_violation(tx.on_report(held(0, HeldBase::Nothing, (0, 1), &[]))));
+    tx.end().expect("nothing open");
+}

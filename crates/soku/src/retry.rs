@@ -1,0 +1,161 @@
+//! Reconnecting after the connection is lost: which failures are worth another attempt,
+//! how long to wait between attempts, and when to give up.
+//!
+//! A copy that loses its connection (the QUIC path silent past its idle timeout, ssh
+//! gone, `soku serve` killed) logs in again and runs the same copy; resume makes the new
+//! attempt send only what the target does not hold yet. Attempts back off from one
+//! second to [`MAX_WAIT`], and stop once the connection has been down for the user's
+//! limit (`--retry-for`), leaving the partial files for a later run.
+
+use std::time::{Duration, Instant};
+
+use soku_engine::{EngineError, LinkError};
+
+use crate::exit::{Exit, CONNECTION};
+
+/// Longest wait between two attempts: a path that comes back is found within this.
+pub const MAX_WAIT: Duration = Duration::from_secs(10);
+
+/// The state of reconnecting for one copy.
+#[derive(Debug)]
+pub struct Retry {
+    limit: Duration,
+    /// When the connection was last lost, while it is down.
+    lost_at: Option<Instant>,
+    /// Attempts since it was lost.
+    attempts: u32,
+}
+
+/// What to do after an attempt failed.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Next {
+    /// Wait this long, then make attempt number `attempt`.
+    Retry {
+        /// The wait.
+        wait: Duration,
+        /// The attempt about to be made, from 1.
+        attempt: u32,
+    },
+    /// Give up: the error is not an interruption, or the limit is reached.
+    GiveUp,
+}
+
+impl Retry {
+    /// Reconnects for at most `limit` after the connection is lost (zero: never).
+    pub fn new(limit: Duration) -> Retry {
+        Retry { limit, lost_at: None, attempts: 0 }
+    }
+
+    /// The last attempt connected: a later loss starts a new outage.
+    pub fn connected(&mut self) {
+        self.lost_at = None;
+        self.attempts = 0;
+    }
+
+    /// Decides after a failed attempt. `reconnecting` says the failed attempt was itself
+    /// a reconnect (a login that fails then is the outage going on, not a bad host).
+    pub fn after_failure(&mut self, err: &anyhow::Error, now: Instant) -> Next {
+        let reconnecting = self.lost_at.is_some();
+        if self.limit.is_zero() || !(is_interruption(err) || reconnecting && is_login(err)) {
+            return Next::GiveUp;
+        }
+        let lost_at = *self.lost_at.get_or_insert(now);
+        let wait = backoff(self.attempts);
+        if now + wait > lost_at + self.limit {
+            return Next::GiveUp;
+        }
+        self.attempts += 1;
+        Next::Retry { wait, attempt: self.attempts }
+    }
+
+    /// How long the connection has been down, if it is.
+    pub fn down_for(&self, now: Instant) -> Option<Duration> {
+        self.lost_at.map(|at| now.saturating_duration_since(at))
+    }
+}
+
+/// 1, 2, 4, 8 s, then [`MAX_WAIT`].
+fn backoff(attempts: u32) -> Duration {
+    Duration::from_secs(1u64 << attempts.min(6)).min(MAX_WAIT)
+}
+
+/// Whether `err` means the connection was cut while the copy ran (not a refusal, a bad
+/// path, a full disk or a protocol error: those would fail again).
+pub fn is_interruption(err: &anyhow::Error) -> bool {
+    err.chain().any(|cause| {
+        if let Some(engine) = cause.downcast_ref::<EngineError>() {
+            return matches!(
+                engine,
+                EngineError::Link(LinkError::Lost(_) | LinkError::Io(_) | LinkError::Closed)
+                    | EngineError::PeerClosed { .. }
+            );
+        }
+        if let Some(link) = cause.downcast_ref::<LinkError>() {
+            return matches!(link, LinkError::Lost(_) | LinkError::Io(_) | LinkError::Closed);
+        }
+        false
+    })
+}
+
+/// Whether `err` is a failure to log in or start the remote soku (exit 255).
+fn is_login(err: &anyhow::Error) -> bool {
+    err.chain().any(|cause| cause.downcast_ref::<Exit>().is_some_and(|e| e.code == CONNECTION))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lost() -> anyhow::Error {
+        EngineError::PeerClosed { peer: "receiver", what: "confirming the copy" }.into()
+    }
+
+    #[test]
+    fn waits_grow_to_the_cap() {
+        let waits: Vec<u64> = (0..7).map(|n| backoff(n).as_secs()).collect();
+        assert_eq!(waits, [1, 2, 4, 8, 10, 10, 10]);
+    }
+
+    #[test]
+    fn an_interruption_is_retried_until_the_limit() {
+        let mut retry = Retry::new(Duration::from_secs(20));
+        let t0 = Instant::now();
+        assert_eq!(
+            retry.after_failure(&lost(), t0),
+            Next::Retry { wait: Duration::from_secs(1), attempt: 1 }
+        );
+        // The reconnect's login fails while the path is still down: retried too.
+        let down = Exit::connection("ssh: connect to host h port 22: Connection timed out");
+        let at = t0 + Duration::from_secs(1);
+        assert_eq!(
+            retry.after_failure(&down.into(), at),
+            Next::Retry { wait: Duration::from_secs(2), attempt: 2 }
+        );
+        let late = t0 + Duration::from_secs(15);
+        assert_eq!(retry.after_failure(&lost(), late), Next::GiveUp, "past 20 s");
+        assert_eq!(retry.down_for(late), Some(Duration::from_secs(15)));
+    }
+
+    #[test]
+    fn a_new_connection_starts_a_new_outage() {
+        let mut retry = Retry::new(Duration::from_secs(5));
+        let t0 = Instant::now();
+        assert!(matches!(retry.after_failure(&lost(), t0), Next::Retry { .. }));
+        retry.connected();
+        let later = t0 + Duration::from_secs(60);
+        assert_eq!(
+            retry.after_failure(&lost(), later),
+            Next::Retry { wait: Duration::from_secs(1), attempt: 1 }
+        );
+    }
+
+    #[test]
+    fn refusals_and_first_logins_are_not_retried() {
+        let t0 = Instant::now();
+        let remote: anyhow::Error = EngineError::Remote("disk full".into()).into();
+        assert_eq!(Retry::new(Duration::from_secs(60)).after_failure(&remote, t0), Next::GiveUp);
+        let login: anyhow::Error = Exit::connection("Permission denied (publickey)").into();
+        assert_eq!(Retry::new(Duration::from_secs(60)).after_failure(&login, t0), Next::GiveUp);
+        assert_eq!(Retry::new(Duration::ZERO).after_failure(&lost(), t0), Next::GiveUp);
+    }
+}
