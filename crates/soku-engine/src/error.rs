@@ -48,6 +48,10 @@ pub enum EngineError {
         /// The system's error.
         source: std::io::Error,
     },
+    /// The target's file system refused in a way that fails every file (full, quota,
+    /// read-only); the line names the path and what to do.
+    #[error("{0}")]
+    Target(String),
     /// The sources could not be walked.
     #[error("reading the sources: {0}")]
     Walk(std::io::Error),

@@ -33,6 +33,14 @@ pub enum TransferEvent {
         /// Why.
         message: String,
     },
+    /// The receiving side could not store a file (the sender hears it from the
+    /// receiver); the copy goes on.
+    TargetFailed {
+        /// The source, as the sender knows it.
+        source: String,
+        /// The receiver's line: its path, the problem, what to do.
+        message: String,
+    },
     /// A warning to show unless quiet.
     Warning(String),
     /// The connection was lost; the copy reconnects after `wait` and resumes.

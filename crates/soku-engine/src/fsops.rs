@@ -55,7 +55,7 @@ pub fn ensure_dir(root: &Path, local: &Path) -> std::io::Result<()> {
             "{} is a symbolic link: refusing to write through it",
             local.display()
         ))),
-        Ok(_) => Err(std::io::Error::other(format!("{}: not a directory", local.display()))),
+        Ok(_) => Err(std::io::Error::from_raw_os_error(libc::ENOTDIR)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => std::fs::create_dir(local),
         Err(e) => Err(e),
     }
@@ -73,7 +73,7 @@ pub fn create_temp(
 ) -> std::io::Result<File> {
     check_no_symlinks(root, local)?;
     if std::fs::symlink_metadata(local).is_ok_and(|md| md.is_dir()) {
-        return Err(std::io::Error::other(format!("{}: is a directory", local.display())));
+        return Err(std::io::Error::from_raw_os_error(libc::EISDIR));
     }
     let tmp = temp_path(local);
     let _ = std::fs::remove_file(&tmp);

@@ -16,13 +16,15 @@
 //! - [`codec`], [`compress_policy`], [`throttle`]: a chunk's bytes on the way out and in.
 //! - [`fsops`]: temporary files, safe directory creation, rename into place;
 //!   [`partial`]: what a resuming receiver already holds.
-//! - [`events`]: what a copy reports; [`error`]: what can end it.
+//! - [`events`]: what a copy reports; [`error`]: what can end it; [`failure`]: file-system
+//!   failures in words a person can act on.
 
 pub mod ahead;
 pub mod codec;
 pub mod compress_policy;
 pub mod error;
 pub mod events;
+pub mod failure;
 pub mod fsops;
 pub mod link;
 pub mod partial;

@@ -25,6 +25,7 @@ use tokio::task::JoinSet;
 
 use self::files::{TargetFile, TempFiles};
 use crate::events::{EventSink, TransferEvent};
+use crate::failure::{self, Action, Failure};
 use crate::link::{Inbound, Incoming, Link, Transport};
 use crate::partial::{self, Storage, Trailer};
 use crate::{codec, fsops, lock, CopyOptions, EngineError, Outcome};
@@ -200,13 +201,9 @@ async fn on_chunk(
     };
     let file = lock(&shared.files).get(&header.file).cloned();
     // The state machine accepts chunks only once the file is opened, and the file leaves
-    // `files` only when it settles, which needs this chunk first.
-    let Some(file) = file else {
-        return Err(EngineError::Internal(format!(
-            "chunk accepted for file {} with no open file",
-            header.file
-        )));
-    };
+    // `files` when it settles, which needs this chunk first, or when it fails (another
+    // chunk's write failed meanwhile): then this chunk goes nowhere.
+    let Some(file) = file else { return Ok(()) };
     let wire = std::mem::take(&mut chunk.wire);
     let this = shared.clone();
     let written = tokio::task::spawn_blocking(move || -> std::io::Result<Option<[u8; 32]>> {
@@ -224,15 +221,12 @@ async fn on_chunk(
         // Undecodable bytes fail the file as a hash mismatch would.
         Ok(hash) => lock(&shared.state).on_chunk_written(&header, hash.unwrap_or([0; 32]))?,
         Err(e) => {
-            let local = lock(&shared.state).on_file_failed(header.file);
-            match local {
-                Some(local) => FileOutcome::Failed {
-                    id: header.file,
-                    local,
-                    error: ProtoError::Violation(format!("write failed: {e}")),
-                },
-                None => FileOutcome::Pending,
+            let local = lock(&shared.state).open_path(header.file);
+            if let Some(local) = local {
+                let failure = failure::describe(&local, Action::Write, &e);
+                shared.store_failed(header.file, &local, failure).await?;
             }
+            FileOutcome::Pending
         }
     };
     shared.settle(outcome).await?;
@@ -287,10 +281,10 @@ impl Shared {
         match action {
             EntryAction::MakeDir { local } => {
                 let root = self.root.clone();
-                let path = local.display().to_string();
-                tokio::task::spawn_blocking(move || fsops::ensure_dir(&root, &local))
-                    .await?
-                    .map_err(|source| EngineError::Local { path, source })?;
+                let at = local.clone();
+                tokio::task::spawn_blocking(move || fsops::ensure_dir(&root, &at)).await?.map_err(
+                    |e| EngineError::Target(failure::describe(&local, Action::MakeDir, &e).message),
+                )?;
             }
             EntryAction::CreateFile { id, local, size, meta, chunks } => {
                 let made = if lock(&self.state).resumes() && chunks > 0 {
@@ -314,13 +308,8 @@ impl Shared {
                         }
                     }
                     Err(e) => {
-                        lock(&self.state).on_file_failed(id);
-                        let message = e.to_string();
-                        self.events.event(TransferEvent::FileFailed {
-                            path: local.display().to_string(),
-                            message: message.clone(),
-                        });
-                        self.tx.send_control(Message::FileFailed { file: id, message }).await?;
+                        let failure = failure::describe(&local, Action::Create, &e);
+                        self.store_failed(id, &local, failure).await?;
                     }
                 }
             }
@@ -400,6 +389,7 @@ impl Shared {
         match outcome {
             FileOutcome::Pending => {}
             FileOutcome::Ready(ready) => {
+                let ready_path = ready.local.display().to_string();
                 let file = lock(&self.files).remove(&ready.id);
                 let this = self.clone();
                 let result = tokio::task::spawn_blocking(move || {
@@ -424,14 +414,19 @@ impl Shared {
                         }
                         Err(e) => {
                             this.temps.discard(&ready.local);
-                            Err((ready.local, e.to_string()))
+                            Err(failure::describe(&ready.local, Action::Finish, &e))
                         }
                     }
                 })
                 .await?;
-                if let Err((local, message)) = result {
-                    let path = local.display().to_string();
-                    self.events.event(TransferEvent::FileFailed { path, message });
+                if let Err(failure) = result {
+                    if failure.ends_copy {
+                        return Err(EngineError::Target(failure.message));
+                    }
+                    self.events.event(TransferEvent::FileFailed {
+                        path: ready_path,
+                        message: failure.problem,
+                    });
                     *lock(&self.other_failures) += 1;
                 }
             }
@@ -447,6 +442,31 @@ impl Shared {
             }
         }
         Ok(())
+    }
+
+    /// File `id` could not be stored at `local`: fails it and tells the sender, or ends
+    /// the copy when every other file would fail the same way (its partial files are
+    /// kept for a resume).
+    async fn store_failed(
+        &self,
+        id: u32,
+        local: &Path,
+        failure: Failure,
+    ) -> Result<(), EngineError> {
+        if failure.ends_copy {
+            return Err(EngineError::Target(failure.message));
+        }
+        if lock(&self.state).on_file_failed(id).is_none() {
+            return Ok(());
+        }
+        lock(&self.files).remove(&id);
+        self.temps.discard(local);
+        self.events.event(TransferEvent::FileFailed {
+            path: local.display().to_string(),
+            message: failure.problem,
+        });
+        let message = failure.message;
+        Ok(self.tx.send_control(Message::FileFailed { file: id, message }).await?)
     }
 
     async fn maybe_report_progress(&self) -> Result<(), EngineError> {

@@ -316,8 +316,8 @@ impl Copy {
                 self.events.event(TransferEvent::Verified { bytes: verified_bytes });
             }
             Report::FileFailed { file, message } => {
-                let path = self.name(file);
-                self.events.event(TransferEvent::FileFailed { path, message });
+                let source = self.name(file);
+                self.events.event(TransferEvent::TargetFailed { source, message });
             }
             Report::Finished(totals) => {
                 self.events.event(TransferEvent::Verified { bytes: totals.bytes });

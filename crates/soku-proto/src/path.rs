@@ -89,6 +89,9 @@ impl Target {
     pub fn resolve(target: &Path, is_dir: bool, sources: u32) -> Result<Self, TargetError> {
         if is_dir {
             Ok(Target::IntoDir(target.to_path_buf()))
+        } else if target.as_os_str().as_encoded_bytes().ends_with(b"/") {
+            // `dir/` names a directory: never a file called `dir`.
+            Err(TargetError::NoSuchDirectory(target.to_path_buf()))
         } else if sources > 1 {
             Err(TargetError::NotADirectory(target.to_path_buf()))
         } else {
@@ -109,6 +112,14 @@ impl Target {
         Ok(out)
     }
 
+    /// [`Target::root`] when it does not exist (or is not a directory): nothing can land.
+    pub fn missing_root(&self) -> Option<PathBuf> {
+        let root = self.root();
+        // A bare name's root is the empty path: the working directory.
+        let dir = if root.as_os_str().is_empty() { Path::new(".") } else { root };
+        (!dir.is_dir()).then(|| root.to_path_buf())
+    }
+
     /// The directory that must already exist for this target (the parent of a new name).
     pub fn root(&self) -> &Path {
         match self {
@@ -124,6 +135,10 @@ pub enum TargetError {
     /// Several sources, but the target is not a directory.
     #[error("{0}: not a directory (several sources need an existing target directory)")]
     NotADirectory(PathBuf),
+    /// The target names a directory (by a final `/`, or as the parent of a new name)
+    /// that does not exist.
+    #[error("{0}: no such directory: create it first, or name an existing one")]
+    NoSuchDirectory(PathBuf),
 }
 
 /// The top-level names a receiver accepts from a sender it asked for `requested` sources.

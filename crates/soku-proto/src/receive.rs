@@ -474,6 +474,11 @@ impl Receiver {
         self.manifest_end.is_some() && self.open.is_empty()
     }
 
+    /// The local path of open file `id`.
+    pub fn open_path(&self, id: u32) -> Option<PathBuf> {
+        self.open.get(&id).map(|f| f.local.clone())
+    }
+
     /// Files still open, with their local paths (for cleanup after a fatal error).
     pub fn open_files(&self) -> impl Iterator<Item = (u32, &PathBuf)> {
         self.open.iter().map(|(id, f)| (*id, &f.local))

@@ -11,7 +11,7 @@ use soku_engine::link::Link;
 use soku_engine::{CopyOptions, Role};
 use soku_proto::chunk::DEFAULT_CHUNK_SIZE;
 use soku_proto::message::{Job, Message};
-use soku_proto::path::{NameFilter, Target};
+use soku_proto::path::{NameFilter, Target, TargetError};
 use soku_proto::receive::Receiver;
 use soku_transport::{Cipher, TransportOptions};
 
@@ -76,8 +76,8 @@ pub async fn run_with(args: CopyArgs, events: Arc<dyn EventSink>) -> anyhow::Res
             let is_dir = std::fs::metadata(path).is_ok_and(|md| md.is_dir());
             let count = u32::try_from(sources.len()).unwrap_or(u32::MAX);
             let target = Target::resolve(path, is_dir, count)?;
-            if !target.root().is_dir() {
-                anyhow::bail!("{}: No such directory", target.root().display());
+            if let Some(missing) = target.missing_root() {
+                return Err(TargetError::NoSuchDirectory(missing).into());
             }
             Some(target)
         }

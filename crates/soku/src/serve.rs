@@ -15,7 +15,7 @@ use anyhow::Context as _;
 use soku_proto::frame;
 use soku_proto::hello::{ClientHello, ServerHello, TransportChoice};
 use soku_proto::message::{Job, Message};
-use soku_proto::path::Target;
+use soku_proto::path::{Target, TargetError};
 use soku_proto::receive::Receiver;
 use soku_proto::{MAGIC, PROTOCOL_VERSIONS};
 use soku_transport::{ClientPin, Fingerprint, Identity, TransportOptions};
@@ -194,6 +194,9 @@ fn receive_role(target: &str, sources: u32, opts: CopyOptions) -> anyhow::Result
     let target = expand_home(target);
     let is_dir = std::fs::metadata(&target).is_ok_and(|md| md.is_dir());
     let target = Target::resolve(&target, is_dir, sources)?;
+    if let Some(missing) = target.missing_root() {
+        return Err(TargetError::NoSuchDirectory(missing).into());
+    }
     let root = target.root().to_path_buf();
     let receiver = Receiver::new(target, None, opts.recursive, opts.chunk_size)?;
     Ok(Role::Receive { receiver: Box::new(receiver), root })

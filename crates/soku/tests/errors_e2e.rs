@@ -143,7 +143,11 @@ fn download_into_a_missing_directory_fails_before_connecting() {
     let a = env.src().join("a");
     write(&a, b"a");
     let target = env.path("no/such/dir/name");
-    fails_with(env.soku().arg(env.remote(&a)).arg(&target), 1, &["No such directory"]);
+    fails_with(
+        env.soku().arg(env.remote(&a)).arg(&target),
+        1,
+        &["no/such/dir: no such directory: create it first"],
+    );
 }
 
 #[test]

@@ -28,6 +28,10 @@ enum Line<'a> {
         path: &'a str,
         message: &'a str,
     },
+    TargetFailed {
+        source: &'a str,
+        message: &'a str,
+    },
     Warning {
         message: &'a str,
     },
@@ -100,6 +104,7 @@ fn line(event: &TransferEvent) -> String {
         TransferEvent::Planned { files, bytes } => Line::Planned { files: *files, bytes: *bytes },
         TransferEvent::Verified { bytes } => Line::Verified { bytes: *bytes },
         TransferEvent::FileFailed { path, message } => Line::FileFailed { path, message },
+        TransferEvent::TargetFailed { source, message } => Line::TargetFailed { source, message },
         TransferEvent::Warning(message) => Line::Warning { message },
         TransferEvent::Reconnecting { reason, attempt, wait } => Line::Reconnecting {
             reason,

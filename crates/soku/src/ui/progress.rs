@@ -98,6 +98,9 @@ impl EventSink for ProgressMeter {
             TransferEvent::FileFailed { path, message } => {
                 self.line(&format!("soku: {path}: {message}"));
             }
+            TransferEvent::TargetFailed { message, .. } => {
+                self.line(&format!("soku: remote: {message}"));
+            }
             TransferEvent::Warning(message) => {
                 if !self.quiet {
                     self.line(&format!("soku: warning: {message}"));

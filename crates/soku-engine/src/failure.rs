@@ -1,0 +1,129 @@
+//! File-system failures in words a person can act on: which path, what went wrong, and
+//! what to do, on one line. The receiver's lines travel to the sender (and so to the user
+//! on either side) as they are; the side is added where they are shown.
+//!
+//! Some failures end the whole copy rather than one file ([`Failure::ends_copy`]): a full
+//! disk, a quota or a read-only file system would fail every file after this one too, so
+//! the copy stops at once and keeps what it holds for a resume.
+
+use std::io::ErrorKind;
+use std::path::Path;
+
+/// What the receiver was doing when the file system refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// Creating or opening the temporary file beside the target.
+    Create,
+    /// Writing received bytes.
+    Write,
+    /// Renaming the verified file into place (or setting its metadata).
+    Finish,
+    /// Creating a directory of the tree.
+    MakeDir,
+}
+
+/// A file-system failure, described.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    /// One line: the path, the problem, what to do.
+    pub message: String,
+    /// The same without the path (for a line that names the path already).
+    pub problem: String,
+    /// The failure will recur for every other file: stop the copy.
+    pub ends_copy: bool,
+}
+
+/// Describes `err`, met while doing `action` at `path`.
+pub fn describe(path: &Path, action: Action, err: &std::io::Error) -> Failure {
+    let shown = path.display();
+    let parent = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let resume = "then run the same command again to resume";
+    let (problem, ends_copy) = match (err.raw_os_error(), err.kind()) {
+        (Some(libc::ENOSPC), _) => {
+            (format!("no space left on the device: free some space, {resume}"), true)
+        }
+        (Some(libc::EDQUOT), _) => {
+            (format!("disk quota exceeded: free some space or raise the quota, {resume}"), true)
+        }
+        (Some(libc::EROFS), _) => {
+            ("read-only file system: choose a target on a writable file system".into(), true)
+        }
+        (Some(libc::EMFILE | libc::ENFILE), _) => {
+            (format!("too many open files: raise the limit (ulimit -n), {resume}"), true)
+        }
+        (Some(libc::ENOTDIR), _) => (
+            "a part of this path is a file, not a directory: remove or rename it, or choose \
+             another target"
+                .into(),
+            false,
+        ),
+        (Some(libc::EISDIR), _) => (
+            "a directory is in the way: remove or rename it, or choose another target".into(),
+            false,
+        ),
+        (_, ErrorKind::NotFound) if action != Action::Write => (
+            format!(
+                "the directory {} does not exist: create it first, or name an existing one",
+                parent.display()
+            ),
+            false,
+        ),
+        (_, ErrorKind::PermissionDenied) => (
+            format!("permission denied: check that {} is writable by this user", parent.display()),
+            false,
+        ),
+        _ => (crate::walk::describe(err), false),
+    };
+    let verb = match action {
+        Action::Create => "cannot create",
+        Action::Write => "cannot write",
+        Action::Finish => "cannot put in place",
+        Action::MakeDir => "cannot create the directory",
+    };
+    let problem = format!("{verb}: {problem}");
+    Failure { message: format!("{shown}: {problem}"), problem, ends_copy }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn os(code: i32) -> std::io::Error {
+        std::io::Error::from_raw_os_error(code)
+    }
+
+    #[test]
+    fn a_full_disk_ends_the_copy_and_says_how_to_go_on() {
+        let f = describe(Path::new("/mnt/t/big.bin"), Action::Write, &os(libc::ENOSPC));
+        assert_eq!(
+            f.message,
+            "/mnt/t/big.bin: cannot write: no space left on the device: free some space, \
+             then run the same command again to resume"
+        );
+        assert!(f.ends_copy);
+        assert!(describe(Path::new("q"), Action::Write, &os(libc::EDQUOT)).ends_copy);
+        assert!(describe(Path::new("q"), Action::Create, &os(libc::EROFS)).ends_copy);
+        assert!(describe(Path::new("q"), Action::Create, &os(libc::EMFILE)).ends_copy);
+    }
+
+    #[test]
+    fn a_missing_directory_is_named_not_the_file() {
+        let f = describe(Path::new("/srv/none/x.txt"), Action::Create, &os(libc::ENOENT));
+        assert_eq!(
+            f.message,
+            "/srv/none/x.txt: cannot create: the directory /srv/none does not exist: create \
+             it first, or name an existing one"
+        );
+        assert!(!f.ends_copy, "other files may go elsewhere");
+    }
+
+    #[test]
+    fn files_and_directories_in_the_way_are_told_apart() {
+        let dir = describe(Path::new("t/a"), Action::Create, &os(libc::EISDIR)).message;
+        assert!(dir.contains("a directory is in the way"), "{dir}");
+        let file = describe(Path::new("t/a/b"), Action::MakeDir, &os(libc::ENOTDIR)).message;
+        assert!(file.contains("is a file, not a directory"), "{file}");
+        let denied = describe(Path::new("t/a"), Action::Create, &os(libc::EACCES)).message;
+        assert!(denied.contains("permission denied: check that t is writable"), "{denied}");
+    }
+}
