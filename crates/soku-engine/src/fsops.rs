@@ -92,17 +92,23 @@ pub fn create_temp(
     Ok(file)
 }
 
-/// Cuts a partial file's trailer, applies metadata to the verified temporary file and
-/// renames it into place.
+/// Cuts a partial file's trailer, applies metadata to the verified temporary file, with
+/// `fsync` flushes its data to disk, and renames it into place. The flush comes before
+/// the rename, so a final name never holds data the disk does not have, whatever a power
+/// cut interrupts (docs/durability.md).
 pub fn finish_file(
     local: &Path,
     file: &File,
     size: u64,
     meta: &Meta,
     preserve: bool,
+    fsync: bool,
 ) -> std::io::Result<()> {
     if file.metadata()?.len() != size {
         file.set_len(size)?;
+    }
+    if fsync {
+        file.sync_data()?;
     }
     if preserve {
         file.set_permissions(std::fs::Permissions::from_mode(meta.mode & 0o7777))?;
@@ -177,7 +183,7 @@ mod tests {
         let file = create_temp(tmp.path(), &local, 3, 0o640, None).expect("created");
         assert!(!local.exists());
         let meta = Meta { mode: 0o640, mtime: 1_000_000_000, ..Meta::default() };
-        finish_file(&local, &file, 3, &meta, true).expect("finished");
+        finish_file(&local, &file, 3, &meta, true, true).expect("finished");
         let md = std::fs::metadata(&local).expect("exists");
         assert_eq!(md.len(), 3);
         assert_eq!(md.permissions().mode() & 0o777, 0o640);

@@ -45,6 +45,7 @@ struct Shared {
     tx: Arc<dyn Transport>,
     events: Arc<dyn EventSink>,
     preserve: bool,
+    fsync: bool,
     chunk_size: u32,
     last_progress: Mutex<Instant>,
     /// Files that failed where the state machine does not count them (the sender's
@@ -81,6 +82,7 @@ pub async fn run(
         tx: link.tx.clone(),
         events: events.clone(),
         preserve: opts.preserve,
+        fsync: opts.fsync,
         chunk_size: opts.chunk_size,
         last_progress: Mutex::new(Instant::now()),
         other_failures: Mutex::new(0),
@@ -301,6 +303,7 @@ impl Shared {
                 };
                 match made {
                     Ok((target, held)) => {
+                        let target = target.writing_back_early(self.fsync);
                         lock(&self.files).insert(id, Arc::new(target));
                         lock(&self.state).on_file_opened(id);
                         if let Some(prepared) = held {
@@ -404,6 +407,7 @@ impl Shared {
                             ready.size,
                             &ready.meta,
                             this.preserve,
+                            this.fsync,
                         ),
                         None => Err(std::io::Error::other("its temporary file is gone")),
                     };

@@ -29,6 +29,9 @@ pub struct CopyOptions {
     /// Continue what an interrupted copy left (on by default; `--no-resume` turns it
     /// off): see [`crate::partial`].
     pub resume: bool,
+    /// Flush each received file to disk before it takes its final name (on by default;
+    /// `--no-fsync` turns it off): see docs/durability.md.
+    pub fsync: bool,
 }
 
 impl CopyOptions {
@@ -42,14 +45,32 @@ impl CopyOptions {
             chunk_size: self.chunk_size,
             rate_limit_bps: self.rate_limit_bps,
             resume: self.resume,
+            fsync: self.fsync,
         }
     }
 
     /// The options a request carries, and its job.
     pub fn from_request(request: Request) -> (Job, CopyOptions) {
-        let Request { job, recursive, preserve, compress, chunk_size, rate_limit_bps, resume } =
-            request;
-        (job, CopyOptions { recursive, preserve, compress, chunk_size, rate_limit_bps, resume })
+        let Request {
+            job,
+            recursive,
+            preserve,
+            compress,
+            chunk_size,
+            rate_limit_bps,
+            resume,
+            fsync,
+        } = request;
+        let opts = CopyOptions {
+            recursive,
+            preserve,
+            compress,
+            chunk_size,
+            rate_limit_bps,
+            resume,
+            fsync,
+        };
+        (job, opts)
     }
 }
 

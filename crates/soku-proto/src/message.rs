@@ -23,6 +23,9 @@ pub struct Request {
     /// Continue interrupted copies: the receiver tells the sender which chunks of each
     /// file it already holds ([`Message::Held`]) and the sender sends only the rest.
     pub resume: bool,
+    /// The receiver flushes each file to disk before renaming it into place (see
+    /// docs/durability.md).
+    pub fsync: bool,
 }
 
 /// What the server does for the client.

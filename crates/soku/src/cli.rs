@@ -79,6 +79,11 @@ pub struct CopyArgs {
     #[arg(long = "no-resume")]
     pub no_resume: bool,
 
+    /// Do not flush each file to disk before it takes its final name (faster on slow
+    /// disks; after a power cut a final name may then hold a file with missing data).
+    #[arg(long = "no-fsync")]
+    pub no_fsync: bool,
+
     /// When the connection is lost, log in again and resume for up to this many seconds
     /// (0: give up at once, leaving what was copied for a later run to resume).
     #[arg(long = "retry-for", value_name = "SECONDS", default_value_t = 300)]

@@ -68,6 +68,7 @@ pub async fn run_with(args: CopyArgs, events: Arc<dyn EventSink>) -> anyhow::Res
         chunk_size: DEFAULT_CHUNK_SIZE,
         rate_limit_bps: transport.rate_limit_bps,
         resume: !args.no_resume,
+        fsync: !args.no_fsync,
     };
     // A download's target is checked before anything connects.
     let local_target = match &direction {

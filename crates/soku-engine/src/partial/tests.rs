@@ -100,7 +100,7 @@ fn a_complete_file_at_the_final_name_is_held_in_place_until_written() {
 
     let temp = copy_final_to_temp(dir.path(), &local, trailer, 0o644).expect("copied");
     assert_eq!(Trailer::read_from(&temp).expect("read"), Some(trailer));
-    fsops::finish_file(&local, &temp, size, &meta(5), false).expect("finished");
+    fsops::finish_file(&local, &temp, size, &meta(5), false, false).expect("finished");
     assert_eq!(std::fs::read(&local).expect("read"), bytes, "the trailer was cut");
 
     let other = Trailer::new(size + 1, &meta(5));

@@ -26,6 +26,9 @@ pub(super) struct TargetFile {
     from_final: Option<FromFinal>,
     /// The temporary file was created empty now: all-zero chunks need not be written.
     fresh: bool,
+    /// Start the disk writes of each chunk at once (the file is flushed before its
+    /// rename).
+    write_back_early: bool,
 }
 
 struct FromFinal {
@@ -38,14 +41,31 @@ struct FromFinal {
 impl TargetFile {
     /// Chunks go to `file`; `fresh` if it was created empty for this copy.
     pub(super) fn new(file: File, fresh: bool) -> Self {
-        TargetFile { storage: Mutex::new(Some(file)), from_final: None, fresh }
+        TargetFile {
+            storage: Mutex::new(Some(file)),
+            from_final: None,
+            fresh,
+            write_back_early: false,
+        }
     }
 
     /// The held chunks are in the file at the final name `local`.
     pub(super) fn in_final(root: &Path, local: &Path, trailer: Trailer, mode: u32) -> Self {
         let from_final =
             FromFinal { root: root.to_path_buf(), local: local.to_path_buf(), trailer, mode };
-        TargetFile { storage: Mutex::new(None), from_final: Some(from_final), fresh: false }
+        TargetFile {
+            storage: Mutex::new(None),
+            from_final: Some(from_final),
+            fresh: false,
+            write_back_early: false,
+        }
+    }
+
+    /// Starts the disk writes of each chunk as soon as it is written (when the file is
+    /// flushed before its rename).
+    pub(super) fn writing_back_early(mut self, on: bool) -> Self {
+        self.write_back_early = on;
+        self
     }
 
     /// Writes a chunk's verified plain bytes at `offset`.
@@ -71,7 +91,19 @@ impl TargetFile {
             }
         }
         match storage.as_ref() {
-            Some(file) => file.write_all_at(plain, offset),
+            Some(file) => {
+                file.write_all_at(plain, offset)?;
+                if self.write_back_early {
+                    // Starts writing these pages to disk now (and lets the kernel drop
+                    // them once clean), so the flush before the rename finds little
+                    // left to do: 1 GiB to ext4, fsync without this 2.2 s, with it
+                    // 1.4 s, no fsync 1.35 s (docs/durability.md). Advice only: a
+                    // refusal changes nothing.
+                    let len = std::num::NonZeroU64::new(plain.len() as u64);
+                    let _ = rustix::fs::fadvise(file, offset, len, rustix::fs::Advice::DontNeed);
+                }
+                Ok(())
+            }
             None => Err(std::io::Error::other("no file to write into")),
         }
     }

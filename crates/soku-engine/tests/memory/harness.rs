@@ -24,6 +24,7 @@ pub fn options(recursive: bool) -> CopyOptions {
         chunk_size: SMALL_CHUNKS,
         rate_limit_bps: None,
         resume: true,
+        fsync: true,
     }
 }
 

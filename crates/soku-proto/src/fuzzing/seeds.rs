@@ -46,6 +46,7 @@ fn messages() -> Vec<Message> {
         chunk_size: 1 << 20,
         rate_limit_bps: Some(8_000_000),
         resume: true,
+        fsync: true,
     };
     vec![
         Message::Request(request(Job::Receive { target: "backup/".into(), sources: 2 })),

@@ -68,6 +68,7 @@ pub async fn run(args: TunnelArgs) -> anyhow::Result<()> {
             chunk_size: DEFAULT_CHUNK_SIZE,
             rate_limit_bps: None,
             resume: false,
+            fsync: false,
         }))
         .await?;
     eprintln!(
