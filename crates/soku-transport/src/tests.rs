@@ -340,3 +340,40 @@ async fn mtu_discovery_rises_above_ethernet_on_loopback() {
     // Above 6 550 bytes, a batch of 10 exceeds one UDP send: this exercises `gso.rs`.
     assert!(mtu > 6550, "path MTU {mtu}: loopback should reach the loopback bound");
 }
+
+/// NAT rebinding: the client's address changes under a running transfer (its NAT
+/// gives it a new port, or it moves to another network). The server takes the new
+/// address after validating it (RFC 9000 §9) and the transfer completes intact.
+#[tokio::test]
+async fn a_transfer_survives_the_client_address_changing() {
+    let (s, c) = (Identity::generate().unwrap(), Identity::generate().unwrap());
+    let o = opts(None);
+    let p = pair(&s, c.fingerprint(), &c, s.fingerprint(), &o, &o);
+    let (client, server) = handshake(&p).await;
+    let (client, server) = (client.unwrap(), server.unwrap());
+    let before = server.remote_address();
+    let payload: Vec<u8> = (0..16u32 << 20).map(|i| (i % 251) as u8).collect();
+    let expected = payload.clone();
+    let sending = tokio::spawn({
+        let client = client.clone();
+        async move {
+            let mut send = client.open_uni().await.unwrap();
+            send.write_all(&payload).await.unwrap();
+            send.finish().unwrap();
+            let _ = send.stopped().await;
+        }
+    });
+    let mut recv = timed(server.accept_uni()).await.unwrap();
+    let mut got = vec![0u8; 4 << 20];
+    timed(recv.read_exact(&mut got)).await.unwrap();
+    // A quarter through: the client's packets now come from a new port.
+    let socket = std::net::UdpSocket::bind(loopback()).unwrap();
+    let moved_to = socket.local_addr().unwrap();
+    p.client.rebind(socket).unwrap();
+    let rest = timed(recv.read_to_end(usize::MAX)).await.unwrap();
+    got.extend_from_slice(&rest);
+    timed(sending).await.unwrap();
+    assert!(got == expected, "the bytes arrived intact");
+    assert_ne!(before.port(), moved_to.port());
+    assert_eq!(server.remote_address(), moved_to, "the server follows the new address");
+}

@@ -14,6 +14,8 @@ use std::process::{Command, Output};
 
 use soku_testkit::{describe, Sshd};
 
+pub mod procs;
+
 /// One test's world: a running sshd and a temp dir holding `src/`, `dst/` and whatever
 /// else the test makes.
 pub struct Env {
