@@ -57,6 +57,12 @@ pub fn describe(path: &Path, action: Action, err: &std::io::Error) -> Failure {
                 .into(),
             false,
         ),
+        (Some(libc::ELOOP), _) => (
+            "a symbolic link is in the way: soku writes only through directories it can \
+             trust; remove the link or choose another target"
+                .into(),
+            false,
+        ),
         (Some(libc::EISDIR), _) => (
             "a directory is in the way: remove or rename it, or choose another target".into(),
             false,

@@ -1,148 +1,280 @@
 //! File-system work of the receiver, done so that nothing lands outside the target and no
 //! final name ever holds a partial file.
 //!
+//! - Every path below the target directory is resolved by the kernel from a descriptor
+//!   of that directory, opened once ([`TargetDir`]): `openat2` with `RESOLVE_BENEATH |
+//!   RESOLVE_NO_SYMLINKS` (Linux 5.6), else a walk of `openat(O_NOFOLLOW)` one component
+//!   at a time. There is no window between checking a path and using it: a local process
+//!   that swaps a directory for a symlink mid-copy makes that file fail, never a write
+//!   outside the target.
 //! - Data goes to a temporary name beside the final one (`.NAME.soku-part`); only a
-//!   verified file is renamed into place, and `rename` replaces a symlink at the final
-//!   name instead of following it.
-//! - Directories below the target root are created by us; a symlink found at a path we
-//!   are about to create or enter is refused, so a peer cannot steer writes elsewhere.
+//!   verified file is renamed into place (`renameat` within one directory descriptor),
+//!   and the rename replaces a symlink at the final name instead of following it.
 
-use std::fs::{File, FileTimes, OpenOptions};
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-use std::path::{Path, PathBuf};
+use std::ffi::{OsStr, OsString};
+use std::fs::{File, FileTimes};
+use std::io::ErrorKind;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Component, Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use rustix::fd::OwnedFd;
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags};
+use rustix::io::Errno;
 use soku_proto::manifest::Meta;
 
 use crate::partial::Trailer;
 
 /// The temporary name for a file being received.
 pub fn temp_path(local: &Path) -> PathBuf {
-    let name = local.file_name().map(|n| n.to_string_lossy()).unwrap_or_default();
-    local.with_file_name(format!(".{name}.soku-part"))
+    local.with_file_name(temp_name(local.file_name().unwrap_or_default()))
 }
 
-/// Refuses `local` if any existing component between `root` and `local` (excluding `root`
-/// itself, which the user named) is a symlink.
-pub fn check_no_symlinks(root: &Path, local: &Path) -> std::io::Result<()> {
-    let Ok(below) = local.strip_prefix(root) else {
-        return Err(std::io::Error::other(format!("{} is outside the target", local.display())));
-    };
-    let mut at = root.to_path_buf();
-    for part in below.components() {
-        at.push(part);
-        match std::fs::symlink_metadata(&at) {
-            Ok(md) if md.file_type().is_symlink() && at != local => {
-                return Err(std::io::Error::other(format!(
-                    "{} is a symbolic link: refusing to write through it",
-                    at.display()
-                )))
-            }
-            Ok(_) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => break,
-            Err(e) => return Err(e),
+fn temp_name(name: &OsStr) -> OsString {
+    let mut out = OsString::from(".");
+    out.push(name);
+    out.push(".soku-part");
+    out
+}
+
+/// The target directory of a copy, opened once: everything below it is reached through
+/// this descriptor.
+#[derive(Debug)]
+pub struct TargetDir {
+    fd: OwnedFd,
+    path: PathBuf,
+}
+
+/// A directory below the target, opened, and a name in it.
+struct Entry {
+    dir: OwnedFd,
+    name: OsString,
+}
+
+impl Entry {
+    fn temp(&self) -> OsString {
+        temp_name(&self.name)
+    }
+
+    fn stat(&self) -> std::io::Result<Option<FileType>> {
+        match rustix::fs::statat(&self.dir, self.name.as_os_str(), AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(st) => Ok(Some(FileType::from_raw_mode(st.st_mode))),
+            Err(Errno::NOENT) => Ok(None),
+            Err(e) => Err(e.into()),
         }
     }
-    Ok(())
 }
 
-/// Makes sure `local` is a directory we may write into (not a symlink).
-pub fn ensure_dir(root: &Path, local: &Path) -> std::io::Result<()> {
-    check_no_symlinks(root, local)?;
-    match std::fs::symlink_metadata(local) {
-        Ok(md) if md.is_dir() => Ok(()),
-        Ok(md) if md.file_type().is_symlink() => Err(std::io::Error::other(format!(
-            "{} is a symbolic link: refusing to write through it",
-            local.display()
-        ))),
-        Ok(_) => Err(std::io::Error::from_raw_os_error(libc::ENOTDIR)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => std::fs::create_dir(local),
-        Err(e) => Err(e),
+impl TargetDir {
+    /// Opens the target directory `root` (the user named it: a symlink there is
+    /// followed, as scp does).
+    pub fn open(root: &Path) -> std::io::Result<TargetDir> {
+        let dir = if root.as_os_str().is_empty() { Path::new(".") } else { root };
+        let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        let fd = rustix::fs::open(dir, flags, Mode::empty())?;
+        Ok(TargetDir { fd, path: root.to_path_buf() })
+    }
+
+    /// The target directory's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Opens the directory `rel` below the target (`.` for the target itself), never
+    /// through a symlink and never outside.
+    fn open_dir(&self, rel: &Path, flags: OFlags) -> std::io::Result<OwnedFd> {
+        let flags = flags | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        let resolve = ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS;
+        let rel = if rel.as_os_str().is_empty() { Path::new(".") } else { rel };
+        match rustix::fs::openat2(&self.fd, rel, flags, Mode::empty(), resolve) {
+            // Kernels before 5.6 (ENOSYS), or a sandbox that filters the call (EPERM).
+            Err(Errno::NOSYS | Errno::PERM) => self.walk_dir(rel, flags),
+            // A symlink, or a way out of the target: the same refusal either way.
+            Err(Errno::XDEV) => Err(Errno::LOOP.into()),
+            other => Ok(other?),
+        }
+    }
+
+    /// [`Self::open_dir`] one component at a time, without following a symlink.
+    fn walk_dir(&self, rel: &Path, flags: OFlags) -> std::io::Result<OwnedFd> {
+        let step = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let mut fd = rustix::fs::openat(&self.fd, ".", step, Mode::empty())?;
+        for part in rel.components() {
+            match part {
+                Component::CurDir => {}
+                Component::Normal(name) => {
+                    // A symlink opened with O_PATH | O_NOFOLLOW is the link itself,
+                    // which O_DIRECTORY refuses (ENOTDIR).
+                    fd = rustix::fs::openat(&fd, name, step, Mode::empty()).map_err(|e| {
+                        if e == Errno::NOTDIR && self.is_symlink(&fd, name) {
+                            Errno::LOOP
+                        } else {
+                            e
+                        }
+                    })?;
+                }
+                _ => return Err(Errno::LOOP.into()),
+            }
+        }
+        Ok(rustix::fs::openat(&fd, ".", flags, Mode::empty())?)
+    }
+
+    fn is_symlink(&self, dir: &OwnedFd, name: &OsStr) -> bool {
+        rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)
+            .is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::Symlink)
+    }
+
+    /// The directory holding `local` and its name there.
+    fn entry(&self, local: &Path) -> std::io::Result<Entry> {
+        let rel = local.strip_prefix(&self.path).map_err(|_| {
+            std::io::Error::other(format!("{} is outside the target", local.display()))
+        })?;
+        let name = rel
+            .file_name()
+            .ok_or_else(|| std::io::Error::other(format!("{} names no file", local.display())))?;
+        let parent = rel.parent().unwrap_or(Path::new(""));
+        let dir = self.open_dir(parent, OFlags::PATH)?;
+        Ok(Entry { dir, name: name.to_os_string() })
+    }
+
+    /// Makes sure `local` is a directory we may write into (creating it if needed; a
+    /// symlink there is refused).
+    pub fn ensure_dir(&self, local: &Path) -> std::io::Result<()> {
+        let entry = self.entry(local)?;
+        match entry.stat()? {
+            Some(FileType::Directory) => Ok(()),
+            Some(FileType::Symlink) => Err(Errno::LOOP.into()),
+            Some(_) => Err(Errno::NOTDIR.into()),
+            None => {
+                match rustix::fs::mkdirat(&entry.dir, entry.name.as_os_str(), Mode::from(0o777)) {
+                    Err(Errno::EXIST) if entry.stat()? == Some(FileType::Directory) => Ok(()),
+                    other => Ok(other?),
+                }
+            }
+        }
+    }
+
+    /// Creates the temporary file for `local`, sized to `size`, with the partial-file
+    /// `trailer` after it when resuming is on ([`crate::partial`]). The mode is the
+    /// sender's permission bits, to which the kernel applies our umask, as scp does.
+    pub fn create_temp(
+        &self,
+        local: &Path,
+        size: u64,
+        mode: u32,
+        trailer: Option<&Trailer>,
+    ) -> std::io::Result<File> {
+        let entry = self.entry(local)?;
+        if entry.stat()? == Some(FileType::Directory) {
+            return Err(Errno::ISDIR.into());
+        }
+        let temp = entry.temp();
+        let _ = rustix::fs::unlinkat(&entry.dir, temp.as_os_str(), AtFlags::empty());
+        // Readable too: a resumed copy hashes what an earlier run wrote.
+        let flags =
+            OFlags::RDWR | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let mode = Mode::from((mode & 0o777) | 0o600);
+        let file = File::from(rustix::fs::openat(&entry.dir, temp.as_os_str(), flags, mode)?);
+        match trailer {
+            Some(trailer) => trailer.write_to(&file)?,
+            None => file.set_len(size)?,
+        }
+        Ok(file)
+    }
+
+    /// Opens the temporary file of `local` for reading and writing, if it is a regular
+    /// file.
+    pub fn open_temp(&self, local: &Path) -> std::io::Result<Option<File>> {
+        let entry = self.entry(local)?;
+        open_regular(&entry.dir, &entry.temp(), OFlags::RDWR)
+    }
+
+    /// Opens the file at the final name `local` for reading, if it is a regular file.
+    pub fn open_final(&self, local: &Path) -> std::io::Result<Option<File>> {
+        let entry = self.entry(local)?;
+        open_regular(&entry.dir, &entry.name, OFlags::RDONLY)
+    }
+
+    /// Cuts a partial file's trailer, applies metadata to the verified temporary file,
+    /// with `fsync` flushes its data to disk, and renames it into place. The flush
+    /// comes before the rename, so a final name never holds data the disk does not
+    /// have, whatever a power cut interrupts (docs/durability.md).
+    pub fn finish_file(
+        &self,
+        local: &Path,
+        file: &File,
+        size: u64,
+        meta: &Meta,
+        preserve: bool,
+        fsync: bool,
+    ) -> std::io::Result<()> {
+        if file.metadata()?.len() != size {
+            file.set_len(size)?;
+        }
+        if fsync {
+            file.sync_data()?;
+        }
+        if preserve {
+            file.set_permissions(std::fs::Permissions::from_mode(meta.mode & 0o7777))?;
+            file.set_times(times(meta))?;
+        } else {
+            // The temp file had owner write added so we could fill it; give the
+            // sender's bits back (the umask already applied at creation).
+            let current = file.metadata()?.permissions().mode() & 0o777;
+            let wanted = current & (meta.mode | !0o600);
+            file.set_permissions(std::fs::Permissions::from_mode(wanted))?;
+        }
+        let entry = self.entry(local)?;
+        let temp = entry.temp();
+        rustix::fs::renameat(&entry.dir, temp.as_os_str(), &entry.dir, entry.name.as_os_str())?;
+        Ok(())
+    }
+
+    /// A file found complete at its final name: with `-p` its metadata is set as for a
+    /// file received; without, it is left as it is (as scp leaves an overwritten file's
+    /// mode).
+    pub fn finish_in_place(
+        &self,
+        local: &Path,
+        meta: &Meta,
+        preserve: bool,
+    ) -> std::io::Result<()> {
+        if preserve {
+            let Some(file) = self.open_final(local)? else {
+                return Err(std::io::Error::from(ErrorKind::NotFound));
+            };
+            file.set_permissions(std::fs::Permissions::from_mode(meta.mode & 0o7777))?;
+            file.set_times(times(meta))?;
+        }
+        Ok(())
+    }
+
+    /// Applies directory metadata (with `-p`).
+    pub fn finish_dir(&self, local: &Path, meta: &Meta) -> std::io::Result<()> {
+        let rel = local.strip_prefix(&self.path).unwrap_or(local);
+        let dir = File::from(self.open_dir(rel, OFlags::RDONLY)?);
+        dir.set_permissions(std::fs::Permissions::from_mode(meta.mode & 0o7777))?;
+        dir.set_times(times(meta))
+    }
+
+    /// Removes the temporary file of `local`, if there is one.
+    pub fn discard(&self, local: &Path) {
+        if let Ok(entry) = self.entry(local) {
+            let _ = rustix::fs::unlinkat(&entry.dir, entry.temp().as_os_str(), AtFlags::empty());
+        }
     }
 }
 
-/// Creates the temporary file for `local`, sized to `size`, with the partial-file
-/// `trailer` after it when resuming is on ([`crate::partial`]). The mode is the sender's
-/// permission bits, to which the kernel applies our umask, as scp does.
-pub fn create_temp(
-    root: &Path,
-    local: &Path,
-    size: u64,
-    mode: u32,
-    trailer: Option<&Trailer>,
-) -> std::io::Result<File> {
-    check_no_symlinks(root, local)?;
-    if std::fs::symlink_metadata(local).is_ok_and(|md| md.is_dir()) {
-        return Err(std::io::Error::from_raw_os_error(libc::EISDIR));
-    }
-    let tmp = temp_path(local);
-    let _ = std::fs::remove_file(&tmp);
-    // Readable too: a resumed copy hashes what an earlier run wrote.
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create_new(true)
-        .mode((mode & 0o777) | 0o600)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(&tmp)?;
-    match trailer {
-        Some(trailer) => trailer.write_to(&file)?,
-        None => file.set_len(size)?,
-    }
-    Ok(file)
-}
-
-/// Cuts a partial file's trailer, applies metadata to the verified temporary file, with
-/// `fsync` flushes its data to disk, and renames it into place. The flush comes before
-/// the rename, so a final name never holds data the disk does not have, whatever a power
-/// cut interrupts (docs/durability.md).
-pub fn finish_file(
-    local: &Path,
-    file: &File,
-    size: u64,
-    meta: &Meta,
-    preserve: bool,
-    fsync: bool,
-) -> std::io::Result<()> {
-    if file.metadata()?.len() != size {
-        file.set_len(size)?;
-    }
-    if fsync {
-        file.sync_data()?;
-    }
-    if preserve {
-        file.set_permissions(std::fs::Permissions::from_mode(meta.mode & 0o7777))?;
-        file.set_times(times(meta))?;
-    } else {
-        // The temp file had owner write added so we could fill it; give the sender's
-        // bits back (the umask already applied at creation).
-        let current = file.metadata()?.permissions().mode() & 0o777;
-        let wanted = current & (meta.mode | !0o600);
-        file.set_permissions(std::fs::Permissions::from_mode(wanted))?;
-    }
-    std::fs::rename(temp_path(local), local)
-}
-
-/// A file found complete at its final name: with `-p` its metadata is set as for a file
-/// received; without, it is left as it is (as scp leaves an overwritten file's mode).
-pub fn finish_in_place(local: &Path, meta: &Meta, preserve: bool) -> std::io::Result<()> {
-    if preserve {
-        let file = OpenOptions::new().write(true).custom_flags(libc::O_NOFOLLOW).open(local)?;
-        file.set_permissions(std::fs::Permissions::from_mode(meta.mode & 0o7777))?;
-        file.set_times(times(meta))?;
-    }
-    Ok(())
-}
-
-/// Applies directory metadata (with `-p`).
-pub fn finish_dir(local: &Path, meta: &Meta) -> std::io::Result<()> {
-    std::fs::set_permissions(local, std::fs::Permissions::from_mode(meta.mode & 0o7777))?;
-    File::open(local)?.set_times(times(meta))
-}
-
-/// Removes the temporary file of a failed transfer.
-pub fn discard(local: &Path) {
-    let _ = std::fs::remove_file(temp_path(local));
+/// Opens `name` in `dir` if it is a regular file (not a symlink); `None` if nothing, or
+/// something else, is there.
+fn open_regular(dir: &OwnedFd, name: &OsStr, access: OFlags) -> std::io::Result<Option<File>> {
+    let flags = access | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+    let file = match rustix::fs::openat(dir, name, flags, Mode::empty()) {
+        Ok(fd) => File::from(fd),
+        Err(Errno::NOENT | Errno::LOOP) => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    Ok(file.metadata()?.is_file().then_some(file))
 }
 
 fn times(meta: &Meta) -> FileTimes {
@@ -161,33 +293,4 @@ fn at(secs: i64, nsec: u32) -> SystemTime {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_symlinked_directory_below_the_root_is_refused() {
-        let tmp = tempfile::tempdir().expect("tempdir");
-        let outside = tempfile::tempdir().expect("tempdir");
-        let root = tmp.path();
-        std::os::unix::fs::symlink(outside.path(), root.join("link")).expect("symlink");
-        let err = create_temp(root, &root.join("link/x"), 1, 0o644, None).expect_err("refused");
-        assert!(err.to_string().contains("symbolic link"), "{err}");
-        assert!(ensure_dir(root, &root.join("link")).is_err());
-        assert_eq!(std::fs::read_dir(outside.path()).expect("read").count(), 0);
-    }
-
-    #[test]
-    fn a_file_appears_under_its_name_only_when_finished() {
-        let tmp = tempfile::tempdir().expect("tempdir");
-        let local = tmp.path().join("f");
-        let file = create_temp(tmp.path(), &local, 3, 0o640, None).expect("created");
-        assert!(!local.exists());
-        let meta = Meta { mode: 0o640, mtime: 1_000_000_000, ..Meta::default() };
-        finish_file(&local, &file, 3, &meta, true, true).expect("finished");
-        let md = std::fs::metadata(&local).expect("exists");
-        assert_eq!(md.len(), 3);
-        assert_eq!(md.permissions().mode() & 0o777, 0o640);
-        assert_eq!(md.modified().expect("mtime"), at(1_000_000_000, 0));
-        assert!(!temp_path(&local).exists());
-    }
-}
+mod tests;

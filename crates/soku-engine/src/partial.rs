@@ -24,9 +24,9 @@
 //! file a hole is a chunk not yet received, so it is not claimed; in a complete file it
 //! is a run of zeros, and hashes as one.
 
-use std::fs::{File, OpenOptions};
-use std::io::{ErrorKind, Read};
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::fs::File;
+use std::io::Read;
+use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -35,7 +35,7 @@ use soku_proto::manifest::Meta;
 use soku_proto::message::{HeldBase, HeldChunk};
 
 use crate::codec::read_exact_at;
-use crate::fsops;
+use crate::fsops::{self, TargetDir};
 
 /// Bytes of the trailer after a partial file's data.
 pub const TRAILER_LEN: u64 = 40;
@@ -135,16 +135,15 @@ pub struct Prepared {
 /// Finds what is held of the file at `local` (with resume) and prepares its storage.
 /// `plan` cuts the file as the sender does.
 pub fn prepare(
-    root: &Path,
+    dir: &TargetDir,
     local: &Path,
     trailer: Trailer,
     plan: ChunkPlan,
     mode: u32,
 ) -> std::io::Result<Prepared> {
-    fsops::check_no_symlinks(root, local)?;
     let mut restarted = None;
     let temp = fsops::temp_path(local);
-    if let Some(file) = open_regular(&temp, true)? {
+    if let Some(file) = dir.open_temp(local)? {
         lock_exclusive(&file, &temp)?;
         match Trailer::read_from(&file)? {
             Some(found) => match found.differs_from(&trailer) {
@@ -164,7 +163,7 @@ pub fn prepare(
         }
     }
     if restarted.is_none() {
-        if let Some(file) = open_regular(local, false)? {
+        if let Some(file) = dir.open_final(local)? {
             if file.metadata()?.len() == trailer.size {
                 let held = hash_held(&file, plan, true)?;
                 return Ok(Prepared {
@@ -175,7 +174,7 @@ pub fn prepare(
             }
         }
     }
-    let file = fsops::create_temp(root, local, trailer.size, mode, Some(&trailer))?;
+    let file = dir.create_temp(local, trailer.size, mode, Some(&trailer))?;
     lock_exclusive(&file, &temp)?;
     let base = match restarted {
         Some(reason) => HeldBase::Restarted { reason },
@@ -187,27 +186,21 @@ pub fn prepare(
 /// Copies the file at the final name `local` (held chunks, [`Storage::FinalFile`]) to a
 /// new partial file, and returns it open for writing.
 pub fn copy_final_to_temp(
-    root: &Path,
+    dir: &TargetDir,
     local: &Path,
     trailer: Trailer,
     mode: u32,
 ) -> std::io::Result<File> {
-    let Some(mut from) = open_regular(local, false)? else {
-        return Err(std::io::Error::other(format!(
-            "{} changed while it was being updated",
-            local.display()
-        )));
-    };
-    let mut temp = fsops::create_temp(root, local, trailer.size, mode, None)?;
+    let changed =
+        || std::io::Error::other(format!("{} changed while it was being updated", local.display()));
+    let Some(mut from) = dir.open_final(local)? else { return Err(changed()) };
+    let mut temp = dir.create_temp(local, trailer.size, mode, None)?;
     lock_exclusive(&temp, &fsops::temp_path(local))?;
     // std's copy uses copy_file_range on Linux: no bytes through user space, and a
     // reflink where the file system offers one.
     let copied = std::io::copy(&mut (&mut from).take(trailer.size), &mut temp)?;
     if copied != trailer.size {
-        return Err(std::io::Error::other(format!(
-            "{} changed while it was being updated",
-            local.display()
-        )));
+        return Err(changed());
     }
     trailer.write_to(&temp)?;
     Ok(temp)
@@ -238,23 +231,6 @@ fn lock_exclusive(file: &File, path: &Path) -> std::io::Result<()> {
             Err(e) => return Err(e.into()),
         }
     }
-}
-
-/// Opens `path` if it is a regular file (not a symlink); `None` if nothing is there.
-fn open_regular(path: &Path, write: bool) -> std::io::Result<Option<File>> {
-    let opened = OpenOptions::new()
-        .read(true)
-        .write(write)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(path);
-    let file = match opened {
-        Ok(file) => file,
-        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
-        // A symlink (ELOOP) or something we may not open is not ours to resume from.
-        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Ok(None),
-        Err(e) => return Err(e),
-    };
-    Ok(file.metadata()?.is_file().then_some(file))
 }
 
 /// Hashes every chunk of `file` that holds data; chunks wholly in a hole are skipped, or

@@ -26,9 +26,10 @@ use tokio::task::JoinSet;
 use self::files::{TargetFile, TempFiles};
 use crate::events::{EventSink, TransferEvent};
 use crate::failure::{self, Action, Failure};
+use crate::fsops::TargetDir;
 use crate::link::{Inbound, Incoming, Link, Transport};
 use crate::partial::{self, Storage, Trailer};
-use crate::{codec, fsops, lock, CopyOptions, EngineError, Outcome};
+use crate::{codec, lock, CopyOptions, EngineError, Outcome};
 
 /// How often the receiver reports verified bytes to the sender.
 const PROGRESS_EVERY: Duration = Duration::from_millis(100);
@@ -36,7 +37,7 @@ const PROGRESS_EVERY: Duration = Duration::from_millis(100);
 /// What the receiver's tasks share.
 struct Shared {
     state: Mutex<Receiver>,
-    root: PathBuf,
+    dir: Arc<TargetDir>,
     files: Mutex<HashMap<u32, Arc<TargetFile>>>,
     temps: TempFiles,
     /// Bumped whenever an entry is handled: chunks that arrived before their file's
@@ -73,11 +74,19 @@ pub async fn run(
 ) -> Result<Outcome, EngineError> {
     let (announced, _) = watch::channel(0u64);
     let receiver = receiver.with_resume(opts.resume);
+    let dir = TargetDir::open(&root).map_err(|e| {
+        let problem = crate::walk::describe(&e);
+        EngineError::Target(format!(
+            "{}: cannot open the target directory: {problem}",
+            root.display()
+        ))
+    })?;
+    let dir = Arc::new(dir);
     let shared = Arc::new(Shared {
         state: Mutex::new(receiver),
-        root,
+        dir: dir.clone(),
         files: Mutex::default(),
-        temps: TempFiles::new(opts.resume),
+        temps: TempFiles::new(dir, opts.resume),
         announced,
         tx: link.tx.clone(),
         events: events.clone(),
@@ -148,7 +157,7 @@ async fn receive_all(
     if opts.preserve {
         let dirs = lock(&shared.state).directories().to_vec();
         for (local, meta) in dirs.iter().rev() {
-            if let Err(e) = fsops::finish_dir(local, meta) {
+            if let Err(e) = shared.dir.finish_dir(local, meta) {
                 events.event(TransferEvent::Warning(format!("{}: {e}", local.display())));
             }
         }
@@ -282,11 +291,10 @@ impl Shared {
         let action = lock(&self.state).on_entry(entry)?;
         match action {
             EntryAction::MakeDir { local } => {
-                let root = self.root.clone();
-                let at = local.clone();
-                tokio::task::spawn_blocking(move || fsops::ensure_dir(&root, &at)).await?.map_err(
-                    |e| EngineError::Target(failure::describe(&local, Action::MakeDir, &e).message),
-                )?;
+                let (dir, at) = (self.dir.clone(), local.clone());
+                tokio::task::spawn_blocking(move || dir.ensure_dir(&at)).await?.map_err(|e| {
+                    EngineError::Target(failure::describe(&local, Action::MakeDir, &e).message)
+                })?;
             }
             EntryAction::CreateFile { id, local, size, meta, chunks } => {
                 let made = if lock(&self.state).resumes() && chunks > 0 {
@@ -294,9 +302,8 @@ impl Shared {
                 } else {
                     let (this, local) = (self.clone(), local.clone());
                     tokio::task::spawn_blocking(move || {
-                        this.temps.track(&local, || {
-                            fsops::create_temp(&this.root, &local, size, meta.mode, None)
-                        })
+                        this.temps
+                            .track(&local, || this.dir.create_temp(&local, size, meta.mode, None))
                     })
                     .await?
                     .map(|file| (TargetFile::new(file, true), None))
@@ -335,7 +342,7 @@ impl Shared {
         let made = tokio::task::spawn_blocking(move || {
             let mut prepared = None;
             let file = this.temps.track(&local, || {
-                let mut found = partial::prepare(&this.root, &local, trailer, plan, meta.mode)?;
+                let mut found = partial::prepare(&this.dir, &local, trailer, plan, meta.mode)?;
                 let storage = std::mem::replace(&mut found.storage, Storage::FinalFile);
                 prepared = Some(found);
                 match storage {
@@ -347,7 +354,7 @@ impl Shared {
                 let fresh = prepared.as_ref().is_some_and(|p| p.held.is_empty());
                 let target = match file {
                     Some(file) => TargetFile::new(file, fresh),
-                    None => TargetFile::in_final(&this.root, &local, trailer, meta.mode),
+                    None => TargetFile::in_final(&local, trailer, meta.mode),
                 };
                 (target, prepared)
             })
@@ -399,9 +406,9 @@ impl Shared {
                     let Some(target) = file else { return Ok(()) };
                     let done = match target.take_file() {
                         _ if ready.in_place => {
-                            fsops::finish_in_place(&ready.local, &ready.meta, this.preserve)
+                            this.dir.finish_in_place(&ready.local, &ready.meta, this.preserve)
                         }
-                        Some(file) => fsops::finish_file(
+                        Some(file) => this.dir.finish_file(
                             &ready.local,
                             &file,
                             ready.size,

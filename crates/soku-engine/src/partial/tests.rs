@@ -8,6 +8,10 @@ fn meta(mtime: i64) -> Meta {
     Meta { mode: 0o644, mtime, ..Meta::default() }
 }
 
+fn target(dir: &tempfile::TempDir) -> TargetDir {
+    TargetDir::open(dir.path()).expect("target directory")
+}
+
 fn data(len: usize) -> Vec<u8> {
     (0..len).map(|i| (i * 7 % 251) as u8 + 1).collect()
 }
@@ -19,7 +23,7 @@ fn nothing_held_creates_a_partial_file_with_its_trailer() {
     let size = 3 * u64::from(CS);
     let trailer = Trailer::new(size, &meta(5));
     let plan = ChunkPlan::new(size, CS);
-    let got = prepare(dir.path(), &local, trailer, plan, 0o644).expect("prepared");
+    let got = prepare(&target(&dir), &local, trailer, plan, 0o644).expect("prepared");
     assert_eq!(got.base, HeldBase::Nothing);
     assert!(got.held.is_empty());
     let Storage::Temp(file) = got.storage else { panic!("a new partial file") };
@@ -36,7 +40,7 @@ fn a_partial_file_of_the_same_source_holds_what_was_written() {
     let size = bytes.len() as u64;
     let trailer = Trailer::new(size, &meta(5));
     let plan = ChunkPlan::new(size, CS);
-    let first = prepare(dir.path(), &local, trailer, plan, 0o644).expect("prepared");
+    let first = prepare(&target(&dir), &local, trailer, plan, 0o644).expect("prepared");
     let Storage::Temp(file) = first.storage else { panic!("a new partial file") };
     // Chunk 1 written, chunk 2 torn halfway (a crash mid-write), chunk 0 never.
     let cs = CS as usize;
@@ -44,7 +48,7 @@ fn a_partial_file_of_the_same_source_holds_what_was_written() {
     file.write_all_at(&bytes[2 * cs..2 * cs + 100], 2 * u64::from(CS)).expect("write");
     drop(file);
 
-    let again = prepare(dir.path(), &local, trailer, plan, 0o644).expect("prepared");
+    let again = prepare(&target(&dir), &local, trailer, plan, 0o644).expect("prepared");
     assert_eq!(again.base, HeldBase::Partial);
     let hashes: Vec<[u8; 32]> = again.held.iter().map(|c| c.hash).collect();
     let indices: Vec<u32> = again.held.iter().map(|c| c.index).collect();
@@ -59,13 +63,13 @@ fn a_partial_file_of_a_changed_source_is_restarted_with_the_reason() {
     let local = dir.path().join("f");
     let size = 2 * u64::from(CS);
     let plan = ChunkPlan::new(size, CS);
-    let old = prepare(dir.path(), &local, Trailer::new(size, &meta(5)), plan, 0o644);
+    let old = prepare(&target(&dir), &local, Trailer::new(size, &meta(5)), plan, 0o644);
     let Storage::Temp(file) = old.expect("prepared").storage else { panic!("partial") };
     file.write_all_at(&data(CS as usize), 0).expect("write");
     drop(file);
 
     let newer = Trailer::new(size, &meta(6));
-    let got = prepare(dir.path(), &local, newer, plan, 0o644).expect("prepared");
+    let got = prepare(&target(&dir), &local, newer, plan, 0o644).expect("prepared");
     let HeldBase::Restarted { reason } = &got.base else { panic!("restarted: {:?}", got.base) };
     assert!(reason.contains("modified"), "{reason}");
     assert!(got.held.is_empty());
@@ -78,7 +82,7 @@ fn a_partial_file_of_a_changed_source_is_restarted_with_the_reason() {
 
     let bigger = Trailer::new(size + 1, &meta(6));
     let plan = ChunkPlan::new(size + 1, CS);
-    let got = prepare(dir.path(), &local, bigger, plan, 0o644).expect("prepared");
+    let got = prepare(&target(&dir), &local, bigger, plan, 0o644).expect("prepared");
     assert!(matches!(&got.base, HeldBase::Restarted { reason } if reason.contains("size")));
 }
 
@@ -91,20 +95,20 @@ fn a_complete_file_at_the_final_name_is_held_in_place_until_written() {
     let size = bytes.len() as u64;
     let trailer = Trailer::new(size, &meta(5));
     let plan = ChunkPlan::new(size, CS);
-    let got = prepare(dir.path(), &local, trailer, plan, 0o644).expect("prepared");
+    let got = prepare(&target(&dir), &local, trailer, plan, 0o644).expect("prepared");
     assert_eq!(got.base, HeldBase::Complete);
     let expect: Vec<[u8; 32]> = bytes.chunks(CS as usize).map(chunk_hash).collect();
     assert_eq!(got.held.iter().map(|c| c.hash).collect::<Vec<_>>(), expect);
     assert!(matches!(got.storage, Storage::FinalFile));
     assert!(!fsops::temp_path(&local).exists(), "no copy until a chunk is written");
 
-    let temp = copy_final_to_temp(dir.path(), &local, trailer, 0o644).expect("copied");
+    let temp = copy_final_to_temp(&target(&dir), &local, trailer, 0o644).expect("copied");
     assert_eq!(Trailer::read_from(&temp).expect("read"), Some(trailer));
-    fsops::finish_file(&local, &temp, size, &meta(5), false, false).expect("finished");
+    target(&dir).finish_file(&local, &temp, size, &meta(5), false, false).expect("finished");
     assert_eq!(std::fs::read(&local).expect("read"), bytes, "the trailer was cut");
 
     let other = Trailer::new(size + 1, &meta(5));
-    let got = prepare(dir.path(), &local, other, ChunkPlan::new(size + 1, CS), 0o644);
+    let got = prepare(&target(&dir), &local, other, ChunkPlan::new(size + 1, CS), 0o644);
     assert_eq!(got.expect("prepared").base, HeldBase::Nothing, "another size: nothing held");
 }
 
@@ -115,7 +119,7 @@ fn a_second_receiver_waits_for_the_first_to_let_go_of_the_partial_file() {
     let size = u64::from(CS);
     let trailer = Trailer::new(size, &meta(5));
     let plan = ChunkPlan::new(size, CS);
-    let first = prepare(dir.path(), &local, trailer, plan, 0o644).expect("prepared");
+    let first = prepare(&target(&dir), &local, trailer, plan, 0o644).expect("prepared");
     let Storage::Temp(held) = first.storage else { panic!("a partial file") };
     let released = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let flag = released.clone();
@@ -124,7 +128,7 @@ fn a_second_receiver_waits_for_the_first_to_let_go_of_the_partial_file() {
         flag.store(true, std::sync::atomic::Ordering::SeqCst);
         drop(held);
     });
-    let second = prepare(dir.path(), &local, trailer, plan, 0o644).expect("prepared after");
+    let second = prepare(&target(&dir), &local, trailer, plan, 0o644).expect("prepared after");
     assert!(released.load(std::sync::atomic::Ordering::SeqCst), "it waited for the first");
     assert_eq!(second.base, HeldBase::Partial);
     letting_go.join().expect("thread");

@@ -6,10 +6,11 @@ use std::collections::HashSet;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
+use crate::fsops::TargetDir;
+use crate::lock;
 use crate::partial::{self, Trailer};
-use crate::{fsops, lock};
 
 /// Where one file's chunks are written, and the lock its writers take turns on.
 ///
@@ -32,7 +33,6 @@ pub(super) struct TargetFile {
 }
 
 struct FromFinal {
-    root: PathBuf,
     local: PathBuf,
     trailer: Trailer,
     mode: u32,
@@ -50,9 +50,8 @@ impl TargetFile {
     }
 
     /// The held chunks are in the file at the final name `local`.
-    pub(super) fn in_final(root: &Path, local: &Path, trailer: Trailer, mode: u32) -> Self {
-        let from_final =
-            FromFinal { root: root.to_path_buf(), local: local.to_path_buf(), trailer, mode };
+    pub(super) fn in_final(local: &Path, trailer: Trailer, mode: u32) -> Self {
+        let from_final = FromFinal { local: local.to_path_buf(), trailer, mode };
         TargetFile {
             storage: Mutex::new(None),
             from_final: Some(from_final),
@@ -85,7 +84,7 @@ impl TargetFile {
         if storage.is_none() {
             if let Some(f) = &self.from_final {
                 let file = temps.track(&f.local, || {
-                    partial::copy_final_to_temp(&f.root, &f.local, f.trailer, f.mode)
+                    partial::copy_final_to_temp(&temps.dir, &f.local, f.trailer, f.mode)
                 })?;
                 *storage = Some(file);
             }
@@ -120,6 +119,8 @@ impl TargetFile {
 /// run; either way a file created late by a blocking task is handled the same.
 #[derive(Debug)]
 pub(super) struct TempFiles {
+    /// The target directory they are in.
+    pub(super) dir: Arc<TargetDir>,
     state: Mutex<TempState>,
     /// Keep unfinished temporary files when the copy stops (resume).
     keep: bool,
@@ -134,9 +135,9 @@ struct TempState {
 }
 
 impl TempFiles {
-    /// With `keep`, unfinished temporary files outlive a stopped copy.
-    pub(super) fn new(keep: bool) -> Self {
-        TempFiles { state: Mutex::default(), keep }
+    /// Temporary files in `dir`; with `keep`, unfinished ones outlive a stopped copy.
+    pub(super) fn new(dir: Arc<TargetDir>, keep: bool) -> Self {
+        TempFiles { dir, state: Mutex::default(), keep }
     }
 
     /// Runs `make`, which creates or opens the temporary file of `local` (on the
@@ -150,7 +151,7 @@ impl TempFiles {
         let mut state = lock(&self.state);
         if state.stopped {
             if state.discard_all || !self.keep {
-                fsops::discard(local);
+                self.dir.discard(local);
             }
             return Err(std::io::Error::other("the copy was stopped"));
         }
@@ -165,7 +166,7 @@ impl TempFiles {
 
     /// Discards the temporary file of `local` (its data is wrong or unwanted).
     pub(super) fn discard(&self, local: &Path) {
-        fsops::discard(local);
+        self.dir.discard(local);
         self.settled(local);
     }
 
@@ -176,7 +177,7 @@ impl TempFiles {
         state.stopped = true;
         for local in state.paths.drain() {
             if !self.keep {
-                fsops::discard(&local);
+                self.dir.discard(&local);
             }
         }
     }
@@ -188,7 +189,7 @@ impl TempFiles {
         state.stopped = true;
         state.discard_all = true;
         for local in state.paths.drain() {
-            fsops::discard(&local);
+            self.dir.discard(&local);
         }
     }
 }

@@ -1,0 +1,94 @@
+use std::os::unix::fs::symlink;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use super::*;
+
+#[test]
+fn a_symlinked_directory_below_the_root_is_refused() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let outside = tempfile::tempdir().expect("tempdir");
+    let root = tmp.path();
+    symlink(outside.path(), root.join("link")).expect("symlink");
+    let dir = TargetDir::open(root).expect("open");
+    let err = dir.create_temp(&root.join("link/x"), 1, 0o644, None).expect_err("refused");
+    assert_eq!(err.raw_os_error(), Some(libc::ELOOP), "{err}");
+    assert!(dir.ensure_dir(&root.join("link")).is_err());
+    assert!(dir.ensure_dir(&root.join("link/sub")).is_err());
+    assert_eq!(std::fs::read_dir(outside.path()).expect("read").count(), 0);
+}
+
+#[test]
+fn the_walk_without_openat2_refuses_a_symlink_too() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let outside = tempfile::tempdir().expect("tempdir");
+    std::fs::create_dir(tmp.path().join("real")).expect("mkdir");
+    symlink(outside.path(), tmp.path().join("real/link")).expect("symlink");
+    let dir = TargetDir::open(tmp.path()).expect("open");
+    assert!(dir.walk_dir(Path::new("real"), OFlags::PATH).is_ok());
+    let err = dir.walk_dir(Path::new("real/link"), OFlags::PATH).expect_err("refused");
+    assert_eq!(err.raw_os_error(), Some(libc::ELOOP), "{err}");
+}
+
+#[test]
+fn a_file_appears_under_its_name_only_when_finished() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let local = tmp.path().join("f");
+    let dir = TargetDir::open(tmp.path()).expect("open");
+    let file = dir.create_temp(&local, 3, 0o640, None).expect("created");
+    assert!(!local.exists());
+    let meta = Meta { mode: 0o640, mtime: 1_000_000_000, ..Meta::default() };
+    dir.finish_file(&local, &file, 3, &meta, true, true).expect("finished");
+    let md = std::fs::metadata(&local).expect("exists");
+    assert_eq!(md.len(), 3);
+    assert_eq!(md.permissions().mode() & 0o777, 0o640);
+    assert_eq!(md.modified().expect("mtime"), at(1_000_000_000, 0));
+    assert!(!temp_path(&local).exists());
+}
+
+/// A local process swaps a directory of the target for a symlink to a directory
+/// outside, again and again, while files are created in it: some creations fail, none
+/// lands outside.
+#[test]
+fn a_directory_swapped_for_a_symlink_mid_copy_cannot_redirect_a_write() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let outside = tempfile::tempdir().expect("tempdir");
+    let root = tmp.path().to_path_buf();
+    std::fs::create_dir(root.join("d")).expect("mkdir");
+    let stop = Arc::new(AtomicBool::new(false));
+    let swapper = {
+        let (root, outside, stop) = (root.clone(), outside.path().to_path_buf(), stop.clone());
+        std::thread::spawn(move || {
+            let mut swaps = 0u32;
+            while !stop.load(Ordering::Relaxed) {
+                // The real directory moves aside and a symlink takes its name, then back.
+                let _ = std::fs::rename(root.join("d"), root.join("d.real"));
+                let _ = symlink(&outside, root.join("d"));
+                let _ = std::fs::remove_file(root.join("d"));
+                let _ = std::fs::rename(root.join("d.real"), root.join("d"));
+                swaps += 1;
+            }
+            swaps
+        })
+    };
+    let dir = TargetDir::open(&root).expect("open");
+    let (mut made, mut refused) = (0, 0);
+    for n in 0..2000 {
+        let local = root.join(format!("d/f{n}"));
+        match dir.create_temp(&local, 10, 0o644, None) {
+            Ok(file) => {
+                made += 1;
+                let meta = Meta { mode: 0o644, ..Meta::default() };
+                let _ = dir.finish_file(&local, &file, 10, &meta, false, false);
+            }
+            Err(_) => refused += 1,
+        }
+        let _ = dir.ensure_dir(&root.join(format!("d/sub{n}")));
+    }
+    stop.store(true, Ordering::Relaxed);
+    let swaps = swapper.join().expect("swapper");
+    let escaped: Vec<_> = std::fs::read_dir(outside.path()).expect("read").collect();
+    assert!(escaped.is_empty(), "{} entries outside the target", escaped.len());
+    assert!(swaps > 100, "the swaps raced the writes ({swaps})");
+    assert!(made > 0, "some files were made while the directory was real ({refused} refused)");
+}
