@@ -18,6 +18,9 @@ pub enum LinkError {
     /// Our side of the link was already closed.
     #[error("connection closed while sending")]
     Closed,
+    /// Nothing at all came from the peer, not even a keep-alive, for this long.
+    #[error("the peer sent nothing for {} s: it stalled", .0.as_secs())]
+    Stalled(std::time::Duration),
 }
 
 /// Why a copy stopped.

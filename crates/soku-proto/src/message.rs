@@ -126,6 +126,10 @@ pub enum Message {
     Chunk(ChunkHeader),
     /// Receiver to sender, with resume: what the receiver already holds of a file.
     Held(Held),
+    /// Either side, after a while with nothing else to send: "still here". The link
+    /// drops it on arrival; it only keeps the peer from taking a busy side for a stalled
+    /// one.
+    KeepAlive,
 }
 
 /// Most chunks one [`Held`] message lists (37 kB on the wire), so a file of any size is
@@ -197,6 +201,7 @@ impl Message {
             Message::Fatal { .. } => "a fatal error",
             Message::Chunk(_) => "a chunk",
             Message::Held(_) => "a held-chunks report",
+            Message::KeepAlive => "a keep-alive",
         }
     }
 }

@@ -377,3 +377,28 @@ async fn a_transfer_survives_the_client_address_changing() {
     assert_ne!(before.port(), moved_to.port());
     assert_eq!(server.remote_address(), moved_to, "the server follows the new address");
 }
+
+/// Datagrams from anyone at the server's port (garbage, truncated headers, a flood) are
+/// dropped without disturbing it: the pinned client still connects and exchanges bytes.
+#[tokio::test]
+async fn random_datagrams_at_the_server_port_change_nothing() {
+    let (s, c) = (Identity::generate().unwrap(), Identity::generate().unwrap());
+    let o = opts(None);
+    let p = pair(&s, c.fingerprint(), &c, s.fingerprint(), &o, &o);
+    let noise = std::net::UdpSocket::bind(loopback()).unwrap();
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut datagram = vec![0u8; 1500];
+    for n in 0..5000usize {
+        for b in datagram.iter_mut() {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            *b = x as u8;
+        }
+        // Some look like QUIC long headers (first bit set), of every length.
+        datagram[0] |= (n % 2 == 0) as u8 * 0xc0;
+        let _ = noise.send_to(&datagram[..1 + n % 1500], p.addr);
+    }
+    let (client, server) = handshake(&p).await;
+    exchange(&client.unwrap(), &server.unwrap(), b"still here").await;
+}

@@ -179,6 +179,10 @@ pub struct ServeArgs {
     /// Address family and interface to bind the UDP port on (default: from SSH_CONNECTION).
     #[arg(long, value_name = "ADDR")]
     pub bind: Option<std::net::IpAddr>,
+    /// Seconds without a word from the client (not even a keep-alive) before it is
+    /// taken for stalled and the server exits (tests shorten it).
+    #[arg(long = "stall-timeout", value_name = "SECONDS", default_value_t = 120, hide = true)]
+    pub stall_timeout: u64,
 }
 
 #[derive(Debug, Args)]

@@ -161,6 +161,7 @@ impl Attempt<'_> {
     ) -> anyhow::Result<CopyReport> {
         let events = self.events;
         let (session, mut link) = Session::start(cmd, session_opts, events.as_ref()).await?;
+        link.set_stall_limit(Some(soku_engine::link::DEFAULT_STALL_LIMIT));
         retry.connected();
         let sampler = session
             .connection()

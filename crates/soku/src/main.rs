@@ -57,16 +57,22 @@ fn main() -> ExitCode {
             soku_relay::BufferOptions { sndbuf: args.sndbuf, rcvbuf: args.rcvbuf },
         )
         .map_err(anyhow::Error::from),
-        Some(Command::Demo(args)) => runtime().and_then(|rt| rt.block_on(demo::run(args))),
-        Some(Command::Tunnel(args)) => runtime().and_then(|rt| rt.block_on(tunnel::run(args))),
-        Some(Command::Serve(args)) => runtime().and_then(|rt| rt.block_on(serve::run(args))),
-        None => runtime().and_then(|rt| rt.block_on(copy::run(cli.copy))).map(|_| ()),
+        Some(Command::Demo(args)) => block_on(demo::run(args)),
+        Some(Command::Tunnel(args)) => block_on(tunnel::run(args)),
+        Some(Command::Serve(args)) => block_on(serve::run(args)),
+        None => block_on(copy::run(cli.copy)).map(|_| ()),
     };
     exit::report(result)
 }
 
-fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
-    Ok(tokio::runtime::Builder::new_multi_thread().enable_all().build()?)
+/// Runs `work` on a multi-threaded runtime, and leaves as soon as it is done: the
+/// runtime is not waited for, since a read of stdin blocks one of its threads until the
+/// peer closes it, and a server that gave up on a stalled client must not wait for that.
+fn block_on<T>(work: impl std::future::Future<Output = anyhow::Result<T>>) -> anyhow::Result<T> {
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let result = rt.block_on(work);
+    rt.shutdown_background();
+    result
 }
 
 fn print_man() -> anyhow::Result<()> {

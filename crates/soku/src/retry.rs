@@ -86,12 +86,19 @@ pub fn is_interruption(err: &anyhow::Error) -> bool {
         if let Some(engine) = cause.downcast_ref::<EngineError>() {
             return matches!(
                 engine,
-                EngineError::Link(LinkError::Lost(_) | LinkError::Io(_) | LinkError::Closed)
-                    | EngineError::PeerClosed { .. }
+                EngineError::Link(
+                    LinkError::Lost(_)
+                        | LinkError::Io(_)
+                        | LinkError::Closed
+                        | LinkError::Stalled(_)
+                ) | EngineError::PeerClosed { .. }
             );
         }
         if let Some(link) = cause.downcast_ref::<LinkError>() {
-            return matches!(link, LinkError::Lost(_) | LinkError::Io(_) | LinkError::Closed);
+            return matches!(
+                link,
+                LinkError::Lost(_) | LinkError::Io(_) | LinkError::Closed | LinkError::Stalled(_)
+            );
         }
         false
     })
@@ -131,9 +138,10 @@ mod tests {
             retry.after_failure(&down.into(), at),
             Next::Retry { wait: Duration::from_secs(2), attempt: 2 }
         );
-        let late = t0 + Duration::from_secs(15);
+        // The third attempt would come 4 s later: 21 s into the outage, past 20 s.
+        let late = t0 + Duration::from_secs(17);
         assert_eq!(retry.after_failure(&lost(), late), Next::GiveUp, "past 20 s");
-        assert_eq!(retry.down_for(late), Some(Duration::from_secs(15)));
+        assert_eq!(retry.down_for(late), Some(Duration::from_secs(17)));
     }
 
     #[test]

@@ -84,12 +84,20 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     stdout.write_all(&out).await?;
     stdout.flush().await?;
 
+    let stall = Duration::from_secs(args.stall_timeout);
+    let stalled =
+        || anyhow::anyhow!("the client sent nothing for {} s: it stalled", stall.as_secs());
     let mut magic = vec![0u8; MAGIC.len()];
-    stdin.read_exact(&mut magic).await.context("reading the client's hello")?;
+    tokio::time::timeout(stall, stdin.read_exact(&mut magic))
+        .await
+        .map_err(|_| stalled())?
+        .context("reading the client's hello")?;
     if magic != MAGIC {
         anyhow::bail!("not a soku client on stdin (soku serve is started by soku itself)");
     }
-    let hello: ClientHello = read_small_frame(&mut stdin).await?;
+    let hello: ClientHello = tokio::time::timeout(stall, read_small_frame(&mut stdin))
+        .await
+        .map_err(|_| stalled())??;
     // The newest version both speak (the client makes the same choice from our hello,
     // and says so itself if there is none); with one version there is nothing to switch on.
     hello.negotiate()?;
@@ -107,7 +115,9 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             tokio::time::timeout(ACCEPT_TIMEOUT, soku_transport::accept(&endpoint)).await
         })
     });
-    let choice: TransportChoice = read_small_frame(&mut stdin).await?;
+    let choice: TransportChoice = tokio::time::timeout(stall, read_small_frame(&mut stdin))
+        .await
+        .map_err(|_| stalled())??;
     match (choice, endpoint, accepting) {
         (TransportChoice::Quic, Some(endpoint), Some(accepting)) => {
             let conn = accepting.await?.context("the client chose QUIC but never connected")??;
@@ -118,8 +128,10 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
                 while stdin.read(&mut sink).await.is_ok_and(|n| n > 0) {}
                 watched.close(1u32.into(), b"ssh channel closed");
             });
-            let (send, recv) = conn.accept_bi().await?;
+            let (send, recv) =
+                tokio::time::timeout(stall, conn.accept_bi()).await.map_err(|_| stalled())??;
             let mut link = link::quic::link(conn.clone(), send, recv);
+            link.set_stall_limit(Some(stall));
             let result = serve_job(&mut link, Some(&conn)).await;
             // The client closes the connection once it has what it needs.
             let _ = link.close(CLOSE_PATIENCE).await;
@@ -133,6 +145,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             }
             drop(endpoint);
             let mut link = link::stream::link(stdin, stdout);
+            link.set_stall_limit(Some(stall));
             let result = serve_job(&mut link, None).await;
             let _ = link.close(CLOSE_PATIENCE).await;
             result

@@ -21,6 +21,10 @@ use crate::LinkError;
 const OUTBOX: usize = 64;
 /// Bytes batched into one write at most.
 const BATCH: usize = 64 * 1024;
+/// After this long with nothing to write, the writer sends a [`Message::KeepAlive`], so
+/// the peer can tell a side that is busy (hashing a large partial file, pacing a slow
+/// `-l` copy) from one that stalled ([`super::Link::set_stall_limit`]).
+pub const KEEPALIVE_EVERY: std::time::Duration = std::time::Duration::from_secs(15);
 
 /// Something for the writer task.
 enum Outbound {
@@ -76,7 +80,12 @@ impl ControlWriter {
 async fn write_loop<W: AsyncWrite + Unpin>(mut out: W, mut rx: mpsc::Receiver<Outbound>) {
     let mut buf = Vec::with_capacity(BATCH);
     let mut failed: Option<String> = None;
-    while let Some(first) = rx.recv().await {
+    loop {
+        let first = match tokio::time::timeout(KEEPALIVE_EVERY, rx.recv()).await {
+            Ok(Some(first)) => first,
+            Ok(None) => return,
+            Err(_) => Outbound::Control(Message::KeepAlive),
+        };
         let mut next = Some(first);
         let mut finish = None;
         // Batch what is queued into one write: small frames never wait alone.

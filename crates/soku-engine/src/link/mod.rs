@@ -36,10 +36,17 @@ use crate::LinkError;
 /// A boxed future, so that [`Transport`] can be used as a trait object.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
-/// Chunks received and not yet handled by the receiver, per link: bounds the memory a
-/// peer can make us hold to this many chunks (each at most [`MAX_CHUNK_SIZE`] plus
-/// compression overhead).
+/// Chunks received and not yet handled by the receiver, per link, at most (the depth of
+/// the inbox).
 pub const CHUNKS_IN_MEMORY: usize = 64;
+
+/// Bytes of received chunks held per link, at most: what a peer can make us buffer,
+/// whatever chunk size it asked for (64 chunks of the default 1 MiB; four of the
+/// largest, 16 MiB). The sender keeps less in flight anyway (`BULK_BUDGET`, 48 MiB).
+pub const CHUNK_MEMORY_BYTES: u64 = 64 << 20;
+
+/// The unit [`CHUNK_MEMORY_BYTES`] is counted in.
+const MEMORY_UNIT: u64 = 64 << 10;
 
 /// The outgoing half of a link: control messages through its [`ControlWriter`], chunks
 /// however the link carries them.
@@ -68,6 +75,10 @@ pub trait Transport: Send + Sync {
     }
 }
 
+/// The stall limit both sides of a copy use ([`Link::set_stall_limit`]): eight
+/// keep-alive periods without a word from the peer.
+pub const DEFAULT_STALL_LIMIT: std::time::Duration = std::time::Duration::from_secs(120);
+
 /// What the peer sent.
 #[derive(Debug)]
 pub enum Inbound {
@@ -80,7 +91,7 @@ pub enum Inbound {
 }
 
 /// A chunk as received: its header (not yet checked against the manifest) and wire
-/// bytes. It counts against [`CHUNKS_IN_MEMORY`] until dropped.
+/// bytes. It counts against [`CHUNK_MEMORY_BYTES`] until dropped.
 #[derive(Debug)]
 pub struct Incoming {
     /// The header as the peer sent it.
@@ -113,6 +124,9 @@ pub struct Link {
     held: VecDeque<Inbound>,
     /// How the link behaves.
     pub traits: LinkTraits,
+    /// How long [`Link::recv`] waits for anything from the peer before it calls the
+    /// peer stalled; `None`: for ever.
+    stall_limit: Option<std::time::Duration>,
     /// The link's own reader and writer tasks: aborted when the link is dropped.
     _tasks: JoinSet<()>,
 }
@@ -125,16 +139,36 @@ impl Link {
         traits: LinkTraits,
         tasks: JoinSet<()>,
     ) -> Self {
-        Link { tx, inbox, held: VecDeque::new(), traits, _tasks: tasks }
+        Link { tx, inbox, held: VecDeque::new(), traits, stall_limit: None, _tasks: tasks }
+    }
+
+    /// Calls the peer stalled when nothing from it (a message, a chunk, a keep-alive,
+    /// which a live peer sends every [`frames::KEEPALIVE_EVERY`] at least) arrives for
+    /// `limit` while [`Link::recv`] waits.
+    pub fn set_stall_limit(&mut self, limit: Option<std::time::Duration>) {
+        self.stall_limit = limit;
     }
 
     /// The next thing the peer sent (what was held back first); `None` once the link's
-    /// readers have all ended. Cancel-safe: nothing is lost if the future is dropped.
+    /// readers have all ended; [`LinkError::Stalled`] after the stall limit with nothing.
+    /// Keep-alives are dropped here. Cancel-safe: nothing is lost if the future is
+    /// dropped.
     pub async fn recv(&mut self) -> Option<Result<Inbound, LinkError>> {
         if let Some(held) = self.held.pop_front() {
             return Some(Ok(held));
         }
-        self.inbox.recv().await
+        loop {
+            let next = match self.stall_limit {
+                Some(limit) => match tokio::time::timeout(limit, self.inbox.recv()).await {
+                    Ok(next) => next,
+                    Err(_) => return Some(Err(LinkError::Stalled(limit))),
+                },
+                None => self.inbox.recv().await,
+            };
+            if !matches!(next, Some(Ok(Inbound::Control(Message::KeepAlive)))) {
+                return next;
+            }
+        }
     }
 
     /// Puts back something taken too early, to be received again in the same order.
@@ -166,7 +200,7 @@ pub(crate) struct ChunkMemory(Arc<Semaphore>);
 
 impl ChunkMemory {
     pub(crate) fn new() -> Self {
-        ChunkMemory(Arc::new(Semaphore::new(CHUNKS_IN_MEMORY)))
+        ChunkMemory(Arc::new(Semaphore::new((CHUNK_MEMORY_BYTES / MEMORY_UNIT) as usize)))
     }
 
     /// Waits for room for one more chunk, after checking that the header's length is
@@ -180,7 +214,11 @@ impl ChunkMemory {
             ))
             .into());
         }
-        let permit = self.0.clone().acquire_owned().await.map_err(|_| LinkError::Closed)?;
+        // Rounded up to whole units, at least one: many tiny chunks are bounded too.
+        let units = u32::try_from(u64::from(header.wire_len).div_ceil(MEMORY_UNIT).max(1))
+            .unwrap_or(u32::MAX);
+        let permit =
+            self.0.clone().acquire_many_owned(units).await.map_err(|_| LinkError::Closed)?;
         Ok(ChunkSlot { header: *header, permit })
     }
 }

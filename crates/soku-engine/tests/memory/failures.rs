@@ -265,3 +265,31 @@ async fn a_receiver_that_hangs_up_is_an_error_for_the_sender() {
     let err = soku_engine::run(send, &mut link, no_resume(false), events).await.unwrap_err();
     assert!(matches!(err, EngineError::PeerClosed { .. } | EngineError::Link(_)), "{err}");
 }
+
+#[tokio::test]
+async fn a_peer_that_stalls_is_given_up_on_after_the_stall_limit() {
+    let scene = Scene::new();
+    let (mut link, mut peer) = memory::raw_peer();
+    // A plan, then nothing at all, not even a keep-alive: a stopped process.
+    say(&mut peer, &[Message::Plan { files: 1, bytes: 1 }]).await;
+    link.set_stall_limit(Some(Duration::from_millis(300)));
+    let receive = receiver(&scene.dst(), 1, false, None);
+    let events = std::sync::Arc::new(Recorder::default());
+    let started = std::time::Instant::now();
+    let err = soku_engine::run(receive, &mut link, no_resume(false), events).await.unwrap_err();
+    assert!(matches!(err, EngineError::Link(LinkError::Stalled(_))), "{err}");
+    assert!(err.to_string().contains("sent nothing for"), "{err}");
+    assert!(started.elapsed() < Duration::from_secs(5));
+    drop(peer);
+}
+
+/// A peer whose role is busy (nothing to say for minutes) still sends keep-alives, so it
+/// is not taken for stalled. Paused time: the minutes pass at once.
+#[tokio::test(start_paused = true)]
+async fn keep_alives_keep_a_quiet_peer_from_being_taken_for_stalled() {
+    let (quiet, mut waiting) = memory::ordered_pair();
+    waiting.set_stall_limit(Some(Duration::from_secs(40)));
+    let heard = tokio::time::timeout(Duration::from_secs(300), waiting.recv()).await;
+    assert!(heard.is_err(), "five quiet minutes, no stall: {heard:?}");
+    drop(quiet);
+}

@@ -60,6 +60,7 @@ fn messages() -> Vec<Message> {
         Message::FileAborted { file: 1, message: "read error".into() },
         Message::EndOfManifest { files: 3, bytes: 5 << 30 },
         Message::Progress { verified_bytes: 1 << 33 },
+        Message::KeepAlive,
         Message::Held(Held {
             file: 0,
             base: HeldBase::Partial,
