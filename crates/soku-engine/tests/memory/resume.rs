@@ -142,3 +142,38 @@ async fn without_resume_an_interrupted_copy_leaves_nothing() {
     assert!(tokio::time::timeout(Duration::from_millis(300), run).await.is_err());
     assert_eq!(listing(&scene.dst()), Vec::<String>::new());
 }
+
+#[tokio::test]
+async fn a_tree_copied_again_sends_only_what_changed_or_is_missing() {
+    let scene = Scene::new();
+    let top = scene.src().join("tree");
+    for (n, rel) in ["a.bin", "b.bin", "sub/c.bin", "sub/d.bin"].iter().enumerate() {
+        scene.file(&format!("tree/{rel}"), 3 * CS + n, n as u8 + 10);
+    }
+    let tree = |dst: &Path| dst.join("tree");
+    let copy_tree = || async {
+        let send = sender(std::slice::from_ref(&top), true).await;
+        let receive = receiver(&scene.dst(), 1, true, None);
+        let ran =
+            run_pair(memory::streams_pair(Duration::ZERO), send, receive, options(true)).await;
+        ran.sent.map_err(|e| e.to_string()).expect("sender")
+    };
+    let first = copy_tree().await;
+    assert_eq!((first.files, first.resumed), (4, 0));
+    // One file gone at the target, one changed in one chunk at the source.
+    std::fs::remove_file(tree(&scene.dst()).join("b.bin")).unwrap();
+    let changed = top.join("sub/c.bin");
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&changed)
+        .unwrap()
+        .write_all_at(b"new", 0)
+        .unwrap();
+    let again = copy_tree().await;
+    let b_len = (3 * CS + 1) as u64;
+    assert_eq!(again.files, 4);
+    assert_eq!(again.bytes - again.resumed, b_len + CS as u64, "b.bin whole, one chunk of c.bin");
+    for rel in ["a.bin", "b.bin", "sub/c.bin", "sub/d.bin"] {
+        assert_same(&top.join(rel), &tree(&scene.dst()).join(rel));
+    }
+}
