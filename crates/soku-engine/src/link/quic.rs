@@ -59,7 +59,13 @@ impl Transport for QuicTransport {
         order: u64,
     ) -> BoxFuture<'_, Result<(), LinkError>> {
         Box::pin(async move {
-            let lost = |e: &dyn std::fmt::Display| LinkError::Lost(e.to_string());
+            // The connection's own reason (timed out, closed by the peer) says more than
+            // the stream's ("connection lost").
+            let lost = |e: &dyn std::fmt::Display| {
+                LinkError::Lost(
+                    self.conn.close_reason().map_or_else(|| e.to_string(), |r| r.to_string()),
+                )
+            };
             let mut stream = self.conn.open_uni().await.map_err(|e| lost(&e))?;
             stream.set_priority(chunk_priority(order)).map_err(|e| lost(&e))?;
             let head = Bytes::from(frame::to_vec(&header)?);
