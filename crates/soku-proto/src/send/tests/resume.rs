@@ -85,3 +85,101 @@ fn an_empty_file_needs_no_report() {
     assert!(is_violation(tx.on_report(held(0, HeldBase::Nothing, (0, 1), &[]))));
     tx.end().expect("nothing open");
 }
+
+mod props {
+    use std::collections::{BTreeMap, BTreeSet};
+
+    use proptest::prelude::*;
+
+    use super::{announce, held, resuming, CS};
+    use crate::message::HeldBase;
+    use crate::send::Report;
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        /// A held report `from..to` listing `listed` (shifted into range or not).
+        Report { from: u32, to: u32, listed: Vec<u32>, partial: bool },
+        /// A report that follows on from what was decided, `span` chunks long, listing
+        /// chunks at these offsets into it.
+        InTurn { span: u32, offsets: Vec<u32> },
+        /// The caller asks for the next chunk.
+        Take,
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            (0u32..24, 0u32..24, prop::collection::vec(0u32..24, 0..6), any::<bool>())
+                .prop_map(|(from, to, listed, partial)| Op::Report { from, to, listed, partial }),
+            (1u32..8, prop::collection::vec(0u32..8, 0..4))
+                .prop_map(|(span, offsets)| Op::InTurn { span, offsets }),
+            Just(Op::Take),
+            Just(Op::Take),
+        ]
+    }
+
+    proptest! {
+        /// Whatever held reports arrive, in turn or not, the sender hands out each chunk
+        /// at most once, in index order, only once a report it accepted covered it, and
+        /// with a claimed hash exactly for the chunks such a report listed.
+        #[test]
+        fn no_report_makes_a_chunk_go_early_twice_or_with_a_wrong_claim(
+            count in 1u32..20,
+            ops in prop::collection::vec(op(), 0..80),
+        ) {
+            let mut tx = resuming();
+            let id = announce(&mut tx, "f", u64::from(count) * u64::from(CS)).id;
+            let mut decided = 0u32;
+            let mut claims: BTreeMap<u32, [u8; 32]> = BTreeMap::new();
+            let mut handed = BTreeSet::new();
+            // The base of the first report taken: later ones must keep it.
+            let mut first_base: Option<bool> = None;
+            for op in ops {
+                let in_turn = matches!(op, Op::InTurn { .. });
+                let op = match op {
+                    Op::InTurn { span, offsets } => {
+                        let partial = first_base.unwrap_or(true);
+                        let listed = if partial {
+                            offsets.iter().map(|o| decided + o % span).collect()
+                        } else {
+                            Vec::new()
+                        };
+                        Op::Report { from: decided, to: decided + span, listed, partial }
+                    }
+                    other => other,
+                };
+                match op {
+                    Op::Report { from, to, listed, partial } => {
+                        let mut listed = listed;
+                        listed.sort_unstable();
+                        listed.dedup();
+                        let base = if partial { HeldBase::Partial } else { HeldBase::Nothing };
+                        let accepted = tx.on_report(held(id, base, (from, to), &listed));
+                        let ok = matches!(accepted, Ok(Report::Held { .. } | Report::Noted));
+                        // The other half: a report in turn, within the file, is taken.
+                        prop_assert!(ok || !in_turn || to > count, "refused in turn: {:?}", accepted);
+                        if ok {
+                            first_base.get_or_insert(partial);
+                            prop_assert_eq!(from, decided, "accepted out of turn");
+                            prop_assert!(to > from && to <= count);
+                            for index in &listed {
+                                prop_assert!((from..to).contains(index));
+                                claims.insert(*index, [*index as u8; 32]);
+                            }
+                            decided = to;
+                        }
+                    }
+                    Op::InTurn { .. } => unreachable!("turned into a report above"),
+                    Op::Take => match tx.next_chunk(id) {
+                        Some(span) => {
+                            prop_assert!(span.index < decided, "chunk {} before its report", span.index);
+                            prop_assert_eq!(span.index as usize, handed.len(), "index order");
+                            prop_assert!(handed.insert(span.index), "handed out twice");
+                            prop_assert_eq!(span.claimed, claims.get(&span.index).copied());
+                        }
+                        None => prop_assert_eq!(handed.len() as u32, decided, "a decided chunk held back"),
+                    },
+                }
+            }
+        }
+    }
+}
