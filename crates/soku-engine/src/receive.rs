@@ -256,8 +256,8 @@ impl Shared {
                 self.events.event(TransferEvent::Planned { files, bytes })
             }
             Message::Entry(entry) => self.on_entry(entry).await?,
-            Message::FileSummary { file, root } => {
-                let outcome = lock(&self.state).on_summary(file, root)?;
+            Message::FileSummary { file, root, sent } => {
+                let outcome = lock(&self.state).on_summary(file, root, sent)?;
                 self.settle(outcome).await?;
             }
             Message::FileAborted { file, message } => {

@@ -264,7 +264,7 @@ impl Copy {
             }
             ChunkDone::Held { file, index, hash, len } => {
                 self.resumed += u64::from(len);
-                if let Some(summary) = self.rules.on_chunk_sent(file, index, hash)? {
+                if let Some(summary) = self.rules.on_chunk_held(file, index, hash)? {
                     self.on_summarised(file);
                     link.tx.send_control(summary).await?;
                 }

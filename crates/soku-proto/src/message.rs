@@ -81,6 +81,10 @@ pub enum Message {
         file: u32,
         /// BLAKE3 over the chunk hashes in order (see [`crate::chunk::root_hash`]).
         root: [u8; 32],
+        /// How many of its chunks were sent (the others the receiver holds already):
+        /// the receiver settles the file only once it has that many, so a chunk still
+        /// on its way cannot be taken for one it holds.
+        sent: u32,
     },
     /// Sender to receiver: a file could not be read to the end; drop it.
     FileAborted {

@@ -118,6 +118,8 @@ struct OpenFile {
     /// Chunks being read, verified or held.
     chunks: BTreeMap<u32, Slot>,
     verified: u64,
+    /// Chunks accepted for reading (sent by the sender, not merely held).
+    received: u32,
     /// Chunks `0..declared` may be sent: all of them without resume; with resume, those
     /// the sender was told about.
     declared: u32,
@@ -125,7 +127,8 @@ struct OpenFile {
     base: HeldBase,
     /// Held chunks the sender sent again.
     replaced: u32,
-    summary: Option<[u8; 32]>,
+    /// The sender's root hash and how many chunks it sent.
+    summary: Option<([u8; 32], u32)>,
     /// The caller has created the file's storage; chunks may be written.
     opened: bool,
 }
@@ -253,6 +256,7 @@ impl Receiver {
                     plan,
                     chunks: BTreeMap::new(),
                     verified: 0,
+                    received: 0,
                     declared: if self.resume { 0 } else { count },
                     base: HeldBase::Nothing,
                     replaced: 0,
@@ -325,6 +329,12 @@ impl Receiver {
                 header.index, file.path, header.wire_len, plain_len
             )));
         }
+        if file.summary.is_some_and(|(_, sent)| file.received >= sent) {
+            return Err(ProtoError::Violation(format!(
+                "chunk {} of {} beyond the chunks its summary said were sent",
+                header.index, file.path
+            )));
+        }
         if header.index >= file.declared {
             return Err(ProtoError::Violation(format!(
                 "chunk {} of {} before the receiver said what it holds",
@@ -350,6 +360,7 @@ impl Receiver {
             }
         }
         file.chunks.insert(header.index, Slot::Reading);
+        file.received += 1;
         Ok(ChunkCheck::Accept { offset, plain_len })
     }
 
@@ -387,8 +398,13 @@ impl Receiver {
         Ok(self.settle(header.file))
     }
 
-    /// Records the sender's root hash for a file.
-    pub fn on_summary(&mut self, id: u32, root: [u8; 32]) -> Result<FileOutcome, ProtoError> {
+    /// Records the sender's root hash for a file, and how many chunks it sent.
+    pub fn on_summary(
+        &mut self,
+        id: u32,
+        root: [u8; 32],
+        sent: u32,
+    ) -> Result<FileOutcome, ProtoError> {
         if self.failed.contains(&id) {
             return Ok(FileOutcome::Pending);
         }
@@ -399,7 +415,13 @@ impl Receiver {
             // Refused without replacing the first root, which the file is checked against.
             return Err(ProtoError::Violation(format!("second summary for {}", file.path)));
         }
-        file.summary = Some(root);
+        if file.received > sent {
+            return Err(ProtoError::Violation(format!(
+                "summary of {} says {sent} chunks were sent, {} arrived",
+                file.path, file.received
+            )));
+        }
+        file.summary = Some((root, sent));
         Ok(self.settle(id))
     }
 
@@ -517,7 +539,13 @@ impl Receiver {
     /// Completes the file if every chunk and the summary are in.
     fn settle(&mut self, id: u32) -> FileOutcome {
         let Some(file) = self.open.get(&id) else { return FileOutcome::Pending };
-        let Some(summary) = file.summary else { return FileOutcome::Pending };
+        // Chunks still on their way (on QUIC a summary can overtake them; on any link
+        // one can be queued behind it) leave the file pending, even where it holds
+        // bytes for them already.
+        let Some((summary, sent)) = file.summary else { return FileOutcome::Pending };
+        if file.received < sent {
+            return FileOutcome::Pending;
+        }
         let all_in = file.chunks.len() as u64 == file.plan.count();
         if file.verified != file.size
             || !all_in

@@ -108,6 +108,8 @@ struct OpenFile {
     claims: BTreeMap<u32, [u8; 32]>,
     /// Chunks `0..folded` were sent and their hashes are in `root`.
     folded: u32,
+    /// Chunks actually sent (not held by the receiver).
+    sent: u32,
     /// Hashes of chunks sent ahead of chunk `folded`, waiting for it.
     early: BTreeMap<u32, [u8; 32]>,
     root: RootHasher,
@@ -209,7 +211,7 @@ impl Sender {
         self.next_id = next_id;
         self.bytes = bytes;
         let summary = if count == 0 {
-            Some(Message::FileSummary { file: id, root: root_hash(size, []) })
+            Some(Message::FileSummary { file: id, root: root_hash(size, []), sent: 0 })
         } else {
             let file = OpenFile {
                 plan,
@@ -219,6 +221,7 @@ impl Sender {
                 base: None,
                 claims: BTreeMap::new(),
                 folded: 0,
+                sent: 0,
                 early: BTreeMap::new(),
                 root: RootHasher::new(size),
             };
@@ -272,6 +275,28 @@ impl Sender {
         index: u32,
         hash: [u8; 32],
     ) -> Result<Option<Message>, ProtoError> {
+        self.on_chunk_done(file, index, hash, true)
+    }
+
+    /// Records that chunk `index` of `file` was not sent because the receiver holds
+    /// exactly these bytes (the source's also hash to `hash`); otherwise as
+    /// [`Sender::on_chunk_sent`].
+    pub fn on_chunk_held(
+        &mut self,
+        file: u32,
+        index: u32,
+        hash: [u8; 32],
+    ) -> Result<Option<Message>, ProtoError> {
+        self.on_chunk_done(file, index, hash, false)
+    }
+
+    fn on_chunk_done(
+        &mut self,
+        file: u32,
+        index: u32,
+        hash: [u8; 32],
+        sent: bool,
+    ) -> Result<Option<Message>, ProtoError> {
         if self.aborted.contains(&file) {
             return Ok(None);
         }
@@ -289,13 +314,14 @@ impl Sender {
             return Err(violation(format!("chunk {index} of file {file} sent twice")));
         }
         open.early.insert(index, hash);
+        open.sent += u32::from(sent);
         open.fold();
         if open.folded < open.count {
             return Ok(None);
         }
-        let root = open.root.finalize();
+        let (root, sent) = (open.root.finalize(), open.sent);
         self.open.remove(&file);
-        Ok(Some(Message::FileSummary { file, root }))
+        Ok(Some(Message::FileSummary { file, root, sent }))
     }
 
     /// Records that a chunk of `file` could not be read. The first time, returns the

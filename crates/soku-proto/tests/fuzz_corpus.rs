@@ -161,7 +161,7 @@ mod receiver_findings {
         assert!(rx.on_chunk_written(&first, hash).is_err(), "written twice");
         assert_eq!(rx.totals().bytes, u64::from(CS));
         let forged = root_hash(2 * u64::from(CS), [&hash]);
-        assert_eq!(rx.on_summary(0, forged), Ok(FileOutcome::Pending), "chunk 1 is missing");
+        assert_eq!(rx.on_summary(0, forged, 2), Ok(FileOutcome::Pending), "chunk 1 is missing");
     }
 
     /// Before the fix, a header sent again for a verified chunk was refused only after it
@@ -177,7 +177,10 @@ mod receiver_findings {
             assert_eq!(rx.on_chunk_written(&h, hash), Ok(FileOutcome::Pending));
         }
         assert!(rx.check_chunk(&header(0, CS, a)).is_err(), "sent twice");
-        assert!(matches!(rx.on_summary(0, root_hash(size, [&a, &b])), Ok(FileOutcome::Ready(_))));
+        assert!(matches!(
+            rx.on_summary(0, root_hash(size, [&a, &b]), 2),
+            Ok(FileOutcome::Ready(_))
+        ));
     }
 
     /// Before the fix, a second summary was refused only after it had replaced the first.
@@ -185,8 +188,8 @@ mod receiver_findings {
     fn a_second_summary_keeps_the_first_root() {
         let mut rx = open(10);
         let hash = chunk_hash(&[3; 10]);
-        assert_eq!(rx.on_summary(0, root_hash(10, [&hash])), Ok(FileOutcome::Pending));
-        assert!(rx.on_summary(0, [0; 32]).is_err(), "second summary");
+        assert_eq!(rx.on_summary(0, root_hash(10, [&hash]), 1), Ok(FileOutcome::Pending));
+        assert!(rx.on_summary(0, [0; 32], 1).is_err(), "second summary");
         let h = header(0, 10, hash);
         assert!(matches!(rx.check_chunk(&h), Ok(ChunkCheck::Accept { .. })));
         assert!(matches!(rx.on_chunk_written(&h, hash), Ok(FileOutcome::Ready(_))));

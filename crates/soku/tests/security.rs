@@ -94,9 +94,13 @@ impl Script {
     /// A whole small file (one chunk) with honest hashes.
     fn honest_file(&mut self, id: u32, path: &[&str], content: &[u8]) -> &mut Script {
         let hash = chunk_hash(content);
-        self.file(id, path, content.len() as u64)
-            .chunk_with_hash(id, 0, content, hash)
-            .msg(Message::FileSummary { file: id, root: root_hash(content.len() as u64, [&hash]) })
+        self.file(id, path, content.len() as u64).chunk_with_hash(id, 0, content, hash).msg(
+            Message::FileSummary {
+                file: id,
+                root: root_hash(content.len() as u64, [&hash]),
+                sent: 1,
+            },
+        )
     }
 
     fn end(&mut self, files: u32, bytes: u64) -> &mut Script {
@@ -336,6 +340,7 @@ fn chunk_not_matching_its_hash_never_reaches_the_final_name() {
         .msg(Message::FileSummary {
             file: 0,
             root: root_hash(good.len() as u64, [&chunk_hash(good)]),
+            sent: 1,
         })
         .end(1, good.len() as u64);
     // wire_len differs from the plain length: refused before the bytes are read.
@@ -349,6 +354,7 @@ fn chunk_not_matching_its_hash_never_reaches_the_final_name() {
         .msg(Message::FileSummary {
             file: 0,
             root: root_hash(good.len() as u64, [&chunk_hash(good)]),
+            sent: 1,
         })
         .end(1, good.len() as u64);
     scene.attack(
@@ -367,7 +373,7 @@ fn wrong_root_hash_never_reaches_the_final_name() {
     let mut s = Script::new();
     s.file(0, &["file.txt"], content.len() as u64)
         .chunk_with_hash(0, 0, content, hash)
-        .msg(Message::FileSummary { file: 0, root: [7; 32] })
+        .msg(Message::FileSummary { file: 0, root: [7; 32], sent: 1 })
         .end(1, content.len() as u64);
     scene.attack(&s, &["hostile.invalid:file.txt", &target(&scene.dst())], &["root hash differs"]);
     assert_eq!(listing(&scene.dst()), Vec::<String>::new());
@@ -385,6 +391,7 @@ fn an_existing_file_survives_a_failed_download() {
         .msg(Message::FileSummary {
             file: 0,
             root: root_hash(good.len() as u64, [&chunk_hash(good)]),
+            sent: 1,
         })
         .end(1, good.len() as u64);
     scene.attack(
@@ -559,7 +566,11 @@ fn chunk_for_a_file_not_yet_announced_does_not_hang() {
     let mut s = Script::new();
     s.chunk_with_hash(0, 0, &content, hash)
         .file(0, &["file.txt"], content.len() as u64)
-        .msg(Message::FileSummary { file: 0, root: root_hash(content.len() as u64, [&hash]) })
+        .msg(Message::FileSummary {
+            file: 0,
+            root: root_hash(content.len() as u64, [&hash]),
+            sent: 1,
+        })
         .end(1, content.len() as u64);
     let out = scene.run(&s, &["hostile.invalid:file.txt", &target(&scene.dst())]);
     // Either refusing the stray chunk or ignoring it is fine; hanging is not (run()

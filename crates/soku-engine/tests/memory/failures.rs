@@ -157,7 +157,7 @@ async fn a_chunk_that_lies_about_its_hash_fails_its_file_only() {
     say(
         &mut peer,
         &[
-            Message::FileSummary { file: 0, root: root_hash(100, [&wrong]) },
+            Message::FileSummary { file: 0, root: root_hash(100, [&wrong]), sent: 1 },
             Message::EndOfManifest { files: 1, bytes: 100 },
         ],
     )

@@ -474,9 +474,11 @@ impl Model {
         Ok(self.settle(id))
     }
 
-    /// `on_summary`, with the model's verdict.
+    /// `on_summary`, with the model's verdict. The summary says every chunk was sent,
+    /// as a sender's does without resume.
     fn summary(&mut self, rx: &mut Receiver, id: u32, root: [u8; 32]) {
-        let result = rx.on_summary(id, root);
+        let sent = self.files.get(&id).map_or(0, |f| u32::try_from(f.plan.count()).unwrap_or(0));
+        let result = rx.on_summary(id, root, sent);
         let expected = match self.files.get_mut(&id) {
             Some(f) if f.state == State::Failed => Ok(FileOutcome::Pending),
             Some(f) if f.state == State::Open && f.summary.is_none() => {

@@ -56,7 +56,7 @@ fn messages() -> Vec<Message> {
         Message::Entry(Entry::Dir { path: wp(&["src"]), meta }),
         Message::Entry(Entry::File { id: 0, path: wp(&["src", "main.rs"]), size: 40_000, meta }),
         Message::SourceError { path: "missing".into(), message: "no such file".into() },
-        Message::FileSummary { file: 0, root: [3; 32] },
+        Message::FileSummary { file: 0, root: [3; 32], sent: 1 },
         Message::FileAborted { file: 1, message: "read error".into() },
         Message::EndOfManifest { files: 3, bytes: 5 << 30 },
         Message::Progress { verified_bytes: 1 << 33 },

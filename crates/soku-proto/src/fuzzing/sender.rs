@@ -195,8 +195,11 @@ impl Model {
             && total.is_some();
         assert_eq!(result.is_ok(), ok, "file({entry:?}): {result:?}");
         let (Ok(start), Some(total)) = (result, total) else { return };
-        let summary =
-            (count == 0).then(|| Message::FileSummary { file: *id, root: root_hash(*size, []) });
+        let summary = (count == 0).then(|| Message::FileSummary {
+            file: *id,
+            root: root_hash(*size, []),
+            sent: 0,
+        });
         let expected =
             FileStart { id: *id, entry: Message::Entry(entry.clone()), chunks: count, summary };
         assert_eq!(start, expected);
@@ -244,7 +247,8 @@ impl Model {
                     if f.sent.len() as u64 == f.count {
                         f.state = State::Summarised;
                         let root = root_hash(f.size, f.sent.values());
-                        Ok(Some(Message::FileSummary { file, root }))
+                        let sent = f.sent.len() as u32;
+                        Ok(Some(Message::FileSummary { file, root, sent }))
                     } else {
                         Ok(None)
                     }

@@ -48,7 +48,8 @@ fn deliver(rx: &mut Receiver, id: u32, data: &[u8]) -> FileOutcome {
         assert_eq!(last, FileOutcome::Pending, "not ready before the summary");
     }
     let _ = last;
-    rx.on_summary(id, root_hash(data.len() as u64, &hashes)).expect("summary accepted")
+    rx.on_summary(id, root_hash(data.len() as u64, &hashes), plan.count() as u32)
+        .expect("summary accepted")
 }
 
 #[test]
@@ -77,7 +78,7 @@ fn a_file_becomes_ready_only_after_all_chunks_and_the_summary() {
 fn an_empty_file_is_ready_on_its_summary() {
     let mut rx = into_dir(false);
     announce(&mut rx, file(0, &["empty"], 0)).expect("accepted");
-    assert!(matches!(rx.on_summary(0, root_hash(0, [])), Ok(FileOutcome::Ready(_))));
+    assert!(matches!(rx.on_summary(0, root_hash(0, []), 0), Ok(FileOutcome::Ready(_))));
 }
 
 #[test]
@@ -93,7 +94,7 @@ fn a_wrong_root_hash_fails_the_file() {
     };
     rx.check_chunk(&header).expect("accepted");
     rx.on_chunk_written(&header, chunk_hash(&[1; 10])).expect("ok");
-    let outcome = rx.on_summary(0, [0; 32]).expect("no violation");
+    let outcome = rx.on_summary(0, [0; 32], 1).expect("no violation");
     assert!(matches!(
         outcome,
         FileOutcome::Failed { error: ProtoError::FileHashMismatch { .. }, .. }
@@ -263,7 +264,7 @@ fn held_chunks_count_and_only_the_rest_is_received() {
         rx.check_chunk(&header).expect("accepted");
         assert_eq!(rx.on_chunk_written(&header, hash), Ok(FileOutcome::Pending));
     }
-    let FileOutcome::Ready(ready) = rx.on_summary(0, root_of(&data)).expect("summary") else {
+    let FileOutcome::Ready(ready) = rx.on_summary(0, root_of(&data), 2).expect("summary") else {
         panic!("held and received chunks make the file")
     };
     assert!(!ready.in_place);
@@ -284,7 +285,7 @@ fn a_held_chunk_sent_again_replaces_it_once() {
     let (h1, hash1) = header_of(&data, 1);
     rx.check_chunk(&h1).expect("accepted");
     rx.on_chunk_written(&h1, hash1).expect("written");
-    assert!(matches!(rx.on_summary(0, root_of(&data)), Ok(FileOutcome::Ready(_))));
+    assert!(matches!(rx.on_summary(0, root_of(&data), 2), Ok(FileOutcome::Ready(_))));
 }
 
 #[test]
@@ -295,7 +296,7 @@ fn a_held_chunk_that_differs_and_is_not_sent_fails_the_root() {
     let (h1, hash1) = header_of(&data, 1);
     rx.check_chunk(&h1).expect("accepted");
     rx.on_chunk_written(&h1, hash1).expect("written");
-    let outcome = rx.on_summary(0, root_of(&data)).expect("summary");
+    let outcome = rx.on_summary(0, root_of(&data), 1).expect("summary");
     assert!(matches!(
         outcome,
         FileOutcome::Failed { error: ProtoError::FileHashMismatch { .. }, .. }
@@ -307,7 +308,7 @@ fn a_complete_file_with_nothing_sent_stays_in_place() {
     let (mut rx, data) = resuming_with_file(2);
     let held = (0..2).map(|i| HeldChunk { index: i, hash: header_of(&data, i).1 }).collect();
     rx.on_held(0, HeldBase::Complete, 0, 2, held).expect("in turn");
-    let FileOutcome::Ready(ready) = rx.on_summary(0, root_of(&data)).expect("summary") else {
+    let FileOutcome::Ready(ready) = rx.on_summary(0, root_of(&data), 0).expect("summary") else {
         panic!("everything was held")
     };
     assert!(ready.in_place);
@@ -330,4 +331,32 @@ fn held_reports_out_of_turn_are_internal_errors() {
         plain.on_held(0, HeldBase::Nothing, 0, 1, vec![]),
         Err(ProtoError::Internal(_))
     ));
+}
+
+/// The race CI found: a held chunk the sender replaces is still on its way (queued
+/// behind the summary on a byte stream, or overtaken by it on QUIC) when the summary
+/// arrives. The summary's count of chunks sent keeps the file pending until it is in,
+/// instead of settling on the held bytes and failing the root hash.
+#[test]
+fn a_summary_that_overtakes_a_replacing_chunk_waits_for_it() {
+    let (mut rx, data) = resuming_with_file(3);
+    let stale = HeldChunk { index: 0, hash: [0xEE; 32] };
+    let held = |i: u32| HeldChunk { index: i, hash: header_of(&data, i).1 };
+    rx.on_held(0, HeldBase::Complete, 0, 3, vec![stale, held(1), held(2)]).expect("in turn");
+    assert_eq!(rx.on_summary(0, root_of(&data), 1), Ok(FileOutcome::Pending), "chunk 0 is due");
+    let (h0, hash0) = header_of(&data, 0);
+    rx.check_chunk(&h0).expect("the replacing chunk");
+    let FileOutcome::Ready(ready) = rx.on_chunk_written(&h0, hash0).expect("written") else {
+        panic!("ready once the chunk the summary counted is in")
+    };
+    assert!(!ready.in_place, "a chunk replaced: the file is written, not left in place");
+    // More chunks than the summary counted: a sender that lies.
+    let (mut rx, data) = resuming_with_file(2);
+    rx.on_held(0, HeldBase::Nothing, 0, 2, vec![]).expect("in turn");
+    rx.on_summary(0, root_of(&data), 1).expect("pending");
+    let (h0, hash0) = header_of(&data, 0);
+    rx.check_chunk(&h0).expect("the one counted");
+    rx.on_chunk_written(&h0, hash0).expect("written");
+    let (h1, _) = header_of(&data, 1);
+    assert!(matches!(rx.check_chunk(&h1), Err(ProtoError::Violation(_))));
 }

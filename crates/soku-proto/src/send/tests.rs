@@ -139,7 +139,7 @@ fn the_summary_comes_with_the_last_outstanding_chunk_in_any_order() {
     let root = root_hash(size, &hashes);
     assert_eq!(
         tx.on_chunk_sent(0, spans[1].index, hashes[1]),
-        Ok(Some(Message::FileSummary { file: 0, root }))
+        Ok(Some(Message::FileSummary { file: 0, root, sent: 3 }))
     );
 }
 
@@ -148,7 +148,10 @@ fn an_empty_file_is_summarised_with_its_entry() {
     let mut tx = planned();
     let start = announce(&mut tx, "empty", 0);
     assert_eq!(start.chunks, 0);
-    assert_eq!(start.summary, Some(Message::FileSummary { file: 0, root: root_hash(0, []) }));
+    assert_eq!(
+        start.summary,
+        Some(Message::FileSummary { file: 0, root: root_hash(0, []), sent: 0 })
+    );
     assert_eq!(tx.next_chunk(0), None);
     assert!(tx.end().is_ok(), "nothing outstanding");
 }
@@ -277,7 +280,7 @@ fn a_sender_message_from_the_receiver_is_named_by_its_kind_only() {
     for msg in [
         Message::Plan { files: 0, bytes: 0 },
         Message::Entry(Entry::Dir { path: wp(&["d"]), meta: Meta::default() }),
-        Message::FileSummary { file: 0, root: [0; 32] },
+        Message::FileSummary { file: 0, root: [0; 32], sent: 0 },
         Message::FileAborted { file: 0, message: String::new() },
         Message::EndOfManifest { files: 0, bytes: 0 },
     ] {

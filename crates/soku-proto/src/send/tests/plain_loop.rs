@@ -234,8 +234,8 @@ impl ReceiveSide {
                     self.rx.on_file_opened(id);
                 }
             },
-            Message::FileSummary { file, root } => {
-                let outcome = self.rx.on_summary(file, root).expect("a valid summary");
+            Message::FileSummary { file, root, sent } => {
+                let outcome = self.rx.on_summary(file, root, sent).expect("a valid summary");
                 self.settle(outcome);
             }
             Message::FileAborted { file, .. } => {
