@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use soku_proto::chunk::{chunk_hash, ChunkPlan};
 use soku_proto::manifest::{Entry, Meta};
-use soku_proto::message::{HeldBase, Message, HELD_BATCH};
+use soku_proto::message::{HeldBase, HeldChunk, Message, HELD_BATCH};
 use soku_proto::receive::{ChunkCheck, EntryAction, FileOutcome, Receiver};
 use soku_proto::ProtoError;
 use tokio::sync::watch;
@@ -53,6 +53,9 @@ struct Shared {
     /// source errors, a failed rename).
     other_failures: Mutex<u32>,
 }
+
+/// What a resuming receiver found of a file: where, and the chunks it holds.
+type Held = (HeldBase, Vec<HeldChunk>);
 
 /// Removes (or, with resume, keeps) the temporary files of whatever is unfinished when
 /// the receiver stops, by error or by being dropped.
@@ -335,29 +338,20 @@ impl Shared {
         local: &Path,
         size: u64,
         meta: Meta,
-    ) -> Result<std::io::Result<(TargetFile, Option<partial::Prepared>)>, EngineError> {
+    ) -> Result<std::io::Result<(TargetFile, Option<Held>)>, EngineError> {
         let (this, local) = (self.clone(), local.to_path_buf());
         let trailer = Trailer::new(size, &meta);
         let plan = ChunkPlan::new(size, self.chunk_size);
         let made = tokio::task::spawn_blocking(move || {
-            let mut prepared = None;
-            let file = this.temps.track(&local, || {
-                let mut found = partial::prepare(&this.dir, &local, trailer, plan, meta.mode)?;
-                let storage = std::mem::replace(&mut found.storage, Storage::FinalFile);
-                prepared = Some(found);
-                match storage {
-                    Storage::Temp(file) => Ok(Some(file)),
-                    Storage::FinalFile => Ok(None),
-                }
-            });
-            file.map(|file| {
-                let fresh = prepared.as_ref().is_some_and(|p| p.held.is_empty());
-                let target = match file {
-                    Some(file) => TargetFile::new(file, fresh),
-                    None => TargetFile::in_final(&local, trailer, meta.mode),
-                };
-                (target, prepared)
-            })
+            let found = this
+                .temps
+                .track(&local, || partial::prepare(&this.dir, &local, trailer, plan, meta.mode))?;
+            let partial::Prepared { base, held, storage } = found;
+            let target = match storage {
+                Storage::Temp(file) => TargetFile::new(file, held.is_empty()),
+                Storage::FinalFile => TargetFile::in_final(&local, trailer, meta.mode),
+            };
+            Ok((target, Some((base, held))))
         })
         .await?;
         Ok(made)
@@ -369,9 +363,8 @@ impl Shared {
         id: u32,
         local: &Path,
         chunks: u32,
-        prepared: partial::Prepared,
+        (base, held): Held,
     ) -> Result<(), EngineError> {
-        let partial::Prepared { base, held, .. } = prepared;
         if let HeldBase::Restarted { reason } = &base {
             let warning = format!("{}: {reason}: copying it again from the start", local.display());
             self.events.event(TransferEvent::Warning(warning));

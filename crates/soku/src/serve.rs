@@ -24,7 +24,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use soku_engine::ahead::Walked;
 use soku_engine::events::Silent;
 use soku_engine::link::{self, Link};
-use soku_engine::{CopyOptions, Role};
+use soku_engine::{CopyOptions, LinkError, Role};
 
 use crate::cli::ServeArgs;
 
@@ -85,19 +85,12 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     stdout.flush().await?;
 
     let stall = Duration::from_secs(args.stall_timeout);
-    let stalled =
-        || anyhow::anyhow!("the client sent nothing for {} s: it stalled", stall.as_secs());
     let mut magic = vec![0u8; MAGIC.len()];
-    tokio::time::timeout(stall, stdin.read_exact(&mut magic))
-        .await
-        .map_err(|_| stalled())?
-        .context("reading the client's hello")?;
+    within(stall, stdin.read_exact(&mut magic)).await?.context("reading the client's hello")?;
     if magic != MAGIC {
         anyhow::bail!("not a soku client on stdin (soku serve is started by soku itself)");
     }
-    let hello: ClientHello = tokio::time::timeout(stall, read_small_frame(&mut stdin))
-        .await
-        .map_err(|_| stalled())??;
+    let hello: ClientHello = within(stall, read_small_frame(&mut stdin)).await??;
     // The newest version both speak (the client makes the same choice from our hello,
     // and says so itself if there is none); with one version there is nothing to switch on.
     hello.negotiate()?;
@@ -115,9 +108,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             tokio::time::timeout(ACCEPT_TIMEOUT, soku_transport::accept(&endpoint)).await
         })
     });
-    let choice: TransportChoice = tokio::time::timeout(stall, read_small_frame(&mut stdin))
-        .await
-        .map_err(|_| stalled())??;
+    let choice: TransportChoice = within(stall, read_small_frame(&mut stdin)).await??;
     match (choice, endpoint, accepting) {
         (TransportChoice::Quic, Some(endpoint), Some(accepting)) => {
             let conn = accepting.await?.context("the client chose QUIC but never connected")??;
@@ -128,8 +119,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
                 while stdin.read(&mut sink).await.is_ok_and(|n| n > 0) {}
                 watched.close(1u32.into(), b"ssh channel closed");
             });
-            let (send, recv) =
-                tokio::time::timeout(stall, conn.accept_bi()).await.map_err(|_| stalled())??;
+            let (send, recv) = within(stall, conn.accept_bi()).await??;
             let mut link = link::quic::link(conn.clone(), send, recv);
             link.set_stall_limit(Some(stall));
             let result = serve_job(&mut link, Some(&conn)).await;
@@ -152,6 +142,15 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         }
         (TransportChoice::Quic, _, _) => anyhow::bail!("client chose QUIC after asking for none"),
     }
+}
+
+/// `work`, unless the client lets `stall` pass first: the link's own stall error, so a
+/// stalled handshake reads like a stalled copy.
+async fn within<T>(
+    stall: Duration,
+    work: impl std::future::Future<Output = T>,
+) -> Result<T, LinkError> {
+    tokio::time::timeout(stall, work).await.map_err(|_| LinkError::Stalled(stall))
 }
 
 /// Reads a bootstrap frame (the client's hello or its transport choice); fields a newer
