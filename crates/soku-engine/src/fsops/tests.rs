@@ -1,5 +1,5 @@
 use std::os::unix::fs::symlink;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 
 use super::*;
@@ -56,24 +56,29 @@ fn a_directory_swapped_for_a_symlink_mid_copy_cannot_redirect_a_write() {
     let root = tmp.path().to_path_buf();
     std::fs::create_dir(root.join("d")).expect("mkdir");
     let stop = Arc::new(AtomicBool::new(false));
+    let swaps = Arc::new(AtomicU32::new(0));
     let swapper = {
-        let (root, outside, stop) = (root.clone(), outside.path().to_path_buf(), stop.clone());
+        let (root, outside) = (root.clone(), outside.path().to_path_buf());
+        let (stop, swaps) = (stop.clone(), swaps.clone());
         std::thread::spawn(move || {
-            let mut swaps = 0u32;
             while !stop.load(Ordering::Relaxed) {
                 // The real directory moves aside and a symlink takes its name, then back.
                 let _ = std::fs::rename(root.join("d"), root.join("d.real"));
                 let _ = symlink(&outside, root.join("d"));
                 let _ = std::fs::remove_file(root.join("d"));
                 let _ = std::fs::rename(root.join("d.real"), root.join("d"));
-                swaps += 1;
+                swaps.fetch_add(1, Ordering::Relaxed);
             }
-            swaps
         })
     };
     let dir = TargetDir::open(&root).expect("open");
     let (mut made, mut refused) = (0, 0);
-    for n in 0..2000 {
+    // Both sides must have run interleaved: at least 2000 writes and 200 swaps, however
+    // the scheduler shares the cores (a one-core machine may run the swapper rarely).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let mut n = 0u32;
+    while (n < 2000 || swaps.load(Ordering::Relaxed) < 200) && std::time::Instant::now() < deadline
+    {
         let local = root.join(format!("d/f{n}"));
         match dir.create_temp(&local, 10, 0o644, None) {
             Ok(file) => {
@@ -84,11 +89,16 @@ fn a_directory_swapped_for_a_symlink_mid_copy_cannot_redirect_a_write() {
             Err(_) => refused += 1,
         }
         let _ = dir.ensure_dir(&root.join(format!("d/sub{n}")));
+        n += 1;
+        if n % 64 == 0 {
+            std::thread::yield_now();
+        }
     }
     stop.store(true, Ordering::Relaxed);
-    let swaps = swapper.join().expect("swapper");
+    swapper.join().expect("swapper");
+    let swaps = swaps.load(Ordering::Relaxed);
     let escaped: Vec<_> = std::fs::read_dir(outside.path()).expect("read").collect();
     assert!(escaped.is_empty(), "{} entries outside the target", escaped.len());
-    assert!(swaps > 100, "the swaps raced the writes ({swaps})");
+    assert!(swaps >= 200, "the swaps raced the writes ({swaps} in 30 s)");
     assert!(made > 0, "some files were made while the directory was real ({refused} refused)");
 }
