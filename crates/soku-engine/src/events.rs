@@ -11,8 +11,10 @@ pub const PATH_SAMPLE_INTERVAL: Duration = Duration::from_millis(500);
 pub enum TransferEvent {
     /// The data path is chosen.
     Connected {
-        /// "QUIC" or "ssh channel", with detail.
+        /// "QUIC to ...", "TLS/TCP to ..." or "the ssh channel", with detail.
         transport: String,
+        /// Why this one and not QUIC, when it is not QUIC.
+        reason: Option<String>,
     },
     /// The sender announced the whole job.
     Planned {

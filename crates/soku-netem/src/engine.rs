@@ -133,6 +133,8 @@ impl DirCounters {
 pub struct Faults {
     blackout: AtomicBool,
     drop_udp: AtomicBool,
+    /// UDP's rate limit per direction in bits per second; 0 for none.
+    udp_rate_bps: AtomicU64,
 }
 
 impl Faults {
@@ -146,13 +148,59 @@ impl Faults {
         self.drop_udp.store(on, Relaxed);
     }
 
-    /// Whether the IP `packet` is dropped by a fault now.
-    fn drops(&self, packet: &[u8]) -> bool {
+    /// Polices UDP to `bps` bits per second in each direction (`None`: no limit): UDP
+    /// packets beyond the rate are dropped, TCP is untouched (a middlebox that
+    /// rate-limits UDP). See [`UdpPolicer`].
+    pub fn set_udp_rate(&self, bps: Option<u64>) {
+        self.udp_rate_bps.store(bps.unwrap_or(0), Relaxed);
+    }
+
+    /// Whether the IP `packet` is dropped by a fault now; `policer` is this direction's.
+    fn drops(&self, packet: &[u8], policer: &mut UdpPolicer, now_ns: u64) -> bool {
         if self.blackout.load(Relaxed) {
             return true;
         }
         // IPv4 protocol field (RFC 791): 17 is UDP. The namespaces carry no IPv6.
-        self.drop_udp.load(Relaxed) && packet.len() > 9 && packet[0] >> 4 == 4 && packet[9] == 17
+        let udp = packet.len() > 9 && packet[0] >> 4 == 4 && packet[9] == 17;
+        if !udp {
+            return false;
+        }
+        if self.drop_udp.load(Relaxed) {
+            return true;
+        }
+        match self.udp_rate_bps.load(Relaxed) {
+            0 => false,
+            bps => !policer.admit(now_ns, packet.len(), bps),
+        }
+    }
+}
+
+/// A token bucket (RFC 2697's single-rate policer, one bucket): tokens in bytes fill
+/// at the rate up to [`UdpPolicer::BURST`] worth of time, and a packet passes only if
+/// the bucket holds its size. Excess is dropped, not queued, as rate-limiting firewalls
+/// do.
+#[derive(Debug, Default)]
+pub(crate) struct UdpPolicer {
+    tokens: f64,
+    last_ns: u64,
+}
+
+impl UdpPolicer {
+    /// Bucket depth in time at the rate (at least 16 full-size packets).
+    const BURST: Duration = Duration::from_millis(20);
+
+    fn admit(&mut self, now_ns: u64, len: usize, bps: u64) -> bool {
+        let rate = bps as f64 / 8.0 / 1e9;
+        let depth = (rate * Self::BURST.as_nanos() as f64).max(16.0 * 1500.0);
+        let elapsed = now_ns.saturating_sub(self.last_ns) as f64;
+        self.tokens = (self.tokens + elapsed * rate).min(depth);
+        self.last_ns = now_ns;
+        if self.tokens >= len as f64 {
+            self.tokens -= len as f64;
+            true
+        } else {
+            false
+        }
     }
 }
 
@@ -179,6 +227,7 @@ pub(crate) struct Direction {
     pub(crate) line: DelayLine,
     pub(crate) counters: Arc<DirCounters>,
     pub(crate) faults: Arc<Faults>,
+    pub(crate) udp_policer: UdpPolicer,
     pub(crate) stop: Arc<Stop>,
     pub(crate) epoch: Instant,
     pub(crate) realtime: bool,
@@ -225,12 +274,13 @@ impl Direction {
                             st.dropped_overflow += 1;
                             continue;
                         };
-                        if self.faults.drops(self.pool.data(slot, n as u32)) {
+                        let now = self.now();
+                        let packet = self.pool.data(slot, n as u32);
+                        if self.faults.drops(packet, &mut self.udp_policer, now) {
                             self.pool.free(slot);
                             st.dropped_fault += 1;
                             continue;
                         }
-                        let now = self.now();
                         match self.model.offer(now, n) {
                             Verdict::Deliver { at, reordered } => {
                                 self.line.push(at, slot, n as u32, reordered)
@@ -315,5 +365,43 @@ impl Direction {
         (st.user_ns, st.cpu_ns) = (user, user + system);
         self.counters.publish(&st);
         result
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ipv4(protocol: u8, len: usize) -> Vec<u8> {
+        let mut packet = vec![0u8; len];
+        packet[0] = 0x45;
+        packet[9] = protocol;
+        packet
+    }
+
+    /// Over 10 s of 1500-byte UDP packets offered at 100 Mbit/s, a 5 Mbit/s policer lets
+    /// 5 Mbit/s through (plus its one burst); TCP passes whatever the rate.
+    #[test]
+    fn the_udp_policer_passes_its_rate_and_leaves_tcp_alone() {
+        let faults = Faults::default();
+        faults.set_udp_rate(Some(5_000_000));
+        let mut policer = UdpPolicer::default();
+        let (udp, tcp) = (ipv4(17, 1500), ipv4(6, 1500));
+        let gap_ns = 1500 * 8 * 1_000_000_000 / 100_000_000; // 120 us at 100 Mbit/s
+        let mut passed = 0u64;
+        for k in 0..(10_000_000_000 / gap_ns) {
+            let now = k * gap_ns;
+            if !faults.drops(&udp, &mut policer, now) {
+                passed += 1500;
+            }
+            assert!(!faults.drops(&tcp, &mut policer, now), "TCP was dropped");
+        }
+        let rate = passed as f64 * 8.0 / 10.0;
+        assert!((4.9e6..=5.2e6).contains(&rate), "passed {rate} bit/s");
+        faults.set_udp_rate(None);
+        assert!(!faults.drops(&udp, &mut policer, 0));
+        faults.set_drop_udp(true);
+        assert!(faults.drops(&udp, &mut policer, 0));
+        assert!(!faults.drops(&tcp, &mut policer, 0));
     }
 }

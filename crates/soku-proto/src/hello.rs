@@ -23,8 +23,9 @@ pub struct ClientHello {
     pub max_version: u16,
     /// SHA-256 of the client's ephemeral certificate.
     pub fingerprint: [u8; 32],
-    /// Whether the client wants a QUIC endpoint (false: data over the ssh channel only).
-    pub want_quic: bool,
+    /// Whether the client wants a direct data path, QUIC or TLS over TCP (false: the data
+    /// moves over the ssh channel only).
+    pub want_direct: bool,
 }
 
 /// The server's answer. The server answers before it has read the client's hello (that
@@ -52,10 +53,14 @@ pub enum ServerHello {
         warnings: Vec<String>,
         /// The oldest protocol version the server speaks (since protocol 3).
         min_version: u16,
+        /// The TCP port the server listens on for TLS over TCP (0 if none; since 5).
+        tcp_port: u16,
     },
 }
 
-/// Protocol 2's server hello: recognised only to say which side to upgrade.
+/// The fields every server hello since protocol 2 starts with: an older server's hello
+/// (protocol 2 lacks `min_version`, 3 and 4 lack `tcp_port`) is recognised by them, only
+/// to say which side to upgrade.
 #[derive(Debug, Deserialize)]
 enum ServerHelloV2 {
     Ready {
@@ -75,6 +80,43 @@ pub enum TransportChoice {
     Quic,
     /// QUIC did not get through: data and control move over the ssh channel.
     SshChannel,
+    /// TLS over TCP (since protocol 5): the client opened one control connection and
+    /// `lanes` chunk connections to the server's `tcp_port`, each starting with a
+    /// [`TcpPreface`].
+    Tcp {
+        /// Chunk connections besides the control connection.
+        lanes: u8,
+    },
+}
+
+/// The first two bytes a client sends on each TLS-over-TCP connection: which one it is
+/// (0: control, 1..=lanes: chunks) and how many chunk connections the session has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TcpPreface {
+    /// 0 for the control connection, `1..=lanes` for chunk connections.
+    pub index: u8,
+    /// Chunk connections of the session.
+    pub lanes: u8,
+}
+
+impl TcpPreface {
+    /// Its two bytes.
+    pub fn to_bytes(self) -> [u8; 2] {
+        [self.index, self.lanes]
+    }
+
+    /// Reads one from its two bytes; an index beyond the lanes, or no lanes at all, is
+    /// malformed.
+    pub fn from_bytes(bytes: [u8; 2]) -> Result<TcpPreface, ProtoError> {
+        let [index, lanes] = bytes;
+        if lanes == 0 || index > lanes {
+            return Err(ProtoError::Malformed(format!(
+                "tcp connection preface {index}/{lanes}: expected an index of 0..={lanes} \
+                 and at least one lane"
+            )));
+        }
+        Ok(TcpPreface { index, lanes })
+    }
 }
 
 /// The newest version in both `local` and `remote`, or why there is none; `remote`
@@ -123,17 +165,21 @@ pub fn decode_server_hello(payload: &[u8]) -> Result<ServerHello, ProtoError> {
 
 impl ClientHello {
     /// A hello with this build's version range.
-    pub fn new(fingerprint: [u8; 32], want_quic: bool) -> Self {
-        Self::speaking(PROTOCOL_VERSIONS, fingerprint, want_quic)
+    pub fn new(fingerprint: [u8; 32], want_direct: bool) -> Self {
+        Self::speaking(PROTOCOL_VERSIONS, fingerprint, want_direct)
     }
 
     /// A hello of a build speaking `versions`.
-    pub fn speaking(versions: RangeInclusive<u16>, fingerprint: [u8; 32], want_quic: bool) -> Self {
+    pub fn speaking(
+        versions: RangeInclusive<u16>,
+        fingerprint: [u8; 32],
+        want_direct: bool,
+    ) -> Self {
         Self {
             min_version: *versions.start(),
             max_version: *versions.end(),
             fingerprint,
-            want_quic,
+            want_direct,
         }
     }
 
@@ -253,6 +299,7 @@ mod tests {
             soku_version: "x".into(),
             warnings: vec!["w".into()],
             min_version: *versions.start(),
+            tcp_port: 2,
         }
     }
 
@@ -298,6 +345,50 @@ mod tests {
         let mut payload = postcard::to_stdvec(&client).unwrap();
         payload.push(42);
         assert_eq!(decode_hello::<ClientHello>(&payload), Ok(client));
+    }
+
+    /// Protocol 4's hello (no TCP port) is refused with both versions named.
+    #[test]
+    fn a_protocol_4_server_is_told_to_upgrade() {
+        #[derive(Serialize)]
+        enum V4 {
+            Ready {
+                version: u16,
+                udp_port: u16,
+                server_addr: Option<std::net::IpAddr>,
+                fingerprint: [u8; 32],
+                soku_version: String,
+                warnings: Vec<String>,
+                min_version: u16,
+            },
+        }
+        let old = V4::Ready {
+            version: 4,
+            udp_port: 9,
+            server_addr: None,
+            fingerprint: [0; 32],
+            soku_version: "0.1.0".into(),
+            warnings: vec![],
+            min_version: 4,
+        };
+        let payload = postcard::to_stdvec(&old).unwrap();
+        let message = decode_server_hello(&payload).unwrap_err().to_string();
+        assert!(
+            message.contains("remote host speaks protocol version 4")
+                && message.contains("upgrade soku on the remote host"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn a_tcp_preface_round_trips_and_nonsense_is_refused() {
+        for (index, lanes) in [(0, 1), (0, 4), (4, 4), (1, 255)] {
+            let preface = TcpPreface { index, lanes };
+            assert_eq!(TcpPreface::from_bytes(preface.to_bytes()), Ok(preface));
+        }
+        for bad in [[0, 0], [5, 4], [255, 1]] {
+            assert!(TcpPreface::from_bytes(bad).is_err(), "{bad:?}");
+        }
     }
 
     /// Protocol 2's hello (no oldest version) is refused with both versions named.

@@ -36,6 +36,12 @@ pub enum TransportError {
     /// The connection failed for a reason other than TLS (timeout, reset, closed).
     #[error("connection failed: {0}")]
     Connection(quinn::ConnectionError),
+    /// A TCP socket, listener or connection failed (the TCP transport).
+    #[error("tcp: {0}")]
+    Tcp(io::Error),
+    /// TLS over TCP failed: a certificate did not match its pin, or the peer went quiet.
+    #[error("tls over tcp: {0}")]
+    TcpHandshake(String),
     /// The endpoint was closed while waiting for a connection.
     #[error("endpoint closed")]
     EndpointClosed,

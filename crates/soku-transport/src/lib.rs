@@ -1,4 +1,5 @@
-//! soku-transport: the QUIC data plane's endpoints.
+//! soku-transport: the data plane's endpoints, QUIC and (where UDP does not get through)
+//! TLS 1.3 over TCP.
 //!
 //! Each session makes a fresh self-signed [`Identity`] per side; the two fingerprints
 //! travel over the ssh channel, then QUIC runs mutual TLS 1.3 pinned to exactly those
@@ -23,7 +24,9 @@
 //! - `identity.rs`: [`Identity`] (ephemeral certificate) and [`Fingerprint`].
 //! - `pinning.rs`: the rustls verifiers that accept one fingerprint and check signatures.
 //! - `cipher.rs`: [`Cipher`] (`-c`) and the restricted ring crypto provider.
-//! - `tls.rs`: rustls client/server configurations wrapped for quinn.
+//! - `tls.rs`: rustls client/server configurations, wrapped for quinn or used over TCP.
+//! - `tcp.rs`: [`TcpServer`] and [`TcpConnector`]: TLS over TCP with BBR and large
+//!   buffers, and the [`TcpReport`] of what the kernel granted.
 //! - `socket.rs`: the UDP socket, its buffers and the [`SocketReport`].
 //! - `config.rs`: [`TransportOptions`], quinn's transport parameters and the congestion
 //!   controller switch.
@@ -39,6 +42,7 @@ mod gso;
 mod identity;
 mod pinning;
 mod socket;
+mod tcp;
 mod tls;
 
 pub use cipher::Cipher;
@@ -50,7 +54,11 @@ pub use pinning::ClientPin;
 pub use socket::{SocketReport, REQUESTED_BUFFER, WARN_BELOW};
 /// The congestion controller's phases, as [`PathModel::phase`] reports them.
 pub use soku_cc::Mode as CcPhase;
-pub use tls::ALPN;
+pub use tcp::{
+    Handshaker, TcpConnector, TcpReport, TcpServer, TlsClientStream, TlsServerStream,
+    HANDSHAKE_TIMEOUT, TCP_BUFFER,
+};
+pub use tls::{ALPN, TCP_ALPN};
 
 #[cfg(test)]
 mod tests;

@@ -112,7 +112,8 @@ impl Pin {
     }
 }
 
-/// QUIC is TLS 1.3 only (RFC 9001 §4.2); a TLS 1.2 signature means something is wrong.
+/// QUIC is TLS 1.3 only (RFC 9001 §4.2), and so is soku over TCP: a TLS 1.2 signature
+/// means something is wrong.
 fn refuse_tls12() -> Result<HandshakeSignatureValid, rustls::Error> {
     Err(rustls::Error::PeerIncompatible(PeerIncompatible::Tls13RequiredForQuic))
 }

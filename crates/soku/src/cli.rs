@@ -9,6 +9,8 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+use crate::session::TransportMode;
+
 /// Fast, secure file copy: scp's syntax, ssh's authentication, data over QUIC.
 #[derive(Debug, Parser)]
 #[command(
@@ -66,11 +68,16 @@ pub struct CopyArgs {
     #[command(flatten)]
     pub ssh: SshArgs,
 
-    /// Seconds to wait for the QUIC handshake before carrying data over the ssh channel.
+    /// What carries the data: auto (QUIC; TLS over TCP when UDP does not get through;
+    /// the ssh channel when TCP does not either), quic, tcp or ssh.
+    #[arg(long = "transport", value_name = "HOW", value_enum, default_value_t = TransportMode::Auto)]
+    pub transport: TransportMode,
+
+    /// Seconds to wait for QUIC and TCP before moving to the next choice.
     #[arg(long = "quic-timeout", value_name = "SECONDS", default_value_t = 4.0)]
     pub quic_timeout: f64,
 
-    /// Never try QUIC: carry the data over the ssh channel itself.
+    /// Carry the data over the ssh channel itself (the same as --transport ssh).
     #[arg(long = "ssh-channel")]
     pub force_ssh_channel: bool,
 
@@ -172,6 +179,9 @@ pub struct DemoArgs {
     /// Carry the data over the control channel instead of QUIC (exercises the fallback).
     #[arg(long = "ssh-channel")]
     pub force_ssh_channel: bool,
+    /// What carries the data: auto, quic, tcp or ssh (as for a copy).
+    #[arg(long = "transport", value_name = "HOW", value_enum, default_value_t = TransportMode::Auto)]
+    pub transport: TransportMode,
 }
 
 #[derive(Debug, Args)]

@@ -19,7 +19,7 @@ use crate::cli::CopyArgs;
 use crate::exit::Exit;
 use crate::launch::Launcher;
 use crate::retry::{Next, Retry};
-use crate::session::{Session, SessionOptions};
+use crate::session::{Session, SessionOptions, TransportMode};
 use crate::spec::{self, Location, Remote};
 use crate::ui::{JsonLines, ProgressMeter};
 
@@ -93,9 +93,8 @@ pub async fn run_with(args: CopyArgs, events: Arc<dyn EventSink>) -> anyhow::Res
     };
     let remote_soku = args.ssh.remote_soku.clone().unwrap_or_else(|| "soku".into());
     let session_opts = SessionOptions {
-        want_quic: !args.force_ssh_channel,
+        mode: if args.force_ssh_channel { TransportMode::Ssh } else { args.transport },
         quic_timeout: Duration::from_secs_f64(args.quic_timeout.clamp(0.1, 600.0)),
-        ssh_fallback: true,
         host: remote.as_ref().map_or_else(|| "127.0.0.1".into(), |r| r.host.clone()),
         transport,
     };

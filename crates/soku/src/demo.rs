@@ -1,6 +1,6 @@
 //! `soku demo`: soku's main job with no remote host. It writes a file of random bytes,
 //! copies it through a local `soku serve` over QUIC on loopback (exactly the code path of
-//! a real copy, minus ssh), shows the progress and summary, and checks the copy.
+//! a real copy, minus ssh; `--transport tcp` takes TLS over TCP), shows the progress and summary, and checks the copy.
 
 use std::io::Write;
 use std::sync::Arc;
@@ -8,6 +8,7 @@ use std::sync::Arc;
 use anyhow::Context as _;
 
 use crate::cli::{CopyArgs, DemoArgs};
+use crate::session::TransportMode;
 use crate::ui::{human_bytes, ProgressMeter};
 use soku_engine::events::EventSink;
 
@@ -23,15 +24,16 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
         let source = source.clone();
         tokio::task::spawn_blocking(move || write_random(&source, bytes)).await??
     };
-    let how = if args.force_ssh_channel {
-        "the control channel (fallback path)"
-    } else {
-        "QUIC on loopback"
+    let mode = if args.force_ssh_channel { TransportMode::Ssh } else { args.transport };
+    let how = match mode {
+        TransportMode::Ssh => "the control channel (fallback path)",
+        TransportMode::Tcp => "TLS over TCP on loopback",
+        TransportMode::Auto | TransportMode::Quic => "QUIC on loopback",
     };
     eprintln!("soku demo: copying it through a local `soku serve` over {how}");
     let copy = CopyArgs {
         paths: vec![source.display().to_string(), target.display().to_string()],
-        force_ssh_channel: args.force_ssh_channel,
+        transport: mode,
         quic_timeout: 4.0,
         verbose: 1,
         ..CopyArgs::default()

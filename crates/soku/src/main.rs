@@ -22,6 +22,7 @@ mod retry;
 mod serve;
 mod session;
 mod spec;
+mod tcp_path;
 mod tunnel;
 mod ui;
 

@@ -1,9 +1,10 @@
 //! `soku serve`: the remote end of a copy, started by the client through ssh. Its stdin
 //! and stdout are the ssh channel, so nothing else may ever be printed on stdout.
 //!
-//! It opens a QUIC endpoint, announces its port and fingerprint, reads the client's
-//! hello and pins the client's certificate, and then does the one job the client asks
-//! for.
+//! It opens a QUIC endpoint and a TCP port (TLS over TCP, for networks that block UDP),
+//! announces both ports and its fingerprint, reads the client's hello and pins the
+//! client's certificate, and then does the one job the client asks for over the data
+//! path the client chose.
 //! It exits when the job is done or the ssh channel closes.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -18,7 +19,7 @@ use soku_proto::message::{Job, Message};
 use soku_proto::path::{Target, TargetError};
 use soku_proto::receive::Receiver;
 use soku_proto::{MAGIC, PROTOCOL_VERSIONS};
-use soku_transport::{ClientPin, Fingerprint, Identity, TransportOptions};
+use soku_transport::{ClientPin, Fingerprint, Identity, TcpServer, TransportOptions};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 
 use soku_engine::ahead::Walked;
@@ -27,8 +28,10 @@ use soku_engine::link::{self, Link};
 use soku_engine::{CopyOptions, LinkError, Role};
 
 use crate::cli::ServeArgs;
+use crate::tcp_path;
 
-/// How long the server waits for the client's QUIC handshake after offering it.
+/// How long the server waits for the client's QUIC handshake or TCP connections after
+/// offering them.
 const ACCEPT_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long the server waits at the end for the client to end its side of the link,
 /// and then for it to close the QUIC connection.
@@ -70,6 +73,24 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         Some(endpoint) => endpoint.local_addr()?.port(),
         None => 0,
     };
+    // The same port number as UDP where it is free: one port to open in a firewall.
+    let tcp_bind = SocketAddr::new(bind.ip(), udp_port);
+    let tcp = match TcpServer::bind(
+        tcp_bind,
+        &identity,
+        client_pin.clone(),
+        &TransportOptions::default(),
+    ) {
+        Ok(tcp) => Some(tcp),
+        Err(e) => {
+            warnings.push(format!("cannot listen for TLS over TCP: {e}"));
+            None
+        }
+    };
+    let tcp_port = match &tcp {
+        Some(tcp) => tcp.local_addr()?.port(),
+        None => 0,
+    };
     let ready = ServerHello::Ready {
         version: *PROTOCOL_VERSIONS.end(),
         udp_port,
@@ -78,6 +99,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         soku_version: env!("CARGO_PKG_VERSION").to_string(),
         warnings,
         min_version: *PROTOCOL_VERSIONS.start(),
+        tcp_port,
     };
     let mut out = MAGIC.to_vec();
     frame::encode(&ready, &mut out)?;
@@ -94,11 +116,11 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     // The newest version both speak (the client makes the same choice from our hello,
     // and says so itself if there is none); with one version there is nothing to switch on.
     hello.negotiate()?;
-    let endpoint = if hello.want_quic {
+    let (endpoint, tcp) = if hello.want_direct {
         client_pin.set(Fingerprint(hello.fingerprint));
-        endpoint
+        (endpoint, tcp)
     } else {
-        None
+        (None, None)
     };
 
     // Accept while the client decides: quinn completes a handshake only once the
@@ -108,15 +130,50 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             tokio::time::timeout(ACCEPT_TIMEOUT, soku_transport::accept(&endpoint)).await
         })
     });
+    // The client may connect over TCP meanwhile too (it tries both at once).
+    let gathering = tcp.map(|tcp| {
+        tokio::spawn(
+            async move { tokio::time::timeout(ACCEPT_TIMEOUT, tcp_path::gather(tcp)).await },
+        )
+    });
     let choice: TransportChoice = within(stall, read_small_frame(&mut stdin)).await??;
+    if !matches!(choice, TransportChoice::Tcp { .. }) {
+        if let Some(gathering) = &gathering {
+            gathering.abort();
+        }
+    }
     match (choice, endpoint, accepting) {
+        (TransportChoice::Tcp { lanes }, endpoint, accepting) => {
+            if let Some(accepting) = accepting {
+                accepting.abort();
+            }
+            drop(endpoint);
+            let Some(gathering) = gathering else {
+                anyhow::bail!("client chose TCP, which this server does not offer");
+            };
+            let conns = gathering.await?.context("the client chose TCP but never connected")?;
+            if conns.lanes.len() != usize::from(lanes) {
+                anyhow::bail!(
+                    "client chose TCP with {lanes} data connections but opened {}",
+                    conns.lanes.len()
+                );
+            }
+            let mut link = conns.into_link();
+            link.set_stall_limit(Some(stall));
+            // The ssh channel's end means the client is gone: stop at once.
+            let result = tokio::select! {
+                result = serve_job(&mut link, None) => result,
+                () = channel_closed(stdin) => Err(anyhow::anyhow!("ssh channel closed")),
+            };
+            let _ = link.close(CLOSE_PATIENCE).await;
+            result
+        }
         (TransportChoice::Quic, Some(endpoint), Some(accepting)) => {
             let conn = accepting.await?.context("the client chose QUIC but never connected")??;
             // The ssh channel's end means the client is gone: stop at once.
             let watched = conn.clone();
             tokio::spawn(async move {
-                let mut sink = [0u8; 256];
-                while stdin.read(&mut sink).await.is_ok_and(|n| n > 0) {}
+                channel_closed(stdin).await;
                 watched.close(1u32.into(), b"ssh channel closed");
             });
             let (send, recv) = within(stall, conn.accept_bi()).await??;
@@ -142,6 +199,12 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         }
         (TransportChoice::Quic, _, _) => anyhow::bail!("client chose QUIC after asking for none"),
     }
+}
+
+/// Returns when the ssh channel (our stdin) ends: the client, or its login, is gone.
+async fn channel_closed<R: AsyncRead + Unpin>(mut stdin: R) {
+    let mut sink = [0u8; 256];
+    while stdin.read(&mut sink).await.is_ok_and(|n| n > 0) {}
 }
 
 /// `work`, unless the client lets `stall` pass first: the link's own stall error, so a
@@ -184,9 +247,11 @@ async fn serve_job(link: &mut Link, quic: Option<&quinn::Connection>) -> anyhow:
     let role = match job {
         Job::Tunnel { destination, compress } => {
             let Some(conn) = quic else {
-                return Err(
-                    tell_client(link, "a tunnel needs QUIC, and UDP did not get through").await
-                );
+                return Err(tell_client(
+                    link,
+                    "a tunnel needs QUIC, and the client chose another transport",
+                )
+                .await);
             };
             return crate::tunnel::serve(conn.clone(), &destination, compress).await;
         }

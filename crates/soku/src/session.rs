@@ -1,8 +1,10 @@
-//! The client's side of a session: start `soku serve` through ssh, exchange hellos, try
-//! QUIC pinned to the server's certificate, and fall back to the ssh channel if QUIC does
-//! not get through.
+//! The client's side of a session: start `soku serve` through ssh, exchange hellos,
+//! choose the data path (`choose.rs`: QUIC, TLS over TCP, or the ssh channel), and keep
+//! what it runs on until the copy is done.
 
-use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+mod choose;
+mod race;
+
 use std::time::Duration;
 
 use soku_engine::events::{EventSink, TransferEvent};
@@ -10,11 +12,12 @@ use soku_engine::link::{self, Link};
 use soku_proto::frame;
 use soku_proto::hello::{ClientHello, HelloScanner, Scan, ServerHello, TransportChoice};
 use soku_proto::MAGIC;
-use soku_transport::{Fingerprint, Identity, SocketReport, TransportOptions};
+use soku_transport::{Fingerprint, Identity, TransportOptions};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::{Child, ChildStdin};
-use tokio::task::JoinSet;
 
+pub use self::choose::TransportMode;
+use self::choose::{Chosen, Offer};
 use crate::exit::Exit;
 
 /// A QUIC connection and the endpoint that made it.
@@ -29,25 +32,23 @@ pub struct QuicPath {
 /// that [`Session::start`] returns beside it; the session keeps what the link runs on.
 pub struct Session {
     child: Child,
-    /// In QUIC mode: closes the connection when ssh's output ends (see `watch_ssh`).
+    /// Over QUIC or TCP: ends when ssh's output does (see `watch_ssh`).
     ssh_watch: Option<tokio::task::JoinHandle<()>>,
-    /// Kept open in QUIC mode: closing it tells the server to exit.
+    /// Kept open over QUIC or TCP: closing it tells the server to exit.
     ssh_stdin: Option<ChildStdin>,
-    /// The QUIC connection, unless the data moves over the ssh channel.
+    /// The QUIC connection, if the data moves over QUIC.
     pub quic: Option<QuicPath>,
-    /// Why QUIC is not used, when it is not (the user asked, or it did not get through).
+    /// Why the data does not move over QUIC, when it does not (the user asked, or UDP
+    /// did not get through).
     pub fallback: Option<String>,
 }
 
 /// How to set the session up.
 pub struct SessionOptions {
-    /// Try QUIC at all.
-    pub want_quic: bool,
-    /// How long to wait for the QUIC handshake.
+    /// Which data path to use (`--transport`).
+    pub mode: TransportMode,
+    /// How long to wait for QUIC (and TCP) before the next choice.
     pub quic_timeout: Duration,
-    /// Whether the data may move over the ssh channel when QUIC does not get through
-    /// (a copy may; a tunnel may not, and says why itself from [`Session::fallback`]).
-    pub ssh_fallback: bool,
     /// The host name the user typed (used when the server does not know its address).
     pub host: String,
     /// Cipher and rate cap.
@@ -68,8 +69,9 @@ impl Session {
             anyhow::bail!("internal: child pipes missing");
         };
         let identity = Identity::generate()?;
+        let want_direct = opts.mode != TransportMode::Ssh;
         let mut hello = MAGIC.to_vec();
-        frame::encode(&ClientHello::new(identity.fingerprint().0, opts.want_quic), &mut hello)?;
+        frame::encode(&ClientHello::new(identity.fingerprint().0, want_direct), &mut hello)?;
         // If the remote never starts soku, this write may fail; the read below says why.
         let _ = async {
             stdin.write_all(&hello).await?;
@@ -83,61 +85,101 @@ impl Session {
         };
         // The newest version both speak; with one version there is nothing to switch on.
         server_hello.negotiate().map_err(|e| Exit::connection(e.to_string()))?;
-        let ServerHello::Ready { udp_port, server_addr, fingerprint, warnings, .. } = server_hello;
+        let ServerHello::Ready { udp_port, tcp_port, server_addr, fingerprint, warnings, .. } =
+            server_hello;
         for warning in warnings {
             events.event(TransferEvent::Warning(format!("remote: {warning}")));
         }
 
-        let mut fallback = None;
-        let quic = if !opts.want_quic {
-            fallback = Some("the data was asked to move over the ssh channel".to_string());
-            None
-        } else if udp_port == 0 {
-            fallback = Some("the remote soku has no QUIC endpoint".to_string());
-            None
-        } else {
-            let server = Fingerprint(fingerprint);
-            match try_quic(&identity, server, server_addr, udp_port, opts, events).await {
-                Ok(quic) => Some(quic),
-                Err(why) => {
-                    if opts.ssh_fallback {
-                        events.event(TransferEvent::Warning(format!(
-                            "{why}; carrying the data over the ssh channel instead (slower)"
-                        )));
-                    }
-                    fallback = Some(why);
-                    None
-                }
-            }
+        let offer = Offer {
+            identity: &identity,
+            server: Fingerprint(fingerprint),
+            server_addr,
+            udp_port,
+            tcp_port,
         };
-        let choice =
-            if quic.is_some() { TransportChoice::Quic } else { TransportChoice::SshChannel };
+        let chosen = choose::choose(&offer, opts).await.map_err(|why| {
+            Exit::connection(format!(
+                "{why} (--transport {}; auto tries QUIC, then TCP, then the ssh channel)",
+                opts.mode.name()
+            ))
+        })?;
+        let choice = match &chosen {
+            Chosen::Quic(_) => TransportChoice::Quic,
+            Chosen::Tcp(won, _) => TransportChoice::Tcp { lanes: won.conns.lanes.len() as u8 },
+            Chosen::Ssh(_) => TransportChoice::SshChannel,
+        };
         stdin.write_all(&frame::to_vec(&choice)?).await?;
         stdin.flush().await?;
 
-        match quic {
-            Some((endpoint, conn, addr)) => {
+        match chosen {
+            Chosen::Quic(won) => {
+                if let Some(warning) = won.report.warning {
+                    events.event(TransferEvent::Warning(warning));
+                }
+                let conn = won.conn;
                 let (send, recv) = conn.open_bi().await?;
                 let link = link::quic::link(conn.clone(), send, recv);
-                events.event(TransferEvent::Connected { transport: format!("QUIC to {addr}") });
-                let ssh_watch = Some(tokio::spawn(watch_ssh(stdout, conn.clone())));
-                let quic = Some(QuicPath { _endpoint: endpoint, conn });
+                events.event(TransferEvent::Connected {
+                    transport: format!("QUIC to {}", won.addr),
+                    reason: None,
+                });
+                let ssh_watch = Some(tokio::spawn(watch_ssh(stdout, Some(conn.clone()))));
+                let quic = Some(QuicPath { _endpoint: won.endpoint, conn });
                 let session =
                     Session { child, ssh_watch, ssh_stdin: Some(stdin), quic, fallback: None };
                 Ok((session, link))
             }
-            None => {
+            Chosen::Tcp(won, why) => {
+                let lanes = won.conns.lanes.len();
+                if let Some(why) = &why {
+                    events.event(TransferEvent::Warning(format!(
+                        "{why}; the data moves over TLS/TCP instead"
+                    )));
+                }
+                if let Some(warning) = won.report.warning(lanes + 1) {
+                    events.event(TransferEvent::Warning(warning));
+                }
+                let link = won.conns.into_link();
+                events.event(TransferEvent::Connected {
+                    transport: format!(
+                        "TLS/TCP to {} ({lanes} data connections; {})",
+                        won.addr,
+                        won.report.describe()
+                    ),
+                    reason: why.clone(),
+                });
+                let ssh_watch = Some(tokio::spawn(watch_ssh(stdout, None)));
+                let fallback = Some(why.unwrap_or_else(|| "--transport tcp".into()));
+                let session =
+                    Session { child, ssh_watch, ssh_stdin: Some(stdin), quic: None, fallback };
+                Ok((session, link))
+            }
+            Chosen::Ssh(why) => {
+                if opts.mode == TransportMode::Auto {
+                    events.event(TransferEvent::Warning(format!(
+                        "{why}; carrying the data over the ssh channel instead (slower)"
+                    )));
+                }
                 let input = std::io::Cursor::new(leftover).chain(stdout);
                 let link = link::stream::link(input, stdin);
-                events.event(TransferEvent::Connected { transport: "the ssh channel".into() });
-                let session =
-                    Session { child, ssh_watch: None, ssh_stdin: None, quic: None, fallback };
+                events.event(TransferEvent::Connected {
+                    transport: "the ssh channel".into(),
+                    reason: Some(why.clone()),
+                });
+                let session = Session {
+                    child,
+                    ssh_watch: None,
+                    ssh_stdin: None,
+                    quic: None,
+                    fallback: Some(why),
+                };
                 Ok((session, link))
             }
         }
     }
 
-    /// Whether ssh ended under a QUIC copy (the server or the login is gone).
+    /// Whether ssh ended under a QUIC or TCP copy (the server or the login is gone).
     pub fn ssh_ended(&self) -> bool {
         self.ssh_watch.as_ref().is_some_and(|watch| watch.is_finished())
     }
@@ -191,14 +233,17 @@ impl Session {
 /// Code of the QUIC close when the ssh session ended under a running copy.
 pub const SSH_ENDED: u32 = 2;
 
-/// Waits for the end of ssh's output and closes the QUIC connection then. The server
-/// exits when its ssh channel ends (`serve.rs`), and ssh ends when the server does: so
-/// either side stopping (killed, or its login dropped) is noticed at once, not after
-/// QUIC's idle timeout of a minute.
-async fn watch_ssh<R: AsyncRead + Unpin>(mut stdout: R, conn: quinn::Connection) {
+/// Waits for the end of ssh's output and closes the QUIC connection then, if there is
+/// one. The server exits when its ssh channel ends (`serve.rs`), and ssh ends when the
+/// server does: so either side stopping (killed, or its login dropped) is noticed at
+/// once, not after QUIC's idle timeout of a minute (TCP connections end with the
+/// server anyway; [`Session::ssh_ended`] then says why).
+async fn watch_ssh<R: AsyncRead + Unpin>(mut stdout: R, conn: Option<quinn::Connection>) {
     let mut sink = [0u8; 256];
     while stdout.read(&mut sink).await.is_ok_and(|n| n > 0) {}
-    conn.close(SSH_ENDED.into(), b"the ssh session ended");
+    if let Some(conn) = conn {
+        conn.close(SSH_ENDED.into(), b"the ssh session ended");
+    }
 }
 
 async fn read_server_hello<R: AsyncRead + Unpin>(
@@ -259,174 +304,4 @@ async fn explain_startup_failure(child: &mut Child, err: anyhow::Error) -> anyho
         None => "the remote side ended before soku started".to_string(),
     };
     Exit::connection(message).into()
-}
-
-type Quic = (quinn::Endpoint, quinn::Connection, SocketAddr);
-
-/// How long the server's own address (from `SSH_CONNECTION`: the address our ssh reached)
-/// has to itself before the host name's other addresses join the race. It is right
-/// unless the server sits behind NAT, where the name's public address is the one that works.
-const STAGGER: Duration = Duration::from_millis(300);
-
-/// Connects over QUIC: the server's own address first, then, after [`STAGGER`] or its
-/// failure, every other address of the host name as well; the first handshake wins.
-/// The name is resolved meanwhile, so the common case waits for no DNS lookup.
-async fn try_quic(
-    identity: &Identity,
-    server: Fingerprint,
-    server_addr: Option<IpAddr>,
-    port: u16,
-    opts: &SessionOptions,
-    events: &dyn EventSink,
-) -> Result<Quic, String> {
-    let deadline = tokio::time::Instant::now() + opts.quic_timeout;
-    let host = opts.host.trim_start_matches('[').trim_end_matches(']').to_string();
-    let resolving = tokio::task::spawn_blocking(move || {
-        (host.as_str(), port).to_socket_addrs().map(|found| found.collect::<Vec<_>>())
-    });
-    let mut race = Race { attempts: JoinSet::new(), tried: Vec::new(), last_error: String::new() };
-    if let Some(ip) = server_addr.filter(|ip| !ip.is_unspecified()) {
-        race.start(SocketAddr::new(ip, port), identity, server, opts)?;
-        // The primary failing fast or not answering yet both lead to the wider race.
-        let first = tokio::time::timeout(STAGGER.min(opts.quic_timeout), race.next()).await;
-        if let Ok(Some(won)) = first {
-            return Ok(race.won(won, events));
-        }
-    }
-    if let Ok(Ok(Ok(found))) = tokio::time::timeout_at(deadline, resolving).await {
-        for addr in found {
-            race.start(addr, identity, server, opts)?;
-        }
-    }
-    if race.tried.is_empty() {
-        return Err(format!("cannot find an address for {}", opts.host));
-    }
-    match tokio::time::timeout_at(deadline, race.next()).await {
-        Ok(Some(won)) => Ok(race.won(won, events)),
-        Ok(None) => Err(race.last_error),
-        Err(_) => {
-            let tried: Vec<String> = race.tried.iter().map(ToString::to_string).collect();
-            Err(format!(
-                "no QUIC handshake with {} within {:.0} s (UDP blocked?)",
-                tried.join(" or "),
-                opts.quic_timeout.as_secs_f64()
-            ))
-        }
-    }
-}
-
-/// Connection attempts running at once; dropping it abandons the losers.
-struct Race {
-    attempts:
-        JoinSet<(quinn::Endpoint, SocketReport, SocketAddr, Result<quinn::Connection, String>)>,
-    tried: Vec<SocketAddr>,
-    last_error: String,
-}
-
-/// A finished handshake and the endpoint that made it.
-type Won = (quinn::Endpoint, SocketReport, SocketAddr, quinn::Connection);
-
-impl Race {
-    /// Starts an attempt on `addr` unless one is already under way.
-    fn start(
-        &mut self,
-        addr: SocketAddr,
-        identity: &Identity,
-        server: Fingerprint,
-        opts: &SessionOptions,
-    ) -> Result<(), String> {
-        if self.tried.contains(&addr) {
-            return Ok(());
-        }
-        self.tried.push(addr);
-        let (endpoint, report) =
-            soku_transport::client_endpoint(addr, identity, server, &opts.transport)
-                .map_err(|e| e.to_string())?;
-        self.attempts.spawn(async move {
-            let result = soku_transport::connect(&endpoint, addr)
-                .await
-                .map_err(|e| format!("QUIC to {addr} failed: {e}"));
-            (endpoint, report, addr, result)
-        });
-        Ok(())
-    }
-
-    /// The next successful handshake; `None` once every attempt has failed.
-    async fn next(&mut self) -> Option<Won> {
-        while let Some(done) = self.attempts.join_next().await {
-            match done {
-                Ok((endpoint, report, addr, Ok(conn))) => {
-                    return Some((endpoint, report, addr, conn))
-                }
-                Ok((_, _, _, Err(e))) => self.last_error = e,
-                Err(e) => self.last_error = format!("QUIC attempt ended: {e}"),
-            }
-        }
-        None
-    }
-
-    fn won(self, (endpoint, report, addr, conn): Won, events: &dyn EventSink) -> Quic {
-        if let Some(warning) = report.warning {
-            events.event(TransferEvent::Warning(warning));
-        }
-        (endpoint, conn, addr)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use soku_engine::events::Silent;
-
-    fn options(host: &str, quic_timeout: Duration) -> SessionOptions {
-        SessionOptions {
-            want_quic: true,
-            quic_timeout,
-            ssh_fallback: true,
-            host: host.into(),
-            transport: TransportOptions::default(),
-        }
-    }
-
-    /// The server's reported address does not answer (as behind NAT: it reports its
-    /// private address); the host name's address does, and wins the race.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn host_name_wins_when_the_reported_address_is_silent() {
-        let (server_id, client_id) = (Identity::generate().unwrap(), Identity::generate().unwrap());
-        let (server, _) = soku_transport::server_endpoint(
-            "127.0.0.1:0".parse().unwrap(),
-            &server_id,
-            client_id.fingerprint(),
-            &TransportOptions::default(),
-        )
-        .unwrap();
-        let port = server.local_addr().unwrap().port();
-        let accepting = tokio::spawn(async move { soku_transport::accept(&server).await });
-        // 127.0.0.2 is local on Linux but nothing listens there on this port.
-        let silent: IpAddr = "127.0.0.2".parse().unwrap();
-        let opts = options("127.0.0.1", Duration::from_secs(4));
-        let (_, conn, addr) =
-            try_quic(&client_id, server_id.fingerprint(), Some(silent), port, &opts, &Silent)
-                .await
-                .expect("connects through the host name");
-        assert_eq!(addr, SocketAddr::from(([127, 0, 0, 1], port)));
-        assert!(accepting.await.unwrap().is_ok());
-        conn.close(0u32.into(), b"");
-    }
-
-    /// Nothing answers anywhere: the error names what was tried, within the timeout.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn silence_everywhere_is_a_timeout_naming_the_addresses() {
-        let (server_id, client_id) = (Identity::generate().unwrap(), Identity::generate().unwrap());
-        let silent_socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-        let port = silent_socket.local_addr().unwrap().port();
-        let opts = options("127.0.0.1", Duration::from_millis(800));
-        let started = std::time::Instant::now();
-        let err = try_quic(&client_id, server_id.fingerprint(), None, port, &opts, &Silent)
-            .await
-            .map(|_| ())
-            .unwrap_err();
-        assert!(err.contains("no QUIC handshake with 127.0.0.1:"), "{err}");
-        assert!(started.elapsed() < Duration::from_secs(5), "took {:?}", started.elapsed());
-    }
 }

@@ -41,7 +41,7 @@ struct Script {
 }
 
 impl Script {
-    /// Starts like a real server: magic and a Ready hello without QUIC.
+    /// Starts like a real server: magic and a Ready hello without QUIC or TCP.
     fn new() -> Script {
         let mut s = Script { bytes: MAGIC.to_vec() };
         s.frame(&ServerHello::Ready {
@@ -52,6 +52,7 @@ impl Script {
             soku_version: "hostile".into(),
             warnings: vec![],
             min_version: *soku_proto::PROTOCOL_VERSIONS.start(),
+            tcp_port: 0,
         });
         s
     }
@@ -602,6 +603,7 @@ fn a_server_speaking_only_newer_protocols_is_refused_with_both_versions() {
         soku_version: "99.0.0".into(),
         warnings: vec![],
         min_version: newest + 1,
+        tcp_port: 0,
     });
     let out = scene.run(&s, &["hostile.invalid:file.txt", &target(&scene.dst())]);
     let stderr = String::from_utf8_lossy(&out.stderr);

@@ -30,8 +30,9 @@ pub const KEEPALIVE_EVERY: std::time::Duration = std::time::Duration::from_secs(
 enum Outbound {
     /// A control message.
     Control(Message),
-    /// A chunk, interleaved with control messages (ordered byte streams only).
-    Chunk(ChunkHeader, Bytes),
+    /// A chunk, interleaved with control messages (ordered byte streams only); the
+    /// sender, if any, hears when its bytes are written.
+    Chunk(ChunkHeader, Bytes, Option<oneshot::Sender<()>>),
     /// Write what is queued, flush, end the stream, and say so.
     Finish(oneshot::Sender<Result<(), LinkError>>),
 }
@@ -44,7 +45,7 @@ impl std::fmt::Debug for Outbound {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Outbound::Control(msg) => write!(f, "Control({})", msg.kind()),
-            Outbound::Chunk(header, _) => write!(f, "Chunk({}/{})", header.file, header.index),
+            Outbound::Chunk(header, ..) => write!(f, "Chunk({}/{})", header.file, header.index),
             Outbound::Finish(_) => write!(f, "Finish"),
         }
     }
@@ -66,7 +67,16 @@ impl ControlWriter {
 
     /// Queues a chunk: its header frame, then its wire bytes.
     pub async fn chunk(&self, header: ChunkHeader, wire: Bytes) -> Result<(), LinkError> {
-        self.0.send(Outbound::Chunk(header, wire)).await.map_err(|_| LinkError::Closed)
+        self.0.send(Outbound::Chunk(header, wire, None)).await.map_err(|_| LinkError::Closed)
+    }
+
+    /// Queues a chunk and waits until its bytes are written to the stream (into the
+    /// kernel's socket buffer), so a sender holds no more chunks than it keeps in flight.
+    pub async fn chunk_written(&self, header: ChunkHeader, wire: Bytes) -> Result<(), LinkError> {
+        let (done, written) = oneshot::channel();
+        let item = Outbound::Chunk(header, wire, Some(done));
+        self.0.send(item).await.map_err(|_| LinkError::Closed)?;
+        written.await.map_err(|_| LinkError::Closed)
     }
 
     /// Writes everything queued, ends the stream, and waits until that is done.
@@ -132,11 +142,14 @@ async fn queue<W: AsyncWrite + Unpin>(
 ) -> Result<(), LinkError> {
     match item {
         Outbound::Control(msg) => frame::encode(&msg, buf)?,
-        Outbound::Chunk(header, data) => {
+        Outbound::Chunk(header, data, written) => {
             frame::encode(&Message::Chunk(header), buf)?;
             out.write_all(buf).await?;
             buf.clear();
             out.write_all(&data).await?;
+            if let Some(written) = written {
+                let _ = written.send(());
+            }
         }
         Outbound::Finish(done) => *finish = Some(done),
     }

@@ -31,6 +31,19 @@ pub fn ordered_pair() -> (Link, Link) {
     (super::stream::link(a_in, a_out), super::stream::link(b_in, b_out))
 }
 
+/// Two ends of a striped link: control on one pipe, chunks over `lanes` more.
+pub fn striped_pair(lanes: usize) -> (Link, Link) {
+    let mut a_ends = Vec::new();
+    let mut b_ends = Vec::new();
+    for _ in 0..=lanes.max(1) {
+        let (a, b) = tokio::io::duplex(PIPE);
+        a_ends.push(tokio::io::split(a));
+        b_ends.push(tokio::io::split(b));
+    }
+    let (a_control, b_control) = (a_ends.remove(0), b_ends.remove(0));
+    (super::striped::link(a_control, a_ends), super::striped::link(b_control, b_ends))
+}
+
 /// One end of a link whose raw bytes the test writes and reads itself (a peer that
 /// sends garbage, or stops answering).
 pub fn raw_peer() -> (Link, tokio::io::DuplexStream) {

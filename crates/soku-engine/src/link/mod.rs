@@ -8,15 +8,16 @@
 //!   in one channel fed by the link's own reader tasks. Reading it is cancel-safe, so a
 //!   role can wait for the peer and for its own tasks at once.
 //!
-//! Implementations: [`quic`] (a QUIC connection), [`stream`] (any ordered byte stream:
-//! the ssh channel today, TLS over TCP next) and [`memory`] (a pair in one process, for
-//! tests). A link's reader and writer tasks belong to it and stop when it is dropped, so
+//! Implementations: [`quic`] (a QUIC connection), [`stream`] (one ordered byte stream:
+//! the ssh channel), [`striped`] (several: TLS over TCP connections) and [`memory`]
+//! (pairs in one process, for tests). A link's reader and writer tasks belong to it and stop when it is dropped, so
 //! a copy can be moved to a new link by dropping the old one.
 
 pub mod frames;
 pub mod memory;
 pub mod quic;
 pub mod stream;
+pub mod striped;
 
 use std::collections::VecDeque;
 use std::future::Future;

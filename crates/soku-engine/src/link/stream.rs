@@ -1,4 +1,4 @@
-//! A link over one ordered byte stream (the ssh channel; TLS over TCP next): control
+//! A link over one ordered byte stream (the ssh channel): control
 //! frames and chunks interleaved, each chunk a header frame followed by its bytes. The
 //! sender queues a file's entry before its chunks, so on this link the receiver always
 //! knows the file first.

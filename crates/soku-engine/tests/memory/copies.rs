@@ -1,4 +1,4 @@
-//! Copies that must succeed, byte for byte, over both kinds of in-memory link.
+//! Copies that must succeed, byte for byte, over every kind of in-memory link.
 
 use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;
@@ -17,6 +17,8 @@ fn links() -> Vec<(&'static str, MakePair)> {
         ("streams", || memory::streams_pair(Duration::ZERO)),
         // Control held back 5 ms per message: chunks arrive before their entries.
         ("streams, late control", || memory::streams_pair(Duration::from_millis(5))),
+        // Control on its own pipe, chunks over three more (TLS over TCP).
+        ("striped", || memory::striped_pair(3)),
     ]
 }
 

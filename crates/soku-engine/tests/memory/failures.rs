@@ -67,7 +67,9 @@ async fn first_of_three_chunks(peer: &mut DuplexStream, seed: u8) {
 
 #[tokio::test]
 async fn a_source_that_shrinks_mid_copy_fails_alone() {
-    for pair in [memory::ordered_pair, || memory::streams_pair(Duration::ZERO)] {
+    for pair in
+        [memory::ordered_pair, || memory::streams_pair(Duration::ZERO), || memory::striped_pair(2)]
+    {
         let scene = Scene::new();
         let good = scene.file("good.bin", 100_000, 1);
         let bad = scene.file("bad.bin", 20 * SMALL_CHUNKS as usize, 2);
@@ -217,7 +219,9 @@ async fn a_sender_that_stops_answering_can_be_given_up_on_and_leaves_nothing() {
 
 #[tokio::test]
 async fn a_copy_cancelled_midway_leaves_nothing_at_any_final_name() {
-    for pair in [memory::ordered_pair, || memory::streams_pair(Duration::ZERO)] {
+    for pair in
+        [memory::ordered_pair, || memory::streams_pair(Duration::ZERO), || memory::striped_pair(2)]
+    {
         let scene = Scene::new();
         let done = scene.file("small.bin", 1000, 1);
         let big = scene.file("big.bin", 64 * SMALL_CHUNKS as usize, 2);

@@ -104,6 +104,10 @@ struct UpArgs {
     /// Drop every UDP packet both ways (a firewall that blocks UDP).
     #[arg(long)]
     drop_udp: bool,
+    /// Police UDP alone to this rate per direction (e.g. 5mbit): UDP beyond it is
+    /// dropped, TCP is untouched (a middlebox that rate-limits UDP).
+    #[arg(long, value_parser = parse_rate)]
+    udp_rate: Option<u64>,
     /// Statistics interval (0 to disable).
     #[arg(long, default_value = "2s", value_parser = parse_duration)]
     stats_every: Duration,
@@ -238,6 +242,7 @@ fn up(args: UpArgs) -> anyhow_free::Result {
     );
     println!("  soku-netem exec {0} a -- CMD   |   ip netns exec {1} CMD", args.name, path.ns_a());
     path.faults().set_drop_udp(args.drop_udp);
+    path.faults().set_udp_rate(args.udp_rate);
     if !args.outage.is_empty() {
         schedule_outages(path.faults(), args.outage.clone());
     }

@@ -111,6 +111,7 @@ fn hello() -> Vec<Vec<u8>> {
         soku_version: "0.1.0".into(),
         warnings: vec!["UDP receive buffer capped at 208 KiB".into()],
         min_version: *crate::PROTOCOL_VERSIONS.start(),
+        tcp_port: 40_000,
     };
     let ready_v6 = ServerHello::Ready {
         version: 1,
@@ -120,6 +121,7 @@ fn hello() -> Vec<Vec<u8>> {
         soku_version: "0.0.9".into(),
         warnings: Vec::new(),
         min_version: 1,
+        tcp_port: 0,
     };
     // A newer server: its range reaches past ours.
     let newer = ServerHello::Ready {
@@ -130,11 +132,13 @@ fn hello() -> Vec<Vec<u8>> {
         soku_version: "9.0.0".into(),
         warnings: Vec::new(),
         min_version: 2,
+        tcp_port: 40_001,
     };
     let client = ClientHello::new([4; 32], true);
     let old_client = ClientHello { min_version: 0, max_version: 1, ..client.clone() };
     let noise = b"Welcome to host!\nLast login: yesterday\n".as_slice();
-    // Protocol 2's hello: this one without its last field, `min_version` (one byte).
+    // Protocol 2's hello: this one without its last two fields, `min_version` and
+    // `tcp_port` (one byte each here).
     let mut v2 = framed(&ServerHello::Ready {
         version: 2,
         udp_port: 40_002,
@@ -143,9 +147,10 @@ fn hello() -> Vec<Vec<u8>> {
         soku_version: "0.0.2".into(),
         warnings: Vec::new(),
         min_version: 2,
+        tcp_port: 0,
     });
-    v2.pop();
-    v2[PREFIX_LEN - 1] -= 1;
+    v2.truncate(v2.len() - 2);
+    v2[PREFIX_LEN - 1] -= 2;
     vec![
         [&[0][..], noise, MAGIC, &framed(&ready)].concat(),
         [&[2][..], MAGIC, &v2].concat(),
@@ -153,6 +158,7 @@ fn hello() -> Vec<Vec<u8>> {
         [&[255][..], noise, MAGIC, &framed(&newer)].concat(),
         [&[3][..], MAGIC, &framed(&client), &framed(&TransportChoice::Quic)].concat(),
         [&[40][..], &framed(&old_client), &framed(&TransportChoice::SshChannel)].concat(),
+        [&[41][..], &framed(&client), &framed(&TransportChoice::Tcp { lanes: 4 })].concat(),
         // The magic cut by a read, then a hello in the same read as the magic's end.
         [&[1][..], b"motd\0SOKU", &MAGIC[..4], MAGIC, &framed(&newer)].concat(),
     ]

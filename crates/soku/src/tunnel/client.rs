@@ -23,7 +23,7 @@ use super::{code, MAX_CONNECTIONS, STREAM_HEADER};
 use crate::cli::TunnelArgs;
 use crate::exit::Exit;
 use crate::launch::Launcher;
-use crate::session::{Session, SessionOptions};
+use crate::session::{Session, SessionOptions, TransportMode};
 
 /// How long to wait for the QUIC handshake: longer than a copy's default, as a tunnel
 /// has no fallback to try instead.
@@ -43,9 +43,8 @@ pub async fn run(args: TunnelArgs) -> anyhow::Result<()> {
     let remote_soku = args.ssh.remote_soku.clone().unwrap_or_else(|| "soku".into());
     let cmd = launcher.command(Some(&remote), &remote_soku, false)?;
     let session_opts = SessionOptions {
-        want_quic: true,
+        mode: TransportMode::Quic,
         quic_timeout: QUIC_TIMEOUT,
-        ssh_fallback: false,
         host: remote.host.clone(),
         transport: TransportOptions::default(),
     };
@@ -189,7 +188,7 @@ impl EventSink for Notices {
     fn event(&self, event: TransferEvent) {
         match event {
             TransferEvent::Warning(message) => eprintln!("soku tunnel: warning: {message}"),
-            TransferEvent::Connected { transport } if self.verbose => {
+            TransferEvent::Connected { transport, .. } if self.verbose => {
                 eprintln!("soku tunnel: connected over {transport}")
             }
             _ => {}

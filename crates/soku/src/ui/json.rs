@@ -16,6 +16,8 @@ pub struct JsonLines;
 enum Line<'a> {
     Connected {
         transport: &'a str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        reason: Option<&'a str>,
     },
     Planned {
         files: u32,
@@ -100,7 +102,9 @@ impl PathLine {
 /// The JSON line for one event, without the newline.
 fn line(event: &TransferEvent) -> String {
     let line = match event {
-        TransferEvent::Connected { transport } => Line::Connected { transport },
+        TransferEvent::Connected { transport, reason } => {
+            Line::Connected { transport, reason: reason.as_deref() }
+        }
         TransferEvent::Planned { files, bytes } => Line::Planned { files: *files, bytes: *bytes },
         TransferEvent::Verified { bytes } => Line::Verified { bytes: *bytes },
         TransferEvent::FileFailed { path, message } => Line::FileFailed { path, message },
@@ -213,8 +217,15 @@ mod tests {
     fn every_event_has_its_fields() {
         let cases = [
             (
-                TransferEvent::Connected { transport: "QUIC".into() },
+                TransferEvent::Connected { transport: "QUIC".into(), reason: None },
                 json!({"event": "connected", "transport": "QUIC"}),
+            ),
+            (
+                TransferEvent::Connected {
+                    transport: "TLS/TCP".into(),
+                    reason: Some("no QUIC".into()),
+                },
+                json!({"event": "connected", "transport": "TLS/TCP", "reason": "no QUIC"}),
             ),
             (
                 TransferEvent::Planned { files: 2, bytes: 1 << 40 },
@@ -244,7 +255,7 @@ mod tests {
         assert_eq!(v["message"], nasty);
         assert_eq!(parsed(TransferEvent::Warning(nasty.into()))["message"], nasty);
         assert_eq!(
-            parsed(TransferEvent::Connected { transport: nasty.into() })["transport"],
+            parsed(TransferEvent::Connected { transport: nasty.into(), reason: None })["transport"],
             nasty
         );
         // Control characters are escaped, never written raw.

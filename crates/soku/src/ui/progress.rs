@@ -90,7 +90,7 @@ impl EventSink for ProgressMeter {
             }
             TransferEvent::Verified { bytes } if self.live => self.draw(bytes),
             TransferEvent::Verified { .. } => {}
-            TransferEvent::Connected { transport } => {
+            TransferEvent::Connected { transport, .. } => {
                 if self.verbose && !self.quiet {
                     self.line(&format!("soku: data over {transport}"));
                 }
