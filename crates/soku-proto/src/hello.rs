@@ -77,7 +77,12 @@ enum ServerHelloV2 {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum TransportChoice {
     /// The QUIC connection is up; the ssh channel stays open only to keep the server alive.
-    Quic,
+    Quic {
+        /// The client's TLS-over-TCP connections are up too (since protocol 5): if the
+        /// data sender finds UDP rate-limited, it closes QUIC with the policed code and
+        /// the client moves the copy to TCP.
+        tcp_ready: bool,
+    },
     /// QUIC did not get through: data and control move over the ssh channel.
     SshChannel,
     /// TLS over TCP (since protocol 5): the client opened one control connection and

@@ -19,7 +19,7 @@ use crate::cli::CopyArgs;
 use crate::exit::Exit;
 use crate::launch::Launcher;
 use crate::retry::{Next, Retry};
-use crate::session::{Session, SessionOptions, TransportMode};
+use crate::session::{Policed, Session, SessionOptions, TransportMode};
 use crate::spec::{self, Location, Remote};
 use crate::ui::{JsonLines, ProgressMeter};
 
@@ -92,8 +92,9 @@ pub async fn run_with(args: CopyArgs, events: Arc<dyn EventSink>) -> anyhow::Res
         }
     };
     let remote_soku = args.ssh.remote_soku.clone().unwrap_or_else(|| "soku".into());
-    let session_opts = SessionOptions {
+    let mut session_opts = SessionOptions {
         mode: if args.force_ssh_channel { TransportMode::Ssh } else { args.transport },
+        switched: None,
         quic_timeout: Duration::from_secs_f64(args.quic_timeout.clamp(0.1, 600.0)),
         host: remote.as_ref().map_or_else(|| "127.0.0.1".into(), |r| r.host.clone()),
         transport,
@@ -123,6 +124,13 @@ pub async fn run_with(args: CopyArgs, events: Arc<dyn EventSink>) -> anyhow::Res
             Ok(report) => return Ok(report),
             Err(err) => err,
         };
+        if let Some(switch) = err.downcast_ref::<SwitchTransport>() {
+            // Not an outage: the next session starts at once, on the other transport.
+            events.event(TransferEvent::Warning(switch.to_string()));
+            session_opts.mode = switch.to;
+            session_opts.switched = Some(switch.why.clone());
+            continue;
+        }
         match retry.after_failure(&err, Instant::now()) {
             Next::Retry { wait, attempt } => {
                 let reason = crate::exit::one_line(&err);
@@ -159,12 +167,13 @@ impl Attempt<'_> {
         retry: &mut Retry,
     ) -> anyhow::Result<CopyReport> {
         let events = self.events;
-        let (session, mut link) = Session::start(cmd, session_opts, events.as_ref()).await?;
+        let (mut session, mut link) = Session::start(cmd, session_opts, events.as_ref()).await?;
         link.set_stall_limit(Some(soku_engine::link::DEFAULT_STALL_LIMIT));
         retry.connected();
         let sampler = session
             .connection()
             .map(|conn| tokio::spawn(sample_path(conn.clone(), events.clone())));
+        let policing = session.watch_policing();
         let result = drive(
             &mut link,
             self.direction,
@@ -179,6 +188,9 @@ impl Attempt<'_> {
         }
         match result {
             Ok(report) => {
+                if let Some(watch) = policing {
+                    watch.abort();
+                }
                 if let Some(conn) = session.connection() {
                     events.event(TransferEvent::PathStats(PathReport::from_connection(conn)));
                 }
@@ -186,6 +198,10 @@ impl Attempt<'_> {
                 Ok(report)
             }
             Err(err) => {
+                if let Some(policed) = session.policed(policing).await {
+                    session.abort(link).await;
+                    return Err(SwitchTransport::after(policed).into());
+                }
                 let err = if session.ssh_ended() {
                     err.context("the ssh session ended (ssh or the remote soku stopped)")
                 } else {
@@ -195,6 +211,27 @@ impl Attempt<'_> {
                 Err(err)
             }
         }
+    }
+}
+
+/// The copy moves to another transport in a new session: UDP looked rate-limited.
+#[derive(Debug, thiserror::Error)]
+#[error("{why}; {}", if self.to == TransportMode::Tcp {
+    "moving the copy to TLS/TCP (what arrived is kept)"
+} else {
+    "TCP does not get through either: going on over QUIC"
+})]
+struct SwitchTransport {
+    /// What the data sender saw.
+    why: String,
+    /// The transport of the next session.
+    to: TransportMode,
+}
+
+impl SwitchTransport {
+    fn after(policed: Policed) -> SwitchTransport {
+        let to = if policed.tcp_reachable { TransportMode::Tcp } else { TransportMode::Quic };
+        SwitchTransport { why: policed.why, to }
     }
 }
 

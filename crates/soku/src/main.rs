@@ -18,6 +18,7 @@ mod copy;
 mod demo;
 mod exit;
 mod launch;
+mod policing;
 mod retry;
 mod serve;
 mod session;

@@ -28,7 +28,7 @@ use soku_engine::link::{self, Link};
 use soku_engine::{CopyOptions, LinkError, Role};
 
 use crate::cli::ServeArgs;
-use crate::tcp_path;
+use crate::{policing, tcp_path};
 
 /// How long the server waits for the client's QUIC handshake or TCP connections after
 /// offering them.
@@ -137,7 +137,9 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         )
     });
     let choice: TransportChoice = within(stall, read_small_frame(&mut stdin)).await??;
-    if !matches!(choice, TransportChoice::Tcp { .. }) {
+    // Over QUIC the client may still finish its TCP connections (to know that TCP gets
+    // through, should UDP turn out rate-limited): they are accepted and dropped.
+    if choice == TransportChoice::SshChannel {
         if let Some(gathering) = &gathering {
             gathering.abort();
         }
@@ -168,8 +170,10 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             let _ = link.close(CLOSE_PATIENCE).await;
             result
         }
-        (TransportChoice::Quic, Some(endpoint), Some(accepting)) => {
+        (TransportChoice::Quic { tcp_ready }, Some(endpoint), Some(accepting)) => {
             let conn = accepting.await?.context("the client chose QUIC but never connected")??;
+            // If we send the data and UDP turns out rate-limited, the client moves to TCP.
+            let watching = tcp_ready.then(|| tokio::spawn(policing::watch(conn.clone())));
             // The ssh channel's end means the client is gone: stop at once.
             let watched = conn.clone();
             tokio::spawn(async move {
@@ -180,6 +184,15 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             let mut link = link::quic::link(conn.clone(), send, recv);
             link.set_stall_limit(Some(stall));
             let result = serve_job(&mut link, Some(&conn)).await;
+            if let Some(watching) = watching {
+                if watching.is_finished() && watching.await.ok().flatten().is_some() {
+                    // The copy goes on over TCP in the client's next session, once the
+                    // client has our reason: the close must leave before we exit (the
+                    // client would otherwise see only ssh end, and take it for an outage).
+                    let _ = tokio::time::timeout(CLOSE_PATIENCE, endpoint.wait_idle()).await;
+                    return Ok(());
+                }
+            }
             // The client closes the connection once it has what it needs.
             let _ = link.close(CLOSE_PATIENCE).await;
             let _ = tokio::time::timeout(CLOSE_PATIENCE, conn.closed()).await;
@@ -197,7 +210,9 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             let _ = link.close(CLOSE_PATIENCE).await;
             result
         }
-        (TransportChoice::Quic, _, _) => anyhow::bail!("client chose QUIC after asking for none"),
+        (TransportChoice::Quic { .. }, _, _) => {
+            anyhow::bail!("client chose QUIC after asking for none")
+        }
     }
 }
 

@@ -41,12 +41,25 @@ pub struct Session {
     /// Why the data does not move over QUIC, when it does not (the user asked, or UDP
     /// did not get through).
     pub fallback: Option<String>,
+    /// Over QUIC in auto mode: whether TCP gets through too, should UDP turn out
+    /// rate-limited (see `policing.rs`).
+    tcp_check: Option<choose::TcpCheck>,
+}
+
+/// A QUIC copy closed because UDP looks rate-limited.
+pub struct Policed {
+    /// What the data sender saw.
+    pub why: String,
+    /// Whether TCP got through when the session was set up.
+    pub tcp_reachable: bool,
 }
 
 /// How to set the session up.
 pub struct SessionOptions {
     /// Which data path to use (`--transport`).
     pub mode: TransportMode,
+    /// Why an earlier session of this copy moved off QUIC (told with the new transport).
+    pub switched: Option<String>,
     /// How long to wait for QUIC (and TCP) before the next choice.
     pub quic_timeout: Duration,
     /// The host name the user typed (used when the server does not know its address).
@@ -105,7 +118,7 @@ impl Session {
             ))
         })?;
         let choice = match &chosen {
-            Chosen::Quic(_) => TransportChoice::Quic,
+            Chosen::Quic(_, check) => TransportChoice::Quic { tcp_ready: check.is_some() },
             Chosen::Tcp(won, _) => TransportChoice::Tcp { lanes: won.conns.lanes.len() as u8 },
             Chosen::Ssh(_) => TransportChoice::SshChannel,
         };
@@ -113,7 +126,7 @@ impl Session {
         stdin.flush().await?;
 
         match chosen {
-            Chosen::Quic(won) => {
+            Chosen::Quic(won, tcp_check) => {
                 if let Some(warning) = won.report.warning {
                     events.event(TransferEvent::Warning(warning));
                 }
@@ -126,13 +139,20 @@ impl Session {
                 });
                 let ssh_watch = Some(tokio::spawn(watch_ssh(stdout, Some(conn.clone()))));
                 let quic = Some(QuicPath { _endpoint: won.endpoint, conn });
-                let session =
-                    Session { child, ssh_watch, ssh_stdin: Some(stdin), quic, fallback: None };
+                let session = Session {
+                    child,
+                    ssh_watch,
+                    ssh_stdin: Some(stdin),
+                    quic,
+                    fallback: None,
+                    tcp_check,
+                };
                 Ok((session, link))
             }
             Chosen::Tcp(won, why) => {
+                let why = why.or_else(|| opts.switched.clone());
                 let lanes = won.conns.lanes.len();
-                if let Some(why) = &why {
+                if let (Some(why), None) = (&why, &opts.switched) {
                     events.event(TransferEvent::Warning(format!(
                         "{why}; the data moves over TLS/TCP instead"
                     )));
@@ -151,8 +171,14 @@ impl Session {
                 });
                 let ssh_watch = Some(tokio::spawn(watch_ssh(stdout, None)));
                 let fallback = Some(why.unwrap_or_else(|| "--transport tcp".into()));
-                let session =
-                    Session { child, ssh_watch, ssh_stdin: Some(stdin), quic: None, fallback };
+                let session = Session {
+                    child,
+                    ssh_watch,
+                    ssh_stdin: Some(stdin),
+                    quic: None,
+                    fallback,
+                    tcp_check: None,
+                };
                 Ok((session, link))
             }
             Chosen::Ssh(why) => {
@@ -173,10 +199,39 @@ impl Session {
                     ssh_stdin: None,
                     quic: None,
                     fallback: Some(why),
+                    tcp_check: None,
                 };
                 Ok((session, link))
             }
         }
+    }
+
+    /// Over QUIC with TCP as a way out: starts watching our side of the connection for a
+    /// UDP rate limit (it matters when we send the data).
+    pub fn watch_policing(&self) -> Option<tokio::task::JoinHandle<Option<String>>> {
+        let conn = self.connection()?;
+        self.tcp_check.as_ref()?;
+        Some(tokio::spawn(crate::policing::watch(conn.clone())))
+    }
+
+    /// After a QUIC copy failed: whether it was closed for a UDP rate limit, by our
+    /// `watch` or by the server's, and whether TCP gets through.
+    pub async fn policed(
+        &mut self,
+        watch: Option<tokio::task::JoinHandle<Option<String>>>,
+    ) -> Option<Policed> {
+        let ours = match watch {
+            Some(watch) if watch.is_finished() => watch.await.ok().flatten(),
+            Some(watch) => {
+                watch.abort();
+                None
+            }
+            None => None,
+        };
+        let why = ours.or_else(|| self.connection().and_then(crate::policing::policed_by_peer))?;
+        let check = self.tcp_check.take()?;
+        let tcp_reachable = check.await.unwrap_or(false);
+        Some(Policed { why, tcp_reachable })
     }
 
     /// Whether ssh ended under a QUIC or TCP copy (the server or the login is gone).

@@ -65,3 +65,52 @@ fn udp_blocked_moves_to_tcp_and_says_so() {
     let stats = host.path.stats();
     assert!(stats.a_to_b.dropped_fault > 0, "no UDP was dropped: {stats:?}");
 }
+
+/// A middlebox that polices UDP to 5 % of the link: QUIC's handshake gets through and
+/// the copy starts on it; the data sender sees the policer's signature (heavy loss, no
+/// queue) and the copy moves to TCP, keeping what arrived. Both directions, since
+/// either side may be the one that sends. The time staying on QUIC would take is the
+/// file at the policer's rate (printed beside the time taken).
+#[test]
+fn udp_throttled_moves_to_tcp_in_both_directions() {
+    const RATE: u64 = 100_000_000;
+    let host = EmulatedHost::up("slowudp", Duration::from_millis(50), RATE);
+    host.path.faults().set_udp_rate(Some(RATE / 20));
+    let on_quic = SIZE as f64 * 8.0 / (RATE / 20) as f64;
+    let (out, took) = upload(&host, "throttled-up.bin", &[]);
+    report_switch("upload", &String::from_utf8_lossy(&out.stderr), took, on_quic);
+
+    let remote = host.dir.path().join("remote");
+    std::fs::create_dir(&remote).expect("mkdir");
+    let src = remote.join("throttled-down.bin");
+    write(&src, &data(SIZE, 32));
+    let local = host.dir.path().join("local");
+    std::fs::create_dir(&local).expect("mkdir");
+    let mut cmd = host.soku_json();
+    cmd.arg(host.remote(&src)).arg(&local);
+    let began = Instant::now();
+    let out = cmd.stdin(Stdio::null()).output().expect("run soku");
+    let took = began.elapsed();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "download failed:\n{stderr}");
+    assert_same_file(&src, &local.join("throttled-down.bin"));
+    assert_no_part_files(&local);
+    report_switch("download", &stderr, took, on_quic);
+}
+
+/// Checks that a copy started on QUIC, was told why it moved, and ended on TCP.
+fn report_switch(what: &str, stderr: &str, took: Duration, on_quic: f64) {
+    let transports: Vec<String> = stderr
+        .lines()
+        .filter(|l| l.contains(r#""event":"connected""#))
+        .map(|l| connected(l).0)
+        .collect();
+    let moved = stderr.lines().find(|l| l.contains("rate-limited")).unwrap_or_default();
+    println!(
+        "UDP policed to 5 %, {what}: {took:.1?} (staying on QUIC: ~{on_quic:.0} s) via {transports:?}\n  {moved}"
+    );
+    assert!(transports.len() == 2, "{what}: expected QUIC then TCP:\n{stderr}");
+    assert!(transports[0].starts_with("QUIC"), "{what}: {transports:?}");
+    assert!(transports[1].starts_with("TLS/TCP"), "{what}: {transports:?}");
+    assert!(!moved.is_empty(), "{what}: the move was not explained:\n{stderr}");
+}

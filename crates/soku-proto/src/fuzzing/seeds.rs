@@ -156,7 +156,8 @@ fn hello() -> Vec<Vec<u8>> {
         [&[2][..], MAGIC, &v2].concat(),
         [&[7][..], MAGIC, &framed(&ready_v6)].concat(),
         [&[255][..], noise, MAGIC, &framed(&newer)].concat(),
-        [&[3][..], MAGIC, &framed(&client), &framed(&TransportChoice::Quic)].concat(),
+        [&[3][..], MAGIC, &framed(&client), &framed(&TransportChoice::Quic { tcp_ready: true })]
+            .concat(),
         [&[40][..], &framed(&old_client), &framed(&TransportChoice::SshChannel)].concat(),
         [&[41][..], &framed(&client), &framed(&TransportChoice::Tcp { lanes: 4 })].concat(),
         // The magic cut by a read, then a hello in the same read as the magic's end.

@@ -75,10 +75,15 @@ pub struct TcpWon {
 
 /// The data path chosen, and why when it is not the first choice.
 pub enum Chosen {
-    Quic(QuicWon),
+    /// QUIC; in auto mode with the TCP attempt that raced it (see [`TcpCheck`]).
+    Quic(QuicWon, Option<TcpCheck>),
     Tcp(Box<TcpWon>, Option<String>),
     Ssh(String),
 }
+
+/// Whether TCP got through too, found out after QUIC won: a copy over QUIC moves to TCP
+/// only if it does (see `policing.rs`).
+pub type TcpCheck = tokio::task::JoinHandle<bool>;
 
 /// Chooses the data path; an error only when a forced transport does not get through.
 pub async fn choose(offer: &Offer<'_>, opts: &SessionOptions) -> Result<Chosen, String> {
@@ -87,7 +92,9 @@ pub async fn choose(offer: &Offer<'_>, opts: &SessionOptions) -> Result<Chosen, 
         TransportMode::Ssh => {
             Ok(Chosen::Ssh("the data was asked to move over the ssh channel".into()))
         }
-        TransportMode::Quic => try_quic(offer, opts, deadline).await.map(Chosen::Quic),
+        TransportMode::Quic => {
+            try_quic(offer, opts, deadline).await.map(|won| Chosen::Quic(won, None))
+        }
         TransportMode::Tcp => {
             try_tcp(offer, opts, deadline).await.map(|won| Chosen::Tcp(Box::new(won), None))
         }
@@ -97,8 +104,8 @@ pub async fn choose(offer: &Offer<'_>, opts: &SessionOptions) -> Result<Chosen, 
 
 async fn auto(offer: &Offer<'_>, opts: &SessionOptions, deadline: Instant) -> Chosen {
     let quic = try_quic(offer, opts, deadline);
-    let tcp = try_tcp(offer, opts, deadline);
-    tokio::pin!(quic, tcp);
+    tokio::pin!(quic);
+    let mut tcp = Box::pin(try_tcp(offer, opts, deadline));
     let mut quic_failed: Option<String> = None;
     let mut tcp_failed: Option<String> = None;
     let mut tcp_up: Option<TcpWon> = None;
@@ -106,7 +113,18 @@ async fn auto(offer: &Offer<'_>, opts: &SessionOptions, deadline: Instant) -> Ch
     loop {
         tokio::select! {
             done = &mut quic, if quic_failed.is_none() => match done {
-                Ok(won) => return Chosen::Quic(won),
+                Ok(won) => {
+                    // QUIC's one round trip usually beats TCP's and TLS's two: let TCP
+                    // finish in the background, only to know whether it gets through.
+                    let check = if tcp_up.is_some() {
+                        Some(tokio::spawn(async { true }))
+                    } else if tcp_failed.is_some() || offer.tcp_port == 0 {
+                        None
+                    } else {
+                        Some(tokio::spawn(async move { tcp.await.is_ok() }))
+                    };
+                    return Chosen::Quic(won, check);
+                }
                 Err(why) => {
                     if let Some(won) = tcp_up.take() {
                         return Chosen::Tcp(Box::new(won), Some(why));
@@ -171,25 +189,31 @@ async fn try_quic(
     Ok(QuicWon { endpoint, report, conn, addr })
 }
 
-async fn try_tcp(
+/// Connects the session's TCP connections; owns what it needs, so that it can finish in
+/// the background after QUIC won.
+fn try_tcp(
     offer: &Offer<'_>,
     opts: &SessionOptions,
     deadline: Instant,
-) -> Result<TcpWon, String> {
-    if offer.tcp_port == 0 {
-        return Err("the remote soku has no TCP port".into());
-    }
+) -> impl std::future::Future<Output = Result<TcpWon, String>> + Send + 'static {
     let started = Instant::now();
-    let connector = TcpConnector::new(offer.identity, offer.server, &opts.transport)
-        .map_err(|e| e.to_string())?;
-    let goal = Goal { what: "TCP connection", hint: " (TCP blocked?)" };
-    let attempt = |addr: SocketAddr| {
-        let connector = connector.clone();
-        async move { tcp_path::connect(&connector, addr, DEFAULT_LANES).await }
-    };
-    let ((conns, report), addr) =
-        race(goal, offer.server_addr, &opts.host, offer.tcp_port, deadline, attempt).await?;
-    Ok(TcpWon { conns, report, addr, took: started.elapsed() })
+    let connector =
+        TcpConnector::new(offer.identity, offer.server, &opts.transport).map_err(|e| e.to_string());
+    let (server_addr, port, host) = (offer.server_addr, offer.tcp_port, opts.host.clone());
+    async move {
+        if port == 0 {
+            return Err("the remote soku has no TCP port".to_string());
+        }
+        let connector = connector?;
+        let goal = Goal { what: "TCP connection", hint: " (TCP blocked?)" };
+        let attempt = |addr: SocketAddr| {
+            let connector = connector.clone();
+            async move { tcp_path::connect(&connector, addr, DEFAULT_LANES).await }
+        };
+        let ((conns, report), addr) =
+            race(goal, server_addr, &host, port, deadline, attempt).await?;
+        Ok(TcpWon { conns, report, addr, took: started.elapsed() })
+    }
 }
 
 #[cfg(test)]
@@ -201,6 +225,7 @@ mod tests {
     fn options(mode: TransportMode, quic_timeout: Duration) -> SessionOptions {
         SessionOptions {
             mode,
+            switched: None,
             quic_timeout,
             host: "127.0.0.1".into(),
             transport: TransportOptions::default(),
@@ -230,7 +255,7 @@ mod tests {
             tcp_port: 0,
         };
         let opts = options(TransportMode::Quic, Duration::from_secs(4));
-        let Ok(Chosen::Quic(won)) = choose(&offer, &opts).await else {
+        let Ok(Chosen::Quic(won, _)) = choose(&offer, &opts).await else {
             panic!("no QUIC through the host name");
         };
         assert_eq!(won.addr, SocketAddr::from(([127, 0, 0, 1], port)));

@@ -44,6 +44,7 @@ pub async fn run(args: TunnelArgs) -> anyhow::Result<()> {
     let cmd = launcher.command(Some(&remote), &remote_soku, false)?;
     let session_opts = SessionOptions {
         mode: TransportMode::Quic,
+        switched: None,
         quic_timeout: QUIC_TIMEOUT,
         host: remote.host.clone(),
         transport: TransportOptions::default(),
