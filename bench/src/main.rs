@@ -1,6 +1,6 @@
-//! soku-bench: the whole comparison in one command. soku, scp, sftp, rsync and iperf3
-//! (CUBIC and BBR) on the same emulated paths in the same run, CPU efficiency on
-//! loopback, and the small-packet test; CSV, markdown and SVG out.
+//! soku-bench: the whole comparison in one command. soku (over QUIC and over TLS/TCP),
+//! scp, sftp, rsync and iperf3 (CUBIC and BBR) on the same emulated paths in the same
+//! run, CPU efficiency on loopback, and the small-packet test; CSV, markdown and SVG out.
 //!
 //! # Layout
 //! - `main.rs`: the command line, the run plan, the setup notes, the sanity verdict.
@@ -47,8 +47,8 @@ struct Args {
     /// Random loss in percent [default: 0,0.01,0.1,1,3,5; quick: 0,1].
     #[arg(long, value_delimiter = ',')]
     losses: Option<Vec<String>>,
-    /// Tools: soku, scp, sftp, rsync, iperf3-cubic, iperf3-bbr [default: all; quick:
-    /// soku,scp,iperf3-bbr].
+    /// Tools: soku, soku-tcp, scp, sftp, rsync, iperf3-cubic, iperf3-bbr [default: all;
+    /// quick: soku,soku-tcp,scp,iperf3-bbr].
     #[arg(long, value_delimiter = ',')]
     tools: Option<Vec<String>>,
     /// Target run length: copies move rate x duration bytes (at most 2 GiB); iperf3
@@ -148,7 +148,7 @@ fn plan(a: &Args) -> anyhow::Result<Plan> {
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
     let all: Vec<&str> = Tool::ALL.iter().map(|t| t.name()).collect();
-    let tools = or(&a.tools, q, &["soku", "scp", "iperf3-bbr"], &all)
+    let tools = or(&a.tools, q, &["soku", "soku-tcp", "scp", "iperf3-bbr"], &all)
         .iter()
         .map(|s| Tool::parse(s))
         .collect::<anyhow::Result<Vec<_>>>()?;

@@ -20,6 +20,9 @@ use crate::sshd::{ServerCpu, Sshd};
 pub enum Tool {
     /// The built `soku` binary, default settings.
     Soku,
+    /// The same with `--transport tcp`: its TLS-over-TCP transport, for networks that
+    /// block UDP.
+    SokuTcp,
     /// OpenSSH `scp` (SFTP protocol by default since 9.0).
     Scp,
     /// OpenSSH `sftp -b` with one `put`.
@@ -34,13 +37,21 @@ pub enum Tool {
 
 impl Tool {
     /// All tools, in table order.
-    pub const ALL: [Tool; 6] =
-        [Tool::Soku, Tool::Scp, Tool::Sftp, Tool::Rsync, Tool::Iperf3Cubic, Tool::Iperf3Bbr];
+    pub const ALL: [Tool; 7] = [
+        Tool::Soku,
+        Tool::SokuTcp,
+        Tool::Scp,
+        Tool::Sftp,
+        Tool::Rsync,
+        Tool::Iperf3Cubic,
+        Tool::Iperf3Bbr,
+    ];
 
     /// The name used on the command line and in the output.
     pub fn name(self) -> &'static str {
         match self {
             Tool::Soku => "soku",
+            Tool::SokuTcp => "soku-tcp",
             Tool::Scp => "scp",
             Tool::Sftp => "sftp",
             Tool::Rsync => "rsync",
@@ -204,9 +215,12 @@ pub fn copy_command(
     let port = ep.sshd.port().to_string();
     let remote = format!("{}:{}", ep.sshd.destination(), dst.display());
     let cmd = match tool {
-        Tool::Soku => {
+        Tool::Soku | Tool::SokuTcp => {
             let mut c = (ep.client)(&ep.soku.display().to_string());
             c.args(["--json", "-P", &port]).args(ep.sshd.ssh_args());
+            if tool == Tool::SokuTcp {
+                c.args(["--transport", "tcp"]);
+            }
             c.arg("--remote-soku").arg(ep.soku).args(extra).arg(src).arg(&remote);
             c
         }
@@ -240,6 +254,14 @@ pub fn copy_command(
     Ok(cmd)
 }
 
+/// The congestion controller named in soku's `connected` event over TLS/TCP
+/// ("... (4 data connections; bbr, buffers ...").
+fn tcp_congestion(stderr: &str) -> Option<String> {
+    let line = stderr.lines().find(|l| l.contains(r#""event":"connected""#))?;
+    let after = line.split("connections; ").nth(1)?;
+    Some(after.split(',').next()?.trim().to_string())
+}
+
 /// Runs one verified upload; the target is `dst_dir/file`, emptied first.
 pub fn run_copy(
     tool: Tool,
@@ -258,8 +280,13 @@ pub fn run_copy(
     let out = proc::run(cmd, timeout)?;
     let idle = ep.sshd.wait_idle(Duration::from_secs(10));
     let server_cpu = if idle { ep.sshd.reaped_cpu() - cpu0 } else { f64::NAN };
-    let cc = if tool == Tool::Soku { "soku-cc".to_string() } else { ep.tcp_cc.to_string() };
     let (status, bytes) = judge(&out, src, &dst, dst_dir);
+    let cc = match tool {
+        Tool::Soku => "soku-cc".to_string(),
+        // What soku's TCP sockets run, as its `connected` event says.
+        Tool::SokuTcp => tcp_congestion(&out.stderr).unwrap_or_else(|| "?".into()),
+        _ => ep.tcp_cc.to_string(),
+    };
     let m = Measured {
         cc,
         bytes,

@@ -94,6 +94,19 @@ pub enum TransportChoice {
     },
 }
 
+/// What the server may still say on the ssh channel once the data moves over QUIC
+/// (since protocol 5): frames like the hellos'. The ssh channel is reliable where a
+/// rate-limited UDP path may drop even QUIC's own close.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ServerNote {
+    /// The server, sending the data, found UDP rate-limited and closed QUIC: the client
+    /// moves the copy to TLS over TCP.
+    Policed {
+        /// What the server saw.
+        why: String,
+    },
+}
+
 /// The first two bytes a client sends on each TLS-over-TCP connection: which one it is
 /// (0: control, 1..=lanes: chunks) and how many chunk connections the session has.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

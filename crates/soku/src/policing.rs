@@ -75,6 +75,15 @@ pub async fn watch(conn: quinn::Connection) -> Option<String> {
     None
 }
 
+/// The verdict of a [`watch`] task once the copy it watched has failed: the task may
+/// still be returning it (it ends within one look once QUIC is closed), so it gets a
+/// moment; a watch still looking at a live connection is stopped.
+pub async fn verdict(mut watch: tokio::task::JoinHandle<Option<String>>) -> Option<String> {
+    let done = tokio::time::timeout(2 * LOOK_EVERY, &mut watch).await;
+    watch.abort();
+    done.ok()?.ok().flatten()
+}
+
 /// The reason the peer closed `conn` for a policer, if it did.
 pub fn policed_by_peer(conn: &quinn::Connection) -> Option<String> {
     let quinn::ConnectionError::ApplicationClosed(close) = conn.close_reason()? else {

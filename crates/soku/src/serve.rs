@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use soku_proto::frame;
-use soku_proto::hello::{ClientHello, ServerHello, TransportChoice};
+use soku_proto::hello::{ClientHello, ServerHello, ServerNote, TransportChoice};
 use soku_proto::message::{Job, Message};
 use soku_proto::path::{Target, TargetError};
 use soku_proto::receive::Receiver;
@@ -184,14 +184,27 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             let mut link = link::quic::link(conn.clone(), send, recv);
             link.set_stall_limit(Some(stall));
             let result = serve_job(&mut link, Some(&conn)).await;
-            if let Some(watching) = watching {
-                if watching.is_finished() && watching.await.ok().flatten().is_some() {
-                    // The copy goes on over TCP in the client's next session, once the
-                    // client has our reason: the close must leave before we exit (the
-                    // client would otherwise see only ssh end, and take it for an outage).
-                    let _ = tokio::time::timeout(CLOSE_PATIENCE, endpoint.wait_idle()).await;
-                    return Ok(());
+            // A copy cut short may have been cut by the watch (whose task can still be
+            // returning its verdict: it ends within one look once QUIC is closed).
+            let policed = match watching {
+                Some(watching) if result.is_err() => policing::verdict(watching).await,
+                Some(watching) => {
+                    watching.abort();
+                    None
                 }
+                None => None,
+            };
+            if let Some(why) = policed {
+                // The copy goes on over TCP in the client's next session, once the client
+                // has our reason. QUIC's close may be lost to the very rate limit it
+                // reports; the ssh channel is not, and the client would otherwise see
+                // only ssh end, and take it for an outage.
+                let mut note = Vec::new();
+                frame::encode(&ServerNote::Policed { why }, &mut note)?;
+                stdout.write_all(&note).await?;
+                stdout.flush().await?;
+                let _ = tokio::time::timeout(CLOSE_PATIENCE, endpoint.wait_idle()).await;
+                return Ok(());
             }
             // The client closes the connection once it has what it needs.
             let _ = link.close(CLOSE_PATIENCE).await;

@@ -5,12 +5,15 @@
 mod choose;
 mod race;
 
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use soku_engine::events::{EventSink, TransferEvent};
 use soku_engine::link::{self, Link};
 use soku_proto::frame;
-use soku_proto::hello::{ClientHello, HelloScanner, Scan, ServerHello, TransportChoice};
+use soku_proto::hello::{
+    ClientHello, HelloScanner, Scan, ServerHello, ServerNote, TransportChoice,
+};
 use soku_proto::MAGIC;
 use soku_transport::{Fingerprint, Identity, TransportOptions};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
@@ -19,6 +22,7 @@ use tokio::process::{Child, ChildStdin};
 pub use self::choose::TransportMode;
 use self::choose::{Chosen, Offer};
 use crate::exit::Exit;
+use crate::policing;
 
 /// A QUIC connection and the endpoint that made it.
 pub struct QuicPath {
@@ -44,6 +48,8 @@ pub struct Session {
     /// Over QUIC in auto mode: whether TCP gets through too, should UDP turn out
     /// rate-limited (see `policing.rs`).
     tcp_check: Option<choose::TcpCheck>,
+    /// Why the server closed QUIC for a UDP rate limit, as it said on the ssh channel.
+    note: Arc<OnceLock<String>>,
 }
 
 /// A QUIC copy closed because UDP looks rate-limited.
@@ -125,6 +131,7 @@ impl Session {
         stdin.write_all(&frame::to_vec(&choice)?).await?;
         stdin.flush().await?;
 
+        let note = Arc::new(OnceLock::new());
         match chosen {
             Chosen::Quic(won, tcp_check) => {
                 if let Some(warning) = won.report.warning {
@@ -137,7 +144,9 @@ impl Session {
                     transport: format!("QUIC to {}", won.addr),
                     reason: None,
                 });
-                let ssh_watch = Some(tokio::spawn(watch_ssh(stdout, Some(conn.clone()))));
+                let notes = std::io::Cursor::new(leftover).chain(stdout);
+                let ssh_watch =
+                    Some(tokio::spawn(watch_ssh(notes, Some(conn.clone()), note.clone())));
                 let quic = Some(QuicPath { _endpoint: won.endpoint, conn });
                 let session = Session {
                     child,
@@ -146,6 +155,7 @@ impl Session {
                     quic,
                     fallback: None,
                     tcp_check,
+                    note,
                 };
                 Ok((session, link))
             }
@@ -169,7 +179,7 @@ impl Session {
                     ),
                     reason: why.clone(),
                 });
-                let ssh_watch = Some(tokio::spawn(watch_ssh(stdout, None)));
+                let ssh_watch = Some(tokio::spawn(watch_ssh(stdout, None, note.clone())));
                 let fallback = Some(why.unwrap_or_else(|| "--transport tcp".into()));
                 let session = Session {
                     child,
@@ -178,6 +188,7 @@ impl Session {
                     quic: None,
                     fallback,
                     tcp_check: None,
+                    note,
                 };
                 Ok((session, link))
             }
@@ -200,6 +211,7 @@ impl Session {
                     quic: None,
                     fallback: Some(why),
                     tcp_check: None,
+                    note,
                 };
                 Ok((session, link))
             }
@@ -221,14 +233,16 @@ impl Session {
         watch: Option<tokio::task::JoinHandle<Option<String>>>,
     ) -> Option<Policed> {
         let ours = match watch {
-            Some(watch) if watch.is_finished() => watch.await.ok().flatten(),
-            Some(watch) => {
-                watch.abort();
-                None
-            }
+            Some(watch) => policing::verdict(watch).await,
             None => None,
         };
-        let why = ours.or_else(|| self.connection().and_then(crate::policing::policed_by_peer))?;
+        let theirs = || {
+            self.note
+                .get()
+                .cloned()
+                .or_else(|| self.connection().and_then(policing::policed_by_peer))
+        };
+        let why = ours.or_else(theirs)?;
         let check = self.tcp_check.take()?;
         let tcp_reachable = check.await.unwrap_or(false);
         Some(Policed { why, tcp_reachable })
@@ -288,14 +302,33 @@ impl Session {
 /// Code of the QUIC close when the ssh session ended under a running copy.
 pub const SSH_ENDED: u32 = 2;
 
-/// Waits for the end of ssh's output and closes the QUIC connection then, if there is
-/// one. The server exits when its ssh channel ends (`serve.rs`), and ssh ends when the
-/// server does: so either side stopping (killed, or its login dropped) is noticed at
-/// once, not after QUIC's idle timeout of a minute (TCP connections end with the
-/// server anyway; [`Session::ssh_ended`] then says why).
-async fn watch_ssh<R: AsyncRead + Unpin>(mut stdout: R, conn: Option<quinn::Connection>) {
-    let mut sink = [0u8; 256];
-    while stdout.read(&mut sink).await.is_ok_and(|n| n > 0) {}
+/// Reads what the server still says on the ssh channel (a [`ServerNote`]) until ssh's
+/// output ends, and closes the QUIC connection then, if there is one. The server exits
+/// when its ssh channel ends (`serve.rs`), and ssh ends when the server does: so either
+/// side stopping (killed, or its login dropped) is noticed at once, not after QUIC's
+/// idle timeout of a minute (TCP connections end with the server anyway;
+/// [`Session::ssh_ended`] then says why). A policed note is kept in `note` and closes
+/// QUIC with the policed code at once.
+async fn watch_ssh<R: AsyncRead + Unpin>(
+    mut stdout: R,
+    conn: Option<quinn::Connection>,
+    note: Arc<OnceLock<String>>,
+) {
+    let mut decoder = frame::Decoder::new(64 * 1024);
+    let mut buf = [0u8; 4096];
+    while let Ok(n @ 1..) = stdout.read(&mut buf).await {
+        decoder.feed(&buf[..n]);
+        // Anything else than a note is not ours to act on; a malformed frame ends the
+        // reading, not the copy.
+        while let Ok(Some(payload)) = decoder.next_payload() {
+            if let Ok(ServerNote::Policed { why }) = soku_proto::hello::decode_hello(&payload) {
+                if let Some(conn) = &conn {
+                    conn.close(policing::POLICED.into(), why.as_bytes());
+                }
+                let _ = note.set(why);
+            }
+        }
+    }
     if let Some(conn) = conn {
         conn.close(SSH_ENDED.into(), b"the ssh session ended");
     }

@@ -19,6 +19,17 @@ use tokio::task::JoinSet;
 /// measurement behind the number.
 pub const DEFAULT_LANES: u8 = 4;
 
+/// The chunk connections a client opens: [`DEFAULT_LANES`], unless `SOKU_TCP_LANES`
+/// (1-16) says otherwise. That variable is a measurement switch for the benchmarks that
+/// chose the default, like `SOKU_CC`; not a tuning knob.
+pub fn lanes() -> u8 {
+    std::env::var("SOKU_TCP_LANES")
+        .ok()
+        .and_then(|v| v.parse::<u8>().ok())
+        .filter(|n| (1..=16).contains(n))
+        .unwrap_or(DEFAULT_LANES)
+}
+
 /// Connections whose TLS handshake may be under way at once on the server: a session
 /// needs `lanes + 1`; strangers beyond this wait in the listen backlog.
 const MAX_PENDING_HANDSHAKES: usize = 32;

@@ -12,7 +12,7 @@ use tokio::time::Instant;
 
 use super::race::{race, Goal};
 use super::SessionOptions;
-use crate::tcp_path::{self, TcpConnections, DEFAULT_LANES};
+use crate::tcp_path::{self, TcpConnections};
 
 /// How long QUIC may still take once TCP has connected, beyond the time TCP took. A
 /// QUIC client resends a lost Initial after 1 s (three times the 333 ms initial RTT,
@@ -208,7 +208,7 @@ fn try_tcp(
         let goal = Goal { what: "TCP connection", hint: " (TCP blocked?)" };
         let attempt = |addr: SocketAddr| {
             let connector = connector.clone();
-            async move { tcp_path::connect(&connector, addr, DEFAULT_LANES).await }
+            async move { tcp_path::connect(&connector, addr, tcp_path::lanes()).await }
         };
         let ((conns, report), addr) =
             race(goal, server_addr, &host, port, deadline, attempt).await?;
@@ -312,11 +312,11 @@ mod tests {
         };
         let took = started.elapsed();
         assert!(why.contains("no QUIC handshake"), "{why}");
-        assert_eq!(won.conns.lanes.len(), usize::from(DEFAULT_LANES));
+        assert_eq!(won.conns.lanes.len(), usize::from(tcp_path::lanes()));
         // TCP on loopback is up at once; the switch comes after the grace, well before
         // the QUIC timeout.
         assert!(took >= QUIC_GRACE && took < Duration::from_secs(4), "took {took:?}");
         let gathered = gathering.await.unwrap();
-        assert_eq!(gathered.lanes.len(), usize::from(DEFAULT_LANES));
+        assert_eq!(gathered.lanes.len(), usize::from(tcp_path::lanes()));
     }
 }

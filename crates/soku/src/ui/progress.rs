@@ -27,6 +27,8 @@ struct State {
     total: Option<u64>,
     last_draw: Option<Instant>,
     drawn: bool,
+    /// What carries the data, shortly ("QUIC", "TLS/TCP", "ssh"), once connected.
+    carrier: Option<&'static str>,
 }
 
 impl ProgressMeter {
@@ -41,6 +43,7 @@ impl ProgressMeter {
                 total: None,
                 last_draw: None,
                 drawn: false,
+                carrier: None,
             }),
         }
     }
@@ -70,8 +73,22 @@ impl ProgressMeter {
             let eta = if rate > 0.0 { (total.saturating_sub(verified)) as f64 / rate } else { 0.0 };
             text = format!("{pct:5.1}% of {} | {text} | ETA {}", human_bytes(total), clock(eta));
         }
+        if let Some(carrier) = state.carrier {
+            text = format!("{text} | {carrier}");
+        }
         let _ = write!(std::io::stderr().lock(), "\r\x1b[K{text}");
         state.drawn = true;
+    }
+}
+
+/// The short name of the transport a `Connected` event describes.
+fn carrier(transport: &str) -> &'static str {
+    if transport.starts_with("QUIC") {
+        "QUIC"
+    } else if transport.starts_with("TLS/TCP") {
+        "TLS/TCP"
+    } else {
+        "ssh"
     }
 }
 
@@ -91,6 +108,9 @@ impl EventSink for ProgressMeter {
             TransferEvent::Verified { bytes } if self.live => self.draw(bytes),
             TransferEvent::Verified { .. } => {}
             TransferEvent::Connected { transport, .. } => {
+                let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+                state.carrier = Some(carrier(&transport));
+                drop(state);
                 if self.verbose && !self.quiet {
                     self.line(&format!("soku: data over {transport}"));
                 }
@@ -166,5 +186,17 @@ impl EventSink for ProgressMeter {
                 self.line(&text);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_progress_line_names_each_transport_shortly() {
+        assert_eq!(carrier("QUIC to 10.0.0.2:4000"), "QUIC");
+        assert_eq!(carrier("TLS/TCP to 10.0.0.2:4000 (4 data connections; bbr)"), "TLS/TCP");
+        assert_eq!(carrier("the ssh channel"), "ssh");
     }
 }
