@@ -65,9 +65,9 @@ struct Args {
     /// Where the loss applies: `data` (A->B only, the upload direction) or `both`.
     #[arg(long, default_value = "data")]
     loss_dir: String,
-    /// The CI subset: 100 Mbit/s, RTT 10/50 ms, loss 0/1 %, soku+scp+iperf3-bbr, 6 s
-    /// runs, 256 MiB loopback CPU rows, small packets; fails unless every copy verified
-    /// and the emulator came up and down cleanly. Asserts no speed ratio.
+    /// The CI subset: 100 Mbit/s, RTT 10/50 ms, loss 0/1 %, soku, soku-tcp, scp and
+    /// iperf3-bbr, 6 s runs, 256 MiB loopback CPU rows, small packets; fails unless every
+    /// copy verified and the emulator came up and down cleanly. Asserts no speed ratio.
     #[arg(long)]
     quick: bool,
     /// Output directory [default: bench/results/DATE; quick: $TMPDIR/soku-bench-quick].

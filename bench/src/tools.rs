@@ -408,6 +408,14 @@ mod tests {
     }
 
     #[test]
+    fn soku_tcp_controller_from_its_connected_event() {
+        let line = r#"{"event":"connected","transport":"TLS/TCP to 10.77.0.2:4 (4 data connections; bbr, buffers up to 64 MiB (set))"}"#;
+        let stderr = vec![(Duration::ZERO, "{}".to_string()), (Duration::ZERO, line.to_string())];
+        assert_eq!(tcp_congestion(&stderr).as_deref(), Some("bbr"));
+        assert_eq!(tcp_congestion(&stderr[..1]), None);
+    }
+
+    #[test]
     fn tool_names_round_trip() {
         for t in Tool::ALL {
             assert_eq!(Tool::parse(t.name()).expect("known"), t);
