@@ -255,10 +255,10 @@ pub fn copy_command(
 }
 
 /// The congestion controller named in soku's `connected` event over TLS/TCP
-/// ("... (4 data connections; bbr, buffers ...").
+/// ("... (4 data connections; bbr, buffers ...)").
 fn tcp_congestion(stderr: &[(Duration, String)]) -> Option<String> {
     let (_, line) = stderr.iter().find(|(_, l)| l.contains(r#""event":"connected""#))?;
-    let after = line.split("connections; ").nth(1)?;
+    let after = line.split("; ").nth(1)?;
     Some(after.split(',').next()?.trim().to_string())
 }
 

@@ -173,8 +173,9 @@ impl Session {
                 let link = won.conns.into_link();
                 events.event(TransferEvent::Connected {
                     transport: format!(
-                        "TLS/TCP to {} ({lanes} data connections; {})",
+                        "TLS/TCP to {} ({lanes} data connection{}; {})",
                         won.addr,
+                        if lanes == 1 { "" } else { "s" },
                         won.report.describe()
                     ),
                     reason: why.clone(),
