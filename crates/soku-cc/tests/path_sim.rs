@@ -171,8 +171,58 @@ fn g_two_flows_converge_to_fair_share() {
     let total = a + b;
     assert!(total >= 0.85, "total {total}");
     for share in [a / total, b / total] {
-        assert!((0.35..=0.65).contains(&share), "shares {a} {b}");
+        assert!((0.40..=0.60).contains(&share), "shares {a} {b}");
     }
+    let j = jain(&[a, b]);
+    assert!(j >= 0.95, "Jain's index {j}");
+}
+
+/// Jain's fairness index of `shares`: 1 when all are equal, 1/n when one has it all.
+fn jain(shares: &[f64]) -> f64 {
+    let sum: f64 = shares.iter().sum();
+    let squares: f64 = shares.iter().map(|x| x * x).sum();
+    sum * sum / (shares.len() as f64 * squares)
+}
+
+/// Four flows started a second apart share 100 Mbit/s x 20 ms (one-BDP drop-tail
+/// buffer), seconds 30-60, three sets of seeds. With the 10 % loss threshold alone the
+/// full queue's 2-4 % loss cut the flows only through sampling noise, small flows most
+/// often: the largest deviation from the mean share was 24.8 % on average over these
+/// seeds and 47.6 % at worst (39.5 % for the first). Loss with a standing queue in a
+/// cruising round is now congestion at 2 % (`model.rs`, `round_congested`): 16.2 % on
+/// average, 33.7 % at worst. The 20 % target holds for two of the three seed sets.
+#[test]
+fn t_four_staggered_flows_share_a_20ms_path() {
+    let p = path(100 * MBIT, 20, 0.0);
+    let mut devs = Vec::new();
+    for seed in [11u64, 22, 33] {
+        let flows = (0..4u64)
+            .map(|i| {
+                let cfg =
+                    SokuCcConfig { seed: seed * 1000 + i * 7919 + 1, ..SokuCcConfig::default() };
+                (soku(cfg, &p), secs(i))
+            })
+            .collect();
+        let r = sim::run(p, flows, secs(60), secs(30), seed);
+        let u: Vec<f64> = r.flows.iter().map(|f| f.util).collect();
+        let total: f64 = u.iter().sum();
+        let mean = total / u.len() as f64;
+        let dev = u.iter().map(|x| (x - mean).abs() / mean).fold(0.0, f64::max);
+        println!(
+            "soku x4 100M 20ms 0% (staggered), seeds {seed:>2}: total {:5.1} %  shares {:?}  \
+             largest deviation {:4.1} %  Jain {:.3}  queue drops {:4.2} %",
+            100.0 * total,
+            u.iter().map(|x| (1000.0 * x).round() / 10.0).collect::<Vec<_>>(),
+            100.0 * dev,
+            jain(&u),
+            100.0 * r.queue_drop_fraction
+        );
+        assert!(total >= 0.95, "seeds {seed}: total {total}");
+        assert!(dev <= 0.35, "seeds {seed}: shares {u:?}");
+        devs.push(dev);
+    }
+    let mean_dev = devs.iter().sum::<f64>() / devs.len() as f64;
+    assert!(mean_dev <= 0.20, "mean largest deviation {mean_dev}");
 }
 
 #[test]
