@@ -23,6 +23,10 @@ pub struct SokuCcConfig {
     pub background: bool,
     /// Window gain at steady state, applied to the bandwidth-delay product.
     pub cwnd_gain: f64,
+    /// Bytes of queue every flow keeps in its probe-bw window, as this rate (bits/s)
+    /// times the min RTT (at most half a BDP): what makes flows sharing a bottleneck
+    /// converge to equal shares (see `SokuCc::queue_share`). 0 turns it off.
+    pub queue_share_bps: u64,
     /// Extra window gain during the one probing round of each cycle.
     pub probe_gain: f64,
     /// Window cap during startup, in bandwidth-delay products, on a bandwidth estimate
@@ -51,7 +55,13 @@ impl Default for SokuCcConfig {
             initial_window: 14_720,
             rate_cap_bps: None,
             background: false,
+            // Tried with the queue share: 1.0 (the draft's ProbeBW_CRUISE gain) gave
+            // fairer shares in the path simulator (8 x 200 ms 21 % largest deviation
+            // against 30 %) but cost single flows their headroom for late acks
+            // (100 Mbit/s x 100 ms, 1 % loss, ack jitter 0-50 ms: 95.8 -> 89.3 %) and
+            // let a background flow take 31 % instead of 0.4 % next to a normal one.
             cwnd_gain: 1.25,
+            queue_share_bps: 5_000_000,
             probe_gain: 0.25,
             startup_gain: 2.0,
             loss_threshold: 0.10,
@@ -71,9 +81,16 @@ impl SokuCcConfig {
     }
 
     /// The default configuration in background (yielding) mode: steady gain 1.0, a
-    /// smaller probe, and a back-off when queueing delay builds.
+    /// smaller probe, no queue share of its own, and a back-off when queueing delay
+    /// builds.
     pub fn background() -> Self {
-        Self { background: true, cwnd_gain: 1.0, probe_gain: 0.15, ..Self::default() }
+        Self {
+            background: true,
+            cwnd_gain: 1.0,
+            probe_gain: 0.15,
+            queue_share_bps: 0,
+            ..Self::default()
+        }
     }
 }
 

@@ -171,8 +171,94 @@ fn g_two_flows_converge_to_fair_share() {
     let total = a + b;
     assert!(total >= 0.85, "total {total}");
     for share in [a / total, b / total] {
-        assert!((0.35..=0.65).contains(&share), "shares {a} {b}");
+        assert!((0.40..=0.60).contains(&share), "shares {a} {b}");
     }
+    let j = jain(&[a, b]);
+    assert!(j >= 0.95, "Jain's index {j}");
+}
+
+/// Jain's fairness index of `shares`: 1 when all are equal, 1/n when one has it all.
+fn jain(shares: &[f64]) -> f64 {
+    let sum: f64 = shares.iter().sum();
+    let squares: f64 = shares.iter().map(|x| x * x).sum();
+    sum * sum / (shares.len() as f64 * squares)
+}
+
+/// `n` flows started a second apart on 100 Mbit/s x `rtt_ms` (one-BDP drop-tail buffer),
+/// measured over seconds 30-60; prints and returns each flow's share of the link.
+fn staggered(n: u64, rtt_ms: u64, seed: u64) -> Vec<f64> {
+    let p = path(100 * MBIT, rtt_ms, 0.0);
+    let flows = (0..n)
+        .map(|i| {
+            let cfg = SokuCcConfig { seed: seed * 1000 + i * 7919 + 1, ..SokuCcConfig::default() };
+            (soku(cfg, &p), secs(i))
+        })
+        .collect();
+    let r = sim::run(p, flows, secs(60), secs(30), seed);
+    let u: Vec<f64> = r.flows.iter().map(|f| f.util).collect();
+    let total: f64 = u.iter().sum();
+    println!(
+        "soku x{n} 100M {rtt_ms}ms 0% (staggered), seeds {seed:>2}: total {:5.1} %  shares {:?}  \
+         largest deviation {:4.1} %  Jain {:.3}  queue drops {:4.2} %",
+        100.0 * total,
+        u.iter().map(|x| (1000.0 * x).round() / 10.0).collect::<Vec<_>>(),
+        100.0 * largest_deviation(&u),
+        jain(&u),
+        100.0 * r.queue_drop_fraction
+    );
+    u
+}
+
+/// The largest distance of one share from the mean share, relative to the mean.
+fn largest_deviation(shares: &[f64]) -> f64 {
+    let mean = shares.iter().sum::<f64>() / shares.len() as f64;
+    shares.iter().map(|x| (x - mean).abs() / mean).fold(0.0, f64::max)
+}
+
+/// Four flows started a second apart share 100 Mbit/s x 20 ms (one-BDP drop-tail
+/// buffer), seconds 30-60, three sets of seeds. With the 10 % loss threshold alone the
+/// full queue's 2-4 % loss cut the flows only through sampling noise, small flows most
+/// often: the largest deviation from the mean share was 24.8 % on average over these
+/// seeds. Loss with a standing queue in a cruising round became congestion at 2 %
+/// (`model.rs`, `round_congested`): 16.2 % on average, 33.7 % at worst. Cruising on
+/// the recent rounds' delivery rate with a fixed queue share per flow (`cruise_bw`,
+/// `queue_share`): 7.2 % on average, 9.0 % at worst.
+#[test]
+fn t_four_staggered_flows_share_a_20ms_path() {
+    let mut devs = Vec::new();
+    for seed in [11u64, 22, 33] {
+        let u = staggered(4, 20, seed);
+        let total: f64 = u.iter().sum();
+        let dev = largest_deviation(&u);
+        assert!(total >= 0.95, "seeds {seed}: total {total}");
+        assert!(dev <= 0.15, "seeds {seed}: shares {u:?}");
+        devs.push(dev);
+    }
+    let mean_dev = devs.iter().sum::<f64>() / devs.len() as f64;
+    assert!(mean_dev <= 0.10, "mean largest deviation {mean_dev}");
+}
+
+/// The long path: 200 ms, where a one-BDP buffer rarely overflows and loss cannot
+/// even out the shares. Four flows: the largest deviation from the mean share was
+/// 30.6 % on average over these seeds and 41.6 % at worst; with `cruise_bw` and
+/// `queue_share`, 16.0 % and 18.9 %. Two flows: Jain's index at least 0.99 (it was
+/// 0.997-1.000 before too).
+#[test]
+fn v_staggered_flows_share_a_200ms_path() {
+    let mut devs = Vec::new();
+    for seed in [11u64, 22, 33] {
+        let u = staggered(4, 200, seed);
+        let total: f64 = u.iter().sum();
+        let dev = largest_deviation(&u);
+        assert!(total >= 0.95, "seeds {seed}: total {total}");
+        assert!(dev <= 0.22, "seeds {seed}: shares {u:?}");
+        devs.push(dev);
+        let two = staggered(2, 200, seed);
+        assert!(two.iter().sum::<f64>() >= 0.95, "seeds {seed}: two flows {two:?}");
+        assert!(jain(&two) >= 0.99, "seeds {seed}: two flows {two:?}");
+    }
+    let mean_dev = devs.iter().sum::<f64>() / devs.len() as f64;
+    assert!(mean_dev <= 0.20, "mean largest deviation {mean_dev}");
 }
 
 #[test]
@@ -432,4 +518,156 @@ fn s_lan_with_a_shallow_buffer_is_not_flooded() {
     let r = one("soku 100M 0.2ms 0%, 32-packet buffer", p, soku(SokuCcConfig::default(), &p), 6, 2);
     assert!(r.total_util() >= 0.95, "util {}", r.total_util());
     assert!(r.queue_drop_fraction < 0.03, "queue drops {}", r.queue_drop_fraction);
+}
+
+/// The multi-flow fairness table: `n` flows started a second apart on 100 Mbit/s x
+/// `rtt` (one-BDP drop-tail buffer), seconds 30-60, three sets of seeds; per run the
+/// total, the shares, the largest deviation from the mean share and Jain's index.
+/// Runs only with `SOKU_SWEEP` set, e.g. `SOKU_SWEEP=4x200,8x200` (`all`: the nine
+/// cases 2/4/8 flows x 20/100/200 ms). `SOKU_TRACE=1` adds each flow's state every
+/// `SOKU_TRACE_EVERY` seconds (default 5) of the first seed set.
+#[test]
+fn u_fairness_sweep() {
+    let Ok(spec) = std::env::var("SOKU_SWEEP") else {
+        return;
+    };
+    let cases: Vec<(u64, u64)> = if spec == "all" {
+        [2, 4, 8].iter().flat_map(|&n| [20, 100, 200].map(move |r| (n, r))).collect()
+    } else {
+        spec.split(',')
+            .map(|c| {
+                let (n, r) = c.split_once('x').expect("NxRTT");
+                (n.parse().expect("n"), r.parse().expect("rtt"))
+            })
+            .collect()
+    };
+    let trace = std::env::var("SOKU_TRACE").is_ok();
+    let trace_seed: u64 =
+        std::env::var("SOKU_TRACE").ok().and_then(|s| s.parse().ok()).unwrap_or(11);
+    let every: u64 =
+        std::env::var("SOKU_TRACE_EVERY").ok().and_then(|s| s.parse().ok()).unwrap_or(5);
+    let mut summary = Vec::new();
+    if std::env::var("SOKU_SINGLE").is_ok() {
+        for (rate, rtt, loss) in [
+            (100, 100, 0.0),
+            (100, 100, 0.01),
+            (100, 100, 0.03),
+            (100, 100, 0.05),
+            (100, 300, 0.01),
+            (100, 10, 0.01),
+            (100, 20, 0.0),
+            (10, 100, 0.0),
+            (10, 100, 0.01),
+            (10, 100, 0.03),
+            (5, 200, 0.02),
+        ] {
+            let p = path(rate * MBIT, rtt, loss);
+            let r =
+                sim::run(p, vec![(soku(sweep_config(), &p), Duration::ZERO)], secs(20), secs(5), 7);
+            summary.push(format!(
+                "single {rate}M {rtt}ms {:.0}%: util {:5.1} %  qdelay {:5.1} ms",
+                100.0 * loss,
+                100.0 * r.total_util(),
+                r.mean_queue_delay.as_secs_f64() * 1e3
+            ));
+        }
+    }
+    for (n, rtt) in cases {
+        let p = path(100 * MBIT, rtt, 0.0);
+        let (mut devs, mut worst, mut jains, mut totals) = (0.0, 0.0f64, 0.0, 0.0);
+        let nseeds: u64 =
+            std::env::var("SOKU_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(3);
+        let k = nseeds as f64;
+        let jittered = std::env::var("SOKU_JITTER").is_ok();
+        for seed in (1..=nseeds).map(|s| 11 * s) {
+            let flows = (0..n)
+                .map(|i| {
+                    let cfg = SokuCcConfig { seed: seed * 1000 + i * 7919 + 1, ..sweep_config() };
+                    // SOKU_JITTER: starts also up to 50 ms off the second (the flows
+                    // interleave differently; without it the runs depend on the seeds
+                    // only through the probe phases, and several seed sets coincide).
+                    let jitter = if jittered { (seed * 7919 + i * 104_729) % 50_000 } else { 0 };
+                    (soku(cfg, &p), secs(i) + Duration::from_micros(jitter))
+                })
+                .collect();
+            let mut last = vec![0u64; n as usize];
+            let mut tracer = |t: Duration, view: &[(&dyn Controller, u64)]| {
+                let line: Vec<String> = view
+                    .iter()
+                    .zip(last.iter_mut())
+                    .map(|((cc, acked), l)| {
+                        let rate = (acked - *l) as f64 * 8.0 / every as f64 / 1e6;
+                        *l = *acked;
+                        match cc.clone_box().into_any().downcast::<SokuCc>() {
+                            Ok(s) => format!(
+                                "{:5.1}M {} w{} bw{:.0} rtt{:.0} hi{}",
+                                rate,
+                                &s.mode().name()[..3],
+                                s.window() / 1000,
+                                s.bandwidth_bps().unwrap_or(0) as f64 / 1e6,
+                                s.min_rtt().map_or(0.0, |d| d.as_secs_f64() * 1e3),
+                                s.inflight_bound().map_or("-".into(), |h| (h / 1000).to_string()),
+                            ),
+                            Err(_) => String::new(),
+                        }
+                    })
+                    .collect();
+                println!("  t {:3.0} | {}", t.as_secs_f64(), line.join(" | "));
+            };
+            let tr: Option<(Duration, sim::Tracer<'_>)> =
+                if trace && seed == trace_seed { Some((secs(every), &mut tracer)) } else { None };
+            let r = sim::run_traced(p, flows, secs(60), secs(30), seed, tr);
+            let u: Vec<f64> = r.flows.iter().map(|f| f.util).collect();
+            let total: f64 = u.iter().sum();
+            let mean = total / u.len() as f64;
+            let dev = u.iter().map(|x| (x - mean).abs() / mean).fold(0.0, f64::max);
+            println!(
+                "{n}x{rtt}ms seeds {seed}: total {:5.1} %  dev {:5.1} %  Jain {:.3}  drops {:4.2} %  \
+                 qdelay {:5.1} ms  shares {:?}",
+                100.0 * total,
+                100.0 * dev,
+                jain(&u),
+                100.0 * r.queue_drop_fraction,
+                r.mean_queue_delay.as_secs_f64() * 1e3,
+                u.iter().map(|x| (1000.0 * x).round() / 10.0).collect::<Vec<_>>(),
+            );
+            devs += dev / k;
+            worst = worst.max(dev);
+            jains += jain(&u) / k;
+            totals += total / k;
+        }
+        summary.push(format!(
+            "{n}x{rtt:<3}  mean dev {:5.1} %  worst {:5.1} %  Jain {:.3}  total {:5.1} %",
+            100.0 * devs,
+            100.0 * worst,
+            jains,
+            100.0 * totals
+        ));
+    }
+    println!("--- summary ---\n{}", summary.join("\n"));
+}
+
+/// The default configuration with the sweep's overrides from the environment.
+fn sweep_config() -> SokuCcConfig {
+    let get = |k: &str| std::env::var(k).ok().and_then(|v| v.parse::<f64>().ok());
+    let mut c = SokuCcConfig::default();
+    if let Some(v) = get("SOKU_CWND_GAIN") {
+        c.cwnd_gain = v;
+    }
+    if let Some(v) = get("SOKU_PROBE_GAIN") {
+        c.probe_gain = v;
+    }
+    if let Some(v) = get("SOKU_BW_ROUNDS") {
+        c.bw_window_rounds = v as u64;
+    }
+    if let Some(v) = get("SOKU_BETA") {
+        c.loss_beta = v;
+    }
+    if let Some(v) = get("SOKU_QSHARE") {
+        c.queue_share_bps = v as u64;
+    }
+    if let Some(v) = get("SOKU_MINRTT_WIN") {
+        c.min_rtt_window = Duration::from_secs_f64(v);
+    }
+    c
 }

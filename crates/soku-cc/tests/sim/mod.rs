@@ -61,6 +61,8 @@ pub struct FlowStats {
     pub dropped_random: u64,
     /// Largest window seen (bytes), over the whole run.
     pub max_window: u64,
+    /// Bytes acknowledged since the flow started (for traces).
+    pub acked: u64,
 }
 
 /// Results of one run.
@@ -120,7 +122,13 @@ enum Ev {
     /// One ACK frame: the packets it newly acknowledges.
     Ack(usize, Vec<u64>),
     Tick(usize),
+    /// Hand the tracer a look at every flow.
+    Trace,
 }
+
+/// A look at the flows during a run: the time, then per flow its controller and the
+/// bytes acknowledged so far.
+pub type Tracer<'a> = &'a mut dyn FnMut(Duration, &[(&dyn Controller, u64)]);
 
 /// The receiver's packets not yet acknowledged: (first arrival, packet numbers).
 #[derive(Default)]
@@ -129,8 +137,9 @@ struct Pending {
     pns: Vec<u64>,
 }
 
-struct Sim {
+struct Sim<'a> {
     path: Path,
+    trace: Option<(u64, Tracer<'a>)>,
     base: Instant,
     now: u64,
     end: u64,
@@ -155,7 +164,7 @@ fn ns(d: Duration) -> u64 {
     d.as_nanos() as u64
 }
 
-impl Sim {
+impl Sim<'_> {
     fn at(&self, t: u64) -> Instant {
         self.base + Duration::from_nanos(t)
     }
@@ -358,6 +367,7 @@ impl Sim {
             p.state = State::Done;
             let (sent, size) = (p.sent, p.size);
             f.in_flight -= size;
+            f.stats.acked += size;
             let largest = f.largest_acked.is_none_or(|l| pn > l);
             if largest {
                 // RFC 9002 §5.1: one RTT sample per ACK frame, from its largest packet.
@@ -418,6 +428,9 @@ impl Sim {
     }
 
     fn run(&mut self) {
+        if self.trace.is_some() {
+            self.push(0, Ev::Trace);
+        }
         for i in 0..self.flows.len() {
             let s = self.flows[i].start;
             self.push(s, Ev::Wake(i));
@@ -442,6 +455,16 @@ impl Sim {
                     self.try_send(i);
                     self.push(t + 10_000_000, Ev::Tick(i));
                 }
+                Ev::Trace => {
+                    if let Some((every, f)) = self.trace.as_mut() {
+                        let every = *every;
+                        let view: Vec<(&dyn Controller, u64)> =
+                            self.flows.iter().map(|f| (&*f.cc, f.stats.acked)).collect();
+                        f(Duration::from_nanos(t), &view);
+                        self.seq += 1;
+                        self.events.push(Reverse((t + every, self.seq, Ev::Trace)));
+                    }
+                }
             }
         }
     }
@@ -455,6 +478,18 @@ pub fn run(
     duration: Duration,
     measure_from: Duration,
     seed: u64,
+) -> Report {
+    run_traced(path, flows, duration, measure_from, seed, None)
+}
+
+/// [`run`], calling `trace` every `.0` of virtual time with a look at every flow.
+pub fn run_traced(
+    path: Path,
+    flows: Vec<(Box<dyn Controller>, Duration)>,
+    duration: Duration,
+    measure_from: Duration,
+    seed: u64,
+    trace: Option<(Duration, Tracer<'_>)>,
 ) -> Report {
     let rtt_est = rtt::estimator(path.rtt);
     let flows = flows
@@ -481,6 +516,7 @@ pub fn run(
         .collect();
     let mut sim = Sim {
         path,
+        trace: trace.map(|(every, f)| (ns(every), f)),
         base: Instant::now(),
         now: 0,
         end: ns(duration),
