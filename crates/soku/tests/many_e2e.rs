@@ -4,8 +4,9 @@
 //! arrive intact. How evenly the copies sharing a direction share it is printed: each
 //! one's rate over the time all of them were running (from the last one's first
 //! verified bytes to the first one's end) against their mean. The target is within 20 %
-//! of the mean; flows that start seconds apart do not reach it yet (see
-//! docs/durability.md), so it is reported, not asserted.
+//! of the mean; it is not reached reliably yet (see
+//! bench/results/2026-11-24/many-at-once), so it is reported, not asserted. Every copy
+//! must stay on QUIC: a full shared queue is not a UDP rate limit.
 
 mod common;
 
@@ -25,12 +26,18 @@ const EACH_WAY: usize = 4;
 /// (seconds since the start, verified bytes) of one copy.
 type Samples = Vec<(f64, u64)>;
 
+/// What a copy's stderr said: its progress, and every transport it connected over.
+struct Said {
+    samples: Samples,
+    transports: Vec<String>,
+}
+
 #[test]
 fn eight_copies_at_once_in_both_directions_all_arrive_intact() {
     let host = EmulatedHost::up("many", Duration::from_millis(20), 100_000_000);
     let remote_dir = host.dir.path().join("remote");
     std::fs::create_dir(&remote_dir).expect("mkdir");
-    let mut copies: Vec<(&str, usize, Child, JoinHandle<Samples>)> = Vec::new();
+    let mut copies: Vec<(&str, usize, Child, JoinHandle<Said>)> = Vec::new();
     for n in 0..EACH_WAY {
         let up = host.src().join(format!("up{n}.bin"));
         write(&up, &data(SIZE, 100 + n as u64));
@@ -54,9 +61,16 @@ fn eight_copies_at_once_in_both_directions_all_arrive_intact() {
     let mut runs: Vec<(&str, usize, Samples)> = Vec::new();
     for (way, n, mut child, reader) in copies {
         let status = child.wait().expect("wait");
-        let samples = reader.join().expect("reader");
+        let said = reader.join().expect("reader");
         assert!(status.success(), "{way} {n} failed");
-        runs.push((way, n, samples));
+        // UDP is open and unpoliced here: a full shared queue must not look like a
+        // rate limit (see `policing.rs`) and move a copy to TCP.
+        assert!(
+            said.transports.iter().all(|t| t.starts_with("QUIC")),
+            "{way} {n} left QUIC: {:?}",
+            said.transports
+        );
+        runs.push((way, n, said.samples));
     }
     for n in 0..EACH_WAY {
         assert_same_file(
@@ -97,18 +111,22 @@ fn eight_copies_at_once_in_both_directions_all_arrive_intact() {
     }
 }
 
-/// (seconds since `t0`, verified bytes) of each `verified` event of a copy's stderr.
-fn progress(stderr: std::process::ChildStderr, t0: Instant) -> Vec<(f64, u64)> {
-    let mut out = Vec::new();
+/// (seconds since `t0`, verified bytes) of each `verified` event of a copy's stderr,
+/// and the transport of each `connected` event.
+fn progress(stderr: std::process::ChildStderr, t0: Instant) -> Said {
+    let mut said = Said { samples: Vec::new(), transports: Vec::new() };
     for line in BufReader::new(stderr).lines().map_while(Result::ok) {
         let Ok(v) = serde_json::from_str::<serde_json::Value>(&line) else { continue };
         if v["event"] == "verified" {
             if let Some(bytes) = v["bytes"].as_u64() {
-                out.push((t0.elapsed().as_secs_f64(), bytes));
+                said.samples.push((t0.elapsed().as_secs_f64(), bytes));
             }
         }
+        if v["event"] == "connected" {
+            said.transports.push(v["transport"].as_str().unwrap_or_default().to_string());
+        }
     }
-    out
+    said
 }
 
 /// Verified bytes at time `t` (the last sample at or before it).
