@@ -107,8 +107,7 @@ pub struct TcpServer {
 }
 
 impl TcpServer {
-    /// Listens on `bind`; when its port is taken, on any free port of the same address
-    /// (the caller asks for the UDP port's number, so one port serves both where it can).
+    /// Listens on `bind` (port 0: any free port).
     pub fn bind(
         bind: SocketAddr,
         identity: &Identity,
@@ -118,13 +117,7 @@ impl TcpServer {
         tokio::runtime::Handle::try_current().map_err(|_| TransportError::NoRuntime)?;
         let tls = server_tls(identity, client.into(), opts.cipher, TCP_ALPN)?;
         let acceptor = TlsAcceptor::from(Arc::new(tls));
-        let (listener, report) = match listen(bind) {
-            Ok(done) => done,
-            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && bind.port() != 0 => {
-                listen(SocketAddr::new(bind.ip(), 0))?
-            }
-            Err(e) => return Err(TransportError::Tcp(e)),
-        };
+        let (listener, report) = listen(bind).map_err(TransportError::Tcp)?;
         Ok(TcpServer { listener, acceptor, report })
     }
 

@@ -144,6 +144,11 @@ pub struct SshArgs {
     #[arg(short = 'e', long = "rsh", value_name = "CMD")]
     pub rsh: Option<String>,
 
+    /// Ports the remote soku may listen on for the data, QUIC and TCP (`LO-HI`, for a
+    /// firewall that opens only those); default: any free port.
+    #[arg(long = "remote-ports", value_name = "LO-HI", value_parser = crate::ports::parse_range)]
+    pub remote_ports: Option<std::ops::RangeInclusive<u16>>,
+
     /// Path of soku on the remote host (default: `soku` from the remote PATH).
     #[arg(long = "remote-soku", value_name = "PATH")]
     pub remote_soku: Option<String>,
@@ -189,6 +194,10 @@ pub struct ServeArgs {
     /// Address family and interface to bind the UDP port on (default: from SSH_CONNECTION).
     #[arg(long, value_name = "ADDR")]
     pub bind: Option<std::net::IpAddr>,
+    /// Listen for the data (QUIC and TLS over TCP) only on ports in LO-HI (a range a
+    /// firewall opens); default: any free port.
+    #[arg(long = "ports", value_name = "LO-HI", value_parser = crate::ports::parse_range)]
+    pub ports: Option<std::ops::RangeInclusive<u16>>,
     /// Seconds without a word from the client (not even a keep-alive) before it is
     /// taken for stalled and the server exits (tests shorten it).
     #[arg(long = "stall-timeout", value_name = "SECONDS", default_value_t = 120, hide = true)]

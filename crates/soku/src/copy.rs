@@ -17,7 +17,7 @@ use soku_transport::{Cipher, TransportOptions};
 
 use crate::cli::CopyArgs;
 use crate::exit::Exit;
-use crate::launch::Launcher;
+use crate::launch::{Launcher, ServeCommand};
 use crate::retry::{Next, Retry};
 use crate::session::{Policed, Session, SessionOptions, TransportMode};
 use crate::spec::{self, Location, Remote};
@@ -91,7 +91,7 @@ pub async fn run_with(args: CopyArgs, events: Arc<dyn EventSink>) -> anyhow::Res
             (Some(r.clone()), Launcher::from_args(&args.ssh, args.verbose, args.quiet)?)
         }
     };
-    let remote_soku = args.ssh.remote_soku.clone().unwrap_or_else(|| "soku".into());
+    let serve = ServeCommand::from_args(&args.ssh);
     let mut session_opts = SessionOptions {
         mode: if args.force_ssh_channel { TransportMode::Ssh } else { args.transport },
         switched: None,
@@ -112,7 +112,7 @@ pub async fn run_with(args: CopyArgs, events: Arc<dyn EventSink>) -> anyhow::Res
     let mut retry = Retry::new(limit);
     loop {
         let reconnecting = retry.down_for(Instant::now()).is_some();
-        let cmd = launcher.command(remote.as_ref(), &remote_soku, reconnecting)?;
+        let cmd = launcher.command(remote.as_ref(), &serve, reconnecting)?;
         let attempt = Attempt {
             direction: &direction,
             ahead: ahead.take(),

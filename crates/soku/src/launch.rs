@@ -96,10 +96,10 @@ impl Launcher {
     pub fn command(
         &self,
         remote: Option<&Remote>,
-        remote_soku: &str,
+        serve: &ServeCommand,
         reconnect: bool,
     ) -> anyhow::Result<Command> {
-        let serve = [remote_soku.to_string(), "serve".into()];
+        let serve_words = serve.words();
         let mut cmd = match (self, remote) {
             (Launcher::Ssh { program, options }, Some(remote)) => {
                 let mut cmd = Command::new(program);
@@ -108,7 +108,7 @@ impl Launcher {
                     cmd.arg(format!("-oConnectTimeout={}", RECONNECT_TIMEOUT.as_secs()));
                 }
                 cmd.arg("--").arg(remote.destination());
-                cmd.arg(shell_quote_all(&serve));
+                cmd.arg(shell_quote_all(&serve_words));
                 cmd
             }
             (Launcher::Rsh { words }, Some(remote)) => {
@@ -117,19 +117,48 @@ impl Launcher {
                 if let Some(user) = &remote.user {
                     cmd.arg("-l").arg(user);
                 }
-                cmd.arg(&remote.host).arg(shell_quote_all(&serve));
+                cmd.arg(&remote.host).arg(shell_quote_all(&serve_words));
                 cmd
             }
             (Launcher::Local, _) | (_, None) => {
                 let exe = std::env::current_exe()?;
                 let mut cmd = Command::new(exe);
-                cmd.arg("serve").arg("--bind").arg("127.0.0.1");
+                cmd.args(&serve_words[1..]).arg("--bind").arg("127.0.0.1");
                 cmd
             }
         };
         cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::inherit());
         cmd.kill_on_drop(true);
         Ok(cmd)
+    }
+}
+
+/// The remote end's command line: which soku, and what `soku serve` is told.
+#[derive(Debug, Clone)]
+pub struct ServeCommand {
+    /// The remote soku (`--remote-soku`, default `soku`).
+    pub program: String,
+    /// The ports it may listen on for the data (`--remote-ports`).
+    pub ports: Option<std::ops::RangeInclusive<u16>>,
+}
+
+impl ServeCommand {
+    /// From the options every command that reaches a remote host shares.
+    pub fn from_args(args: &SshArgs) -> ServeCommand {
+        ServeCommand {
+            program: args.remote_soku.clone().unwrap_or_else(|| "soku".into()),
+            ports: args.remote_ports.clone(),
+        }
+    }
+
+    /// `soku serve [--ports LO-HI]`.
+    fn words(&self) -> Vec<String> {
+        let mut words = vec![self.program.clone(), "serve".to_string()];
+        if let Some(ports) = &self.ports {
+            words.push("--ports".into());
+            words.push(format!("{}-{}", ports.start(), ports.end()));
+        }
+        words
     }
 }
 
@@ -173,6 +202,21 @@ pub fn shell_words(line: &str) -> anyhow::Result<Vec<String>> {
 
 #[cfg(test)]
 mod tests {
+
+    /// `--remote-ports` reaches `soku serve` as `--ports`, through ssh and through `-e`.
+    #[test]
+    fn the_port_range_is_passed_to_the_server() {
+        let serve = ServeCommand { program: "soku".into(), ports: Some(40000..=40100) };
+        let remote = Remote { user: None, host: "h".into(), path: String::new() };
+        let want = "soku serve --ports 40000-40100";
+        let ssh = Launcher::Ssh { program: "ssh".into(), options: vec![] };
+        let rsh = Launcher::Rsh { words: vec!["rsh".into(), "-x".into()] };
+        for launcher in [ssh, rsh] {
+            let cmd = launcher.command(Some(&remote), &serve, false).expect("command");
+            let last = cmd.as_std().get_args().last().expect("args").to_str().expect("utf-8");
+            assert_eq!(last, want);
+        }
+    }
     use super::*;
 
     #[test]
@@ -253,7 +297,8 @@ mod tests {
                 let options = vec!["-T".to_string()];
                 let launcher = Launcher::Ssh { program: "ssh".into(), options };
                 let remote = Remote { user: None, host: host.clone(), path: String::new() };
-                let cmd = launcher.command(Some(&remote), &remote_soku, false).expect("command");
+                let serve = ServeCommand { program: remote_soku.clone(), ports: None };
+                let cmd = launcher.command(Some(&remote), &serve, false).expect("command");
                 let args: Vec<&OsStr> = cmd.as_std().get_args().collect();
                 let head = [OsStr::new("-T"), OsStr::new("--"), OsStr::new(&host)];
                 prop_assert_eq!(&args[..3], head);

@@ -19,6 +19,7 @@ mod demo;
 mod exit;
 mod launch;
 mod policing;
+mod ports;
 mod retry;
 mod serve;
 mod session;

@@ -7,7 +7,7 @@
 //! path the client chose.
 //! It exits when the job is done or the ssh channel closes.
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,7 +19,7 @@ use soku_proto::message::{Job, Message};
 use soku_proto::path::{Target, TargetError};
 use soku_proto::receive::Receiver;
 use soku_proto::{MAGIC, PROTOCOL_VERSIONS};
-use soku_transport::{ClientPin, Fingerprint, Identity, TcpServer, TransportOptions};
+use soku_transport::{ClientPin, Fingerprint, Identity};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 
 use soku_engine::ahead::Walked;
@@ -28,6 +28,7 @@ use soku_engine::link::{self, Link};
 use soku_engine::{CopyOptions, LinkError, Role};
 
 use crate::cli::ServeArgs;
+use crate::ports::{self, Bound};
 use crate::{policing, tcp_path};
 
 /// How long the server waits for the client's QUIC handshake or TCP connections after
@@ -50,42 +51,12 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let identity = Identity::generate()?;
     let server_addr = args.bind.or_else(ssh_server_ip);
     let client_pin = ClientPin::unset();
-    let mut warnings = Vec::new();
-    let bind = SocketAddr::new(server_addr.unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED)), 0);
-    let opened = soku_transport::server_endpoint(
-        bind,
-        &identity,
-        client_pin.clone(),
-        &TransportOptions::default(),
-    );
-    let endpoint = match opened {
-        Ok((endpoint, report)) => {
-            warnings.extend(report.warning);
-            Some(endpoint)
-        }
-        // No UDP here: port 0 tells the client to use the ssh channel.
-        Err(e) => {
-            warnings.push(format!("cannot open a QUIC endpoint: {e}"));
-            None
-        }
-    };
+    let ip = server_addr.unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED));
+    let Bound { quic: endpoint, tcp, warnings } =
+        ports::bind(ip, args.ports.clone(), &identity, &client_pin);
     let udp_port = match &endpoint {
         Some(endpoint) => endpoint.local_addr()?.port(),
         None => 0,
-    };
-    // The same port number as UDP where it is free: one port to open in a firewall.
-    let tcp_bind = SocketAddr::new(bind.ip(), udp_port);
-    let tcp = match TcpServer::bind(
-        tcp_bind,
-        &identity,
-        client_pin.clone(),
-        &TransportOptions::default(),
-    ) {
-        Ok(tcp) => Some(tcp),
-        Err(e) => {
-            warnings.push(format!("cannot listen for TLS over TCP: {e}"));
-            None
-        }
     };
     let tcp_port = match &tcp {
         Some(tcp) => tcp.local_addr()?.port(),

@@ -41,14 +41,23 @@ fn upload(host: &EmulatedHost, name: &str, args: &[&str]) -> (Output, Duration) 
     (out, took)
 }
 
+/// Forced TCP, with the server's ports held to a range (as a firewall would open).
 #[test]
-fn tcp_when_asked_carries_a_verified_copy() {
+fn tcp_when_asked_carries_a_verified_copy_on_a_port_in_the_range() {
     let host = EmulatedHost::up("tcp", Duration::from_millis(20), 100_000_000);
-    let (out, took) = upload(&host, "forced.bin", &["--transport", "tcp"]);
+    let args = ["--transport", "tcp", "--remote-ports", "47000-47010"];
+    let (out, took) = upload(&host, "forced.bin", &args);
     let (transport, reason) = connected(&String::from_utf8_lossy(&out.stderr));
     println!("--transport tcp: {took:.1?} for {} MiB over {transport}", SIZE >> 20);
     assert!(transport.starts_with("TLS/TCP to "), "{transport}");
     assert_eq!(reason, None, "asked for, so no reason to give");
+    let port: u16 = transport
+        .split_whitespace()
+        .nth(2)
+        .and_then(|addr| addr.rsplit(':').next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no port in {transport}"));
+    assert!((47000..=47010).contains(&port), "port {port} outside --remote-ports");
 }
 
 /// A firewall that drops all UDP: the copy moves to TCP by itself and says why.

@@ -22,7 +22,7 @@ use super::pipe::{self, RelayError};
 use super::{code, MAX_CONNECTIONS, STREAM_HEADER};
 use crate::cli::TunnelArgs;
 use crate::exit::Exit;
-use crate::launch::Launcher;
+use crate::launch::{Launcher, ServeCommand};
 use crate::session::{Session, SessionOptions, TransportMode};
 
 /// How long to wait for the QUIC handshake: longer than a copy's default, as a tunnel
@@ -40,8 +40,8 @@ pub async fn run(args: TunnelArgs) -> anyhow::Result<()> {
     let local = listener.local_addr()?;
 
     let launcher = Launcher::from_args(&args.ssh, args.verbose, false)?;
-    let remote_soku = args.ssh.remote_soku.clone().unwrap_or_else(|| "soku".into());
-    let cmd = launcher.command(Some(&remote), &remote_soku, false)?;
+    let serve = ServeCommand::from_args(&args.ssh);
+    let cmd = launcher.command(Some(&remote), &serve, false)?;
     let session_opts = SessionOptions {
         mode: TransportMode::Quic,
         switched: None,
