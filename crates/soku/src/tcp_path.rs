@@ -15,8 +15,10 @@ use soku_transport::{
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::task::JoinSet;
 
-/// Chunk connections beside the control connection. See `bench/results` for the
-/// measurement behind the number.
+/// Chunk connections beside the control connection: the knee of the measurement in
+/// `bench/results/2026-11-24/transport/README.md` (unprivileged, default sysctls,
+/// 1 Gbit/s x 100 ms: 1 lane 36 % of the link, 2 lanes 60 %, 4 lanes 69 %, 8 lanes 70 %;
+/// as root, with forced buffers, the count made no difference).
 pub const DEFAULT_LANES: u8 = 4;
 
 /// The chunk connections a client opens: [`DEFAULT_LANES`], unless `SOKU_TCP_LANES`
