@@ -67,14 +67,14 @@ fn set_buffers(socket: &Socket, size: usize, force: bool) {
 
 /// True when both forced options were accepted.
 #[cfg(target_os = "linux")]
-fn set_forced(socket: &Socket, size: usize) -> bool {
+pub(crate) fn set_forced(socket: &Socket, size: usize) -> bool {
     use rustix::net::sockopt;
     sockopt::set_socket_recv_buffer_size_force(socket, size).is_ok()
         && sockopt::set_socket_send_buffer_size_force(socket, size).is_ok()
 }
 
 #[cfg(not(target_os = "linux"))]
-fn set_forced(_socket: &Socket, _size: usize) -> bool {
+pub(crate) fn set_forced(_socket: &Socket, _size: usize) -> bool {
     false
 }
 
@@ -108,14 +108,20 @@ fn read_report(socket: &Socket, requested: usize) -> Result<SocketReport, Transp
 
 /// " (now 208 KiB; sysctl -w net.core.rmem_max=8388608)" where /proc tells us the cap.
 fn sysctl_hint(name: &str, requested: usize) -> String {
-    std::fs::read_to_string(format!("/proc/sys/net/core/{name}"))
-        .ok()
-        .and_then(|s| s.trim().parse::<usize>().ok())
+    sysctl_values(&format!("net/core/{name}"))
+        .and_then(|values| values.first().copied())
         .map(|now| format!(" (now {}; e.g. sysctl -w net.core.{name}={requested})", human(now)))
         .unwrap_or_default()
 }
 
-fn human(bytes: usize) -> String {
+/// The numbers of `/proc/sys/NAME` (`net/core/rmem_max`: one; `net/ipv4/tcp_rmem`:
+/// three), if it can be read.
+pub(crate) fn sysctl_values(name: &str) -> Option<Vec<usize>> {
+    let text = std::fs::read_to_string(format!("/proc/sys/{name}")).ok()?;
+    text.split_whitespace().map(|v| v.parse().ok()).collect()
+}
+
+pub(crate) fn human(bytes: usize) -> String {
     if bytes >= 1 << 20 && bytes % (1 << 20) == 0 {
         format!("{} MiB", bytes >> 20)
     } else if bytes >= 1 << 20 {

@@ -20,7 +20,7 @@
 //!   the previous segment's ACK (RFC 896).
 
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use socket2::SockRef;
@@ -28,6 +28,7 @@ use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio_rustls::{TlsAcceptor, TlsConnector};
 
 use crate::identity::SERVER_NAME;
+use crate::socket::{human, set_forced, sysctl_values};
 use crate::tls::{client_tls, server_tls, TCP_ALPN};
 use crate::{ClientPin, Fingerprint, Identity, TransportError, TransportOptions};
 
@@ -225,78 +226,58 @@ fn tune(socket: &SockRef<'_>) -> TcpReport {
         .map(|name| String::from_utf8_lossy(&name).trim_end_matches('\0').to_string())
         .unwrap_or_else(|_| "unknown".to_string());
     let forced = set_forced(socket, TCP_BUFFER);
+    let limits = BufferLimits::get();
     let mut fixed_buffers = forced;
-    let mut ceiling = |dir: Direction| -> usize {
+    let mut ceiling = |send: bool| -> usize {
+        let (core_max, autotuned) = if send {
+            (limits.core_wmem, limits.autotune_send)
+        } else {
+            (limits.core_rmem, limits.autotune_recv)
+        };
         if !forced {
-            let capped = 2 * TCP_BUFFER.min(sysctl(dir.core_max()).unwrap_or(0));
-            let autotuned = autotune_ceiling(dir);
-            if autotuned.is_some_and(|auto| capped <= auto) {
-                return autotuned.unwrap_or(0);
+            let capped = 2 * TCP_BUFFER.min(core_max.unwrap_or(0));
+            if let Some(auto) = autotuned.filter(|auto| capped <= *auto) {
+                return auto;
             }
-            let _ = match dir {
-                Direction::Send => socket.set_send_buffer_size(TCP_BUFFER),
-                Direction::Recv => socket.set_recv_buffer_size(TCP_BUFFER),
+            let _ = if send {
+                socket.set_send_buffer_size(TCP_BUFFER)
+            } else {
+                socket.set_recv_buffer_size(TCP_BUFFER)
             };
             fixed_buffers = true;
         }
-        match dir {
-            Direction::Send => socket.send_buffer_size(),
-            Direction::Recv => socket.recv_buffer_size(),
-        }
-        .unwrap_or(0)
+        if send { socket.send_buffer_size() } else { socket.recv_buffer_size() }.unwrap_or(0)
     };
-    let send_ceiling = ceiling(Direction::Send);
-    let recv_ceiling = ceiling(Direction::Recv);
+    let send_ceiling = ceiling(true);
+    let recv_ceiling = ceiling(false);
     TcpReport { congestion, send_ceiling, recv_ceiling, fixed_buffers }
 }
 
+/// The host's buffer limits, read from `/proc/sys` once per process (a session opens
+/// five sockets, all under the same limits).
 #[derive(Clone, Copy)]
-enum Direction {
-    Send,
-    Recv,
+struct BufferLimits {
+    /// `net.core.wmem_max` / `rmem_max`: the cap on a buffer set without privileges.
+    core_wmem: Option<usize>,
+    core_rmem: Option<usize>,
+    /// The third value of `net.ipv4.tcp_wmem` / `tcp_rmem`: how far autotuning grows one.
+    autotune_send: Option<usize>,
+    autotune_recv: Option<usize>,
 }
 
-impl Direction {
-    fn core_max(self) -> &'static str {
-        match self {
-            Direction::Send => "net/core/wmem_max",
-            Direction::Recv => "net/core/rmem_max",
-        }
-    }
-}
-
-/// The third value of `tcp_wmem`/`tcp_rmem`: how far autotuning grows a buffer.
-fn autotune_ceiling(dir: Direction) -> Option<usize> {
-    let name = match dir {
-        Direction::Send => "net/ipv4/tcp_wmem",
-        Direction::Recv => "net/ipv4/tcp_rmem",
-    };
-    let text = std::fs::read_to_string(format!("/proc/sys/{name}")).ok()?;
-    text.split_whitespace().nth(2)?.parse().ok()
-}
-
-fn sysctl(name: &str) -> Option<usize> {
-    std::fs::read_to_string(format!("/proc/sys/{name}")).ok()?.trim().parse().ok()
-}
-
-/// True when both forced options were accepted (CAP_NET_ADMIN).
-#[cfg(target_os = "linux")]
-fn set_forced(socket: &SockRef<'_>, size: usize) -> bool {
-    use rustix::net::sockopt;
-    sockopt::set_socket_recv_buffer_size_force(&**socket, size).is_ok()
-        && sockopt::set_socket_send_buffer_size_force(&**socket, size).is_ok()
-}
-
-#[cfg(not(target_os = "linux"))]
-fn set_forced(_socket: &SockRef<'_>, _size: usize) -> bool {
-    false
-}
-
-fn human(bytes: usize) -> String {
-    if bytes >= 1 << 20 {
-        format!("{} MiB", bytes >> 20)
-    } else {
-        format!("{} KiB", bytes.div_ceil(1 << 10))
+impl BufferLimits {
+    fn get() -> BufferLimits {
+        static LIMITS: OnceLock<BufferLimits> = OnceLock::new();
+        *LIMITS.get_or_init(|| {
+            let first = |name| sysctl_values(name).and_then(|v| v.first().copied());
+            let third = |name| sysctl_values(name).and_then(|v| v.get(2).copied());
+            BufferLimits {
+                core_wmem: first("net/core/wmem_max"),
+                core_rmem: first("net/core/rmem_max"),
+                autotune_send: third("net/ipv4/tcp_wmem"),
+                autotune_recv: third("net/ipv4/tcp_rmem"),
+            }
+        })
     }
 }
 
