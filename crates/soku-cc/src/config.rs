@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 use quinn_proto::congestion::{Controller, ControllerFactory};
 
 use crate::model::SokuCc;
+use crate::resume::ResumeHint;
 
 /// Configuration of [`SokuCc`]; the defaults need no tuning.
 ///
@@ -47,6 +48,9 @@ pub struct SokuCcConfig {
     /// Seed for the choice of probe phases (connections that start together with
     /// different seeds probe at different times).
     pub seed: u64,
+    /// What an earlier copy learned about this path, for a careful resume
+    /// ([`crate::resume`]); empty by default. Never used in background mode.
+    pub resume: ResumeHint,
 }
 
 impl Default for SokuCcConfig {
@@ -70,6 +74,7 @@ impl Default for SokuCcConfig {
             min_rtt_window: Duration::from_secs(10),
             probe_rtt_duration: Duration::from_millis(200),
             seed: 0x5045_4b55,
+            resume: ResumeHint::new(),
         }
     }
 }

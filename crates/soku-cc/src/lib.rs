@@ -19,6 +19,9 @@
 //!   loss-rate samples, built only from what quinn reports.
 //! - [`startup_delay`]: the RTT rise that ends startup before a shallow buffer
 //!   overflows (HyStart++'s signal).
+//! - [`resume`]: careful resume (RFC 9959): a connection on a path an earlier copy
+//!   measured jumps to half its bandwidth-delay product, and retreats if the path
+//!   does not carry it.
 //! - [`model`]: the state machine (startup, drain, probe-bw, probe-rtt) and the
 //!   [`Controller`] implementation.
 //!
@@ -51,7 +54,9 @@ pub mod config;
 pub mod delivery;
 pub mod filters;
 pub mod model;
+pub mod resume;
 pub mod startup_delay;
 
 pub use config::SokuCcConfig;
 pub use model::{Mode, SokuCc};
+pub use resume::{RememberedPath, ResumeHint};

@@ -41,6 +41,12 @@
 //! BBRv2 `inflight_hi`, §4.5.10 of the v2/v3 drafts).
 //! Persistent congestion (RFC 9002 §7.6) collapses the window to its minimum and
 //! restarts startup with a fresh bandwidth estimate.
+//!
+//! Careful resume ([`crate::resume`], RFC 9959): with a remembered path that the first
+//! RTT sample confirms, startup begins at half the remembered bandwidth-delay product
+//! instead of ten packets, holds that window until the jump is acknowledged, and goes
+//! on doubling if it held; if startup ends meanwhile (a queue, heavy loss) or too much
+//! of the jump was lost, drain takes what is in flight down to the delivered rate.
 
 use std::any::Any;
 use std::collections::VecDeque;
@@ -53,6 +59,7 @@ use quinn_proto::RttEstimator;
 use crate::config::{splitmix64, SokuCcConfig};
 use crate::delivery::{DeliveryTracker, RoundSample};
 use crate::filters::{Direction, WindowedFilter};
+use crate::resume::{CarefulResume, Phase, Verdict};
 use crate::startup_delay::StartupDelay;
 
 /// quinn's pacer releases the window in bursts of this much time's worth, clamped to
@@ -164,6 +171,8 @@ pub struct SokuCc {
     last_sent_at: Option<Instant>,
     /// The clock when this batch of acks began to be processed (read once per batch).
     batch_clock: Option<Instant>,
+    /// Careful resume from what an earlier copy learned (see [`crate::resume`]).
+    resume: CarefulResume,
 }
 
 /// Bytes carried in `d` at `bw` bytes/s.
@@ -210,6 +219,7 @@ impl SokuCc {
             batch_min_rtt: None,
             last_sent_at: None,
             batch_clock: None,
+            resume: CarefulResume::new(config.resume.clone(), !config.background),
             config,
         }
     }
@@ -237,6 +247,16 @@ impl SokuCc {
     /// The loss-derived upper bound on bytes in flight, if congestion set one.
     pub fn inflight_bound(&self) -> Option<u64> {
         self.inflight_hi
+    }
+
+    /// Where careful resume stands (see [`crate::resume`]).
+    pub fn resume_phase(&self) -> Phase {
+        self.resume.phase()
+    }
+
+    /// The window careful resume jumped to, in bytes (0 without a jump).
+    pub fn resume_jump(&self) -> u64 {
+        self.resume.jump()
     }
 
     /// Rounds completed so far.
@@ -404,7 +424,12 @@ impl SokuCc {
             Mode::Startup => {
                 // No ack-aggregation allowance here: in startup it only measures how
                 // far the bandwidth estimate trails the doubling window.
-                let cap = self.gained(self.config.startup_gain).unwrap_or(u64::MAX);
+                let mut cap = self.gained(self.config.startup_gain).unwrap_or(u64::MAX);
+                if self.resume.in_jump() {
+                    // The bandwidth estimate still comes from the few packets sent
+                    // before the jump.
+                    cap = cap.max(self.resume.jump());
+                }
                 self.window.min(cap)
             }
             // Drain aims at one BDP in flight; ack aggregation would only delay that.
@@ -480,6 +505,8 @@ impl SokuCc {
     }
 
     fn enter_drain(&mut self) {
+        // Startup ending while a jump is out: the path did not carry it.
+        self.resume.retreat();
         self.mode = Mode::Drain;
         // In startup the bandwidth estimate trails the doubling window by a round, so
         // every round's acks look like aggregation beyond it (measured: 1.2 MB at
@@ -597,7 +624,12 @@ impl SokuCc {
             }
         }
 
-        if self.mode == Mode::Startup && !s.app_limited && !self.filled_pipe {
+        // A held jump window delivers a flat rate by design: not a full pipe.
+        if self.mode == Mode::Startup
+            && !s.app_limited
+            && !self.filled_pipe
+            && !self.resume.in_jump()
+        {
             let bw = self.max_bw.get().unwrap_or(0);
             if bw >= self.full_bw + self.full_bw / 4 {
                 self.full_bw = bw;
@@ -647,6 +679,7 @@ impl SokuCc {
     }
 
     fn collapse(&mut self) {
+        self.resume.retreat();
         self.mode = Mode::Startup;
         self.window = self.min_window();
         self.max_bw.clear();
@@ -669,6 +702,7 @@ impl Controller for SokuCc {
         self.last_sent_at = Some(self.last_sent_at.map_or(now, |t| t.max(now)));
         self.round_max_in_flight = self.round_max_in_flight.max(self.in_flight);
         self.delivery.on_sent(now, last_packet_number);
+        self.resume.on_sent(bytes, last_packet_number);
     }
 
     fn on_ack(
@@ -680,6 +714,7 @@ impl Controller for SokuCc {
         _rtt: &RttEstimator,
     ) {
         self.delivery.on_ack(now, sent, bytes, app_limited);
+        self.resume.on_ack(bytes);
         self.batch_acked += bytes;
         // quinn stamps a datagram with the time its endpoint task began a receive
         // loop, so a task that was descheduled meanwhile hands us a `now` from before
@@ -703,8 +738,15 @@ impl Controller for SokuCc {
             let rtt = arrived.saturating_duration_since(sent);
             self.on_rtt_sample(now, rtt);
             self.batch_min_rtt = Some(self.batch_min_rtt.map_or(rtt, |m| m.min(rtt)));
+            if let Some(jump) = self.resume.on_rtt_sample(rtt, self.window) {
+                if self.mode == Mode::Startup && !self.filled_pipe {
+                    self.window = jump;
+                } else {
+                    self.resume.retreat();
+                }
+            }
         }
-        let hold = self.startup_delay.hold();
+        let hold = self.startup_delay.hold() || self.resume.in_jump();
         if self.mode == Mode::Startup && !app_limited && !self.filled_pipe && !hold {
             self.window = self.window.saturating_add(bytes);
         }
@@ -739,6 +781,12 @@ impl Controller for SokuCc {
             self.sample_startup_bandwidth();
         }
         self.update_ack_aggregation(now);
+        let min_loss = MIN_LOSS_PACKETS * self.mtu;
+        let verdict =
+            self.resume.on_end_acks(largest_packet_num_acked, self.config.loss_threshold, min_loss);
+        if verdict == Verdict::Retreat {
+            self.filled_pipe = true;
+        }
         if self.mode == Mode::Startup && self.filled_pipe {
             self.enter_drain();
         }
@@ -762,7 +810,9 @@ impl Controller for SokuCc {
         lost_bytes: u64,
     ) {
         // An ECN mark reports no bytes: count it as one lost packet.
-        self.delivery.on_loss(if lost_bytes == 0 { self.mtu } else { lost_bytes });
+        let lost = if lost_bytes == 0 { self.mtu } else { lost_bytes };
+        self.delivery.on_loss(lost);
+        self.resume.on_loss(lost);
         if is_persistent_congestion {
             self.collapse();
         }

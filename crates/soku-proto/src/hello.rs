@@ -26,6 +26,30 @@ pub struct ClientHello {
     /// Whether the client wants a direct data path, QUIC or TLS over TCP (false: the data
     /// moves over the ssh channel only).
     pub want_direct: bool,
+    /// On a download: what an earlier copy from this host learned about the path, for
+    /// the server's congestion controller to resume from. Older clients' hellos end
+    /// before this field ([`decode_client_hello`] reads both).
+    pub path_memory: Option<PathMemory>,
+}
+
+/// The fields of a client hello before `path_memory` (protocols 2-5).
+#[derive(Debug, Deserialize)]
+struct ClientHelloV5 {
+    min_version: u16,
+    max_version: u16,
+    fingerprint: [u8; 32],
+    want_direct: bool,
+}
+
+/// What a copy learned about a path in the direction its data flowed: the rate it
+/// delivered and the smallest RTT, for the next connection's careful resume
+/// (RFC 9959).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PathMemory {
+    /// Delivered rate, bits per second.
+    pub bandwidth_bps: u64,
+    /// Smallest RTT, microseconds.
+    pub min_rtt_us: u64,
 }
 
 /// The server's answer. The server answers before it has read the client's hello (that
@@ -167,6 +191,23 @@ pub fn decode_hello<T: serde::de::DeserializeOwned>(payload: &[u8]) -> Result<T,
         .map_err(|e| ProtoError::Malformed(e.to_string()))
 }
 
+/// Decodes the client's hello, with or without the fields newer clients add.
+pub fn decode_client_hello(payload: &[u8]) -> Result<ClientHello, ProtoError> {
+    match decode_hello::<ClientHello>(payload) {
+        Ok(hello) => Ok(hello),
+        Err(err) => match decode_hello::<ClientHelloV5>(payload) {
+            Ok(old) => Ok(ClientHello {
+                min_version: old.min_version,
+                max_version: old.max_version,
+                fingerprint: old.fingerprint,
+                want_direct: old.want_direct,
+                path_memory: None,
+            }),
+            Err(_) => Err(err),
+        },
+    }
+}
+
 /// Decodes the server's hello; a protocol 2 server, whose hello lacks its oldest
 /// version, is a version mismatch that names both versions.
 pub fn decode_server_hello(payload: &[u8]) -> Result<ServerHello, ProtoError> {
@@ -198,6 +239,7 @@ impl ClientHello {
             max_version: *versions.end(),
             fingerprint,
             want_direct,
+            path_memory: None,
         }
     }
 
@@ -273,6 +315,23 @@ impl HelloScanner {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn client_hellos_with_and_without_a_path_memory_decode() {
+        let mut hello = ClientHello::new([3; 32], true);
+        hello.path_memory = Some(PathMemory { bandwidth_bps: 95_000_000, min_rtt_us: 200_000 });
+        let new = postcard::to_allocvec(&hello).expect("encodes");
+        assert_eq!(decode_client_hello(&new).expect("decodes"), hello);
+        // A protocol-5 client's hello: the same fields without the memory.
+        let old = postcard::to_allocvec(&(1u16, 5u16, [3u8; 32], true)).expect("encodes");
+        let decoded = decode_client_hello(&old).expect("decodes");
+        assert_eq!(decoded, ClientHello { path_memory: None, min_version: 1, ..hello.clone() });
+        // A newer client's additions after the memory are ignored.
+        let mut newer = new.clone();
+        newer.extend_from_slice(&[1, 2, 3]);
+        assert_eq!(decode_client_hello(&newer).expect("decodes"), hello);
+        assert!(decode_client_hello(&old[..10]).is_err());
+    }
 
     #[test]
     fn login_noise_before_the_hello_is_skipped() {

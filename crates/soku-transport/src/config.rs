@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use quinn::congestion::ControllerFactory;
 use quinn::{AckFrequencyConfig, MtuDiscoveryConfig, TransportConfig, VarInt};
-use soku_cc::SokuCcConfig;
+use soku_cc::{ResumeHint, SokuCcConfig};
 
 use crate::Cipher;
 
@@ -22,6 +22,9 @@ pub struct TransportOptions {
     pub cipher: Option<Cipher>,
     /// `-l`: hard cap on the send rate, in bits per second.
     pub rate_limit_bps: Option<u64>,
+    /// What an earlier copy learned about the path, for the congestion controller's
+    /// careful resume (`soku_cc::resume`); may be filled after the endpoint is up.
+    pub resume: ResumeHint,
 }
 
 /// Connection-level receive window: 64 MiB, the next power of two above the 37.5 MB BDP.
@@ -142,9 +145,10 @@ pub fn congestion_factory(opts: &TransportOptions) -> Arc<dyn ControllerFactory 
         Ok("newreno") => return Arc::new(quinn::congestion::NewRenoConfig::default()),
         _ => {}
     }
-    let cc = match opts.rate_limit_bps {
-        Some(bps) => SokuCcConfig::with_rate_cap(bps),
-        None => SokuCcConfig::default(),
+    let cc = SokuCcConfig {
+        rate_cap_bps: opts.rate_limit_bps,
+        resume: opts.resume.clone(),
+        ..SokuCcConfig::default()
     };
     Arc::new(cc)
 }
@@ -164,7 +168,11 @@ mod tests {
     #[test]
     fn config_builds_for_every_option() {
         for cipher in [None, Some(Cipher::Chacha20Poly1305)] {
-            let opts = TransportOptions { cipher, rate_limit_bps: Some(10_000_000) };
+            let opts = TransportOptions {
+                cipher,
+                rate_limit_bps: Some(10_000_000),
+                ..TransportOptions::default()
+            };
             let _ = transport_config(&opts, MTU_UPPER_BOUND);
         }
     }

@@ -52,8 +52,11 @@ pub use error::TransportError;
 pub use identity::{Fingerprint, Identity};
 pub use pinning::ClientPin;
 pub use socket::{SocketReport, REQUESTED_BUFFER, WARN_BELOW};
+/// Careful resume's phases, as [`PathModel::resume`] reports them.
+pub use soku_cc::resume::Phase as ResumePhase;
 /// The congestion controller's phases, as [`PathModel::phase`] reports them.
 pub use soku_cc::Mode as CcPhase;
+pub use soku_cc::{RememberedPath, ResumeHint};
 pub use tcp::{
     Handshaker, TcpConnector, TcpReport, TcpServer, TlsClientStream, TlsServerStream,
     HANDSHAKE_TIMEOUT, TCP_BUFFER,
@@ -74,10 +77,20 @@ pub struct PathModel {
     pub min_rtt: std::time::Duration,
     /// The controller's phase (see [`CcPhase`]).
     pub phase: CcPhase,
+    /// Where careful resume stands, and the window it jumped to (0: no jump).
+    pub resume: ResumePhase,
+    /// See `resume`.
+    pub resume_jump: u64,
 }
 
 /// The controller's path model, if the connection runs soku-cc and has estimates.
 pub fn path_model(conn: &quinn::Connection) -> Option<PathModel> {
     let cc = conn.congestion_state().into_any().downcast::<soku_cc::SokuCc>().ok()?;
-    Some(PathModel { bandwidth_bps: cc.bandwidth_bps()?, min_rtt: cc.min_rtt()?, phase: cc.mode() })
+    Some(PathModel {
+        bandwidth_bps: cc.bandwidth_bps()?,
+        min_rtt: cc.min_rtt()?,
+        phase: cc.mode(),
+        resume: cc.resume_phase(),
+        resume_jump: cc.resume_jump(),
+    })
 }

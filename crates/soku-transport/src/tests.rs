@@ -14,7 +14,7 @@ fn loopback() -> SocketAddr {
 }
 
 fn opts(cipher: Option<Cipher>) -> TransportOptions {
-    TransportOptions { cipher, rate_limit_bps: None }
+    TransportOptions { cipher, ..TransportOptions::default() }
 }
 
 struct Pair {

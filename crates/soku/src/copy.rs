@@ -13,11 +13,12 @@ use soku_proto::chunk::DEFAULT_CHUNK_SIZE;
 use soku_proto::message::{Job, Message};
 use soku_proto::path::{NameFilter, Target, TargetError};
 use soku_proto::receive::Receiver;
-use soku_transport::{Cipher, TransportOptions};
+use soku_transport::{Cipher, ResumeHint, TransportOptions};
 
 use crate::cli::CopyArgs;
 use crate::exit::Exit;
 use crate::launch::{Launcher, ServeCommand};
+use crate::path_memory::{self, Flow};
 use crate::retry::{Next, Retry};
 use crate::session::{Policed, Session, SessionOptions, TransportMode};
 use crate::spec::{self, Location, Remote};
@@ -57,9 +58,10 @@ pub async fn run_with(args: CopyArgs, events: Arc<dyn EventSink>) -> anyhow::Res
         Some(name) => Some(name.parse::<Cipher>().map_err(|e| Exit::usage(e.to_string()))?),
         None => None,
     };
-    let transport = TransportOptions {
+    let mut transport = TransportOptions {
         cipher,
         rate_limit_bps: args.limit_kbps.map(|kbps| kbps.saturating_mul(1000)),
+        ..TransportOptions::default()
     };
     let opts = CopyOptions {
         recursive: args.recursive,
@@ -92,12 +94,29 @@ pub async fn run_with(args: CopyArgs, events: Arc<dyn EventSink>) -> anyhow::Res
         }
     };
     let serve = ServeCommand::from_args(&args.ssh);
+    // What the last copy to this host in this direction learned: the data sender's
+    // controller starts from it (see `path_memory.rs`). A copy under `-l` measures the
+    // limit, not the path, so it teaches nothing.
+    let flow = match &direction {
+        Direction::Upload { .. } => Flow::Up,
+        Direction::Download { .. } => Flow::Down,
+    };
+    let learn = remote.as_ref().map(|r| (r.host.clone(), flow));
+    let memory = learn.as_ref().and_then(|(host, flow)| path_memory::recall(host, *flow));
+    let learn = learn.filter(|_| args.limit_kbps.is_none());
+    let mut download_memory = None;
+    match (flow, memory) {
+        (Flow::Up, Some(m)) => transport.resume = ResumeHint::with(path_memory::remembered(m)),
+        (Flow::Down, Some(m)) => download_memory = Some(m),
+        (_, None) => {}
+    }
     let mut session_opts = SessionOptions {
         mode: if args.force_ssh_channel { TransportMode::Ssh } else { args.transport },
         switched: None,
         quic_timeout: Duration::from_secs_f64(args.quic_timeout.clamp(0.1, 600.0)),
         host: remote.as_ref().map_or_else(|| "127.0.0.1".into(), |r| r.host.clone()),
         transport,
+        download_memory,
     };
     // An upload walks and hashes its sources while ssh logs in (see `soku_engine::ahead`).
     let mut ahead = match &direction {
@@ -119,6 +138,7 @@ pub async fn run_with(args: CopyArgs, events: Arc<dyn EventSink>) -> anyhow::Res
             local_target: local_target.clone(),
             opts,
             events: events.clone(),
+            learn: learn.clone(),
         };
         let err = match attempt.run(cmd, &session_opts, &mut retry).await {
             Ok(report) => return Ok(report),
@@ -157,6 +177,8 @@ struct Attempt<'a> {
     local_target: Option<Target>,
     opts: CopyOptions,
     events: Arc<dyn EventSink>,
+    /// Where to note what this copy learns about the path (host, direction).
+    learn: Option<(String, Flow)>,
 }
 
 impl Attempt<'_> {
@@ -174,15 +196,20 @@ impl Attempt<'_> {
             .connection()
             .map(|conn| tokio::spawn(sample_path(conn.clone(), events.clone())));
         let policing = session.watch_policing();
-        let result = drive(
-            &mut link,
-            self.direction,
-            self.ahead,
-            self.local_target,
-            self.opts,
-            events.clone(),
-        )
-        .await;
+        let counted = path_memory::CountVerified::new(events.clone());
+        let verified = counted.counter();
+        let counted: Arc<dyn EventSink> = counted;
+        let meter = match (session.connection(), &self.learn) {
+            (Some(conn), Some(_)) => Some(path_memory::Meter::start(
+                conn.clone(),
+                verified,
+                u64::from(self.opts.chunk_size),
+            )),
+            _ => None,
+        };
+        let result =
+            drive(&mut link, self.direction, self.ahead, self.local_target, self.opts, counted)
+                .await;
         if let Some(sampler) = sampler {
             sampler.abort();
         }
@@ -193,6 +220,11 @@ impl Attempt<'_> {
                 }
                 if let Some(conn) = session.connection() {
                     events.event(TransferEvent::PathStats(PathReport::from_connection(conn)));
+                }
+                if let (Some(learned), Some((host, flow))) =
+                    (meter.and_then(path_memory::Meter::finish), &self.learn)
+                {
+                    path_memory::remember(host, *flow, learned);
                 }
                 session.close(link).await?;
                 Ok(report)

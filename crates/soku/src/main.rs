@@ -18,6 +18,7 @@ mod copy;
 mod demo;
 mod exit;
 mod launch;
+mod path_memory;
 mod policing;
 mod ports;
 mod retry;

@@ -20,6 +20,7 @@
 use std::time::Duration;
 
 use soku_engine::events::PathReport;
+use soku_transport::ResumePhase;
 
 /// QUIC application close code: UDP looks rate-limited, move to TCP.
 pub const POLICED: u32 = 3;
@@ -35,6 +36,9 @@ const MIN_PACKETS: u64 = 200;
 const POLICED_LOSS: f64 = 0.15;
 /// RTT within this factor of the minimum (plus [`RTT_SLACK`]): no queue to speak of.
 const NO_QUEUE_FACTOR: f64 = 1.5;
+/// Round trips (at the RTT seen at the retreat, queue included) a careful-resume
+/// retreat is given before its losses stop counting.
+const SETTLE_RTTS: u32 = 4;
 /// Absolute slack for short paths, where scheduling noise exceeds half the RTT.
 const RTT_SLACK: Duration = Duration::from_millis(2);
 
@@ -60,14 +64,42 @@ pub fn looks_policed(report: &PathReport) -> Option<String> {
 
 /// Watches `conn` for [`WATCH_FOR`]; on a policer's signature closes it with
 /// [`POLICED`] and returns the reason.
+///
+/// Packets sent under a careful-resume jump (`soku_cc::resume`) do not count: a jump the
+/// path could not carry loses much of itself in one round trip, with the queue already
+/// drained when the watch looks, which is a policer's signature without one. Counting
+/// starts over once the jump is judged, and, after a retreat, once the losses it caused
+/// have been declared ([`SETTLE_RTTS`] round trips).
 pub async fn watch(conn: quinn::Connection) -> Option<String> {
     let started = tokio::time::Instant::now();
+    let mut baseline = (0, 0);
+    let mut retreated_at = None;
     while started.elapsed() < WATCH_FOR {
         tokio::time::sleep(LOOK_EVERY).await;
         if conn.close_reason().is_some() {
             return None;
         }
-        if let Some(why) = looks_policed(&PathReport::from_connection(&conn)) {
+        let mut report = PathReport::from_connection(&conn);
+        let now = tokio::time::Instant::now();
+        let settling = match report.model.map(|m| m.resume) {
+            Some(ResumePhase::Unvalidated | ResumePhase::Validating) => true,
+            Some(ResumePhase::SafeRetreat) => {
+                // The jump's packets are declared lost up to a few round trips of
+                // the queue it built after the retreat (seen: 3 s of losses at 200 ms,
+                // with the RTT at 400 ms).
+                let until =
+                    *retreated_at.get_or_insert(now + report.rtt.saturating_mul(SETTLE_RTTS));
+                now < until
+            }
+            _ => false,
+        };
+        if settling {
+            baseline = (report.sent_packets, report.lost_packets);
+            continue;
+        }
+        report.sent_packets -= baseline.0.min(report.sent_packets);
+        report.lost_packets -= baseline.1.min(report.lost_packets);
+        if let Some(why) = looks_policed(&report) {
             conn.close(POLICED.into(), why.as_bytes());
             return Some(why);
         }

@@ -14,12 +14,12 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use soku_proto::frame;
-use soku_proto::hello::{ClientHello, ServerHello, ServerNote, TransportChoice};
+use soku_proto::hello::{ServerHello, ServerNote, TransportChoice};
 use soku_proto::message::{Job, Message};
 use soku_proto::path::{Target, TargetError};
 use soku_proto::receive::Receiver;
 use soku_proto::{MAGIC, PROTOCOL_VERSIONS};
-use soku_transport::{ClientPin, Fingerprint, Identity};
+use soku_transport::{ClientPin, Fingerprint, Identity, ResumeHint};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 
 use soku_engine::ahead::Walked;
@@ -51,9 +51,11 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let identity = Identity::generate()?;
     let server_addr = args.bind.or_else(ssh_server_ip);
     let client_pin = ClientPin::unset();
+    // Filled from the client's hello on a download (see `path_memory.rs`).
+    let resume = ResumeHint::new();
     let ip = server_addr.unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED));
     let Bound { quic: endpoint, tcp, warnings } =
-        ports::bind(ip, args.ports.clone(), &identity, &client_pin);
+        ports::bind(ip, args.ports.clone(), &identity, &client_pin, &resume);
     let udp_port = match &endpoint {
         Some(endpoint) => endpoint.local_addr()?.port(),
         None => 0,
@@ -83,7 +85,11 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     if magic != MAGIC {
         anyhow::bail!("not a soku client on stdin (soku serve is started by soku itself)");
     }
-    let hello: ClientHello = within(stall, read_small_frame(&mut stdin)).await??;
+    let hello = within(stall, read_small_frame(&mut stdin)).await??;
+    let hello = soku_proto::hello::decode_client_hello(&hello)?;
+    if let Some(memory) = hello.path_memory {
+        resume.set(crate::path_memory::remembered(memory));
+    }
     // The newest version both speak (the client makes the same choice from our hello,
     // and says so itself if there is none); with one version there is nothing to switch on.
     hello.negotiate()?;
@@ -107,7 +113,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             async move { tokio::time::timeout(ACCEPT_TIMEOUT, tcp_path::gather(tcp)).await },
         )
     });
-    let choice: TransportChoice = within(stall, read_small_frame(&mut stdin)).await??;
+    let choice = within(stall, read_small_frame(&mut stdin)).await??;
+    let choice: TransportChoice = soku_proto::hello::decode_hello(&choice)?;
     // Over QUIC the client may still finish its TCP connections (to know that TCP gets
     // through, should UDP turn out rate-limited): they are accepted and dropped.
     if choice == TransportChoice::SshChannel {
@@ -215,17 +222,15 @@ async fn within<T>(
     tokio::time::timeout(stall, work).await.map_err(|_| LinkError::Stalled(stall))
 }
 
-/// Reads a bootstrap frame (the client's hello or its transport choice); fields a newer
-/// client appended are ignored (see `soku_proto::hello`).
-async fn read_small_frame<R: AsyncRead + Unpin, T: serde::de::DeserializeOwned>(
-    input: &mut R,
-) -> anyhow::Result<T> {
+/// Reads a bootstrap frame (the client's hello or its transport choice), at most 4 KiB,
+/// to be decoded by `soku_proto::hello` (which ignores fields a newer client appended).
+async fn read_small_frame<R: AsyncRead + Unpin>(input: &mut R) -> anyhow::Result<Vec<u8>> {
     let mut prefix = [0u8; frame::PREFIX_LEN];
     input.read_exact(&mut prefix).await.context("the client closed the channel")?;
     let len = frame::payload_len(prefix, 4096)?;
     let mut payload = vec![0u8; len];
     input.read_exact(&mut payload).await.context("the client closed the channel")?;
-    Ok(soku_proto::hello::decode_hello(&payload)?)
+    Ok(payload)
 }
 
 /// The server's address as ssh saw it (the third field of SSH_CONNECTION): the address

@@ -12,7 +12,7 @@ use soku_engine::events::{EventSink, TransferEvent};
 use soku_engine::link::{self, Link};
 use soku_proto::frame;
 use soku_proto::hello::{
-    ClientHello, HelloScanner, Scan, ServerHello, ServerNote, TransportChoice,
+    ClientHello, HelloScanner, PathMemory, Scan, ServerHello, ServerNote, TransportChoice,
 };
 use soku_proto::MAGIC;
 use soku_transport::{Fingerprint, Identity, TransportOptions};
@@ -70,8 +70,10 @@ pub struct SessionOptions {
     pub quic_timeout: Duration,
     /// The host name the user typed (used when the server does not know its address).
     pub host: String,
-    /// Cipher and rate cap.
+    /// Cipher, rate cap, and what an upload's controller resumes from.
     pub transport: TransportOptions,
+    /// On a download: what the server's controller resumes from (see `path_memory.rs`).
+    pub download_memory: Option<PathMemory>,
 }
 
 impl Session {
@@ -90,7 +92,9 @@ impl Session {
         let identity = Identity::generate()?;
         let want_direct = opts.mode != TransportMode::Ssh;
         let mut hello = MAGIC.to_vec();
-        frame::encode(&ClientHello::new(identity.fingerprint().0, want_direct), &mut hello)?;
+        let mut client_hello = ClientHello::new(identity.fingerprint().0, want_direct);
+        client_hello.path_memory = opts.download_memory;
+        frame::encode(&client_hello, &mut hello)?;
         // If the remote never starts soku, this write may fail; the read below says why.
         let _ = async {
             stdin.write_all(&hello).await?;

@@ -51,6 +51,7 @@ fn soku_json(env: &Env) -> Command {
     let mut cmd = Command::new(soku_bin());
     cmd.args(env.sshd.scp_port_args()).args(env.sshd.ssh_args());
     cmd.arg("--remote-soku").arg(soku_bin()).arg("--json");
+    cmd.env("XDG_CACHE_HOME", env.path("cache"));
     cmd
 }
 

@@ -229,6 +229,7 @@ mod tests {
             quic_timeout,
             host: "127.0.0.1".into(),
             transport: TransportOptions::default(),
+            download_memory: None,
         }
     }
 

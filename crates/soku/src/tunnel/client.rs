@@ -48,6 +48,7 @@ pub async fn run(args: TunnelArgs) -> anyhow::Result<()> {
         quic_timeout: QUIC_TIMEOUT,
         host: remote.host.clone(),
         transport: TransportOptions::default(),
+        download_memory: None,
     };
     let events = Notices::new(args.verbose > 0);
     let (session, mut link) = Session::start(cmd, &session_opts, &events).await?;

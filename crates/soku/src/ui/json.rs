@@ -69,6 +69,9 @@ struct PathLine {
     model_bw_mbit: Option<f64>,
     model_min_rtt_ms: Option<f64>,
     phase: Option<&'static str>,
+    /// Careful resume's phase (`normal` without a jump) and the window it jumped to.
+    resume: Option<&'static str>,
+    resume_jump: Option<u64>,
 }
 
 /// `x` rounded to `decimals` places, so that the shortest form serde_json writes has at
@@ -95,6 +98,8 @@ impl PathLine {
             model_bw_mbit: p.model.map(|m| round(m.bandwidth_bps as f64 / 1e6, 3)),
             model_min_rtt_ms: p.model.map(|m| ms(m.min_rtt)),
             phase: p.model.map(|m| m.phase.name()),
+            resume: p.model.map(|m| m.resume.name()),
+            resume_jump: p.model.map(|m| m.resume_jump),
         }
     }
 }
@@ -172,16 +177,18 @@ mod tests {
             bandwidth_bps: 950_000_000,
             min_rtt: Duration::from_millis(300),
             phase: soku_transport::CcPhase::ProbeBw,
+            resume: soku_transport::ResumePhase::Normal,
+            resume_jump: 1_250_000,
         };
         // Numbers stay numbers; serde_json writes 301.5 where `{:.3}` wrote 301.500.
         assert_eq!(
             line(&TransferEvent::PathSample(report(Some(model)))),
-            r#"{"event":"path_sample","rtt_ms":301.5,"min_rtt_ms":300.0,"mtu":1452,"sent_packets":1000,"lost_packets":10,"congestion_events":1,"cwnd":40000000,"model_bw_mbit":950.0,"model_min_rtt_ms":300.0,"phase":"probe_bw"}"#
+            r#"{"event":"path_sample","rtt_ms":301.5,"min_rtt_ms":300.0,"mtu":1452,"sent_packets":1000,"lost_packets":10,"congestion_events":1,"cwnd":40000000,"model_bw_mbit":950.0,"model_min_rtt_ms":300.0,"phase":"probe_bw","resume":"normal","resume_jump":1250000}"#
         );
         let line = line(&TransferEvent::PathStats(report(None)));
         assert!(line.starts_with(r#"{"event":"path","#), "{line}");
         assert!(
-            line.ends_with(r#""model_bw_mbit":null,"model_min_rtt_ms":null,"phase":null}"#),
+            line.ends_with(r#""model_bw_mbit":null,"model_min_rtt_ms":null,"phase":null,"resume":null,"resume_jump":null}"#),
             "{line}"
         );
     }
@@ -192,6 +199,8 @@ mod tests {
             bandwidth_bps: 123_456_789,
             min_rtt: Duration::from_nanos(12_345_678),
             phase: soku_transport::CcPhase::ProbeBw,
+            resume: soku_transport::ResumePhase::Normal,
+            resume_jump: 0,
         };
         let mut rep = report(Some(model));
         rep.rtt = Duration::from_nanos(1_234_567);

@@ -61,6 +61,8 @@ impl EmulatedHost {
         let mut cmd = self.path.command_a(soku_bin().to_str().expect("utf-8 path"));
         cmd.args(self.sshd.scp_port_args()).args(self.sshd.ssh_args());
         cmd.arg("--remote-soku").arg(soku_bin()).arg("--json");
+        // This test's own path memory (see `common::bounded_soku`).
+        cmd.env("XDG_CACHE_HOME", self.dir.path().join("cache"));
         cmd
     }
 }

@@ -64,6 +64,8 @@ impl Env {
     /// [`Env::soku`] with its own time limit, for the few slow copies.
     pub fn soku_within(&self, secs: u32) -> Command {
         let mut cmd = bounded_soku(secs);
+        // This test's own path memory: repeated copies within it learn from each other.
+        cmd.env("XDG_CACHE_HOME", self.path("cache"));
         cmd.args(self.sshd.scp_port_args()).args(self.sshd.ssh_args());
         cmd.arg("--remote-soku").arg(soku_bin());
         cmd
@@ -72,6 +74,7 @@ impl Env {
     /// [`Env::soku`] without `--remote-soku`, for tests that give their own.
     pub fn soku_without_remote_path(&self) -> Command {
         let mut cmd = bounded_soku(LIMIT_SECS);
+        cmd.env("XDG_CACHE_HOME", self.path("cache"));
         cmd.args(self.sshd.scp_port_args()).args(self.sshd.ssh_args());
         cmd
     }
@@ -105,10 +108,22 @@ pub const LIMIT_SECS: u32 = 120;
 pub const TIMED_OUT: i32 = 124;
 
 /// `timeout -k 5 SECS soku`: a hung copy fails its test instead of blocking the suite.
+/// Its path memory (`XDG_CACHE_HOME/soku/paths`) is a fresh directory of its own, so
+/// what one test's copies learned never changes how another test's start.
 pub fn bounded_soku(secs: u32) -> Command {
     let mut cmd = Command::new("timeout");
     cmd.args(["-k", "5", &secs.to_string()]).arg(soku_bin());
+    cmd.env("XDG_CACHE_HOME", fresh_cache_dir());
     cmd
+}
+
+/// A directory under the system temp dir that no other command of this run uses
+/// (left for the OS to clean: it holds at most one small file).
+pub fn fresh_cache_dir() -> PathBuf {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static N: AtomicU32 = AtomicU32::new(0);
+    let n = N.fetch_add(1, Ordering::Relaxed);
+    std::env::temp_dir().join(format!("soku-test-cache-{}-{n}", std::process::id()))
 }
 
 /// Runs `cmd` (stdin closed) and expects exit status `code`, no panic, and a stderr
