@@ -434,7 +434,7 @@ fn run(args: &Args) -> anyhow::Result<Vec<String>> {
             md,
             "\n## Loopback CPU efficiency ({} MiB random file, `-C` rows {} MiB; load {load0:.2} -> {:.2})\n\n\
              Wall time includes login. CPU = user + system of each side's process tree \
-             (client: the tool and its ssh; server: sshd session + sftp-server or soku serve).\n\n{table}",
+             (client: the tool and its ssh; server: sshd session + sftp-server, soku serve or qcp --server).\n\n{table}",
             p.cpu_size >> 20,
             p.cpu_size >> 22,
             proc::loadavg()
