@@ -316,9 +316,28 @@ pub fn run_copy(
     let cmd = copy_command(tool, ep, &src.path, &dst, extra)?;
     let shown = show(&cmd);
     let cpu0 = ep.sshd.reaped_cpu();
+    let started = proc::ticks_since_boot();
     let out = proc::run(cmd, timeout)?;
     let idle = ep.sshd.wait_idle(Duration::from_secs(10));
-    let server_cpu = if idle { ep.sshd.reaped_cpu() - cpu0 } else { f64::NAN };
+    let mut left_behind = None;
+    let mut server_cpu = if idle { ep.sshd.reaped_cpu() - cpu0 } else { f64::NAN };
+    if let (true, Ok(q)) = (tool.is_qcp(), ep.qcp) {
+        // `qcp --server` outlives its ssh session when its client is killed (seen after
+        // timeouts: left to init, it ran on for about 35 s). Its CPU never reaches
+        // sshd's counters, and it must not run into the next measurement: kill what
+        // this run started of it, by PID.
+        let left = proc::started_since(&q.bin, started);
+        if !left.is_empty() {
+            for pid in &left {
+                proc::kill_pid(*pid);
+            }
+            server_cpu = f64::NAN;
+            left_behind = Some(format!(
+                "soku-bench: killed {} qcp process(es) left behind: {left:?}",
+                left.len()
+            ));
+        }
+    }
     let (status, bytes) = judge(&out, src, &dst, dst_dir);
     let cc = match tool {
         Tool::Soku => "soku-cc".to_string(),
@@ -327,6 +346,10 @@ pub fn run_copy(
         Tool::Qcp | Tool::QcpTuned => crate::qcp::congestion(extra),
         _ => ep.tcp_cc.to_string(),
     };
+    let mut stderr = out.stderr;
+    if let Some(note) = left_behind {
+        stderr.push((out.wall, note));
+    }
     let m = Measured {
         cc,
         bytes,
@@ -334,7 +357,7 @@ pub fn run_copy(
         status,
         client_cpu: out.cpu,
         server_cpu,
-        stderr: out.stderr,
+        stderr,
     };
     let _ = std::fs::remove_dir_all(dst_dir);
     Ok((m, shown))
