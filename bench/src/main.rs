@@ -508,12 +508,16 @@ fn write_matrix_outputs(
          wall time of the whole command, login included, and counted only if the target's size and \
          BLAKE3 hash match. iperf3 runs {} s of data (connection setup excluded): the TCP ceiling. \
          Loss applies to {}. Queue: drop-tail, 1 BDP. `ip tcp_metrics flush all` in both namespaces \
-         before every run. Default settings for every tool; no per-scenario flags except in `qcp-tuned` \
-         (`--rx`/`--tx` the link rate, `--rtt` the path RTT, `--congestion bbr`). A run is killed \
+         before every run. Default settings for every tool; no per-scenario flags{}. A run is killed \
          after 3x its expected time + 30 s (\"timeout\", with the % that arrived by then).\n",
         sizes.join(", "),
         p.duration.as_secs(),
-        if p.loss_dir == LossDir::Data { "the data direction A->B only (ACKs are not lost)" } else { "both directions" }
+        if p.loss_dir == LossDir::Data { "the data direction A->B only (ACKs are not lost)" } else { "both directions" },
+        if p.tools.contains(&Tool::QcpTuned) {
+            " except in `qcp-tuned` (`--rx`/`--tx` the link rate, `--rtt` the path RTT, `--congestion bbr`)"
+        } else {
+            ""
+        }
     );
     if p.rates.contains(&1_000_000_000) {
         md.push_str(
