@@ -1,5 +1,6 @@
 //! CPU efficiency on loopback: soku and scp with each cipher, and `-C` on random and
-//! compressible data. sshd listens on 127.0.0.1; no emulator, no namespaces.
+//! compressible data; qcp with its defaults and tuned, when selected. sshd listens on
+//! 127.0.0.1; no emulator, no namespaces.
 //!
 //! Memory is warmed before every copy (unless `--cold-memory`): on this KVM guest the
 //! first write to guest memory the host has taken back (the balloon's free-page
@@ -11,8 +12,8 @@
 //! tool the same recently-freed memory.
 //!
 //! Client CPU is the whole client process tree (scp + its ssh; soku + its ssh), server
-//! CPU everything the sshd session ran (sshd session processes + sftp-server or
-//! `soku serve`), both user + system, from `/proc` (see [`crate::proc`]).
+//! CPU everything the sshd session ran (sshd session processes + sftp-server,
+//! `soku serve` or `qcp --server`), both user + system, from `/proc` (see [`crate::proc`]).
 
 use std::path::Path;
 use std::process::Command;
@@ -20,7 +21,7 @@ use std::time::Duration;
 
 use crate::proc;
 use crate::sshd;
-use crate::tools::{self, Endpoint, Measured, SourceFile, Tool};
+use crate::tools::{self, Endpoint, Measured, SourceFile, Status, Tool};
 
 /// One loopback run.
 #[derive(Debug)]
@@ -63,6 +64,9 @@ pub struct CpuPlan<'a> {
     pub rounds: u32,
     /// Warm memory before each copy (see the module's documentation).
     pub warm: bool,
+    /// With `Some`, two qcp rows on the random file: its defaults, and tuned for
+    /// loopback ([`crate::qcp::tuning`] of no link); `Err` is why they are skipped.
+    pub qcp: Option<&'a Result<crate::qcp::Qcp, String>>,
 }
 
 /// Writes and deletes `bytes` of zeros under `dir`, so that the next allocations of
@@ -93,13 +97,15 @@ pub fn run(plan: &CpuPlan<'_>, log: &dyn Fn(&str)) -> anyhow::Result<Vec<CpuRow>
     let cc = proc::capture(Command::new("sysctl").args(["-n", "net.ipv4.tcp_congestion_control"]))
         .unwrap_or_default();
     let client = |p: &str| Command::new(p);
-    let ep = Endpoint { client: &client, sshd: &sshd, soku: plan.soku, tcp_cc: &cc };
+    let no_qcp = Err("not selected".to_string());
+    let qcp = plan.qcp.unwrap_or(&no_qcp);
+    let ep = Endpoint { client: &client, sshd: &sshd, soku: plan.soku, tcp_cc: &cc, qcp };
     let random = SourceFile::create(&work.join("cpu-random"), size, false)?;
     let small = size / 4;
     let random_c = SourceFile::create(&work.join("cpu-random-c"), small, false)?;
     let text_c = SourceFile::create(&work.join("cpu-text-c"), small, true)?;
     let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
-    let rows_to_run: Vec<(Tool, Vec<String>, &SourceFile, &'static str)> = vec![
+    let mut rows_to_run: Vec<(Tool, Vec<String>, &SourceFile, &'static str)> = vec![
         (Tool::Scp, s(&["-c", "aes128-gcm@openssh.com"]), &random, "random"),
         (Tool::Scp, s(&["-c", "chacha20-poly1305@openssh.com"]), &random, "random"),
         (Tool::Scp, s(&["-c", "aes128-ctr"]), &random, "random"),
@@ -117,6 +123,15 @@ pub fn run(plan: &CpuPlan<'_>, log: &dyn Fn(&str)) -> anyhow::Result<Vec<CpuRow>
         (Tool::Soku, s(&["-C"]), &text_c, "text"),
         (Tool::Soku, vec![], &text_c, "text"),
     ];
+    if plan.qcp.is_some() {
+        // After soku's default row, before scp's: the plan alternates the tools.
+        let at = rows_to_run
+            .iter()
+            .position(|r| r.0 == Tool::Soku && r.1.is_empty() && r.3 == "random")
+            .map_or(rows_to_run.len(), |i| i + 1);
+        rows_to_run.insert(at, (Tool::Qcp, vec![], &random, "random"));
+        rows_to_run.insert(at + 1, (Tool::QcpTuned, crate::qcp::tuning(None), &random, "random"));
+    }
     let mut rows = Vec::new();
     for round in 1..=plan.rounds {
         for (tool, extra, src, data) in &rows_to_run {
@@ -124,6 +139,11 @@ pub fn run(plan: &CpuPlan<'_>, log: &dyn Fn(&str)) -> anyhow::Result<Vec<CpuRow>
                 warm_memory(work, 2 * src.size)?;
             }
             let row = run_row(&ep, *tool, extra, src, data, work, round)?;
+            if let Status::Skipped(why) = &row.m.status {
+                log(&format!("  {:<40} {:<15} skipped: {why}", row.label, row.data));
+                rows.push(row);
+                continue;
+            }
             let (c, sv) = row.cpu_per_gb();
             log(&format!(
                 "  {:<40} {:<15} {:>7.1} MB/s  CPU s/GB client {:>5.2} server {:>5.2}  {}",

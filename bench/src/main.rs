@@ -1,6 +1,7 @@
 //! soku-bench: the whole comparison in one command. soku (over QUIC and over TLS/TCP),
-//! scp, sftp, rsync and iperf3 (CUBIC and BBR) on the same emulated paths in the same
-//! run, CPU efficiency on loopback, and the small-packet test; CSV, markdown and SVG out.
+//! qcp (defaults and tuned), scp, sftp, rsync and iperf3 (CUBIC and BBR) on the same
+//! emulated paths in the same run, CPU efficiency on loopback, and the small-packet test;
+//! CSV, markdown and SVG out.
 //!
 //! # Layout
 //! - `main.rs`: the command line, the run plan, the setup notes, the sanity verdict.
@@ -10,10 +11,12 @@
 //! - [`smallpkt`]: request/response over TCP with three ways of framing.
 //! - [`report`]: CSV, markdown tables, charts; [`svg`]: the chart writer.
 //! - [`proc`]: running a process with a timeout, CPU from `/proc`; [`sshd`]: a real sshd (soku-testkit's) and its sessions' CPU.
+//! - [`qcp`]: finding or installing the pinned qcp release.
 
 mod cpu;
 mod matrix;
 mod proc;
+mod qcp;
 mod report;
 mod smallpkt;
 mod sshd;
@@ -31,10 +34,11 @@ use clap::Parser;
 use matrix::{LossDir, MatrixOpts, Row, Samples, Scenario};
 use tools::{Status, Tool};
 
-/// soku vs scp/sftp/rsync/iperf3 on emulated paths, CPU on loopback, small packets.
+/// soku vs qcp/scp/sftp/rsync/iperf3 on emulated paths, CPU on loopback, small packets.
 ///
 /// Needs root (namespaces), /usr/sbin/sshd, scp, sftp, rsync, iperf3, and a built soku
-/// (`cargo build --release -p soku`; by default the `soku` next to this binary).
+/// (`cargo build --release -p soku`; by default the `soku` next to this binary). qcp is
+/// installed by the bench itself when its rows are selected (`cargo install qcp`, pinned).
 #[derive(Debug, Parser)]
 #[command(name = "soku-bench", version)]
 struct Args {
@@ -47,8 +51,9 @@ struct Args {
     /// Random loss in percent [default: 0,0.01,0.1,1,3,5; quick: 0,1].
     #[arg(long, value_delimiter = ',')]
     losses: Option<Vec<String>>,
-    /// Tools: soku, soku-tcp, scp, sftp, rsync, iperf3-cubic, iperf3-bbr [default: all;
-    /// quick: soku,soku-tcp,scp,iperf3-bbr].
+    /// Tools: soku, soku-tcp, qcp, qcp-tuned, scp, sftp, rsync, iperf3-cubic, iperf3-bbr
+    /// [default: all; quick: soku,soku-tcp,scp,iperf3-bbr]. Naming qcp or qcp-tuned also
+    /// adds qcp's rows to the loopback table.
     #[arg(long, value_delimiter = ',')]
     tools: Option<Vec<String>>,
     /// Target run length: copies move rate x duration bytes (at most 2 GiB); iperf3
@@ -76,6 +81,10 @@ struct Args {
     /// The soku binary [default: `soku` next to this executable].
     #[arg(long)]
     soku: Option<PathBuf>,
+    /// A qcp binary to use instead of the pinned release the bench installs (under
+    /// `bench-tools/` in this executable's target directory) when qcp rows are selected.
+    #[arg(long)]
+    qcp: Option<PathBuf>,
     /// Scratch dir for the files moved (RAM-backed by default).
     #[arg(long, default_value = "/dev/shm")]
     work: PathBuf,
@@ -300,6 +309,32 @@ fn run(args: &Args) -> anyhow::Result<Vec<String>> {
     let _ = writeln!(md, "# soku-bench results, {date_start}\n");
     let _ = writeln!(md, "Command: `{cmdline}`\n");
     md.push_str(&setup_notes(&p));
+    // qcp's rows need its binary: found or installed once, here; without it they are
+    // reported as skipped and the rest runs.
+    let not_selected: Result<qcp::Qcp, String> = Err("not selected".into());
+    let qcp = p.tools.iter().any(|t| t.is_qcp()).then(|| qcp::ensure(args.qcp.as_deref(), &log));
+    match &qcp {
+        Some(Ok(q)) => {
+            let conf = qcp::config_files_present(q);
+            let _ = writeln!(
+                md,
+                "- qcp: {} ({}, {}); its config files present: {}",
+                q.version,
+                q.bin.display(),
+                q.origin,
+                if conf.is_empty() {
+                    "none (built-in defaults)".to_string()
+                } else {
+                    conf.join(", ")
+                }
+            );
+        }
+        Some(Err(why)) => {
+            log(&format!("qcp rows will be skipped: {why}"));
+            let _ = writeln!(md, "- qcp: not available, its rows are skipped: {why}");
+        }
+        None => {}
+    }
     if let Some(note) = &args.note {
         let _ = writeln!(md, "- note: {note}");
     }
@@ -314,6 +349,7 @@ fn run(args: &Args) -> anyhow::Result<Vec<String>> {
             name: &args.name,
             work: work.path(),
             repeat: args.repeat,
+            qcp: qcp.as_ref().unwrap_or(&not_selected),
         };
         for &rate in &p.rates {
             let size = matrix::file_size(rate, p.duration, p.size);
@@ -352,6 +388,8 @@ fn run(args: &Args) -> anyhow::Result<Vec<String>> {
                 Status::Failed(m) if m.contains("hash") || m.contains("size") => {
                     Some(format!("DATA: {m}"))
                 }
+                // Said in the tables and the run notes; not a failure of the bench.
+                Status::Skipped(_) => None,
                 s if args.quick => Some(s.to_string()),
                 _ => None,
             };
@@ -379,10 +417,11 @@ fn run(args: &Args) -> anyhow::Result<Vec<String>> {
             size: p.cpu_size,
             rounds: args.repeat,
             warm: !args.cold_memory,
+            qcp: qcp.as_ref(),
         };
         let rows = cpu::run(&plan, &log)?;
         for r in &rows {
-            if r.m.status != Status::Ok {
+            if r.m.status != Status::Ok && !matches!(r.m.status, Status::Skipped(_)) {
                 problems.push(format!(
                     "loopback {} ({}): {}; command: {}",
                     r.label, r.data, r.m.status, r.command
@@ -395,7 +434,7 @@ fn run(args: &Args) -> anyhow::Result<Vec<String>> {
             md,
             "\n## Loopback CPU efficiency ({} MiB random file, `-C` rows {} MiB; load {load0:.2} -> {:.2})\n\n\
              Wall time includes login. CPU = user + system of each side's process tree \
-             (client: the tool and its ssh; server: sshd session + sftp-server or soku serve).\n\n{table}",
+             (client: the tool and its ssh; server: sshd session + sftp-server, soku serve or qcp --server).\n\n{table}",
             p.cpu_size >> 20,
             p.cpu_size >> 22,
             proc::loadavg()
@@ -425,6 +464,10 @@ fn run(args: &Args) -> anyhow::Result<Vec<String>> {
         }
     }
 
+    let skipped = match &qcp {
+        Some(Err(why)) => format!("- skipped: the qcp rows ({why})\n"),
+        _ => String::new(),
+    };
     let _ = writeln!(
         md,
         "\n## Run\n\n- started {date_start}, took {:.0} s; load average (1 min) {load_start:.2} at start, {:.2} at end (per-run values in results.csv)\n- sanity: {}",
@@ -432,6 +475,10 @@ fn run(args: &Args) -> anyhow::Result<Vec<String>> {
         proc::loadavg(),
         if problems.is_empty() { "all copies verified, emulator up/down clean".to_string() } else { problems.join("; ") }
     );
+    md.push_str(&skipped);
+    if !skipped.is_empty() {
+        log(skipped.trim_end());
+    }
     report::write(&p.out, "README.md", &md)?;
     log(&format!("\nwrote {} (took {:.0} s)", p.out.display(), started.elapsed().as_secs_f64()));
     Ok(problems)
@@ -461,11 +508,16 @@ fn write_matrix_outputs(
          wall time of the whole command, login included, and counted only if the target's size and \
          BLAKE3 hash match. iperf3 runs {} s of data (connection setup excluded): the TCP ceiling. \
          Loss applies to {}. Queue: drop-tail, 1 BDP. `ip tcp_metrics flush all` in both namespaces \
-         before every run. Default settings for every tool; no per-scenario flags. A run is killed \
+         before every run. Default settings for every tool; no per-scenario flags{}. A run is killed \
          after 3x its expected time + 30 s (\"timeout\", with the % that arrived by then).\n",
         sizes.join(", "),
         p.duration.as_secs(),
-        if p.loss_dir == LossDir::Data { "the data direction A->B only (ACKs are not lost)" } else { "both directions" }
+        if p.loss_dir == LossDir::Data { "the data direction A->B only (ACKs are not lost)" } else { "both directions" },
+        if p.tools.contains(&Tool::QcpTuned) {
+            " except in `qcp-tuned` (`--rx`/`--tx` the link rate, `--rtt` the path RTT, `--congestion bbr`)"
+        } else {
+            ""
+        }
     );
     if p.rates.contains(&1_000_000_000) {
         md.push_str(

@@ -114,6 +114,8 @@ pub struct MatrixOpts<'a> {
     /// Rounds per scenario: every tool once per round, in order, so repeated runs of
     /// one tool are spread over the scenario's time like the others'.
     pub repeat: u32,
+    /// The qcp binary, or why its rows are skipped.
+    pub qcp: &'a Result<crate::qcp::Qcp, String>,
 }
 
 /// Result of one scenario: rows, the soku run's netem samples, and sanity problems.
@@ -171,7 +173,9 @@ pub fn run_scenario(
         None
     };
     let client = |p: &str| path.command_a(p);
-    let ep = Endpoint { client: &client, sshd: &sshd, soku: opts.soku, tcp_cc: &cc_a };
+    let ep =
+        Endpoint { client: &client, sshd: &sshd, soku: opts.soku, tcp_cc: &cc_a, qcp: opts.qcp };
+    let qcp_tuned = crate::qcp::tuning(Some((sc.rate_bps, sc.rtt)));
     let expected = src.size as f64 * 8.0 / sc.rate_bps as f64;
     let timeout = Duration::from_secs_f64(expected * 3.0 + 30.0);
     let mut rows = Vec::new();
@@ -201,6 +205,9 @@ pub fn run_scenario(
                 }
                 Tool::Iperf3Bbr => {
                     tools::run_iperf3(&client, &path.addr_b().to_string(), "bbr", opts.duration)
+                }
+                Tool::QcpTuned => {
+                    tools::run_copy(tool, &ep, src, &opts.work.join("dst"), &qcp_tuned, timeout)
                 }
                 _ => tools::run_copy(tool, &ep, src, &opts.work.join("dst"), &[], timeout),
             };
@@ -237,11 +244,19 @@ pub fn run_scenario(
             row.m.cc,
             row.m.status
         ));
-        if row.m.status != Status::Ok {
-            log(&format!("    command: {}", row.command));
-            if tool == Tool::Soku {
-                log(&format!("    soku stderr (tail): {}", stderr_tail(&row.m, 8)));
+        match &row.m.status {
+            Status::Ok => {}
+            Status::Skipped(_) => log(&format!("    {}", row.m.status)),
+            _ => {
+                log(&format!("    command: {}", row.command));
+                if tool == Tool::Soku || tool.is_qcp() {
+                    log(&format!("    {tool} stderr (tail): {}", stderr_tail(&row.m, 8)));
+                }
             }
+        }
+        if tool.is_qcp() && row.m.status == Status::Ok {
+            // qcp's `-s` summary: congestion events, losses, flow-control blocking.
+            log(&format!("    {tool}: {}", stderr_tail(&row.m, 8)));
         }
         rows.push(row);
         if !path.is_running() {
@@ -264,8 +279,9 @@ pub fn run_scenario(
 }
 
 fn stderr_tail(m: &Measured, n: usize) -> String {
-    let skip = m.stderr.len().saturating_sub(n);
-    m.stderr[skip..].iter().map(|(_, l)| l.as_str()).collect::<Vec<_>>().join(" | ")
+    let lines: Vec<&str> =
+        m.stderr.iter().map(|(_, l)| l.trim()).filter(|l| !l.is_empty()).collect();
+    lines[lines.len().saturating_sub(n)..].join(" | ")
 }
 
 /// `iperf3 -s` in namespace B for the life of a scenario; killed on drop.

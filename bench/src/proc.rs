@@ -8,6 +8,7 @@
 
 use std::io::{BufRead, BufReader, Read};
 use std::os::unix::process::CommandExt;
+use std::path::Path;
 use std::process::{Command, ExitStatus, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
@@ -128,6 +129,53 @@ pub fn run(mut cmd: Command, timeout: Duration) -> anyhow::Result<Outcome> {
     let stderr = err_t.join().unwrap_or_default();
     let cpu = proc_cpu("self").map(|c| c.1).unwrap_or(0.0) - cpu0;
     Ok(Outcome { status, wall, cpu, stdout, stderr })
+}
+
+/// Clock ticks since boot now (`/proc/uptime`), comparable with a process's start
+/// time in `/proc/PID/stat`; 0 if unknown.
+pub fn ticks_since_boot() -> u64 {
+    std::fs::read_to_string("/proc/uptime")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().and_then(|x| x.parse::<f64>().ok()))
+        .map(|secs| (secs * clk_tck()) as u64)
+        .unwrap_or(0)
+}
+
+/// PIDs of the live processes running the executable `exe` that started at or after
+/// `since` (clock ticks since boot, [`ticks_since_boot`]): the ones a run of this
+/// program started, even after their parent left them to init.
+pub fn started_since(exe: &Path, since: u64) -> Vec<u32> {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir("/proc") else { return out };
+    for e in entries.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        if std::fs::read_link(e.path().join("exe")).ok().as_deref() != Some(exe) {
+            continue;
+        }
+        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else { continue };
+        // Fields after the command name (which may hold spaces) start at field 3
+        // (state); starttime is field 22 -> index 19.
+        let start = stat
+            .rfind(')')
+            .and_then(|i| stat.get(i + 2..))
+            .and_then(|rest| rest.split(' ').nth(19))
+            .and_then(|x| x.parse::<u64>().ok());
+        if start.is_some_and(|t| t >= since) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+/// SIGKILL to one process by PID (one this program started).
+pub fn kill_pid(pid: u32) {
+    let _ = Command::new("kill")
+        .args(["-KILL", &pid.to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
 }
 
 /// SIGKILL to process group `pgid` (a group this program created with `process_group(0)`).

@@ -60,17 +60,21 @@ fn cell(r: &Row) -> String {
         Status::Ok => format!("{:.0}", r.pct()),
         Status::Timeout => format!("timeout (>{:.0} s, {:.0} %)", r.m.seconds, r.pct()),
         Status::Failed(_) => "FAILED".into(),
+        Status::Skipped(_) => "skipped".into(),
     }
 }
 
 /// A cell for all runs of one tool on one path: one run as [`cell`]; several as the
 /// median % of link with the range, e.g. `71 (68-74)`, and any run that did not
-/// finish named after it.
+/// finish named after it; `skipped` when none ran.
 fn cell_of(runs: &[&Row]) -> String {
-    match runs {
+    let ran: Vec<&Row> = runs.iter().copied().filter(|r| !is_skipped(r)).collect();
+    match ran.as_slice() {
+        [] if !runs.is_empty() => "skipped".into(),
         [] => String::new(),
         [one] => cell(one),
         _ => {
+            let runs = &ran;
             let pcts: Vec<f64> = runs.iter().map(|r| r.pct()).collect();
             let (lo, hi) =
                 pcts.iter().fold((f64::MAX, f64::MIN), |(a, b), &x| (a.min(x), b.max(x)));
@@ -96,6 +100,24 @@ fn median(xs: &[f64]) -> f64 {
         0 => f64::NAN,
         n if n % 2 == 1 => v[n / 2],
         n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
+/// Text for a markdown table cell: `|` escaped, one line.
+fn md_cell(s: &str) -> String {
+    s.replace('|', "\\|").replace('\n', " ")
+}
+
+fn is_skipped(r: &Row) -> bool {
+    matches!(r.m.status, Status::Skipped(_))
+}
+
+/// A number for a table, `-` when there is none (NaN).
+fn num(x: f64, decimals: usize) -> String {
+    if x.is_finite() {
+        format!("{x:.decimals$}")
+    } else {
+        "-".into()
     }
 }
 
@@ -178,17 +200,18 @@ pub fn one_path_table(rows: &[&Row]) -> String {
     );
     s.push_str("|---|---|---|---|---|---|---|---|\n");
     for r in rows {
+        let ran = !is_skipped(r);
         let _ = writeln!(
             s,
-            "| {} | {} | {:.1} | {:.0} | {:.1} | {:.2} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} |",
             r.tool,
             r.m.cc,
-            r.mbit() / 8.0,
-            r.pct(),
-            r.m.seconds,
-            r.m.client_cpu,
-            if r.m.server_cpu.is_nan() { "-".into() } else { format!("{:.2}", r.m.server_cpu) },
-            r.m.status
+            if ran { num(r.mbit() / 8.0, 1) } else { "-".into() },
+            if ran { num(r.pct(), 0) } else { "-".into() },
+            if ran { num(r.m.seconds, 1) } else { "-".into() },
+            num(r.m.client_cpu, 2),
+            num(r.m.server_cpu, 2),
+            md_cell(&r.m.status.to_string())
         );
     }
     s
@@ -213,7 +236,7 @@ pub fn matrix_charts(rows: &[Row]) -> Vec<(String, String)> {
                         .map(|i| {
                             let pcts: Vec<f64> = sel
                                 .iter()
-                                .filter(|r| &r.tool == t && pred(r, i))
+                                .filter(|r| &r.tool == t && !is_skipped(r) && pred(r, i))
                                 .map(|r| r.pct())
                                 .collect();
                             (!pcts.is_empty()).then(|| median(&pcts))
@@ -374,20 +397,20 @@ pub fn cpu_outputs(rows: &[CpuRow]) -> (String, String) {
         let ok: Vec<&CpuRow> = runs.iter().copied().filter(|r| r.m.status == Status::Ok).collect();
         let pick =
             |f: &dyn Fn(&CpuRow) -> f64| median(&ok.iter().map(|r| f(r)).collect::<Vec<_>>());
-        let each: Vec<String> = runs.iter().map(|r| format!("{:.0}", r.mbs())).collect();
+        let each: Vec<String> = runs.iter().map(|r| num(r.mbs(), 0)).collect();
         let status: Vec<String> = runs
             .iter()
             .filter(|r| r.m.status != Status::Ok)
             .map(|r| format!("round {}: {}", r.round, r.m.status))
             .collect();
-        let status = if status.is_empty() { "ok".to_string() } else { status.join("; ") };
+        let status = if status.is_empty() { "ok".to_string() } else { md_cell(&status.join("; ")) };
         let _ = writeln!(
             md,
-            "| {label} | {data} | {:.0} | {} | {:.2} | {:.2} | {status} |",
-            pick(&|r| r.mbs()),
+            "| {label} | {data} | {} | {} | {} | {} | {status} |",
+            num(pick(&|r| r.mbs()), 0),
             each.join(", "),
-            pick(&|r| r.cpu_per_gb().0),
-            pick(&|r| r.cpu_per_gb().1),
+            num(pick(&|r| r.cpu_per_gb().0), 2),
+            num(pick(&|r| r.cpu_per_gb().1), 2),
         );
     }
     (csv, md)
@@ -528,6 +551,12 @@ mod tests {
             "{table}"
         );
         assert_eq!(cell_of(&[&rows[0]]), "80");
+        let skipped = row("qcp", 1, 0.0, Status::Skipped("no network | offline".into()));
+        assert_eq!(cell_of(&[&skipped]), "skipped");
+        assert_eq!(cell_of(&[&skipped, &rows[0]]), "80");
+        let one = one_path_table(&[&skipped]);
+        assert!(one.contains("| qcp | bbr | - | - | - |"), "{one}");
+        assert!(one.contains("skipped: no network \\| offline |"), "{one}");
         assert!(median(&[]).is_nan());
         assert_eq!(median(&[3.0, 1.0, 2.0, 10.0]), 2.5);
     }

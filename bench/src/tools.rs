@@ -23,6 +23,11 @@ pub enum Tool {
     /// The same with `--transport tcp`: its TLS-over-TCP transport, for networks that
     /// block UDP.
     SokuTcp,
+    /// qcp, the QUIC Copier ([`crate::qcp`]), default settings.
+    Qcp,
+    /// qcp tuned to the path: `--rx`/`--tx` the link rate, `--rtt` the path's RTT,
+    /// `--congestion bbr` ([`crate::qcp::tuning`]).
+    QcpTuned,
     /// OpenSSH `scp` (SFTP protocol by default since 9.0).
     Scp,
     /// OpenSSH `sftp -b` with one `put`.
@@ -37,9 +42,11 @@ pub enum Tool {
 
 impl Tool {
     /// All tools, in table order.
-    pub const ALL: [Tool; 7] = [
+    pub const ALL: [Tool; 9] = [
         Tool::Soku,
         Tool::SokuTcp,
+        Tool::Qcp,
+        Tool::QcpTuned,
         Tool::Scp,
         Tool::Sftp,
         Tool::Rsync,
@@ -52,6 +59,8 @@ impl Tool {
         match self {
             Tool::Soku => "soku",
             Tool::SokuTcp => "soku-tcp",
+            Tool::Qcp => "qcp",
+            Tool::QcpTuned => "qcp-tuned",
             Tool::Scp => "scp",
             Tool::Sftp => "sftp",
             Tool::Rsync => "rsync",
@@ -72,6 +81,11 @@ impl Tool {
     pub fn is_copy(self) -> bool {
         !matches!(self, Tool::Iperf3Cubic | Tool::Iperf3Bbr)
     }
+
+    /// True for qcp's rows (they need [`crate::qcp::ensure`]).
+    pub fn is_qcp(self) -> bool {
+        matches!(self, Tool::Qcp | Tool::QcpTuned)
+    }
 }
 
 impl fmt::Display for Tool {
@@ -89,6 +103,9 @@ pub enum Status {
     Timeout,
     /// Exited non-zero, or the copy did not verify; the text says what happened.
     Failed(String),
+    /// Not run: the tool is not available (e.g. qcp could not be installed); the text
+    /// says why.
+    Skipped(String),
 }
 
 impl fmt::Display for Status {
@@ -97,6 +114,7 @@ impl fmt::Display for Status {
             Status::Ok => f.write_str("ok"),
             Status::Timeout => f.write_str("timeout"),
             Status::Failed(m) => write!(f, "failed: {m}"),
+            Status::Skipped(m) => write!(f, "skipped: {m}"),
         }
     }
 }
@@ -202,6 +220,8 @@ pub struct Endpoint<'a> {
     pub soku: &'a Path,
     /// Congestion control of TCP senders on the client side (namespace default).
     pub tcp_cc: &'a str,
+    /// The qcp binary (same path on both sides), or why there is none.
+    pub qcp: &'a Result<crate::qcp::Qcp, String>,
 }
 
 /// The command for one upload of `src` to `dst` with `extra` tool options.
@@ -222,6 +242,22 @@ pub fn copy_command(
                 c.args(["--transport", "tcp"]);
             }
             c.arg("--remote-soku").arg(ep.soku).args(extra).arg(src).arg(&remote);
+            c
+        }
+        Tool::Qcp | Tool::QcpTuned => {
+            let qcp = match ep.qcp {
+                Ok(q) => &q.bin,
+                Err(e) => bail!("qcp is not available: {e}"),
+            };
+            let mut c = (ep.client)(&qcp.display().to_string());
+            // `-s`: qcp's statistics at the end (congestion events, losses, flow-control
+            // blocking) on stderr; it changes nothing on the wire. ssh's options go
+            // through `-S`, one argument each; qcp's own `-P` is its remote UDP port.
+            c.arg("-s");
+            for a in ["-p".to_string(), port.clone()].iter().chain(&ep.sshd.ssh_args()) {
+                c.arg("-S").arg(a);
+            }
+            c.arg("--remote-qcp-binary").arg(qcp).args(extra).arg(src).arg(&remote);
             c
         }
         Tool::Scp => {
@@ -271,22 +307,49 @@ pub fn run_copy(
     extra: &[String],
     timeout: Duration,
 ) -> anyhow::Result<(Measured, String)> {
+    if let (true, Err(why)) = (tool.is_qcp(), ep.qcp) {
+        return Ok((skipped(why), format!("{tool}: not run")));
+    }
     let _ = std::fs::remove_dir_all(dst_dir);
     std::fs::create_dir_all(dst_dir)?;
     let dst = dst_dir.join("file");
     let cmd = copy_command(tool, ep, &src.path, &dst, extra)?;
     let shown = show(&cmd);
     let cpu0 = ep.sshd.reaped_cpu();
+    let started = proc::ticks_since_boot();
     let out = proc::run(cmd, timeout)?;
     let idle = ep.sshd.wait_idle(Duration::from_secs(10));
-    let server_cpu = if idle { ep.sshd.reaped_cpu() - cpu0 } else { f64::NAN };
+    let mut left_behind = None;
+    let mut server_cpu = if idle { ep.sshd.reaped_cpu() - cpu0 } else { f64::NAN };
+    if let (true, Ok(q)) = (tool.is_qcp(), ep.qcp) {
+        // `qcp --server` outlives its ssh session when its client is killed (seen after
+        // timeouts: left to init, it ran on for about 35 s). Its CPU never reaches
+        // sshd's counters, and it must not run into the next measurement: kill what
+        // this run started of it, by PID.
+        let left = proc::started_since(&q.bin, started);
+        if !left.is_empty() {
+            for pid in &left {
+                proc::kill_pid(*pid);
+            }
+            server_cpu = f64::NAN;
+            left_behind = Some(format!(
+                "soku-bench: killed {} qcp process(es) left behind: {left:?}",
+                left.len()
+            ));
+        }
+    }
     let (status, bytes) = judge(&out, src, &dst, dst_dir);
     let cc = match tool {
         Tool::Soku => "soku-cc".to_string(),
         // What soku's TCP sockets run, as its `connected` event says.
         Tool::SokuTcp => tcp_congestion(&out.stderr).unwrap_or_else(|| "?".into()),
+        Tool::Qcp | Tool::QcpTuned => crate::qcp::congestion(extra),
         _ => ep.tcp_cc.to_string(),
     };
+    let mut stderr = out.stderr;
+    if let Some(note) = left_behind {
+        stderr.push((out.wall, note));
+    }
     let m = Measured {
         cc,
         bytes,
@@ -294,10 +357,23 @@ pub fn run_copy(
         status,
         client_cpu: out.cpu,
         server_cpu,
-        stderr: out.stderr,
+        stderr,
     };
     let _ = std::fs::remove_dir_all(dst_dir);
     Ok((m, shown))
+}
+
+/// The row of a run that could not start, with the reason.
+pub fn skipped(why: &str) -> Measured {
+    Measured {
+        cc: "-".into(),
+        bytes: 0,
+        seconds: 0.0,
+        status: Status::Skipped(why.to_string()),
+        client_cpu: f64::NAN,
+        server_cpu: f64::NAN,
+        stderr: Vec::new(),
+    }
 }
 
 fn judge(out: &Outcome, src: &SourceFile, dst: &Path, dst_dir: &Path) -> (Status, u64) {
