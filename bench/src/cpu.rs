@@ -99,7 +99,15 @@ pub fn run(plan: &CpuPlan<'_>, log: &dyn Fn(&str)) -> anyhow::Result<Vec<CpuRow>
     let client = |p: &str| Command::new(p);
     let no_qcp = Err("not selected".to_string());
     let qcp = plan.qcp.unwrap_or(&no_qcp);
-    let ep = Endpoint { client: &client, sshd: &sshd, soku: plan.soku, tcp_cc: &cc, qcp };
+    let memory = tempfile::Builder::new().prefix("soku-bench-memory-").tempdir()?;
+    let ep = Endpoint {
+        client: &client,
+        sshd: &sshd,
+        soku: plan.soku,
+        tcp_cc: &cc,
+        qcp,
+        memory: memory.path(),
+    };
     let random = SourceFile::create(&work.join("cpu-random"), size, false)?;
     let small = size / 4;
     let random_c = SourceFile::create(&work.join("cpu-random-c"), small, false)?;

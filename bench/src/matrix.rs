@@ -173,8 +173,15 @@ pub fn run_scenario(
         None
     };
     let client = |p: &str| path.command_a(p);
-    let ep =
-        Endpoint { client: &client, sshd: &sshd, soku: opts.soku, tcp_cc: &cc_a, qcp: opts.qcp };
+    let memory = tempfile::Builder::new().prefix("soku-bench-memory-").tempdir()?;
+    let ep = Endpoint {
+        client: &client,
+        sshd: &sshd,
+        soku: opts.soku,
+        tcp_cc: &cc_a,
+        qcp: opts.qcp,
+        memory: memory.path(),
+    };
     let qcp_tuned = crate::qcp::tuning(Some((sc.rate_bps, sc.rtt)));
     let expected = src.size as f64 * 8.0 / sc.rate_bps as f64;
     let timeout = Duration::from_secs_f64(expected * 3.0 + 30.0);
@@ -249,7 +256,7 @@ pub fn run_scenario(
             Status::Skipped(_) => log(&format!("    {}", row.m.status)),
             _ => {
                 log(&format!("    command: {}", row.command));
-                if tool == Tool::Soku || tool.is_qcp() {
+                if matches!(tool, Tool::Soku | Tool::SokuAgain) || tool.is_qcp() {
                     log(&format!("    {tool} stderr (tail): {}", stderr_tail(&row.m, 8)));
                 }
             }

@@ -18,8 +18,13 @@ use crate::sshd::{ServerCpu, Sshd};
 /// One tool of the comparison.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Tool {
-    /// The built `soku` binary, default settings.
+    /// The built `soku` binary, default settings, copying to this host for the first
+    /// time (an empty path memory, `XDG_CACHE_HOME` of its own).
     Soku,
+    /// The same copy again, starting from what the last `soku` run of the scenario
+    /// learned about the path (careful resume, `crates/soku/src/path_memory.rs`): what a
+    /// user's second and later copies to a host get.
+    SokuAgain,
     /// The same with `--transport tcp`: its TLS-over-TCP transport, for networks that
     /// block UDP.
     SokuTcp,
@@ -42,8 +47,9 @@ pub enum Tool {
 
 impl Tool {
     /// All tools, in table order.
-    pub const ALL: [Tool; 9] = [
+    pub const ALL: [Tool; 10] = [
         Tool::Soku,
+        Tool::SokuAgain,
         Tool::SokuTcp,
         Tool::Qcp,
         Tool::QcpTuned,
@@ -58,6 +64,7 @@ impl Tool {
     pub fn name(self) -> &'static str {
         match self {
             Tool::Soku => "soku",
+            Tool::SokuAgain => "soku-again",
             Tool::SokuTcp => "soku-tcp",
             Tool::Qcp => "qcp",
             Tool::QcpTuned => "qcp-tuned",
@@ -222,6 +229,56 @@ pub struct Endpoint<'a> {
     pub tcp_cc: &'a str,
     /// The qcp binary (same path on both sides), or why there is none.
     pub qcp: &'a Result<crate::qcp::Qcp, String>,
+    /// The scenario's soku path memories (see [`Tool::SokuAgain`]).
+    pub memory: &'a Path,
+}
+
+/// `XDG_CACHE_HOME` of a first copy: emptied before each run.
+fn cold_memory(ep: &Endpoint<'_>) -> PathBuf {
+    ep.memory.join("cold")
+}
+
+/// `XDG_CACHE_HOME` of a copy again: what the last cold copy left.
+fn again_memory(ep: &Endpoint<'_>) -> PathBuf {
+    ep.memory.join("again")
+}
+
+/// The memory file under an `XDG_CACHE_HOME`.
+fn memory_file(home: &Path) -> PathBuf {
+    home.join("soku").join("paths")
+}
+
+/// Before a soku run: a cold copy starts from nothing; a copy again from what the last
+/// cold one learned, which it needs (false without).
+fn prepare_memory(tool: Tool, ep: &Endpoint<'_>) -> anyhow::Result<bool> {
+    match tool {
+        Tool::Soku | Tool::SokuTcp => {
+            let _ = std::fs::remove_dir_all(cold_memory(ep));
+            Ok(true)
+        }
+        Tool::SokuAgain => {
+            let learned = memory_file(&ep.memory.join("learned"));
+            if !learned.exists() {
+                return Ok(false);
+            }
+            let again = memory_file(&again_memory(ep));
+            std::fs::create_dir_all(again.parent().unwrap_or(ep.memory))?;
+            std::fs::copy(learned, again)?;
+            Ok(true)
+        }
+        _ => Ok(true),
+    }
+}
+
+/// After a cold soku copy: keep what it learned for the copies again.
+fn keep_memory(tool: Tool, ep: &Endpoint<'_>) -> anyhow::Result<()> {
+    let learned = memory_file(&cold_memory(ep));
+    if tool == Tool::Soku && learned.exists() {
+        let keep = memory_file(&ep.memory.join("learned"));
+        std::fs::create_dir_all(keep.parent().unwrap_or(ep.memory))?;
+        std::fs::copy(learned, keep)?;
+    }
+    Ok(())
 }
 
 /// The command for one upload of `src` to `dst` with `extra` tool options.
@@ -235,8 +292,10 @@ pub fn copy_command(
     let port = ep.sshd.port().to_string();
     let remote = format!("{}:{}", ep.sshd.destination(), dst.display());
     let cmd = match tool {
-        Tool::Soku | Tool::SokuTcp => {
+        Tool::Soku | Tool::SokuAgain | Tool::SokuTcp => {
             let mut c = (ep.client)(&ep.soku.display().to_string());
+            let home = if tool == Tool::SokuAgain { again_memory(ep) } else { cold_memory(ep) };
+            c.env("XDG_CACHE_HOME", home);
             c.args(["--json", "-P", &port]).args(ep.sshd.ssh_args());
             if tool == Tool::SokuTcp {
                 c.args(["--transport", "tcp"]);
@@ -310,6 +369,11 @@ pub fn run_copy(
     if let (true, Err(why)) = (tool.is_qcp(), ep.qcp) {
         return Ok((skipped(why), format!("{tool}: not run")));
     }
+    if !prepare_memory(tool, ep)? {
+        // No cold copy ran in this scenario yet: one, untimed, to learn from.
+        run_copy(Tool::Soku, ep, src, dst_dir, extra, timeout)?;
+        prepare_memory(tool, ep)?;
+    }
     let _ = std::fs::remove_dir_all(dst_dir);
     std::fs::create_dir_all(dst_dir)?;
     let dst = dst_dir.join("file");
@@ -318,6 +382,7 @@ pub fn run_copy(
     let cpu0 = ep.sshd.reaped_cpu();
     let started = proc::ticks_since_boot();
     let out = proc::run(cmd, timeout)?;
+    keep_memory(tool, ep)?;
     let idle = ep.sshd.wait_idle(Duration::from_secs(10));
     let mut left_behind = None;
     let mut server_cpu = if idle { ep.sshd.reaped_cpu() - cpu0 } else { f64::NAN };
@@ -340,7 +405,7 @@ pub fn run_copy(
     }
     let (status, bytes) = judge(&out, src, &dst, dst_dir);
     let cc = match tool {
-        Tool::Soku => "soku-cc".to_string(),
+        Tool::Soku | Tool::SokuAgain => "soku-cc".to_string(),
         // What soku's TCP sockets run, as its `connected` event says.
         Tool::SokuTcp => tcp_congestion(&out.stderr).unwrap_or_else(|| "?".into()),
         Tool::Qcp | Tool::QcpTuned => crate::qcp::congestion(extra),
