@@ -28,6 +28,61 @@ pub struct Outcome {
     pub stdout: String,
     /// stderr lines with the time since spawn at which each was read.
     pub stderr: Vec<(Duration, String)>,
+    /// Peak resident memory (MiB) of the largest process of the client's tree, and of
+    /// the server side's (see [`PeakRss`]); NaN where none was seen.
+    pub peak_rss_mib: (f64, f64),
+}
+
+/// How often [`run`] looks at the processes' peak resident memory.
+const RSS_EVERY: Duration = Duration::from_millis(100);
+
+/// Peak resident memory of the processes of a run, per side: the largest `VmHWM` (the
+/// kernel's own high-water mark, so a peak between two looks is not missed) of any one
+/// process in the client's tree, and in the trees under the server's root (the sshd
+/// listener: the sessions it forks and what they run, e.g. `soku serve`). A process
+/// that ends between two looks loses at most its last [`RSS_EVERY`] of growth.
+#[derive(Debug, Default)]
+struct PeakRss {
+    client_kib: Option<u64>,
+    server_kib: Option<u64>,
+}
+
+impl PeakRss {
+    fn look(&mut self, client: u32, server_root: Option<u32>) {
+        let biggest = |pids: Vec<u32>| pids.into_iter().filter_map(vm_hwm_kib).max();
+        let mut tree = vec![client];
+        tree.extend(descendants(client));
+        self.client_kib = self.client_kib.max(biggest(tree));
+        if let Some(root) = server_root {
+            self.server_kib = self.server_kib.max(biggest(descendants(root)));
+        }
+    }
+
+    fn mib(&self) -> (f64, f64) {
+        let mib = |k: Option<u64>| k.map_or(f64::NAN, |k| k as f64 / 1024.0);
+        (mib(self.client_kib), mib(self.server_kib))
+    }
+}
+
+/// `VmHWM` of `pid` in KiB (`/proc/PID/status`).
+fn vm_hwm_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// Every descendant of `pid` (bounded: process trees here are a few levels deep).
+fn descendants(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    let mut level = vec![pid];
+    for _ in 0..8 {
+        level = level.into_iter().flat_map(children).collect();
+        if level.is_empty() {
+            break;
+        }
+        out.extend(&level);
+    }
+    out
 }
 
 impl Outcome {
@@ -89,7 +144,17 @@ pub fn children(pid: u32) -> Vec<u32> {
 
 /// Spawns `cmd` in its own process group with stdin closed and waits at most
 /// `timeout`; on timeout the whole group gets SIGKILL (scp's ssh, rsync's ssh too).
-pub fn run(mut cmd: Command, timeout: Duration) -> anyhow::Result<Outcome> {
+pub fn run(cmd: Command, timeout: Duration) -> anyhow::Result<Outcome> {
+    run_watched(cmd, timeout, None)
+}
+
+/// [`run`], also watching the peak memory of the processes under `server_root` (the
+/// server side of the run, e.g. the sshd listener) besides the client's.
+pub fn run_watched(
+    mut cmd: Command,
+    timeout: Duration,
+    server_root: Option<u32>,
+) -> anyhow::Result<Outcome> {
     let cpu0 = proc_cpu("self").map(|c| c.1).unwrap_or(0.0);
     cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0);
     let start = Instant::now();
@@ -111,7 +176,13 @@ pub fn run(mut cmd: Command, timeout: Duration) -> anyhow::Result<Outcome> {
         lines
     });
     let deadline = start + timeout;
+    let mut rss = PeakRss::default();
+    let mut next_look = start;
     let status = loop {
+        if Instant::now() >= next_look {
+            rss.look(pid, server_root);
+            next_look += RSS_EVERY;
+        }
         if let Some(s) = child.try_wait()? {
             break Some(s);
         }
@@ -128,7 +199,7 @@ pub fn run(mut cmd: Command, timeout: Duration) -> anyhow::Result<Outcome> {
     let stdout = out_t.join().unwrap_or_default();
     let stderr = err_t.join().unwrap_or_default();
     let cpu = proc_cpu("self").map(|c| c.1).unwrap_or(0.0) - cpu0;
-    Ok(Outcome { status, wall, cpu, stdout, stderr })
+    Ok(Outcome { status, wall, cpu, stdout, stderr, peak_rss_mib: rss.mib() })
 }
 
 /// Clock ticks since boot now (`/proc/uptime`), comparable with a process's start

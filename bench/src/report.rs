@@ -22,15 +22,15 @@ fn csv_field(s: &str) -> String {
 pub fn matrix_csv(rows: &[Row]) -> String {
     let mut s = String::from(
         "date,rate_mbit,rtt_ms,loss_pct,loss_dir,tool,run,cc,bytes,seconds,mbit_s,pct_of_link,\
-         client_cpu_s,server_cpu_s,status,load_start,load_end,netem_pkts_a2b,netem_loss_drops,\
-         netem_queue_drops,command\n",
+         client_cpu_s,server_cpu_s,client_peak_rss_mib,server_peak_rss_mib,status,load_start,\
+         load_end,netem_pkts_a2b,netem_loss_drops,netem_queue_drops,command\n",
     );
     for r in rows {
         let sc = &r.scenario;
         let (p, l, q) = r.netem.unwrap_or((0, 0, 0));
         let _ = writeln!(
             s,
-            "{},{},{},{},{},{},{},{},{},{:.3},{:.2},{:.1},{:.2},{:.2},{},{:.2},{:.2},{p},{l},{q},{}",
+            "{},{},{},{},{},{},{},{},{},{:.3},{:.2},{:.1},{:.2},{:.2},{:.1},{:.1},{},{:.2},{:.2},{p},{l},{q},{}",
             r.date,
             sc.rate_bps / 1_000_000,
             sc.rtt.as_millis(),
@@ -45,6 +45,8 @@ pub fn matrix_csv(rows: &[Row]) -> String {
             r.pct(),
             r.m.client_cpu,
             r.m.server_cpu,
+            r.m.peak_rss_mib.0,
+            r.m.peak_rss_mib.1,
             csv_field(&r.m.status.to_string()),
             r.load.0,
             r.load.1,
@@ -196,14 +198,14 @@ pub fn one_path_table(rows: &[&Row]) -> String {
         sc.loss_dir.name()
     );
     s.push_str(
-        "| tool | cc | MB/s | % of link | seconds | client CPU s | server CPU s | status |\n",
+        "| tool | cc | MB/s | % of link | seconds | client CPU s | server CPU s | client peak RSS MiB | server peak RSS MiB | status |\n",
     );
-    s.push_str("|---|---|---|---|---|---|---|---|\n");
+    s.push_str("|---|---|---|---|---|---|---|---|---|---|\n");
     for r in rows {
         let ran = !is_skipped(r);
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             r.tool,
             r.m.cc,
             if ran { num(r.mbit() / 8.0, 1) } else { "-".into() },
@@ -211,6 +213,8 @@ pub fn one_path_table(rows: &[&Row]) -> String {
             if ran { num(r.m.seconds, 1) } else { "-".into() },
             num(r.m.client_cpu, 2),
             num(r.m.server_cpu, 2),
+            num(r.m.peak_rss_mib.0, 0),
+            num(r.m.peak_rss_mib.1, 0),
             md_cell(&r.m.status.to_string())
         );
     }
@@ -484,6 +488,7 @@ mod tests {
                 status,
                 client_cpu: 0.0,
                 server_cpu: f64::NAN,
+                peak_rss_mib: (f64::NAN, f64::NAN),
                 stderr: Vec::new(),
             },
             load: (0.0, 0.0),
@@ -504,6 +509,7 @@ mod tests {
                 status,
                 client_cpu,
                 server_cpu: 2.0,
+                peak_rss_mib: (f64::NAN, f64::NAN),
                 stderr: Vec::new(),
             },
             command: String::new(),

@@ -141,6 +141,9 @@ pub struct Measured {
     pub client_cpu: f64,
     /// CPU seconds of the server side (sshd sessions and what they ran), NaN if unknown.
     pub server_cpu: f64,
+    /// Peak resident memory in MiB of the largest client-side and server-side process
+    /// (NaN if unknown).
+    pub peak_rss_mib: (f64, f64),
     /// The process's stderr lines with arrival times (soku's JSON events).
     pub stderr: Vec<(Duration, String)>,
 }
@@ -381,7 +384,7 @@ pub fn run_copy(
     let shown = show(&cmd);
     let cpu0 = ep.sshd.reaped_cpu();
     let started = proc::ticks_since_boot();
-    let out = proc::run(cmd, timeout)?;
+    let out = proc::run_watched(cmd, timeout, Some(ep.sshd.pid()))?;
     keep_memory(tool, ep)?;
     let idle = ep.sshd.wait_idle(Duration::from_secs(10));
     let mut left_behind = None;
@@ -422,6 +425,7 @@ pub fn run_copy(
         status,
         client_cpu: out.cpu,
         server_cpu,
+        peak_rss_mib: out.peak_rss_mib,
         stderr,
     };
     let _ = std::fs::remove_dir_all(dst_dir);
@@ -437,6 +441,7 @@ pub fn skipped(why: &str) -> Measured {
         status: Status::Skipped(why.to_string()),
         client_cpu: f64::NAN,
         server_cpu: f64::NAN,
+        peak_rss_mib: (f64::NAN, f64::NAN),
         stderr: Vec::new(),
     }
 }
@@ -480,6 +485,7 @@ pub fn run_iperf3(
         status: Status::Ok,
         client_cpu: out.cpu,
         server_cpu: f64::NAN,
+        peak_rss_mib: (out.peak_rss_mib.0, f64::NAN),
         stderr: out.stderr.clone(),
     };
     if out.timed_out() {

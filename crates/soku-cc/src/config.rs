@@ -5,8 +5,8 @@ use std::time::{Duration, Instant};
 
 use quinn_proto::congestion::{Controller, ControllerFactory};
 
+use crate::hint::HintSlot;
 use crate::model::SokuCc;
-use crate::resume::ResumeHint;
 
 /// Configuration of [`SokuCc`]; the defaults need no tuning.
 ///
@@ -48,9 +48,10 @@ pub struct SokuCcConfig {
     /// Seed for the choice of probe phases (connections that start together with
     /// different seeds probe at different times).
     pub seed: u64,
-    /// What an earlier copy learned about this path, for a careful resume
-    /// ([`crate::resume`]); empty by default. Never used in background mode.
-    pub resume: ResumeHint,
+    /// What the application learns late: a remembered path for careful resume
+    /// ([`crate::resume`], never used in background mode), and background mode itself
+    /// (see [`SokuCcConfig::in_background`]). Empty by default.
+    pub hint: HintSlot,
 }
 
 impl Default for SokuCcConfig {
@@ -74,7 +75,7 @@ impl Default for SokuCcConfig {
             min_rtt_window: Duration::from_secs(10),
             probe_rtt_duration: Duration::from_millis(200),
             seed: 0x5045_4b55,
-            resume: ResumeHint::new(),
+            hint: HintSlot::new(),
         }
     }
 }
@@ -89,12 +90,17 @@ impl SokuCcConfig {
     /// smaller probe, no queue share of its own, and a back-off when queueing delay
     /// builds.
     pub fn background() -> Self {
+        Self::default().in_background()
+    }
+
+    /// This configuration in background mode (rate cap, seed and hint kept).
+    pub fn in_background(&self) -> Self {
         Self {
             background: true,
             cwnd_gain: 1.0,
             probe_gain: 0.15,
             queue_share_bps: 0,
-            ..Self::default()
+            ..self.clone()
         }
     }
 }
@@ -109,6 +115,12 @@ pub(crate) fn splitmix64(x: u64) -> u64 {
 
 impl ControllerFactory for SokuCcConfig {
     fn build(self: Arc<Self>, now: Instant, current_mtu: u16) -> Box<dyn Controller> {
-        Box::new(SokuCc::new(self, now, current_mtu))
+        // The hint may have asked for background mode after this factory was made.
+        let config = if self.hint.background() && !self.background {
+            Arc::new(self.in_background())
+        } else {
+            self
+        };
+        Box::new(SokuCc::new(config, now, current_mtu))
     }
 }

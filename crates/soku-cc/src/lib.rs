@@ -53,10 +53,12 @@
 pub mod config;
 pub mod delivery;
 pub mod filters;
+pub mod hint;
 pub mod model;
 pub mod resume;
 pub mod startup_delay;
 
 pub use config::SokuCcConfig;
+pub use hint::{ConnectionHint, HintSlot};
 pub use model::{Mode, SokuCc};
-pub use resume::{RememberedPath, ResumeHint};
+pub use resume::RememberedPath;

@@ -219,7 +219,7 @@ impl SokuCc {
             batch_min_rtt: None,
             last_sent_at: None,
             batch_clock: None,
-            resume: CarefulResume::new(config.resume.clone(), !config.background),
+            resume: CarefulResume::new(config.hint.clone(), !config.background),
             config,
         }
     }
@@ -247,6 +247,11 @@ impl SokuCc {
     /// The loss-derived upper bound on bytes in flight, if congestion set one.
     pub fn inflight_bound(&self) -> Option<u64> {
         self.inflight_hi
+    }
+
+    /// Whether this controller yields to other traffic (background mode).
+    pub fn is_background(&self) -> bool {
+        self.config.background
     }
 
     /// Where careful resume stands (see [`crate::resume`]).

@@ -5,7 +5,7 @@
 //! Startup from a 14.7 kB window needs about eight round trips to fill 100 Mbit/s at
 //! 200 ms, and the copies soku is for repeat on the same paths. The application
 //! remembers what a copy saw (the bandwidth it delivered and the min RTT) and hands it
-//! to the next connection's controller through a [`ResumeHint`]; the controller then
+//! to the next connection's controller through a [`HintSlot`]; the controller then
 //! goes through RFC 9959's phases:
 //!
 //! - **Reconnaissance**: the first RTT sample (the handshake's) must confirm the path:
@@ -29,9 +29,9 @@
 //! Random loss alone does not count against a jump, for the same reason it does not
 //! end startup (see [`crate::model`]): only a loss share above `loss_threshold` does.
 
-use std::fmt;
-use std::sync::{Arc, OnceLock};
 use std::time::Duration;
+
+use crate::hint::HintSlot;
 
 /// What an earlier copy learned about a path, in the direction the data will flow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,51 +55,6 @@ impl RememberedPath {
         rtt >= self.min_rtt / 2 && rtt < self.min_rtt.saturating_mul(10)
     }
 }
-
-/// A slot for a [`RememberedPath`] that every controller built from one
-/// [`SokuCcConfig`](crate::SokuCcConfig) shares. It may be filled after the controller
-/// exists (the server learns the client's memory from its hello while its endpoint is
-/// already up); a controller looks at it once, at its first RTT sample.
-#[derive(Clone, Default)]
-pub struct ResumeHint(Arc<OnceLock<RememberedPath>>);
-
-impl ResumeHint {
-    /// An empty slot.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// A slot holding `path`.
-    pub fn with(path: RememberedPath) -> Self {
-        let hint = Self::new();
-        hint.set(path);
-        hint
-    }
-
-    /// Fills the slot; false if it was already filled (the first value stays).
-    pub fn set(&self, path: RememberedPath) -> bool {
-        self.0.set(path).is_ok()
-    }
-
-    /// What the slot holds.
-    pub fn get(&self) -> Option<RememberedPath> {
-        self.0.get().copied()
-    }
-}
-
-impl fmt::Debug for ResumeHint {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("ResumeHint").field(&self.get()).finish()
-    }
-}
-
-impl PartialEq for ResumeHint {
-    fn eq(&self, other: &Self) -> bool {
-        Arc::ptr_eq(&self.0, &other.0)
-    }
-}
-
-impl Eq for ResumeHint {}
 
 /// RFC 9959's phases, as this controller runs them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -132,7 +87,7 @@ impl Phase {
 /// The careful-resume state of one connection.
 #[derive(Debug, Clone)]
 pub struct CarefulResume {
-    hint: ResumeHint,
+    hint: HintSlot,
     phase: Phase,
     jump: u64,
     /// Bytes sent under the jump, and the last packet number.
@@ -157,7 +112,7 @@ pub enum Verdict {
 impl CarefulResume {
     /// A connection that will consult `hint` at its first RTT sample; with `enabled`
     /// false (background mode) it never jumps.
-    pub fn new(hint: ResumeHint, enabled: bool) -> Self {
+    pub fn new(hint: HintSlot, enabled: bool) -> Self {
         Self {
             hint,
             phase: if enabled { Phase::Reconnaissance } else { Phase::Normal },
@@ -192,7 +147,7 @@ impl CarefulResume {
             return None;
         }
         self.phase = Phase::Normal;
-        let path = self.hint.get()?;
+        let path = self.hint.remembered()?;
         let jump = path.jump_window();
         if !path.confirms(rtt) || jump <= window {
             return None;
@@ -264,6 +219,11 @@ impl CarefulResume {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::hint::ConnectionHint;
+
+    fn hint(path: RememberedPath) -> HintSlot {
+        HintSlot::with(ConnectionHint { remembered: Some(path), background: false })
+    }
 
     fn path(mbit: u64, rtt_ms: u64) -> RememberedPath {
         RememberedPath { bandwidth_bps: mbit * 1_000_000, min_rtt: Duration::from_millis(rtt_ms) }
@@ -287,30 +247,30 @@ mod tests {
 
     #[test]
     fn no_hint_no_jump() {
-        let mut cr = CarefulResume::new(ResumeHint::new(), true);
+        let mut cr = CarefulResume::new(HintSlot::new(), true);
         assert_eq!(cr.on_rtt_sample(Duration::from_millis(200), 14_720), None);
         assert_eq!(cr.phase(), Phase::Normal);
     }
 
     #[test]
     fn background_never_jumps() {
-        let mut cr = CarefulResume::new(ResumeHint::with(path(100, 200)), false);
+        let mut cr = CarefulResume::new(hint(path(100, 200)), false);
         assert_eq!(cr.on_rtt_sample(Duration::from_millis(200), 14_720), None);
     }
 
     #[test]
     fn a_different_rtt_ignores_the_hint() {
-        let mut cr = CarefulResume::new(ResumeHint::with(path(100, 200)), true);
+        let mut cr = CarefulResume::new(hint(path(100, 200)), true);
         assert_eq!(cr.on_rtt_sample(Duration::from_millis(20), 14_720), None);
         assert_eq!(cr.phase(), Phase::Normal);
     }
 
     #[test]
     fn only_the_first_sample_decides() {
-        let hint = ResumeHint::new();
-        let mut cr = CarefulResume::new(hint.clone(), true);
+        let slot = HintSlot::new();
+        let mut cr = CarefulResume::new(slot.clone(), true);
         assert_eq!(cr.on_rtt_sample(Duration::from_millis(200), 14_720), None);
-        hint.set(path(100, 200));
+        slot.set(ConnectionHint { remembered: Some(path(100, 200)), background: false });
         assert_eq!(cr.on_rtt_sample(Duration::from_millis(200), 14_720), None);
     }
 
@@ -326,7 +286,7 @@ mod tests {
 
     #[test]
     fn a_clean_jump_validates_once_all_of_it_is_acknowledged() {
-        let mut cr = CarefulResume::new(ResumeHint::with(path(100, 200)), true);
+        let mut cr = CarefulResume::new(hint(path(100, 200)), true);
         assert_eq!(cr.on_rtt_sample(Duration::from_millis(210), 14_720), Some(1_250_000));
         let last = send_jump(&mut cr);
         assert_eq!(cr.phase(), Phase::Validating);
@@ -341,7 +301,7 @@ mod tests {
 
     #[test]
     fn heavy_loss_in_the_jump_retreats() {
-        let mut cr = CarefulResume::new(ResumeHint::with(path(100, 200)), true);
+        let mut cr = CarefulResume::new(hint(path(100, 200)), true);
         cr.on_rtt_sample(Duration::from_millis(200), 14_720);
         let last = send_jump(&mut cr);
         cr.on_ack(800_000);
@@ -354,7 +314,7 @@ mod tests {
     fn a_jump_is_judged_only_once_it_was_all_sent() {
         // An application that waits a round trip before sending its data: the few
         // packets meanwhile, acknowledged, do not validate the jump.
-        let mut cr = CarefulResume::new(ResumeHint::with(path(100, 200)), true);
+        let mut cr = CarefulResume::new(hint(path(100, 200)), true);
         cr.on_rtt_sample(Duration::from_millis(200), 14_720);
         cr.on_sent(100, 10);
         cr.on_ack(100);
@@ -367,7 +327,7 @@ mod tests {
 
     #[test]
     fn a_queue_in_the_jump_retreats() {
-        let mut cr = CarefulResume::new(ResumeHint::with(path(100, 200)), true);
+        let mut cr = CarefulResume::new(hint(path(100, 200)), true);
         cr.on_rtt_sample(Duration::from_millis(200), 14_720);
         cr.on_sent(1000, 10);
         cr.retreat();

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use quinn_proto::congestion::{Controller, ControllerFactory};
 use sim::{Path, Report};
 use soku_cc::resume::Phase;
-use soku_cc::{RememberedPath, ResumeHint, SokuCc, SokuCcConfig};
+use soku_cc::{ConnectionHint, HintSlot, RememberedPath, SokuCc, SokuCcConfig};
 
 const MBIT: u64 = 1_000_000;
 
@@ -39,7 +39,7 @@ fn remembered(mbit: u64, rtt_ms: u64) -> RememberedPath {
 
 fn controller(p: &Path, hint: Option<RememberedPath>) -> Box<dyn Controller> {
     let config = SokuCcConfig {
-        resume: hint.map(ResumeHint::with).unwrap_or_default(),
+        hint: HintSlot::with(ConnectionHint { remembered: hint, background: false }),
         ..SokuCcConfig::default()
     };
     Arc::new(config).build(Instant::now(), p.pkt as u16)

@@ -30,6 +30,9 @@ pub struct ClientHello {
     /// the server's congestion controller to resume from. Older clients' hellos end
     /// before this field ([`decode_client_hello`] reads both).
     pub path_memory: Option<PathMemory>,
+    /// `--background`: the server's congestion controller, when it sends the data,
+    /// yields to other traffic. Absent from older clients' hellos (false).
+    pub background: bool,
 }
 
 /// The fields of a client hello before `path_memory` (protocols 2-5).
@@ -191,21 +194,34 @@ pub fn decode_hello<T: serde::de::DeserializeOwned>(payload: &[u8]) -> Result<T,
         .map_err(|e| ProtoError::Malformed(e.to_string()))
 }
 
-/// Decodes the client's hello, with or without the fields newer clients add.
+/// Decodes the client's hello: the fields every client since protocol 2 sends, then
+/// each later field if the hello goes on that far (an older client's ends sooner; its
+/// absent fields take their defaults), ignoring what a newer client added after them.
 pub fn decode_client_hello(payload: &[u8]) -> Result<ClientHello, ProtoError> {
-    match decode_hello::<ClientHello>(payload) {
-        Ok(hello) => Ok(hello),
-        Err(err) => match decode_hello::<ClientHelloV5>(payload) {
-            Ok(old) => Ok(ClientHello {
-                min_version: old.min_version,
-                max_version: old.max_version,
-                fingerprint: old.fingerprint,
-                want_direct: old.want_direct,
-                path_memory: None,
-            }),
-            Err(_) => Err(err),
-        },
+    let (old, rest) = postcard::take_from_bytes::<ClientHelloV5>(payload)
+        .map_err(|e| ProtoError::Malformed(e.to_string()))?;
+    let (path_memory, rest) = optional_field::<Option<PathMemory>>(rest)?;
+    let (background, _) = optional_field::<bool>(rest)?;
+    Ok(ClientHello {
+        min_version: old.min_version,
+        max_version: old.max_version,
+        fingerprint: old.fingerprint,
+        want_direct: old.want_direct,
+        path_memory: path_memory.flatten(),
+        background: background.unwrap_or(false),
+    })
+}
+
+/// The next field of a hello, `None` if the hello ended before it.
+fn optional_field<T: serde::de::DeserializeOwned>(
+    bytes: &[u8],
+) -> Result<(Option<T>, &[u8]), ProtoError> {
+    if bytes.is_empty() {
+        return Ok((None, bytes));
     }
+    let (value, rest) =
+        postcard::take_from_bytes(bytes).map_err(|e| ProtoError::Malformed(e.to_string()))?;
+    Ok((Some(value), rest))
 }
 
 /// Decodes the server's hello; a protocol 2 server, whose hello lacks its oldest
@@ -240,6 +256,7 @@ impl ClientHello {
             fingerprint,
             want_direct,
             path_memory: None,
+            background: false,
         }
     }
 
@@ -326,6 +343,17 @@ mod tests {
         let old = postcard::to_allocvec(&(1u16, 5u16, [3u8; 32], true)).expect("encodes");
         let decoded = decode_client_hello(&old).expect("decodes");
         assert_eq!(decoded, ClientHello { path_memory: None, min_version: 1, ..hello.clone() });
+        // A client from before `background`: the memory, then the end.
+        let mid = postcard::to_allocvec(&(1u16, 5u16, [3u8; 32], true, hello.path_memory))
+            .expect("encodes");
+        assert_eq!(
+            decode_client_hello(&mid).expect("decodes"),
+            ClientHello { min_version: 1, ..hello.clone() }
+        );
+        let mut background = hello.clone();
+        background.background = true;
+        let bytes = postcard::to_allocvec(&background).expect("encodes");
+        assert_eq!(decode_client_hello(&bytes).expect("decodes"), background);
         // A newer client's additions after the memory are ignored.
         let mut newer = new.clone();
         newer.extend_from_slice(&[1, 2, 3]);

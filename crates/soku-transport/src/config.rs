@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use quinn::congestion::ControllerFactory;
 use quinn::{AckFrequencyConfig, MtuDiscoveryConfig, TransportConfig, VarInt};
-use soku_cc::{ResumeHint, SokuCcConfig};
+use soku_cc::{HintSlot, SokuCcConfig};
 
 use crate::Cipher;
 
@@ -22,9 +22,9 @@ pub struct TransportOptions {
     pub cipher: Option<Cipher>,
     /// `-l`: hard cap on the send rate, in bits per second.
     pub rate_limit_bps: Option<u64>,
-    /// What an earlier copy learned about the path, for the congestion controller's
-    /// careful resume (`soku_cc::resume`); may be filled after the endpoint is up.
-    pub resume: ResumeHint,
+    /// What the congestion controller learns late: the path memory for careful resume
+    /// (`soku_cc::resume`) and background mode; may be filled after the endpoint is up.
+    pub hint: HintSlot,
 }
 
 /// Connection-level receive window: 64 MiB, the next power of two above the 37.5 MB BDP.
@@ -147,7 +147,7 @@ pub fn congestion_factory(opts: &TransportOptions) -> Arc<dyn ControllerFactory 
     }
     let cc = SokuCcConfig {
         rate_cap_bps: opts.rate_limit_bps,
-        resume: opts.resume.clone(),
+        hint: opts.hint.clone(),
         ..SokuCcConfig::default()
     };
     Arc::new(cc)

@@ -56,7 +56,7 @@ pub use socket::{SocketReport, REQUESTED_BUFFER, WARN_BELOW};
 pub use soku_cc::resume::Phase as ResumePhase;
 /// The congestion controller's phases, as [`PathModel::phase`] reports them.
 pub use soku_cc::Mode as CcPhase;
-pub use soku_cc::{RememberedPath, ResumeHint};
+pub use soku_cc::{ConnectionHint, HintSlot, RememberedPath};
 pub use tcp::{
     Handshaker, TcpConnector, TcpReport, TcpServer, TlsClientStream, TlsServerStream,
     HANDSHAKE_TIMEOUT, TCP_BUFFER,

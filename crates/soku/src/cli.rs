@@ -81,6 +81,12 @@ pub struct CopyArgs {
     #[arg(long = "ssh-channel")]
     pub force_ssh_channel: bool,
 
+    /// Yield to other traffic: the data sender's congestion controller backs off when a
+    /// queue builds, so interactive and other bulk traffic keep the link (over QUIC;
+    /// over TCP the kernel's congestion control runs as it is).
+    #[arg(long)]
+    pub background: bool,
+
     /// Start every file over: do not continue what an interrupted copy left, nor skip
     /// files already complete at the target (by default both are checked by hash).
     #[arg(long = "no-resume")]

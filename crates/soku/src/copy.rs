@@ -13,7 +13,7 @@ use soku_proto::chunk::DEFAULT_CHUNK_SIZE;
 use soku_proto::message::{Job, Message};
 use soku_proto::path::{NameFilter, Target, TargetError};
 use soku_proto::receive::Receiver;
-use soku_transport::{Cipher, ResumeHint, TransportOptions};
+use soku_transport::{Cipher, ConnectionHint, HintSlot, TransportOptions};
 
 use crate::cli::CopyArgs;
 use crate::exit::Exit;
@@ -104,12 +104,13 @@ pub async fn run_with(args: CopyArgs, events: Arc<dyn EventSink>) -> anyhow::Res
     let learn = remote.as_ref().map(|r| (r.host.clone(), flow));
     let memory = learn.as_ref().and_then(|(host, flow)| path_memory::recall(host, *flow));
     let learn = learn.filter(|_| args.limit_kbps.is_none());
-    let mut download_memory = None;
-    match (flow, memory) {
-        (Flow::Up, Some(m)) => transport.resume = ResumeHint::with(path_memory::remembered(m)),
-        (Flow::Down, Some(m)) => download_memory = Some(m),
-        (_, None) => {}
-    }
+    // The data sender's controller: ours on an upload, the server's (told through our
+    // hello) on a download.
+    let download_memory = memory.filter(|_| flow == Flow::Down);
+    transport.hint = HintSlot::with(ConnectionHint {
+        remembered: memory.filter(|_| flow == Flow::Up).map(path_memory::remembered),
+        background: args.background && flow == Flow::Up,
+    });
     let mut session_opts = SessionOptions {
         mode: if args.force_ssh_channel { TransportMode::Ssh } else { args.transport },
         switched: None,
@@ -117,6 +118,7 @@ pub async fn run_with(args: CopyArgs, events: Arc<dyn EventSink>) -> anyhow::Res
         host: remote.as_ref().map_or_else(|| "127.0.0.1".into(), |r| r.host.clone()),
         transport,
         download_memory,
+        background: args.background,
     };
     // An upload walks and hashes its sources while ssh logs in (see `soku_engine::ahead`).
     let mut ahead = match &direction {

@@ -19,7 +19,7 @@ use soku_proto::message::{Job, Message};
 use soku_proto::path::{Target, TargetError};
 use soku_proto::receive::Receiver;
 use soku_proto::{MAGIC, PROTOCOL_VERSIONS};
-use soku_transport::{ClientPin, Fingerprint, Identity, ResumeHint};
+use soku_transport::{ClientPin, ConnectionHint, Fingerprint, HintSlot, Identity};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 
 use soku_engine::ahead::Walked;
@@ -51,11 +51,12 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let identity = Identity::generate()?;
     let server_addr = args.bind.or_else(ssh_server_ip);
     let client_pin = ClientPin::unset();
-    // Filled from the client's hello on a download (see `path_memory.rs`).
-    let resume = ResumeHint::new();
+    // Filled from the client's hello: its path memory on a download (see
+    // `path_memory.rs`), and `--background`.
+    let hint = HintSlot::new();
     let ip = server_addr.unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED));
     let Bound { quic: endpoint, tcp, warnings } =
-        ports::bind(ip, args.ports.clone(), &identity, &client_pin, &resume);
+        ports::bind(ip, args.ports.clone(), &identity, &client_pin, &hint);
     let udp_port = match &endpoint {
         Some(endpoint) => endpoint.local_addr()?.port(),
         None => 0,
@@ -87,9 +88,10 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     }
     let hello = within(stall, read_small_frame(&mut stdin)).await??;
     let hello = soku_proto::hello::decode_client_hello(&hello)?;
-    if let Some(memory) = hello.path_memory {
-        resume.set(crate::path_memory::remembered(memory));
-    }
+    hint.set(ConnectionHint {
+        remembered: hello.path_memory.map(crate::path_memory::remembered),
+        background: hello.background,
+    });
     // The newest version both speak (the client makes the same choice from our hello,
     // and says so itself if there is none); with one version there is nothing to switch on.
     hello.negotiate()?;

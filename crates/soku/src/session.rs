@@ -74,6 +74,8 @@ pub struct SessionOptions {
     pub transport: TransportOptions,
     /// On a download: what the server's controller resumes from (see `path_memory.rs`).
     pub download_memory: Option<PathMemory>,
+    /// `--background`: the data sender's controller yields to other traffic.
+    pub background: bool,
 }
 
 impl Session {
@@ -94,6 +96,7 @@ impl Session {
         let mut hello = MAGIC.to_vec();
         let mut client_hello = ClientHello::new(identity.fingerprint().0, want_direct);
         client_hello.path_memory = opts.download_memory;
+        client_hello.background = opts.background;
         frame::encode(&client_hello, &mut hello)?;
         // If the remote never starts soku, this write may fail; the read below says why.
         let _ = async {
@@ -173,6 +176,13 @@ impl Session {
                 }
                 if let Some(warning) = won.report.warning(lanes + 1) {
                     events.event(TransferEvent::Warning(warning));
+                }
+                if opts.background {
+                    events.event(TransferEvent::Warning(format!(
+                        "--background yields only over QUIC: over TLS/TCP the kernel's {} \
+                         runs as for any other connection",
+                        won.report.congestion
+                    )));
                 }
                 let link = won.conns.into_link();
                 events.event(TransferEvent::Connected {

@@ -230,6 +230,7 @@ mod tests {
             host: "127.0.0.1".into(),
             transport: TransportOptions::default(),
             download_memory: None,
+            background: false,
         }
     }
 

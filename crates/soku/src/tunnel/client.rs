@@ -49,6 +49,7 @@ pub async fn run(args: TunnelArgs) -> anyhow::Result<()> {
         host: remote.host.clone(),
         transport: TransportOptions::default(),
         download_memory: None,
+        background: false,
     };
     let events = Notices::new(args.verbose > 0);
     let (session, mut link) = Session::start(cmd, &session_opts, &events).await?;

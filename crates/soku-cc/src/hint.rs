@@ -1,0 +1,108 @@
+//! What the application tells a connection's controller that it may learn only after
+//! the endpoint (and so the controller factory) exists: the server reads the client's
+//! hello, with the client's path memory and whether the copy runs in the background,
+//! while its endpoint is already listening.
+
+use std::fmt;
+use std::sync::{Arc, OnceLock};
+
+use crate::resume::RememberedPath;
+
+/// The hint itself.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ConnectionHint {
+    /// What an earlier copy learned about this path, for careful resume
+    /// ([`crate::resume`]).
+    pub remembered: Option<RememberedPath>,
+    /// Yield to other traffic ([`SokuCcConfig::in_background`](crate::SokuCcConfig::in_background)).
+    pub background: bool,
+}
+
+/// A slot for a [`ConnectionHint`] that every controller built from one
+/// [`SokuCcConfig`](crate::SokuCcConfig) shares. A controller reads it when quinn builds
+/// it (background) and at its first RTT sample (careful resume); a server fills it
+/// before it accepts the connection.
+#[derive(Clone, Default)]
+pub struct HintSlot(Arc<OnceLock<ConnectionHint>>);
+
+impl HintSlot {
+    /// An empty slot.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A slot holding `hint`.
+    pub fn with(hint: ConnectionHint) -> Self {
+        let slot = Self::new();
+        slot.set(hint);
+        slot
+    }
+
+    /// Fills the slot; false if it was already filled (the first value stays).
+    pub fn set(&self, hint: ConnectionHint) -> bool {
+        self.0.set(hint).is_ok()
+    }
+
+    /// What the slot holds.
+    pub fn get(&self) -> Option<ConnectionHint> {
+        self.0.get().copied()
+    }
+
+    /// The remembered path, if the slot holds one.
+    pub fn remembered(&self) -> Option<RememberedPath> {
+        self.get().and_then(|h| h.remembered)
+    }
+
+    /// Whether the slot asks for background mode.
+    pub fn background(&self) -> bool {
+        self.get().is_some_and(|h| h.background)
+    }
+}
+
+impl fmt::Debug for HintSlot {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("HintSlot").field(&self.get()).finish()
+    }
+}
+
+impl PartialEq for HintSlot {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for HintSlot {}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use quinn_proto::congestion::ControllerFactory;
+
+    use super::*;
+    use crate::{SokuCc, SokuCcConfig};
+
+    fn built(config: &Arc<SokuCcConfig>) -> SokuCc {
+        let cc = config.clone().build(Instant::now(), 1200);
+        *cc.into_any().downcast::<SokuCc>().expect("soku-cc")
+    }
+
+    #[test]
+    fn a_late_background_hint_reaches_controllers_built_after_it() {
+        let slot = HintSlot::new();
+        let config = Arc::new(SokuCcConfig {
+            rate_cap_bps: Some(5_000_000),
+            hint: slot.clone(),
+            ..SokuCcConfig::default()
+        });
+        assert!(!built(&config).is_background());
+        let remembered =
+            RememberedPath { bandwidth_bps: 10_000_000, min_rtt: Duration::from_millis(50) };
+        assert!(slot.set(ConnectionHint { remembered: Some(remembered), background: true }));
+        let cc = built(&config);
+        assert!(cc.is_background());
+        assert_eq!(cc.rate_cap_bps(), Some(5_000_000), "the rate cap stays");
+        assert!(!slot.set(ConnectionHint::default()), "the first hint stays");
+        assert_eq!(slot.remembered(), Some(remembered));
+    }
+}
