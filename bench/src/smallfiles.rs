@@ -495,7 +495,7 @@ pub fn outputs(rows: &[SmallRow]) -> (String, String) {
             first.scenario.rtt.as_millis()
         );
         md.push_str(
-            "| tool | median s | range s | runs ok | vs rsync (median) | client CPU s | server CPU s | not ok |\n",
+            "| tool | median s | range s | runs ok | speed vs rsync (medians) | client CPU s | server CPU s | not ok |\n",
         );
         md.push_str("|---|---|---|---|---|---|---|---|\n");
         let mut tools: Vec<&str> = Vec::new();
@@ -537,7 +537,7 @@ pub fn outputs(rows: &[SmallRow]) -> (String, String) {
             let vs = if m.is_nan() || rsync.is_nan() {
                 "-".to_string()
             } else {
-                format!("{:.2}x faster", rsync / m)
+                format!("{:.2}x", rsync / m)
             };
             let range = if ok.is_empty() { "-".into() } else { format!("{lo:.2}-{hi:.2}") };
             let _ = writeln!(
