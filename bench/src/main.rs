@@ -18,6 +18,7 @@ mod matrix;
 mod proc;
 mod qcp;
 mod report;
+mod smallfiles;
 mod smallpkt;
 mod sshd;
 mod svg;
@@ -104,6 +105,33 @@ struct Args {
     /// Skip the small-packet test.
     #[arg(long)]
     no_smallpkt: bool,
+    /// Skip the small-files section (a tree uploaded with -r by soku, rsync, scp, sftp).
+    #[arg(long)]
+    no_small_files: bool,
+    /// Also run the source-tree-like tree of the small-files section, with this many
+    /// files (sizes log-normal around a 4 KiB median; e.g. 100000).
+    #[arg(long)]
+    source_tree: Option<usize>,
+    /// Skip the 2000 x 8 KiB tree of the small-files section (e.g. to run only
+    /// --source-tree).
+    #[arg(long)]
+    no_flat_tree: bool,
+    /// Tools of the small-files section [default: soku,rsync,scp,sftp; quick: soku,rsync].
+    #[arg(long, value_delimiter = ',')]
+    small_tools: Option<Vec<String>>,
+    /// Another soku build in the small-files section, as `LABEL=PATH` (a `soku@LABEL`
+    /// row, run in turn with the others each round: A/B runs of two builds). Repeatable.
+    #[arg(long)]
+    small_soku: Vec<String>,
+    /// Link rate of the small-files path [default: 100mbit].
+    #[arg(long, default_value = "100mbit")]
+    small_rate: String,
+    /// RTT of the small-files path [default: 100ms; quick: 50ms].
+    #[arg(long)]
+    small_rtt: Option<String>,
+    /// A small-files run is killed after this long (and reported as a timeout).
+    #[arg(long, default_value = "90s")]
+    small_timeout: String,
     /// Free text for the setup notes (e.g. which commit the soku binary was built from).
     #[arg(long)]
     note: Option<String>,
@@ -464,6 +492,13 @@ fn run(args: &Args) -> anyhow::Result<Vec<String>> {
         }
     }
 
+    if !args.no_small_files {
+        match small_files(args, &p, work.path(), &mut md) {
+            Ok(found) => problems.extend(found),
+            Err(e) => problems.push(format!("small files: {e:#}")),
+        }
+    }
+
     let skipped = match &qcp {
         Some(Err(why)) => format!("- skipped: the qcp rows ({why})\n"),
         _ => String::new(),
@@ -597,4 +632,76 @@ fn same_path(a: &Row, b: &Row) -> bool {
     a.scenario.rate_bps == b.scenario.rate_bps
         && a.scenario.rtt == b.scenario.rtt
         && a.scenario.loss == b.scenario.loss
+}
+
+/// The small-files section: trees uploaded with `-r`, every tool per round.
+fn small_files(args: &Args, p: &Plan, work: &Path, md: &mut String) -> anyhow::Result<Vec<String>> {
+    use smallfiles::{SmallTool, TreeKind};
+    let q = args.quick;
+    let mut trees = Vec::new();
+    if !args.no_flat_tree {
+        trees.push(if q {
+            TreeKind::Flat { files: 200, size: 8192, dirs: 4 }
+        } else {
+            TreeKind::Flat { files: 2000, size: 8192, dirs: 20 }
+        });
+    }
+    if let Some(files) = args.source_tree {
+        trees.push(TreeKind::Source { files });
+    }
+    let names = or(&args.small_tools, q, &["soku", "rsync"], &["soku", "rsync", "scp", "sftp"]);
+    let mut tools = Vec::new();
+    for name in names {
+        tools.push(match name.as_str() {
+            "soku" => SmallTool::Soku { label: "soku".into(), binary: p.soku.clone() },
+            "rsync" => SmallTool::Rsync,
+            "scp" => SmallTool::Scp,
+            "sftp" => SmallTool::Sftp,
+            o => anyhow::bail!("--small-tools: unknown tool {o:?} (soku, rsync, scp, sftp)"),
+        });
+    }
+    for extra in &args.small_soku {
+        let (label, path) = extra
+            .split_once('=')
+            .with_context(|| format!("--small-soku {extra:?}: use LABEL=PATH"))?;
+        let binary = Path::new(path).canonicalize().with_context(|| path.to_string())?;
+        // After the first soku, so each round alternates the builds.
+        let at =
+            tools.iter().position(|t| matches!(t, SmallTool::Soku { .. })).map_or(0, |i| i + 1);
+        tools.insert(at, SmallTool::Soku { label: format!("soku@{label}"), binary });
+    }
+    let rtt = args.small_rtt.clone().unwrap_or_else(|| if q { "50" } else { "100" }.into());
+    let rtt = if rtt.chars().all(|c| c.is_ascii_digit()) { format!("{rtt}ms") } else { rtt };
+    let timeout = args.small_timeout.clone();
+    let timeout =
+        if timeout.chars().all(|c| c.is_ascii_digit()) { format!("{timeout}s") } else { timeout };
+    let o = smallfiles::SmallOpts {
+        trees: &trees,
+        tools: &tools,
+        rate_bps: soku_netem::parse_rate(&args.small_rate)?,
+        rtt: soku_netem::parse_duration(&rtt)?,
+        repeat: args.repeat,
+        timeout: soku_netem::parse_duration(&timeout)?,
+        name: &format!("{}sf", args.name),
+        work,
+        out: &p.out,
+    };
+    let load0 = proc::loadavg();
+    let (rows, problems) = smallfiles::run(&o, &log)?;
+    let (csv, table) = smallfiles::outputs(&rows);
+    report::write(&p.out, "small-files.csv", &csv)?;
+    log(&table);
+    let _ = writeln!(
+        md,
+        "\n## Many small files (load {load0:.2} -> {:.2})\n\n\
+         Upload A -> B of a generated tree into an existing directory, over one emulated \
+         path per tree: `soku -r`, `rsync -a`, `scp -r`, `sftp` with `put -r`, default \
+         settings otherwise. Wall time of the whole command, login included; a run counts \
+         only if every file at the target has the source's size and BLAKE3 and there is no \
+         other file. Runs are killed after {} s (`timeout`, with the files that had \
+         arrived). soku's event stream of its first run per tree is in `small-files/`.\n{table}",
+        proc::loadavg(),
+        o.timeout.as_secs()
+    );
+    Ok(problems)
 }

@@ -14,6 +14,7 @@
 //! - [`walk`] and [`ahead`]: turning sources into manifest entries, and hashing them
 //!   while ssh logs in.
 //! - [`codec`], [`compress_policy`], [`throttle`]: a chunk's bytes on the way out and in.
+//! - [`limits`]: the descriptors a copy may keep open.
 //! - [`fsops`]: temporary files, safe directory creation, rename into place;
 //!   [`partial`]: what a resuming receiver already holds.
 //! - [`events`]: what a copy reports; [`error`]: what can end it; [`failure`]: file-system
@@ -26,6 +27,7 @@ pub mod error;
 pub mod events;
 pub mod failure;
 pub mod fsops;
+pub mod limits;
 pub mod link;
 pub mod partial;
 pub mod receive;

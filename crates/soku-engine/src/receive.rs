@@ -20,7 +20,7 @@ use soku_proto::manifest::{Entry, Meta};
 use soku_proto::message::{HeldBase, HeldChunk, Message, HELD_BATCH};
 use soku_proto::receive::{ChunkCheck, EntryAction, FileOutcome, Receiver};
 use soku_proto::ProtoError;
-use tokio::sync::watch;
+use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinSet;
 
 use self::files::{TargetFile, TempFiles};
@@ -33,6 +33,13 @@ use crate::{codec, lock, CopyOptions, EngineError, Outcome};
 
 /// How often the receiver reports verified bytes to the sender.
 const PROGRESS_EVERY: Duration = Duration::from_millis(100);
+
+/// Files whose storage is prepared at once (created, or with resume found and hashed),
+/// on the blocking pool. One at a time, a tree of small files waited on a thread
+/// hand-off and a few system calls per file before the next entry was even read; the
+/// bound keeps what a peer's entries can start (tasks, descriptors) small, and the
+/// control stream waits for room.
+const PREPARING: usize = 32;
 
 /// What the receiver's tasks share.
 struct Shared {
@@ -52,6 +59,8 @@ struct Shared {
     /// Files that failed where the state machine does not count them (the sender's
     /// source errors, a failed rename).
     other_failures: Mutex<u32>,
+    /// Room for files being prepared ([`PREPARING`]).
+    preparing: Arc<Semaphore>,
 }
 
 /// What a resuming receiver found of a file: where, and the chunks it holds.
@@ -75,6 +84,8 @@ pub async fn run(
     link: &mut Link,
     events: Arc<dyn EventSink>,
 ) -> Result<Outcome, EngineError> {
+    // The sender may announce many files ahead, each a temporary file here.
+    let _ = crate::limits::open_files();
     let (announced, _) = watch::channel(0u64);
     let receiver = receiver.with_resume(opts.resume);
     let dir = TargetDir::open(&root).map_err(|e| {
@@ -98,6 +109,7 @@ pub async fn run(
         chunk_size: opts.chunk_size,
         last_progress: Mutex::new(Instant::now()),
         other_failures: Mutex::new(0),
+        preparing: Arc::new(Semaphore::new(PREPARING)),
     });
     let _stop = StopOnDrop(shared.clone());
     let result = receive_all(&shared, opts, link, events).await;
@@ -153,7 +165,9 @@ async fn receive_all(
                 Some(Ok(Inbound::Chunk(chunk))) => {
                     tasks.spawn(on_chunk(shared.clone(), chunk, ordered));
                 }
-                Some(Ok(Inbound::Control(msg))) => shared.on_control(msg, &mut ended).await?,
+                Some(Ok(Inbound::Control(msg))) => {
+                    shared.on_control(msg, &mut ended, &mut tasks).await?
+                }
             },
         }
     }
@@ -198,7 +212,9 @@ async fn on_chunk(
         match check {
             ChunkCheck::Accept { offset, plain_len } => break (offset, plain_len),
             ChunkCheck::Discard => return Ok(()),
-            ChunkCheck::NotYetAnnounced if ordered => {
+            ChunkCheck::NotYetAnnounced
+                if ordered && !lock(&shared.state).is_announced(header.file) =>
+            {
                 return Err(ProtoError::Violation(format!(
                     "chunk for file {} before its entry",
                     header.file
@@ -206,7 +222,8 @@ async fn on_chunk(
                 .into())
             }
             // Its bytes are already off the connection (unread stream data would hold
-            // flow-control credit the entry we wait for may need); wait for the entry.
+            // flow-control credit the entry we wait for may need); wait for the entry,
+            // and for the file's storage (prepared concurrently, even on an ordered link).
             ChunkCheck::NotYetAnnounced => announced
                 .changed()
                 .await
@@ -253,12 +270,13 @@ impl Shared {
         self: &Arc<Self>,
         msg: Message,
         ended: &mut bool,
+        tasks: &mut JoinSet<Result<(), EngineError>>,
     ) -> Result<(), EngineError> {
         match msg {
             Message::Plan { files, bytes } => {
                 self.events.event(TransferEvent::Planned { files, bytes })
             }
-            Message::Entry(entry) => self.on_entry(entry).await?,
+            Message::Entry(entry) => self.on_entry(entry, tasks).await?,
             Message::FileSummary { file, root, sent } => {
                 let outcome = lock(&self.state).on_summary(file, root, sent)?;
                 self.settle(outcome).await?;
@@ -290,7 +308,14 @@ impl Shared {
         Ok(())
     }
 
-    async fn on_entry(self: &Arc<Self>, entry: Entry) -> Result<(), EngineError> {
+    /// Handles an entry: a directory is made before the next message is read (what is
+    /// in it comes after it); a file's storage is prepared by a task of its own, at
+    /// most [`PREPARING`] at once, while the entries after it are read.
+    async fn on_entry(
+        self: &Arc<Self>,
+        entry: Entry,
+        tasks: &mut JoinSet<Result<(), EngineError>>,
+    ) -> Result<(), EngineError> {
         let action = lock(&self.state).on_entry(entry)?;
         match action {
             EntryAction::MakeDir { local } => {
@@ -298,37 +323,65 @@ impl Shared {
                 tokio::task::spawn_blocking(move || dir.ensure_dir(&at)).await?.map_err(|e| {
                     EngineError::Target(failure::describe(&local, Action::MakeDir, &e).message)
                 })?;
+                self.announced.send_modify(|n| *n += 1);
             }
             EntryAction::CreateFile { id, local, size, meta, chunks } => {
-                let made = if lock(&self.state).resumes() && chunks > 0 {
-                    self.prepare_held(&local, size, meta).await?
-                } else {
-                    let (this, local) = (self.clone(), local.clone());
-                    tokio::task::spawn_blocking(move || {
-                        this.temps
-                            .track(&local, || this.dir.create_temp(&local, size, meta.mode, None))
-                    })
-                    .await?
-                    .map(|file| (TargetFile::new(file, true), None))
-                };
-                match made {
-                    Ok((target, held)) => {
-                        let target = target.writing_back_early(self.fsync);
-                        lock(&self.files).insert(id, Arc::new(target));
-                        lock(&self.state).on_file_opened(id);
-                        if let Some(prepared) = held {
-                            self.tell_held(id, &local, chunks, prepared).await?;
-                        }
-                    }
-                    Err(e) => {
-                        let failure = failure::describe(&local, Action::Create, &e);
-                        self.store_failed(id, &local, failure).await?;
-                    }
-                }
+                let room = self.preparing.clone().acquire_owned().await;
+                let room =
+                    room.map_err(|_| EngineError::Internal("the receiver stopped".into()))?;
+                let this = self.clone();
+                tasks.spawn(async move {
+                    let prepared = this.prepare_file(id, local, size, meta, chunks).await;
+                    drop(room);
+                    this.announced.send_modify(|n| *n += 1);
+                    prepared
+                });
             }
         }
-        self.announced.send_modify(|n| *n += 1);
         Ok(())
+    }
+
+    /// Makes the storage of file `id` (with resume: finds what is held of it, and tells
+    /// the sender), then lets its chunks in.
+    async fn prepare_file(
+        self: &Arc<Self>,
+        id: u32,
+        local: PathBuf,
+        size: u64,
+        meta: Meta,
+        chunks: u32,
+    ) -> Result<(), EngineError> {
+        let made = if lock(&self.state).resumes() && chunks > 0 {
+            self.prepare_held(&local, size, meta).await?
+        } else {
+            let (this, local) = (self.clone(), local.clone());
+            tokio::task::spawn_blocking(move || {
+                this.temps.track(&local, || this.dir.create_temp(&local, size, meta.mode, None))
+            })
+            .await?
+            .map(|file| (TargetFile::new(file, true), None))
+        };
+        match made {
+            Ok((target, held)) => {
+                let target = target.writing_back_early(self.fsync);
+                lock(&self.files).insert(id, Arc::new(target));
+                let opened = lock(&self.state).on_file_opened(id);
+                let Some(outcome) = opened else {
+                    // It failed (or the sender aborted it) while it was being made.
+                    lock(&self.files).remove(&id);
+                    self.temps.discard(&local);
+                    return Ok(());
+                };
+                if let Some(prepared) = held {
+                    self.tell_held(id, &local, chunks, prepared).await?;
+                }
+                self.settle(outcome).await
+            }
+            Err(e) => {
+                let failure = failure::describe(&local, Action::Create, &e);
+                self.store_failed(id, &local, failure).await
+            }
+        }
     }
 
     /// With resume: finds what is held of the file at `local` and prepares its storage

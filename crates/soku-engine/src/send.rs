@@ -32,20 +32,51 @@ use crate::throttle::Throttle;
 use crate::walk::{self, Item};
 use crate::{codec, lock, CopyOptions, EngineError, Outcome};
 
-/// Files announced ahead of the one being read: enough for the receiver's reports on
-/// the next files to arrive while this one is sent, few enough that their open
-/// descriptors and the receiver's temporary files stay few.
+/// Files announced ahead of the one being read, at least: enough for the receiver's
+/// reports on the next files to arrive while this one is sent.
 const ANNOUNCE_AHEAD: usize = 32;
+
+/// Files announced ahead at most (further bounded by the descriptors this process may
+/// open, [`crate::limits`]). Small files need many: each waits a round trip for the
+/// receiver's report before its chunk leaves, so a path carries at most this many
+/// files per round trip. 32 capped 2000 files of 8 KiB at 100 ms RTT to 2.6 MB/s, a
+/// fifth of a 100 Mbit/s link (bench/results/2026-11-24/small-files). Beyond the
+/// first [`ANNOUNCE_AHEAD`], files are announced only while those ahead hold less than
+/// the bytes in flight: large files never need more.
+const ANNOUNCE_AHEAD_MAX: usize = 1024;
+
+/// Files opened and announced in one go (one hand-off to the blocking pool).
+const OPEN_BATCH: usize = 64;
+
+/// Files ahead whose chunks are looked for, when the first waits for the receiver's
+/// report (reports of files prepared concurrently may come out of order).
+const SCAN_AHEAD: usize = 64;
+
+/// Chunk tasks at most, whatever their size (further bounded by descriptors): many
+/// small chunks fit the bytes in flight, and on QUIC each is a stream that ends a
+/// round trip later, when acknowledged.
+const CHUNK_TASKS_MAX: usize = 1024;
 
 /// How one chunk task ended.
 enum ChunkDone {
-    /// Sent (and, on QUIC, acknowledged), with the hash of its plain bytes; `claimed` if
-    /// the receiver held different bytes for it.
-    Sent { file: u32, index: u32, hash: [u8; 32], claimed: bool },
+    /// Sent (and, on QUIC, acknowledged); its hash came before ([`Hashed`]).
+    Sent { len: u32 },
     /// The receiver holds exactly these bytes already: not sent.
     Held { file: u32, index: u32, hash: [u8; 32], len: u32 },
     /// The source could not be read: the file is aborted, the copy goes on.
-    ReadFailed { file: u32, message: String },
+    ReadFailed { file: u32, message: String, len: u32 },
+}
+
+/// A chunk read and hashed, about to be sent: its hash counts towards its file's root
+/// at once, so the file's summary leaves as soon as its last chunk is read, not a round
+/// trip later when that chunk is acknowledged (the receiver settles a file only once
+/// the chunks the summary counts have arrived).
+struct Hashed {
+    file: u32,
+    index: u32,
+    hash: [u8; 32],
+    /// The receiver held different bytes for it.
+    claimed: bool,
 }
 
 /// Sends the `walked` sources over `link`.
@@ -71,8 +102,12 @@ pub async fn run(
     let in_flight =
         link.traits.chunks_in_flight.min(usize::try_from(budget).unwrap_or(usize::MAX)).max(1);
     let pipeline = in_flight as u64 * u64::from(opts.chunk_size);
+    let descriptors = crate::limits::open_files();
+    let ahead_max = (descriptors / 8).clamp(ANNOUNCE_AHEAD, ANNOUNCE_AHEAD_MAX);
+    let tasks_max = (descriptors / 4).clamp(in_flight, CHUNK_TASKS_MAX.max(in_flight));
     let policy =
         opts.compress.then(|| Arc::new(Mutex::new(CompressPolicy::new(Instant::now(), pipeline))));
+    let (hashed_tx, hashed_rx) = tokio::sync::mpsc::unbounded_channel();
     let mut copy = Copy {
         rules,
         tasks: JoinSet::new(),
@@ -85,29 +120,84 @@ pub async fn run(
         bases: HashMap::new(),
         differing: HashMap::new(),
         resumed: 0,
+        in_flight_bytes: 0,
+        hashed: hashed_tx,
+        hashed_rx,
     };
-    let mut items = items.into_iter();
+    let mut items = items.into_iter().peekable();
     let mut announced: VecDeque<Announced> = VecDeque::new();
+    // Bytes of the files in `announced`.
+    let mut ahead_bytes = 0u64;
     loop {
-        while announced.len() < ANNOUNCE_AHEAD {
-            let Some(item) = items.next() else { break };
-            if let Some(file) = copy.announce(item, &mut known, link).await? {
+        // Announce more while the window allows, a batch at a time.
+        loop {
+            let room =
+                |n: usize, bytes: u64| n < ANNOUNCE_AHEAD || (n < ahead_max && bytes < pipeline);
+            let (mut n, mut bytes) = (announced.len(), ahead_bytes);
+            let mut batch = Vec::new();
+            while batch.len() < OPEN_BATCH && room(n, bytes) {
+                let Some(item) = items.next() else { break };
+                if let Item::File { size, .. } = &item {
+                    n += 1;
+                    bytes = bytes.saturating_add(*size);
+                }
+                batch.push(item);
+            }
+            if batch.is_empty() {
+                break;
+            }
+            for file in copy.announce_batch(batch, &mut known, link).await? {
+                ahead_bytes = ahead_bytes.saturating_add(file.size);
                 announced.push_back(file);
             }
         }
-        let Some(file) = announced.front() else { break };
-        match copy.rules.next_chunk(file.id) {
-            Some(span) => {
-                while copy.tasks.len() >= in_flight {
+        if announced.is_empty() {
+            if items.peek().is_none() {
+                break;
+            }
+            continue;
+        }
+        // The first file ahead with a chunk to hand out; files all handed out are let
+        // go (and more are announced before anything else).
+        let mut next = None;
+        let mut let_go = false;
+        let mut i = 0;
+        while i < announced.len().min(SCAN_AHEAD) {
+            let id = announced[i].id;
+            match copy.rules.next_chunk(id) {
+                Some(span) => {
+                    next = Some((i, span));
+                    break;
+                }
+                None if copy.rules.waits_for_receiver(id) => i += 1,
+                None => {
+                    if let Some(done) = announced.remove(i) {
+                        ahead_bytes = ahead_bytes.saturating_sub(done.size);
+                    }
+                    let_go = true;
+                }
+            }
+        }
+        match next {
+            Some((i, span)) => {
+                while copy.tasks.len() >= tasks_max
+                    || (copy.in_flight_bytes > 0
+                        && copy.in_flight_bytes + u64::from(span.len) > pipeline)
+                {
                     copy.step(link).await?;
                 }
+                let file = &announced[i];
                 copy.start_chunk(span, &file.file, &file.ahead, link.tx.clone());
             }
-            None if copy.rules.waits_for_receiver(file.id) => copy.step(link).await?,
-            None => drop(announced.pop_front()),
+            None if let_go => {}
+            // Every file looked at waits for the receiver's report.
+            None => copy.step(link).await?,
         }
     }
-    while !copy.tasks.is_empty() {
+    // On an ordered link the end of the manifest comes after every chunk; on one whose
+    // chunks travel apart, as soon as every file is summarised (the receiver waits for
+    // the chunks still on their way), a round trip before the last are acknowledged.
+    while !copy.tasks.is_empty() && (link.traits.ordered || copy.rules.open_files() > 0) {
         copy.step(link).await?;
     }
     link.tx.send_control(copy.rules.end()?).await?;
@@ -146,60 +236,79 @@ struct Copy {
     differing: HashMap<u32, u32>,
     /// Bytes the receiver held already and were not sent.
     resumed: u64,
+    /// Plain bytes of the chunks being read or sent.
+    in_flight_bytes: u64,
+    /// Chunk tasks tell their hash here before they send.
+    hashed: tokio::sync::mpsc::UnboundedSender<Hashed>,
+    hashed_rx: tokio::sync::mpsc::UnboundedReceiver<Hashed>,
 }
 
 /// A file announced, whose chunks are still to be handed out.
 struct Announced {
     id: u32,
+    size: u64,
     file: Arc<File>,
     ahead: ChunkHashes,
 }
 
 impl Copy {
-    /// Announces one walked item: an error, a directory, or a file (returned, for its
-    /// chunks to be sent).
-    async fn announce(
+    /// Announces walked items in order: errors, directories, and files (returned, for
+    /// their chunks to be sent). The files are opened together, in one blocking task.
+    async fn announce_batch(
         &mut self,
-        item: Item,
+        batch: Vec<Item>,
         known: &mut crate::ahead::KnownHashes,
         link: &mut Link,
-    ) -> Result<Option<Announced>, EngineError> {
-        match item {
-            Item::Error { path, message } => {
-                self.source_error(link, path, message).await?;
-                Ok(None)
-            }
-            Item::Dir { wire, meta } => {
-                link.tx.send_control(self.rules.dir(wire, meta)?).await?;
-                Ok(None)
-            }
-            Item::File { wire, local, size, meta } => {
-                let opened = {
-                    let local = local.clone();
-                    tokio::task::spawn_blocking(move || {
-                        let file = std::fs::File::open(local)?;
-                        let md = file.metadata()?;
-                        Ok::<_, std::io::Error>((file, md))
-                    })
-                    .await?
-                };
-                let (file, ahead) = match opened {
-                    Ok((file, md)) => (Arc::new(file), known.take(&local, &md).unwrap_or_default()),
-                    Err(e) => {
-                        let path = local.display().to_string();
-                        self.source_error(link, path, walk::describe(&e)).await?;
-                        return Ok(None);
-                    }
-                };
-                let start = self.rules.file(wire, size, meta)?;
-                self.names.push(local.display().to_string());
-                link.tx.send_control(start.entry).await?;
-                if let Some(summary) = start.summary {
-                    link.tx.send_control(summary).await?;
+    ) -> Result<Vec<Announced>, EngineError> {
+        let paths: Vec<_> = batch
+            .iter()
+            .filter_map(|item| match item {
+                Item::File { local, .. } => Some(local.clone()),
+                _ => None,
+            })
+            .collect();
+        let opened = tokio::task::spawn_blocking(move || {
+            let open = |local: &std::path::Path| {
+                let file = std::fs::File::open(local)?;
+                let md = file.metadata()?;
+                Ok::<_, std::io::Error>((file, md))
+            };
+            paths.iter().map(|local| open(local)).collect::<Vec<_>>()
+        })
+        .await?;
+        let mut opened = opened.into_iter();
+        let mut files = Vec::new();
+        for item in batch {
+            match item {
+                Item::Error { path, message } => self.source_error(link, path, message).await?,
+                Item::Dir { wire, meta } => {
+                    link.tx.send_control(self.rules.dir(wire, meta)?).await?
                 }
-                Ok(Some(Announced { id: start.id, file, ahead }))
+                Item::File { wire, local, size, meta } => {
+                    let Some(opened) = opened.next() else {
+                        return Err(EngineError::Internal("a file was not opened".into()));
+                    };
+                    let (file, ahead) = match opened {
+                        Ok((file, md)) => {
+                            (Arc::new(file), known.take(&local, &md).unwrap_or_default())
+                        }
+                        Err(e) => {
+                            let path = local.display().to_string();
+                            self.source_error(link, path, walk::describe(&e)).await?;
+                            continue;
+                        }
+                    };
+                    let start = self.rules.file(wire, size, meta)?;
+                    self.names.push(local.display().to_string());
+                    link.tx.send_control(start.entry).await?;
+                    if let Some(summary) = start.summary {
+                        link.tx.send_control(summary).await?;
+                    }
+                    files.push(Announced { id: start.id, size, file, ahead });
+                }
             }
         }
+        Ok(files)
     }
 
     async fn source_error(
@@ -236,14 +345,18 @@ impl Copy {
             policy: self.policy.clone(),
             throttle: self.throttle.clone(),
             tx,
+            hashed: self.hashed.clone(),
         };
         self.order += 1;
+        self.in_flight_bytes += u64::from(span.len);
         self.tasks.spawn(task.run());
     }
 
     /// Waits for the next thing to happen: a chunk task ending or a report arriving.
     async fn step(&mut self, link: &mut Link) -> Result<(), EngineError> {
         tokio::select! {
+            biased;
+            Some(hashed) = self.hashed_rx.recv() => self.on_hashed(hashed, link).await,
             Some(joined) = self.tasks.join_next(), if !self.tasks.is_empty() => {
                 self.on_chunk_done(joined??, link).await
             }
@@ -252,16 +365,14 @@ impl Copy {
     }
 
     async fn on_chunk_done(&mut self, done: ChunkDone, link: &mut Link) -> Result<(), EngineError> {
+        let len = match &done {
+            ChunkDone::Sent { len, .. }
+            | ChunkDone::Held { len, .. }
+            | ChunkDone::ReadFailed { len, .. } => *len,
+        };
+        self.in_flight_bytes = self.in_flight_bytes.saturating_sub(u64::from(len));
         match done {
-            ChunkDone::Sent { file, index, hash, claimed, .. } => {
-                if claimed {
-                    *self.differing.entry(file).or_default() += 1;
-                }
-                if let Some(summary) = self.rules.on_chunk_sent(file, index, hash)? {
-                    self.on_summarised(file);
-                    link.tx.send_control(summary).await?;
-                }
-            }
+            ChunkDone::Sent { .. } => {}
             ChunkDone::Held { file, index, hash, len } => {
                 self.resumed += u64::from(len);
                 if let Some(summary) = self.rules.on_chunk_held(file, index, hash)? {
@@ -269,13 +380,26 @@ impl Copy {
                     link.tx.send_control(summary).await?;
                 }
             }
-            ChunkDone::ReadFailed { file, message } => {
+            ChunkDone::ReadFailed { file, message, .. } => {
                 if let Some(abort) = self.rules.on_read_failed(file, message.clone()) {
                     let path = self.name(file);
                     self.events.event(TransferEvent::FileFailed { path, message });
                     link.tx.send_control(abort).await?;
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// A chunk about to be sent: its hash goes into its file's root.
+    async fn on_hashed(&mut self, hashed: Hashed, link: &mut Link) -> Result<(), EngineError> {
+        let Hashed { file, index, hash, claimed } = hashed;
+        if claimed {
+            *self.differing.entry(file).or_default() += 1;
+        }
+        if let Some(summary) = self.rules.on_chunk_sent(file, index, hash)? {
+            self.on_summarised(file);
+            link.tx.send_control(summary).await?;
         }
         Ok(())
     }
@@ -361,6 +485,8 @@ struct ChunkTask {
     /// scp's `-l`, shared by all chunks of the copy.
     throttle: Option<Arc<Throttle>>,
     tx: Arc<dyn Transport>,
+    /// Where the chunk's hash goes before it is sent.
+    hashed: tokio::sync::mpsc::UnboundedSender<Hashed>,
 }
 
 impl ChunkTask {
@@ -375,7 +501,10 @@ impl ChunkTask {
         .await?;
         let encoded = match read {
             Ok(encoded) => encoded,
-            Err(e) => return Ok(ChunkDone::ReadFailed { file: id, message: walk::describe(&e) }),
+            Err(e) => {
+                let message = walk::describe(&e);
+                return Ok(ChunkDone::ReadFailed { file: id, message, len });
+            }
         };
         let ChunkHeader { hash, wire_len, .. } = encoded.header;
         if claimed == Some(hash) {
@@ -387,7 +516,9 @@ impl ChunkTask {
         if let Some(throttle) = &self.throttle {
             throttle.take(u64::from(wire_len)).await;
         }
+        // The loop outlives its tasks: a closed channel means the copy is over anyway.
+        let _ = self.hashed.send(Hashed { file: id, index, hash, claimed: claimed.is_some() });
         self.tx.send_chunk(encoded.header, encoded.wire, self.order).await?;
-        Ok(ChunkDone::Sent { file: id, index, hash, claimed: claimed.is_some() })
+        Ok(ChunkDone::Sent { len })
     }
 }

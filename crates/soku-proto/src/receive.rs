@@ -291,11 +291,22 @@ impl Receiver {
     }
 
     /// Records that the caller created the storage for file `id` (after
-    /// [`EntryAction::CreateFile`]); until then its chunks wait.
-    pub fn on_file_opened(&mut self, id: u32) {
-        if let Some(file) = self.open.get_mut(&id) {
-            file.opened = true;
-        }
+    /// [`EntryAction::CreateFile`]); until then its chunks wait, and the file is not
+    /// settled even when its summary is in (an empty file's summary may come before
+    /// its storage exists, when the caller prepares files concurrently). Returns what
+    /// the file comes to now (an empty file is ready at once), or `None` when the file
+    /// is not open any more (it failed or was aborted meanwhile): the caller discards
+    /// the storage it made.
+    pub fn on_file_opened(&mut self, id: u32) -> Option<FileOutcome> {
+        let file = self.open.get_mut(&id)?;
+        file.opened = true;
+        Some(self.settle(id))
+    }
+
+    /// Whether file `id` was announced (its entry accepted), open or not: a chunk for
+    /// such a file waits for its storage even on an ordered link.
+    pub fn is_announced(&self, id: u32) -> bool {
+        id < self.next_id
     }
 
     /// Checks a chunk header before its bytes are read.
@@ -539,6 +550,9 @@ impl Receiver {
     /// Completes the file if every chunk and the summary are in.
     fn settle(&mut self, id: u32) -> FileOutcome {
         let Some(file) = self.open.get(&id) else { return FileOutcome::Pending };
+        if !file.opened {
+            return FileOutcome::Pending;
+        }
         // Chunks still on their way (on QUIC a summary can overtake them; on any link
         // one can be queued behind it) leave the file pending, even where it holds
         // bytes for them already.

@@ -145,6 +145,30 @@ fn recursive_tree_download() {
     assert_no_part_files(&env.dst());
 }
 
+/// 3000 small files (empty to 6 KiB) in 30 directories: far more than the sender
+/// announces ahead and the receiver prepares at once.
+fn make_small_files(root: &std::path::Path) {
+    for f in 0..3000u64 {
+        let len = if f % 11 == 0 { 0 } else { ((f * 7919) % 6000 + 1) as usize };
+        write(&root.join(format!("d{:02}/f{f:04}", f % 30)), &data(len, f));
+    }
+}
+
+#[test]
+fn thousands_of_small_files_both_ways() {
+    let env = Env::new();
+    let tree = env.src().join("small");
+    make_small_files(&tree);
+    env.ok(env.soku().arg("-r").arg(&tree).arg(env.remote(&env.dst())));
+    assert_same_tree(&tree, &env.dst().join("small"));
+    assert_no_part_files(&env.dst());
+    let back = env.path("back");
+    std::fs::create_dir(&back).expect("mkdir");
+    env.ok(env.soku().arg("-r").arg(env.remote(&tree)).arg(&back));
+    assert_same_tree(&tree, &back.join("small"));
+    assert_no_part_files(&back);
+}
+
 #[test]
 fn recursive_tree_to_a_new_name() {
     // scp: `-r dir host:new` creates `new` holding dir's contents.

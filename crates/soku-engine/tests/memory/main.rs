@@ -7,3 +7,4 @@ mod copies;
 mod failures;
 mod harness;
 mod resume;
+mod small;

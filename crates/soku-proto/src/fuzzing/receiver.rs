@@ -88,10 +88,15 @@ pub fn receiver(data: &[u8]) {
             }
             OPENED => {
                 let id = model.id(&mut input);
-                rx.on_file_opened(id);
-                if let Some(file) = model.open_file(id) {
-                    file.opened = true;
-                }
+                let outcome = rx.on_file_opened(id);
+                let expected = match model.open_file(id) {
+                    Some(file) => {
+                        file.opened = true;
+                        Some(model.settle(id))
+                    }
+                    None => None,
+                };
+                assert_eq!(outcome, expected, "on_file_opened({id})");
             }
             CHECK => {
                 let header = model.header(&mut input);
@@ -493,6 +498,9 @@ impl Model {
     /// What an open file comes to once its chunks or summary changed.
     fn settle(&mut self, id: u32) -> FileOutcome {
         let Some(f) = self.open_file(id) else { return FileOutcome::Pending };
+        if !f.opened {
+            return FileOutcome::Pending;
+        }
         let Some(summary) = f.summary else { return FileOutcome::Pending };
         if (f.verified.len() as u64) < f.plan.count() {
             return FileOutcome::Pending;

@@ -360,3 +360,25 @@ fn a_summary_that_overtakes_a_replacing_chunk_waits_for_it() {
     let (h1, _) = header_of(&data, 1);
     assert!(matches!(rx.check_chunk(&h1), Err(ProtoError::Violation(_))));
 }
+
+#[test]
+fn an_empty_file_settles_only_once_its_storage_exists() {
+    let mut rx = into_dir(false);
+    rx.on_entry(file(0, &["empty"], 0)).expect("accepted");
+    assert!(rx.is_announced(0));
+    assert!(!rx.is_announced(1));
+    // The summary may come before the storage is made (files prepared concurrently).
+    let root = crate::chunk::root_hash(0, []);
+    assert_eq!(rx.on_summary(0, root, 0), Ok(FileOutcome::Pending));
+    assert!(matches!(rx.on_file_opened(0), Some(FileOutcome::Ready(_))));
+    // Settled: a second report is nothing to act on.
+    assert_eq!(rx.on_file_opened(0), None);
+}
+
+#[test]
+fn a_file_failed_before_its_storage_exists_says_so_when_opened() {
+    let mut rx = into_dir(false);
+    rx.on_entry(file(0, &["f"], 10)).expect("accepted");
+    assert!(rx.on_file_failed(0).is_some());
+    assert_eq!(rx.on_file_opened(0), None);
+}

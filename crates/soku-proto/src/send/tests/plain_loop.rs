@@ -231,7 +231,9 @@ impl ReceiveSide {
                 }
                 EntryAction::CreateFile { id, local, size, .. } => {
                     self.temp.insert(id, (local, vec![0; size as usize]));
-                    self.rx.on_file_opened(id);
+                    if let Some(outcome) = self.rx.on_file_opened(id) {
+                        self.settle(outcome);
+                    }
                 }
             },
             Message::FileSummary { file, root, sent } => {
