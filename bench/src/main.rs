@@ -18,6 +18,7 @@ mod matrix;
 mod proc;
 mod qcp;
 mod report;
+mod sharing;
 mod smallfiles;
 mod smallpkt;
 mod sshd;
@@ -108,6 +109,19 @@ struct Args {
     /// Skip the small-files section (a tree uploaded with -r by soku, rsync, scp, sftp).
     #[arg(long)]
     no_small_files: bool,
+    /// Skip the sharing section (soku beside CUBIC and beside soku, `--background`;
+    /// never in --quick).
+    #[arg(long)]
+    no_sharing: bool,
+    /// Link rate of the sharing path.
+    #[arg(long, default_value = "100mbit")]
+    sharing_rate: String,
+    /// RTT of the sharing path.
+    #[arg(long, default_value = "50ms")]
+    sharing_rtt: String,
+    /// How long the sharing runs measure, once every flow is past its start.
+    #[arg(long, default_value = "30s")]
+    sharing_window: String,
     /// Also run the source-tree-like tree of the small-files section, with this many
     /// files (sizes log-normal around a 4 KiB median; e.g. 100000).
     #[arg(long)]
@@ -340,7 +354,9 @@ fn run(args: &Args) -> anyhow::Result<Vec<String>> {
     // qcp's rows need its binary: found or installed once, here; without it they are
     // reported as skipped and the rest runs.
     let not_selected: Result<qcp::Qcp, String> = Err("not selected".into());
-    let qcp = p.tools.iter().any(|t| t.is_qcp()).then(|| qcp::ensure(args.qcp.as_deref(), &log));
+    // Only the matrix and the loopback rows run qcp.
+    let runs_qcp = !(args.no_matrix && args.no_cpu) && p.tools.iter().any(|t| t.is_qcp());
+    let qcp = runs_qcp.then(|| qcp::ensure(args.qcp.as_deref(), &log));
     match &qcp {
         Some(Ok(q)) => {
             let conf = qcp::config_files_present(q);
@@ -499,6 +515,13 @@ fn run(args: &Args) -> anyhow::Result<Vec<String>> {
         }
     }
 
+    if !args.no_sharing && !args.quick {
+        match sharing(args, &p, work.path(), &mut md) {
+            Ok(found) => problems.extend(found),
+            Err(e) => problems.push(format!("sharing: {e:#}")),
+        }
+    }
+
     let skipped = match &qcp {
         Some(Err(why)) => format!("- skipped: the qcp rows ({why})\n"),
         _ => String::new(),
@@ -635,6 +658,53 @@ fn same_path(a: &Row, b: &Row) -> bool {
 }
 
 /// The small-files section: trees uploaded with `-r`, every tool per round.
+fn sharing(args: &Args, p: &Plan, work: &Path, md: &mut String) -> anyhow::Result<Vec<String>> {
+    let rate_bps = soku_netem::parse_rate(&args.sharing_rate)?;
+    let rtt = soku_netem::parse_duration(&args.sharing_rtt)?;
+    let window = soku_netem::parse_duration(&args.sharing_window)?;
+    let opts = sharing::SharingOpts {
+        name: &format!("{}sh", args.name),
+        soku: &p.soku,
+        work,
+        rate_bps,
+        rtt,
+        // Login and startup behind every flow: the last starts 2 s after the first.
+        warm: Duration::from_secs(8) + rtt * 20,
+        window,
+    };
+    let (rows, problems) = sharing::run(&opts, &log)?;
+    let _ = writeln!(
+        md,
+        "\n## Sharing a bottleneck: {} Mbit/s x {} ms, one-BDP drop-tail queue, no loss\n\n\
+         Each case starts its flows 2 s apart (soku uploads of a file too large to finish, \
+         iperf3 -C cubic) and measures every flow's goodput over the same {} s once all are \
+         past their start ({} s after the first began): soku's from its `verified` events, \
+         iperf3's from its per-second intervals. Every soku copy starts from an empty path \
+         memory.\n\n{}",
+        rate_bps / 1_000_000,
+        rtt.as_millis(),
+        window.as_secs(),
+        opts.warm.as_secs(),
+        sharing::table(&rows)
+    );
+    report::write(&p.out, "sharing.csv", &sharing_csv(&rows))?;
+    Ok(problems)
+}
+
+fn sharing_csv(rows: &[sharing::SharingRow]) -> String {
+    let mut s = String::from("case,flow,index,goodput_mbit_s,note\n");
+    for r in rows {
+        for (i, (label, rate)) in r.flows.iter().enumerate() {
+            let (m, note) = match rate {
+                Ok(m) => (format!("{m:.2}"), String::new()),
+                Err(e) => (String::new(), e.replace(',', ";")),
+            };
+            let _ = writeln!(s, "{},{label},{i},{m},{note}", r.case.replace(',', ";"));
+        }
+    }
+    s
+}
+
 fn small_files(args: &Args, p: &Plan, work: &Path, md: &mut String) -> anyhow::Result<Vec<String>> {
     use smallfiles::{SmallTool, TreeKind};
     let q = args.quick;

@@ -137,7 +137,7 @@ pub struct ScenarioResult {
 /// window well before this, so the setting changes the TCP ceiling, not them.
 pub const TCP_BUFFER_MAX: u64 = 128 << 20;
 
-fn tune_tcp_buffers(path: &soku_netem::Path) -> anyhow::Result<()> {
+pub(crate) fn tune_tcp_buffers(path: &soku_netem::Path) -> anyhow::Result<()> {
     let rmem = format!("net.ipv4.tcp_rmem=4096 131072 {TCP_BUFFER_MAX}");
     let wmem = format!("net.ipv4.tcp_wmem=4096 16384 {TCP_BUFFER_MAX}");
     for mut cmd in [path.command_a("sysctl"), path.command_b("sysctl")] {
@@ -292,12 +292,12 @@ fn stderr_tail(m: &Measured, n: usize) -> String {
 }
 
 /// `iperf3 -s` in namespace B for the life of a scenario; killed on drop.
-struct IperfServer {
+pub(crate) struct IperfServer {
     child: std::process::Child,
 }
 
 impl IperfServer {
-    fn start(path: &soku_netem::Path) -> anyhow::Result<IperfServer> {
+    pub(crate) fn start(path: &soku_netem::Path) -> anyhow::Result<IperfServer> {
         let child = path
             .command_b("iperf3")
             .args(["-s", "-B", &path.addr_b().to_string()])

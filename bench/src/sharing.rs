@@ -1,0 +1,285 @@
+//! Sharing one bottleneck: soku beside a CUBIC TCP flow and beside another soku, and
+//! what `--background` yields. Each case starts its flows a few seconds apart on one
+//! emulated path (drop-tail queue of one BDP, no loss) and measures every flow's
+//! goodput over the same window, once all are past their start: soku's from its
+//! `--json` `verified` events (bytes its receiver proved), iperf3's from its per-second
+//! intervals. Flows that outlast the window are stopped at its end.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use anyhow::Context;
+
+use crate::matrix::{self, IperfServer};
+use crate::proc::{self, Outcome};
+use crate::sshd;
+use crate::tools::{show, SourceFile};
+
+/// Where and how long to measure.
+pub struct SharingOpts<'a> {
+    /// Namespace prefix.
+    pub name: &'a str,
+    /// The soku binary (both sides).
+    pub soku: &'a Path,
+    /// Scratch directory for the source file and the targets.
+    pub work: &'a Path,
+    pub rate_bps: u64,
+    pub rtt: Duration,
+    /// When the window opens, after the first flow started (login and startup behind).
+    pub warm: Duration,
+    /// How long the window lasts.
+    pub window: Duration,
+}
+
+/// One flow of a case.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Flow {
+    Soku,
+    SokuBackground,
+    Cubic,
+}
+
+impl Flow {
+    fn label(self) -> &'static str {
+        match self {
+            Flow::Soku => "soku",
+            Flow::SokuBackground => "soku --background",
+            Flow::Cubic => "iperf3 -C cubic",
+        }
+    }
+}
+
+/// The cases, in order: (name, flows; each flow starts `STAGGER` after the one before).
+const CASES: [(&str, &[Flow]); 5] = [
+    ("soku alone", &[Flow::Soku]),
+    ("soku --background alone", &[Flow::SokuBackground]),
+    ("CUBIC, then soku", &[Flow::Cubic, Flow::Soku]),
+    ("CUBIC, then soku --background", &[Flow::Cubic, Flow::SokuBackground]),
+    ("soku, then soku", &[Flow::Soku, Flow::Soku]),
+];
+/// Between the starts of a case's flows.
+const STAGGER: Duration = Duration::from_secs(2);
+
+/// What one case measured.
+#[derive(Debug, Clone)]
+pub struct SharingRow {
+    pub case: String,
+    /// Per flow: label, goodput in the window (Mbit/s), or why there is none.
+    pub flows: Vec<(String, Result<f64, String>)>,
+}
+
+impl SharingRow {
+    /// Jain's fairness index of the flows' goodputs, if every flow has one.
+    pub fn jain(&self) -> Option<f64> {
+        let rates: Vec<f64> =
+            self.flows.iter().map(|(_, r)| r.clone().ok()).collect::<Option<_>>()?;
+        let sum: f64 = rates.iter().sum();
+        let squares: f64 = rates.iter().map(|r| r * r).sum();
+        (squares > 0.0).then(|| sum * sum / (rates.len() as f64 * squares))
+    }
+}
+
+/// Runs every case on a fresh path; rows and sanity problems.
+pub fn run(
+    o: &SharingOpts<'_>,
+    log: &dyn Fn(&str),
+) -> anyhow::Result<(Vec<SharingRow>, Vec<String>)> {
+    let spec = soku_netem::PathSpec::symmetric(o.rtt, 0.0, Some(o.rate_bps));
+    let _ = soku_netem::Path::cleanup(o.name);
+    let path = soku_netem::Path::up(o.name, spec).context("bringing the path up")?;
+    matrix::tune_tcp_buffers(&path)?;
+    let sshd = sshd::start(path.command_b("/usr/sbin/sshd"), path.addr_b(), 22)?;
+    let _iperf = IperfServer::start(&path)?;
+    // Enough data for any flow to outlast the window even alone on the link.
+    let total = o.warm + o.window + STAGGER * 2;
+    let size = (o.rate_bps as f64 / 8.0 * total.as_secs_f64()) as u64;
+    let src = SourceFile::create(&o.work.join("sharing-src"), size, false)?;
+    let memory = tempfile::Builder::new().prefix("soku-bench-memory-").tempdir()?;
+    let mut rows = Vec::new();
+    let mut problems = Vec::new();
+    for (case, flows) in CASES {
+        log(&format!("sharing: {case}"));
+        let _ = std::fs::remove_dir_all(memory.path());
+        let outcomes = std::thread::scope(|s| {
+            let handles: Vec<_> = flows
+                .iter()
+                .enumerate()
+                .map(|(i, &flow)| {
+                    let delay = STAGGER * i as u32;
+                    let until = total + Duration::from_secs(5) - delay;
+                    let cmd = flow_command(flow, o, &path, &sshd, &src.path, i, memory.path());
+                    s.spawn(move || {
+                        std::thread::sleep(delay);
+                        let shown = show(&cmd);
+                        (delay, proc::run(cmd, until), shown)
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join()).collect::<Vec<_>>()
+        });
+        let mut row = SharingRow { case: case.to_string(), flows: Vec::new() };
+        for (&flow, outcome) in flows.iter().zip(outcomes) {
+            let rate = match outcome {
+                Ok((delay, Ok(out), shown)) => {
+                    let rate = goodput(flow, &out, delay, o.warm, o.window);
+                    if let Err(why) = &rate {
+                        problems
+                            .push(format!("sharing, {case}, {}: {why} ({shown})", flow.label()));
+                    }
+                    rate
+                }
+                Ok((_, Err(e), _)) => Err(format!("{e:#}")),
+                Err(_) => Err("the flow's thread panicked".into()),
+            };
+            log(&format!(
+                "  {:<20} {}",
+                flow.label(),
+                rate.as_ref().map_or_else(|e| e.clone(), |r| format!("{r:.1} Mbit/s"))
+            ));
+            row.flows.push((flow.label().to_string(), rate));
+        }
+        if let (2.., Some(j)) = (row.flows.len(), row.jain()) {
+            log(&format!("  Jain's index {j:.3}"));
+        }
+        rows.push(row);
+        let _ = std::fs::remove_dir_all(o.work.join("sharing-dst"));
+    }
+    let _ = std::fs::remove_file(&src.path);
+    drop(sshd);
+    if let Err(e) = path.down() {
+        problems.push(format!("sharing: path teardown: {e}"));
+    }
+    Ok((rows, problems))
+}
+
+fn flow_command(
+    flow: Flow,
+    o: &SharingOpts<'_>,
+    path: &soku_netem::Path,
+    sshd: &sshd::Sshd,
+    src: &Path,
+    index: usize,
+    memory: &Path,
+) -> Command {
+    let secs = (o.warm + o.window + STAGGER * 2).as_secs().to_string();
+    match flow {
+        Flow::Cubic => {
+            let mut c = path.command_a("iperf3");
+            c.args(["-c", &path.addr_b().to_string(), "-t", &secs, "-C", "cubic", "-i", "1", "-J"]);
+            c
+        }
+        Flow::Soku | Flow::SokuBackground => {
+            let dst = o.work.join("sharing-dst").join(index.to_string());
+            let _ = std::fs::create_dir_all(&dst);
+            let mut c = path.command_a(&o.soku.display().to_string());
+            // A first copy each time: no path memory from the case before.
+            c.env("XDG_CACHE_HOME", memory);
+            c.args(["--json", "-P", &sshd.port().to_string()]).args(sshd.ssh_args());
+            if flow == Flow::SokuBackground {
+                c.arg("--background");
+            }
+            c.arg("--remote-soku").arg(o.soku).arg(src);
+            c.arg(format!("{}:{}", sshd.destination(), dst.display()));
+            c
+        }
+    }
+}
+
+/// A flow's goodput in Mbit/s over `[warm, warm + window]` of the case, the flow having
+/// started `delay` into it.
+fn goodput(
+    flow: Flow,
+    out: &Outcome,
+    delay: Duration,
+    warm: Duration,
+    window: Duration,
+) -> Result<f64, String> {
+    let from = warm.checked_sub(delay).ok_or("started after the window opened")?;
+    let to = from + window;
+    // (time since the flow started, bytes so far)
+    let series: Vec<(Duration, f64)> = match flow {
+        Flow::Cubic => iperf_series(&out.stdout)?,
+        Flow::Soku | Flow::SokuBackground => soku_series(out),
+    };
+    let at =
+        |t: Duration| series.iter().filter(|(s, _)| *s <= t).map(|(_, b)| *b).fold(0.0, f64::max);
+    if series.last().is_none_or(|(t, _)| *t < to) {
+        return Err(format!(
+            "ended before the window closed ({})",
+            if out.ok() { "it finished" } else { "it failed or was stopped" }
+        ));
+    }
+    Ok((at(to) - at(from)) * 8.0 / window.as_secs_f64() / 1e6)
+}
+
+/// soku's `verified` events: (time read, cumulative bytes).
+fn soku_series(out: &Outcome) -> Vec<(Duration, f64)> {
+    out.stderr
+        .iter()
+        .filter_map(|(t, line)| {
+            let v: serde_json::Value = serde_json::from_str(line).ok()?;
+            (v["event"] == "verified").then(|| Some((*t, v["bytes"].as_f64()?))).flatten()
+        })
+        .collect()
+}
+
+/// iperf3's per-second intervals from its JSON: (interval end, cumulative bytes).
+fn iperf_series(stdout: &str) -> Result<Vec<(Duration, f64)>, String> {
+    let v: serde_json::Value =
+        serde_json::from_str(stdout).map_err(|e| format!("iperf3 JSON: {e}"))?;
+    let intervals = v["intervals"].as_array().ok_or("iperf3 JSON without intervals")?;
+    let mut total = 0.0;
+    let mut series = Vec::new();
+    for i in intervals {
+        let end = i["sum"]["end"].as_f64().ok_or("interval without an end")?;
+        total += i["sum"]["bytes"].as_f64().ok_or("interval without bytes")?;
+        series.push((Duration::from_secs_f64(end), total));
+    }
+    Ok(series)
+}
+
+/// The markdown section.
+pub fn table(rows: &[SharingRow]) -> String {
+    let mut s = String::from(
+        "| case | flows: goodput in the window (Mbit/s) | Jain's index |\n|---|---|---|\n",
+    );
+    for r in rows {
+        let flows: Vec<String> = r
+            .flows
+            .iter()
+            .map(|(l, rate)| match rate {
+                Ok(m) => format!("{l} {m:.1}"),
+                Err(e) => format!("{l}: {e}"),
+            })
+            .collect();
+        let jain = match (r.flows.len(), r.jain()) {
+            (1, _) | (_, None) => "-".to_string(),
+            (_, Some(j)) => format!("{j:.3}"),
+        };
+        s.push_str(&format!("| {} | {} | {jain} |\n", r.case, flows.join("; ")));
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jain_is_one_for_equal_shares_and_half_for_one_of_two() {
+        let row = |a: f64, b: f64| SharingRow {
+            case: String::new(),
+            flows: vec![("a".into(), Ok(a)), ("b".into(), Ok(b))],
+        };
+        assert!((row(45.0, 45.0).jain().unwrap() - 1.0).abs() < 1e-9);
+        assert!((row(90.0, 0.0).jain().unwrap() - 0.5).abs() < 1e-9);
+    }
+
+    #[test]
+    fn iperf_intervals_accumulate() {
+        let json = r#"{"intervals":[{"sum":{"start":0,"end":1.0,"bytes":1000}},{"sum":{"start":1.0,"end":2.0,"bytes":3000}}]}"#;
+        let s = iperf_series(json).expect("parses");
+        assert_eq!(s, vec![(Duration::from_secs(1), 1000.0), (Duration::from_secs(2), 4000.0)]);
+    }
+}
