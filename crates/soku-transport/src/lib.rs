@@ -81,6 +81,8 @@ pub struct PathModel {
     pub resume: ResumePhase,
     /// See `resume`.
     pub resume_jump: u64,
+    /// Whether the controller yields to other traffic (`--background`).
+    pub background: bool,
 }
 
 /// The controller's path model, if the connection runs soku-cc and has estimates.
@@ -92,5 +94,6 @@ pub fn path_model(conn: &quinn::Connection) -> Option<PathModel> {
         phase: cc.mode(),
         resume: cc.resume_phase(),
         resume_jump: cc.resume_jump(),
+        background: cc.is_background(),
     })
 }

@@ -1,7 +1,8 @@
-//! Careful resume through a real sshd over the project's emulator (see
-//! `common/emulated.rs`, 100 Mbit/s x 200 ms): a copy notes what the path delivered,
-//! the next copy in the same direction starts its controller from it, and a memory the
-//! path no longer matches is retreated from. Every copy is verified byte for byte.
+//! The data sender's controller as the user configures it, through a real sshd over the
+//! project's emulator (see `common/emulated.rs`, 100 Mbit/s x 200 ms): careful resume (a
+//! copy notes what the path delivered, the next copy in the same direction starts its
+//! controller from it, and a memory the path no longer matches is retreated from) and
+//! `--background`. Every copy is verified byte for byte.
 
 mod common;
 
@@ -26,10 +27,15 @@ fn path_event(stderr: &str) -> serde_json::Value {
 }
 
 fn upload(host: &EmulatedHost, name: &str) -> serde_json::Value {
+    upload_with(host, name, &[])
+}
+
+fn upload_with(host: &EmulatedHost, name: &str, args: &[&str]) -> serde_json::Value {
     let src = host.src().join(name);
     write(&src, &data(SIZE, name.len() as u64));
     let out = host
         .soku_json()
+        .args(args)
         .arg(&src)
         .arg(host.remote(&host.dst()))
         .stdin(Stdio::null())
@@ -107,4 +113,31 @@ fn a_memory_the_path_no_longer_matches_is_retreated_from() {
     assert_eq!(path["resume"], "safe_retreat", "{path}");
     let (bps, _) = entry(&host, "up").expect("memory rewritten");
     assert!(bps <= 105_000_000, "the new memory is what the path delivered: {bps}");
+}
+
+/// `--background` reaches the controller that sends the data: ours on an upload (its
+/// path event says so, and a background controller never jumps), the server's on a
+/// download (through the hello; that copy must complete as well).
+#[test]
+fn background_copies_run_a_yielding_controller() {
+    let host = EmulatedHost::up("bg", Duration::from_millis(50), 100_000_000);
+    let first = upload_with(&host, "bg1.bin", &["--background"]);
+    assert_eq!(first["background"], true, "{first}");
+    let normal = upload(&host, "normal.bin");
+    assert_eq!(normal["background"], false, "{normal}");
+    let second = upload_with(&host, "bg2.bin", &["--background"]);
+    assert_eq!(second["resume_jump"], 0, "background mode never jumps: {second}");
+
+    let remote_src = host.src().join("bg1.bin");
+    let local = host.dst().join("bg-down.bin");
+    let out = host
+        .soku_json()
+        .arg("--background")
+        .arg(host.remote(&remote_src))
+        .arg(&local)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run soku");
+    assert!(out.status.success(), "download failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    assert_same_file(&remote_src, &local);
 }

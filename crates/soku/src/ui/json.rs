@@ -72,6 +72,8 @@ struct PathLine {
     /// Careful resume's phase (`normal` without a jump) and the window it jumped to.
     resume: Option<&'static str>,
     resume_jump: Option<u64>,
+    /// This side's controller yields to other traffic (`--background`).
+    background: Option<bool>,
 }
 
 /// `x` rounded to `decimals` places, so that the shortest form serde_json writes has at
@@ -100,6 +102,7 @@ impl PathLine {
             phase: p.model.map(|m| m.phase.name()),
             resume: p.model.map(|m| m.resume.name()),
             resume_jump: p.model.map(|m| m.resume_jump),
+            background: p.model.map(|m| m.background),
         }
     }
 }
@@ -179,16 +182,17 @@ mod tests {
             phase: soku_transport::CcPhase::ProbeBw,
             resume: soku_transport::ResumePhase::Normal,
             resume_jump: 1_250_000,
+            background: false,
         };
         // Numbers stay numbers; serde_json writes 301.5 where `{:.3}` wrote 301.500.
         assert_eq!(
             line(&TransferEvent::PathSample(report(Some(model)))),
-            r#"{"event":"path_sample","rtt_ms":301.5,"min_rtt_ms":300.0,"mtu":1452,"sent_packets":1000,"lost_packets":10,"congestion_events":1,"cwnd":40000000,"model_bw_mbit":950.0,"model_min_rtt_ms":300.0,"phase":"probe_bw","resume":"normal","resume_jump":1250000}"#
+            r#"{"event":"path_sample","rtt_ms":301.5,"min_rtt_ms":300.0,"mtu":1452,"sent_packets":1000,"lost_packets":10,"congestion_events":1,"cwnd":40000000,"model_bw_mbit":950.0,"model_min_rtt_ms":300.0,"phase":"probe_bw","resume":"normal","resume_jump":1250000,"background":false}"#
         );
         let line = line(&TransferEvent::PathStats(report(None)));
         assert!(line.starts_with(r#"{"event":"path","#), "{line}");
         assert!(
-            line.ends_with(r#""model_bw_mbit":null,"model_min_rtt_ms":null,"phase":null,"resume":null,"resume_jump":null}"#),
+            line.ends_with(r#""model_bw_mbit":null,"model_min_rtt_ms":null,"phase":null,"resume":null,"resume_jump":null,"background":null}"#),
             "{line}"
         );
     }
@@ -201,6 +205,7 @@ mod tests {
             phase: soku_transport::CcPhase::ProbeBw,
             resume: soku_transport::ResumePhase::Normal,
             resume_jump: 0,
+            background: false,
         };
         let mut rep = report(Some(model));
         rep.rtt = Duration::from_nanos(1_234_567);
