@@ -719,7 +719,8 @@ fn small_files(args: &Args, p: &Plan, work: &Path, md: &mut String) -> anyhow::R
     if let Some(files) = args.source_tree {
         trees.push(TreeKind::Source { files });
     }
-    let names = or(&args.small_tools, q, &["soku", "rsync"], &["soku", "rsync", "scp", "sftp"]);
+    let names =
+        or(&args.small_tools, q, &["soku", "rsync"], &["soku", "rsync", "scp", "sftp", "qcp"]);
     let mut tools = Vec::new();
     for name in names {
         tools.push(match name.as_str() {
@@ -727,7 +728,14 @@ fn small_files(args: &Args, p: &Plan, work: &Path, md: &mut String) -> anyhow::R
             "rsync" => SmallTool::Rsync,
             "scp" => SmallTool::Scp,
             "sftp" => SmallTool::Sftp,
-            o => anyhow::bail!("--small-tools: unknown tool {o:?} (soku, rsync, scp, sftp)"),
+            "qcp" => match qcp::ensure(args.qcp.as_deref(), &log) {
+                Ok(q) => SmallTool::Qcp { bin: q.bin },
+                Err(why) => {
+                    log(&format!("small files: no qcp row ({why})"));
+                    continue;
+                }
+            },
+            o => anyhow::bail!("--small-tools: unknown tool {o:?} (soku, rsync, scp, sftp, qcp)"),
         });
     }
     for extra in &args.small_soku {

@@ -223,6 +223,11 @@ pub enum SmallTool {
     Scp,
     /// `sftp` with `put -r`.
     Sftp,
+    /// `qcp -r` with its defaults (the binary on both sides, see `qcp.rs`).
+    Qcp {
+        /// The binary.
+        bin: PathBuf,
+    },
 }
 
 impl SmallTool {
@@ -233,6 +238,7 @@ impl SmallTool {
             SmallTool::Rsync => "rsync",
             SmallTool::Scp => "scp",
             SmallTool::Sftp => "sftp",
+            SmallTool::Qcp { .. } => "qcp",
         }
     }
 }
@@ -334,6 +340,20 @@ fn command(tool: &SmallTool, ep: &Endpoint<'_>, src: &Path, dst_dir: &Path) -> C
             c.arg("-b").arg(&batch).arg(ep.sshd.destination());
             c
         }
+        SmallTool::Qcp { bin } => {
+            let mut c = (ep.client)(&bin.display().to_string());
+            // ssh's options one `-S` each, as in the matrix (`tools.rs`).
+            c.arg("-r");
+            for a in ["-p".to_string(), port.clone()].iter().chain(&ep.sshd.ssh_args()) {
+                c.arg("-S").arg(a);
+            }
+            // qcp -r copies a directory's contents into an existing target directory
+            // (`cp -r src/. dst`): name the tree's own directory, as the others get.
+            let name = src.file_name().map(PathBuf::from).unwrap_or_default();
+            let into = format!("{}:{}", ep.sshd.destination(), dst_dir.join(name).display());
+            c.arg("--remote-qcp-binary").arg(bin).arg(src).arg(into);
+            c
+        }
     }
 }
 
@@ -384,9 +404,20 @@ pub fn run(o: &SmallOpts<'_>, log: &dyn Fn(&str)) -> anyhow::Result<(Vec<SmallRo
                 let shown = show(&cmd);
                 let (load0, date) = (proc::loadavg(), matrix::now_utc());
                 let cpu0 = sshd.reaped_cpu();
+                let started = proc::ticks_since_boot();
                 let out = proc::run(cmd, o.timeout)?;
                 let idle = sshd.wait_idle(Duration::from_secs(10));
-                let server_cpu = if idle { sshd.reaped_cpu() - cpu0 } else { f64::NAN };
+                let mut server_cpu = if idle { sshd.reaped_cpu() - cpu0 } else { f64::NAN };
+                if let SmallTool::Qcp { bin } = tool {
+                    // `qcp --server` outlives a killed client (see `tools::run_copy`).
+                    let left = proc::started_since(bin, started);
+                    for pid in &left {
+                        proc::kill_pid(*pid);
+                    }
+                    if !left.is_empty() {
+                        server_cpu = f64::NAN;
+                    }
+                }
                 let status = if out.timed_out() {
                     "timeout".to_string()
                 } else if !out.ok() {
