@@ -238,8 +238,10 @@ impl EventSink for CountVerified {
 }
 
 /// Measures the rate a copy's receiver verifies data at, until [`Meter::finish`]:
-/// payload bytes proven by hash, whichever way they flow (QUIC's own overhead is not
-/// counted, so the memory errs about 5 % low, the safe side).
+/// payload bytes proven by hash, whichever way they flow. QUIC's own overhead (about
+/// 5 %) is not counted, but verified bytes arrive a chunk at a time, in bursts, so the
+/// best window can also read a little high: 100.7 Mbit/s was noted on a 100 Mbit/s
+/// emulated link (300 ms). The jump is half of it either way, and validated.
 pub struct Meter {
     task: tokio::task::JoinHandle<()>,
     conn: quinn::Connection,
