@@ -22,6 +22,7 @@ use soku_proto::chunk::ChunkHeader;
 use soku_proto::message::HeldBase;
 use soku_proto::send::{ChunkSpan, Report, Sender};
 use soku_proto::ProtoError;
+use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
 use crate::ahead::{ChunkHashes, Walked};
@@ -56,6 +57,18 @@ const SCAN_AHEAD: usize = 64;
 /// small chunks fit the bytes in flight, and on QUIC each is a stream that ends a
 /// round trip later, when acknowledged.
 const CHUNK_TASKS_MAX: usize = 1024;
+
+/// Chunk reads (read, hash, maybe compress) running at once on the blocking pool, at
+/// most: one per core, at least two, at most eight. Each read is CPU work on a file the
+/// kernel reads ahead, so more at once than cores gain nothing; but every read beyond
+/// the pool's idle threads starts a new thread (with its own allocator heap and fresh
+/// buffers), and a copy's first `in_flight` (64) chunks all asked at once. On the
+/// 100 Mbit/s x 50 ms emulated path, 125 MB upload, the client ran 43 threads and spent
+/// 24 % of its profile samples zeroing fresh pages; with this limit 9 threads and 11 %
+/// (`bench/results/2026-11-24/cpu-per-byte/README.md`).
+fn parallel_reads() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get()).clamp(2, 8)
+}
 
 /// How one chunk task ended.
 enum ChunkDone {
@@ -114,6 +127,7 @@ pub async fn run(
         names: Vec::new(),
         policy,
         throttle: Throttle::new(opts.rate_limit_bps).map(Arc::new),
+        reads: Arc::new(Semaphore::new(parallel_reads())),
         events: events.clone(),
         outcome: None,
         order: 0,
@@ -225,6 +239,8 @@ struct Copy {
     names: Vec<String>,
     policy: Option<Arc<Mutex<CompressPolicy>>>,
     throttle: Option<Arc<Throttle>>,
+    /// Room for chunk reads on the blocking pool ([`parallel_reads`]).
+    reads: Arc<Semaphore>,
     events: Arc<dyn EventSink>,
     /// The receiver's final count, once it came.
     outcome: Option<Outcome>,
@@ -344,6 +360,7 @@ impl Copy {
             compress: mode == Some(compress_policy::Mode::Compress),
             policy: self.policy.clone(),
             throttle: self.throttle.clone(),
+            reads: self.reads.clone(),
             tx,
             hashed: self.hashed.clone(),
         };
@@ -484,6 +501,7 @@ struct ChunkTask {
     policy: Option<Arc<Mutex<CompressPolicy>>>,
     /// scp's `-l`, shared by all chunks of the copy.
     throttle: Option<Arc<Throttle>>,
+    reads: Arc<Semaphore>,
     tx: Arc<dyn Transport>,
     /// Where the chunk's hash goes before it is sent.
     hashed: tokio::sync::mpsc::UnboundedSender<Hashed>,
@@ -495,10 +513,13 @@ impl ChunkTask {
     async fn run(self) -> Result<ChunkDone, EngineError> {
         let ChunkSpan { file: id, index, offset, len, claimed } = self.span;
         let (file, known, compress) = (self.file.clone(), self.known, self.compress);
+        // The semaphore is never closed; if it were, reading without a permit is safe.
+        let permit = self.reads.acquire().await.ok();
         let read = tokio::task::spawn_blocking(move || {
             codec::read_chunk(&file, id, index, (offset, len), known, compress)
         })
         .await?;
+        drop(permit);
         let encoded = match read {
             Ok(encoded) => encoded,
             Err(e) => {
