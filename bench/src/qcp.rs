@@ -191,6 +191,16 @@ pub fn config_files_present(q: &Qcp) -> Vec<String> {
         .collect()
 }
 
+/// ssh's port and options for qcp: `-S` before each argument (qcp's own `-P` is its
+/// remote UDP port).
+pub fn ssh_passthrough(port: &str, ssh_args: &[String]) -> Vec<String> {
+    ["-p".to_string(), port.to_string()]
+        .iter()
+        .chain(ssh_args)
+        .flat_map(|a| ["-S".to_string(), a.clone()])
+        .collect()
+}
+
 /// qcp's hand-tuned options: the link's rate as `--rx`/`--tx` (bytes per second, as qcp
 /// wants them), its RTT as `--rtt` (whole ms, at least 1: qcp rejects 0), and BBR.
 /// qcp sizes its QUIC windows from these: receive window = rate x RTT, send window

@@ -108,7 +108,8 @@ pub fn run(
                 .map(|(i, &flow)| {
                     let delay = STAGGER * i as u32;
                     let until = total + Duration::from_secs(5) - delay;
-                    let cmd = flow_command(flow, o, &path, &sshd, &src.path, i, memory.path());
+                    let cmd =
+                        flow_command(flow, o, total, &path, &sshd, &src.path, i, memory.path());
                     s.spawn(move || {
                         std::thread::sleep(delay);
                         let shown = show(&cmd);
@@ -153,16 +154,18 @@ pub fn run(
     Ok((rows, problems))
 }
 
+#[allow(clippy::too_many_arguments)]
 fn flow_command(
     flow: Flow,
     o: &SharingOpts<'_>,
+    total: Duration,
     path: &soku_netem::Path,
     sshd: &sshd::Sshd,
     src: &Path,
     index: usize,
     memory: &Path,
 ) -> Command {
-    let secs = (o.warm + o.window + STAGGER * 2).as_secs().to_string();
+    let secs = total.as_secs().to_string();
     match flow {
         Flow::Cubic => {
             let mut c = path.command_a("iperf3");

@@ -342,11 +342,7 @@ fn command(tool: &SmallTool, ep: &Endpoint<'_>, src: &Path, dst_dir: &Path) -> C
         }
         SmallTool::Qcp { bin } => {
             let mut c = (ep.client)(&bin.display().to_string());
-            // ssh's options one `-S` each, as in the matrix (`tools.rs`).
-            c.arg("-r");
-            for a in ["-p".to_string(), port.clone()].iter().chain(&ep.sshd.ssh_args()) {
-                c.arg("-S").arg(a);
-            }
+            c.arg("-r").args(crate::qcp::ssh_passthrough(&port, &ep.sshd.ssh_args()));
             // qcp -r copies a directory's contents into an existing target directory
             // (`cp -r src/. dst`): name the tree's own directory, as the others get.
             let name = src.file_name().map(PathBuf::from).unwrap_or_default();

@@ -315,10 +315,7 @@ pub fn copy_command(
             // `-s`: qcp's statistics at the end (congestion events, losses, flow-control
             // blocking) on stderr; it changes nothing on the wire. ssh's options go
             // through `-S`, one argument each; qcp's own `-P` is its remote UDP port.
-            c.arg("-s");
-            for a in ["-p".to_string(), port.clone()].iter().chain(&ep.sshd.ssh_args()) {
-                c.arg("-S").arg(a);
-            }
+            c.arg("-s").args(crate::qcp::ssh_passthrough(&port, &ep.sshd.ssh_args()));
             c.arg("--remote-qcp-binary").arg(qcp).args(extra).arg(src).arg(&remote);
             c
         }

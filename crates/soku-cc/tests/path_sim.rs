@@ -18,21 +18,7 @@ fn secs(s: u64) -> Duration {
 }
 
 fn path(rate_bps: u64, rtt_ms: u64, loss: f64) -> Path {
-    let rtt = Duration::from_millis(rtt_ms);
-    // Drop-tail queue of one bandwidth-delay product.
-    let bdp = (rate_bps as u128 * rtt.as_nanos() / 8_000_000_000) as u64;
-    Path {
-        rate_bps,
-        rtt,
-        queue_bytes: bdp,
-        loss,
-        pkt: 1500,
-        ack_every: 2,
-        max_ack_delay: Duration::from_millis(25),
-        ack_burst: Duration::ZERO,
-        ack_jitter: Duration::ZERO,
-        sched: None,
-    }
+    Path::one_bdp(rate_bps, rtt_ms, loss)
 }
 
 fn soku(config: SokuCcConfig, p: &Path) -> Box<dyn Controller> {

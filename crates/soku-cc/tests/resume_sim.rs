@@ -15,22 +15,9 @@ use soku_cc::{ConnectionHint, HintSlot, RememberedPath, SokuCc, SokuCcConfig};
 
 const MBIT: u64 = 1_000_000;
 
+/// A one-BDP drop-tail path, acked as soku asks for (every 10th packet).
 fn path(rate_bps: u64, rtt_ms: u64, loss: f64) -> Path {
-    let rtt = Duration::from_millis(rtt_ms);
-    // Drop-tail queue of one bandwidth-delay product, acks as soku asks for them.
-    let bdp = (rate_bps as u128 * rtt.as_nanos() / 8_000_000_000) as u64;
-    Path {
-        rate_bps,
-        rtt,
-        queue_bytes: bdp,
-        loss,
-        pkt: 1500,
-        ack_every: 10,
-        max_ack_delay: Duration::from_millis(25),
-        ack_burst: Duration::ZERO,
-        ack_jitter: Duration::ZERO,
-        sched: None,
-    }
+    Path { ack_every: 10, ..Path::one_bdp(rate_bps, rtt_ms, loss) }
 }
 
 fn remembered(mbit: u64, rtt_ms: u64) -> RememberedPath {

@@ -73,7 +73,7 @@ pub fn looks_policed(report: &PathReport) -> Option<String> {
 pub async fn watch(conn: quinn::Connection) -> Option<String> {
     let started = tokio::time::Instant::now();
     let mut baseline = (0, 0);
-    let mut retreated_at = None;
+    let mut settle_until = None;
     while started.elapsed() < WATCH_FOR {
         tokio::time::sleep(LOOK_EVERY).await;
         if conn.close_reason().is_some() {
@@ -87,9 +87,7 @@ pub async fn watch(conn: quinn::Connection) -> Option<String> {
                 // The jump's packets are declared lost up to a few round trips of
                 // the queue it built after the retreat (seen: 3 s of losses at 200 ms,
                 // with the RTT at 400 ms).
-                let until =
-                    *retreated_at.get_or_insert(now + report.rtt.saturating_mul(SETTLE_RTTS));
-                now < until
+                now < *settle_until.get_or_insert(now + report.rtt.saturating_mul(SETTLE_RTTS))
             }
             _ => false,
         };

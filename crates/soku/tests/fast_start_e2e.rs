@@ -49,6 +49,22 @@ fn upload_with(host: &EmulatedHost, name: &str, args: &[&str]) -> serde_json::Va
     path
 }
 
+/// Downloads `src/NAME` (left there by an upload) to `dst/LOCAL` with `args`, verified.
+fn download(host: &EmulatedHost, name: &str, local: &str, args: &[&str]) {
+    let remote_src = host.src().join(name);
+    let local = host.dst().join(local);
+    let out = host
+        .soku_json()
+        .args(args)
+        .arg(host.remote(&remote_src))
+        .arg(&local)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run soku");
+    assert!(out.status.success(), "download failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    assert_same_file(&remote_src, &local);
+}
+
 fn memory_file(host: &EmulatedHost) -> PathBuf {
     host.dst().parent().expect("test dir").join("cache").join("soku").join("paths")
 }
@@ -78,17 +94,7 @@ fn a_second_copy_starts_from_what_the_first_learned() {
     assert_eq!(second["resume"], "normal", "the path carried the jump: {second}");
 
     // A download learns its own direction (the server's controller sends that data).
-    let remote_src = host.src().join("first.bin");
-    let local = host.dst().join("down.bin");
-    let out = host
-        .soku_json()
-        .arg(host.remote(&remote_src))
-        .arg(&local)
-        .stdin(Stdio::null())
-        .output()
-        .expect("run soku");
-    assert!(out.status.success(), "download failed:\n{}", String::from_utf8_lossy(&out.stderr));
-    assert_same_file(&remote_src, &local);
+    download(&host, "first.bin", "down.bin", &[]);
     let (down_bps, _) = entry(&host, "down").expect("the download left a memory");
     assert!((20_000_000..=105_000_000).contains(&down_bps), "delivered rate {down_bps} bit/s");
     assert!(entry(&host, "up").is_some(), "the upload's entry stays");
@@ -128,16 +134,5 @@ fn background_copies_run_a_yielding_controller() {
     let second = upload_with(&host, "bg2.bin", &["--background"]);
     assert_eq!(second["resume_jump"], 0, "background mode never jumps: {second}");
 
-    let remote_src = host.src().join("bg1.bin");
-    let local = host.dst().join("bg-down.bin");
-    let out = host
-        .soku_json()
-        .arg("--background")
-        .arg(host.remote(&remote_src))
-        .arg(&local)
-        .stdin(Stdio::null())
-        .output()
-        .expect("run soku");
-    assert!(out.status.success(), "download failed:\n{}", String::from_utf8_lossy(&out.stderr));
-    assert_same_file(&remote_src, &local);
+    download(&host, "bg1.bin", "bg-down.bin", &["--background"]);
 }

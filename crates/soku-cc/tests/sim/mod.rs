@@ -49,6 +49,28 @@ pub struct Path {
     pub sched: Option<(Duration, Duration)>,
 }
 
+impl Path {
+    /// `rate_bps` x `rtt_ms` with random `loss`, a drop-tail queue of one
+    /// bandwidth-delay product, 1500-byte packets, quinn's default acks (every 2
+    /// packets or 25 ms), no disturbances.
+    pub fn one_bdp(rate_bps: u64, rtt_ms: u64, loss: f64) -> Path {
+        let rtt = Duration::from_millis(rtt_ms);
+        let bdp = (rate_bps as u128 * rtt.as_nanos() / 8_000_000_000) as u64;
+        Path {
+            rate_bps,
+            rtt,
+            queue_bytes: bdp,
+            loss,
+            pkt: 1500,
+            ack_every: 2,
+            max_ack_delay: Duration::from_millis(25),
+            ack_burst: Duration::ZERO,
+            ack_jitter: Duration::ZERO,
+            sched: None,
+        }
+    }
+}
+
 /// What one flow achieved within the measurement window.
 #[derive(Debug, Clone, Default)]
 pub struct FlowStats {
