@@ -95,7 +95,7 @@ fn cell_of(runs: &[&Row]) -> String {
 }
 
 /// The median (the mean of the middle two for an even count); NaN when empty.
-fn median(xs: &[f64]) -> f64 {
+pub(crate) fn median(xs: &[f64]) -> f64 {
     let mut v = xs.to_vec();
     v.sort_by(f64::total_cmp);
     match v.len() {

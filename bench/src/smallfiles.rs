@@ -17,6 +17,7 @@ use anyhow::Context;
 
 use crate::matrix::{self, LossDir, Scenario};
 use crate::proc;
+use crate::report::median;
 use crate::sshd::{self, ServerCpu};
 use crate::tools::{bytes_under, show, Endpoint};
 
@@ -592,16 +593,6 @@ pub fn outputs(rows: &[SmallRow]) -> (String, String) {
         }
     }
     (csv, md)
-}
-
-fn median(xs: &[f64]) -> f64 {
-    let mut v = xs.to_vec();
-    v.sort_by(f64::total_cmp);
-    match v.len() {
-        0 => f64::NAN,
-        n if n % 2 == 1 => v[n / 2],
-        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
-    }
 }
 
 #[cfg(test)]
