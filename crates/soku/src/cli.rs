@@ -11,6 +11,20 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::session::TransportMode;
 
+/// Seconds to wait for QUIC and TCP before moving on, when neither the command line nor
+/// a config file says.
+pub const DEFAULT_QUIC_TIMEOUT_SECS: f64 = 4.0;
+/// Seconds to keep reconnecting after the connection is lost, by default.
+pub const DEFAULT_RETRY_FOR_SECS: u64 = 300;
+
+/// `--chunk-size`: bytes, or with a K/KiB or M/MiB suffix, within the protocol's bounds.
+fn parse_chunk_size(s: &str) -> Result<u32, String> {
+    crate::config::parse_size(s)
+        .and_then(|b| u32::try_from(b).ok())
+        .and_then(|b| soku_proto::chunk::check_chunk_size(b).ok())
+        .ok_or_else(|| format!("bad chunk size {s:?}: expected 16K to 16M, e.g. 4M"))
+}
+
 /// Fast, secure file copy: scp's syntax, ssh's authentication, data over QUIC.
 #[derive(Debug, Parser)]
 #[command(
@@ -70,12 +84,13 @@ pub struct CopyArgs {
 
     /// What carries the data: auto (QUIC; TLS over TCP when UDP does not get through;
     /// the ssh channel when TCP does not either), quic, tcp or ssh.
-    #[arg(long = "transport", value_name = "HOW", value_enum, default_value_t = TransportMode::Auto)]
-    pub transport: TransportMode,
+    /// Default: auto.
+    #[arg(long = "transport", value_name = "HOW", value_enum)]
+    pub transport: Option<TransportMode>,
 
-    /// Seconds to wait for QUIC and TCP before moving to the next choice.
-    #[arg(long = "quic-timeout", value_name = "SECONDS", default_value_t = 4.0)]
-    pub quic_timeout: f64,
+    /// Seconds to wait for QUIC and TCP before moving to the next choice (default: 4).
+    #[arg(long = "quic-timeout", value_name = "SECONDS")]
+    pub quic_timeout: Option<f64>,
 
     /// Carry the data over the ssh channel itself (the same as --transport ssh).
     #[arg(long = "ssh-channel")]
@@ -98,9 +113,14 @@ pub struct CopyArgs {
     pub no_fsync: bool,
 
     /// When the connection is lost, log in again and resume for up to this many seconds
-    /// (0: give up at once, leaving what was copied for a later run to resume).
-    #[arg(long = "retry-for", value_name = "SECONDS", default_value_t = 300)]
-    pub retry_for: u64,
+    /// (0: give up at once, leaving what was copied for a later run to resume; default: 300).
+    #[arg(long = "retry-for", value_name = "SECONDS")]
+    pub retry_for: Option<u64>,
+
+    /// Size of the chunks each file is cut into, hashed and resumed by: 16K to 16M
+    /// (default: 1M; larger chunks cost fewer hashes, smaller ones lose less to a cut).
+    #[arg(long = "chunk-size", value_name = "SIZE", value_parser = parse_chunk_size)]
+    pub chunk_size: Option<u32>,
 
     /// Print machine-readable events (JSON lines) on stderr instead of the progress meter.
     #[arg(long = "json")]
@@ -173,6 +193,9 @@ pub enum Command {
     Relay(RelayArgs),
     /// Carry TCP connections to a remote destination over soku's QUIC transport.
     Tunnel(TunnelArgs),
+    /// Print the settings a copy to HOST would use (config files, defaults) and where
+    /// each came from.
+    Config(ConfigArgs),
     /// Print the man page (roff) on stdout.
     Man,
     /// Print shell completions on stdout.
@@ -180,6 +203,13 @@ pub enum Command {
         /// The shell: bash, zsh, fish, elvish or powershell.
         shell: clap_complete::Shell,
     },
+}
+
+#[derive(Debug, Args)]
+pub struct ConfigArgs {
+    /// The host, as it would be written in a copy (`[user@]host`); without it, the
+    /// settings of a local copy.
+    pub host: Option<String>,
 }
 
 #[derive(Debug, Args)]

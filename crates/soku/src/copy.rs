@@ -15,7 +15,7 @@ use soku_proto::path::{NameFilter, Target, TargetError};
 use soku_proto::receive::Receiver;
 use soku_transport::{Cipher, ConnectionHint, HintSlot, TransportOptions};
 
-use crate::cli::CopyArgs;
+use crate::cli::{CopyArgs, DEFAULT_QUIC_TIMEOUT_SECS, DEFAULT_RETRY_FOR_SECS};
 use crate::exit::Exit;
 use crate::launch::{Launcher, ServeCommand};
 use crate::path_memory::{self, Flow};
@@ -43,6 +43,13 @@ pub struct CopyReport {
 
 /// Runs `soku [OPTIONS] SOURCE... TARGET`.
 pub async fn run(args: CopyArgs) -> anyhow::Result<CopyReport> {
+    // The config files apply to what the command line leaves open, for the remote host
+    // as the user wrote it (a local copy takes their top-level keys).
+    let host = match direction(&args.paths)? {
+        Direction::Upload { remote, .. } => remote.map(|r| r.host),
+        Direction::Download { remote, .. } => Some(remote.host),
+    };
+    let args = crate::config::apply(args, host.as_deref())?;
     let events: Arc<dyn EventSink> = if args.json {
         Arc::new(JsonLines)
     } else {
@@ -67,7 +74,7 @@ pub async fn run_with(args: CopyArgs, events: Arc<dyn EventSink>) -> anyhow::Res
         recursive: args.recursive,
         preserve: args.preserve,
         compress: args.compress,
-        chunk_size: DEFAULT_CHUNK_SIZE,
+        chunk_size: args.chunk_size.unwrap_or(DEFAULT_CHUNK_SIZE),
         rate_limit_bps: transport.rate_limit_bps,
         resume: !args.no_resume,
         fsync: !args.no_fsync,
@@ -112,9 +119,15 @@ pub async fn run_with(args: CopyArgs, events: Arc<dyn EventSink>) -> anyhow::Res
         background: args.background && flow == Flow::Up,
     });
     let mut session_opts = SessionOptions {
-        mode: if args.force_ssh_channel { TransportMode::Ssh } else { args.transport },
+        mode: if args.force_ssh_channel {
+            TransportMode::Ssh
+        } else {
+            args.transport.unwrap_or_default()
+        },
         switched: None,
-        quic_timeout: Duration::from_secs_f64(args.quic_timeout.clamp(0.1, 600.0)),
+        quic_timeout: Duration::from_secs_f64(
+            args.quic_timeout.unwrap_or(DEFAULT_QUIC_TIMEOUT_SECS).clamp(0.1, 600.0),
+        ),
         host: remote.as_ref().map_or_else(|| "127.0.0.1".into(), |r| r.host.clone()),
         transport,
         download_memory,
@@ -129,7 +142,8 @@ pub async fn run_with(args: CopyArgs, events: Arc<dyn EventSink>) -> anyhow::Res
     };
     // Without resume a new attempt would start over: the user asked for exactly that
     // by hand, not behind their back.
-    let limit = if opts.resume { Duration::from_secs(args.retry_for) } else { Duration::ZERO };
+    let retry_for = Duration::from_secs(args.retry_for.unwrap_or(DEFAULT_RETRY_FOR_SECS));
+    let limit = if opts.resume { retry_for } else { Duration::ZERO };
     let mut retry = Retry::new(limit);
     loop {
         let reconnecting = retry.down_for(Instant::now()).is_some();

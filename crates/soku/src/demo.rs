@@ -33,8 +33,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     eprintln!("soku demo: copying it through a local `soku serve` over {how}");
     let copy = CopyArgs {
         paths: vec![source.display().to_string(), target.display().to_string()],
-        transport: mode,
-        quic_timeout: 4.0,
+        transport: Some(mode),
         verbose: 1,
         ..CopyArgs::default()
     };

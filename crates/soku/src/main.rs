@@ -3,6 +3,7 @@
 //! # Layout
 //! - [`cli`]: the one command-line definition (help, man page, completions).
 //! - [`spec`]: scp-style `[user@]host:path` parsing.
+//! - [`config`]: the config files under the command line (`soku config [HOST]`).
 //! - [`copy`]: the copy command; [`demo`]: the same over loopback with no remote.
 //! - [`launch`]: starting the remote `soku serve` (ssh, `-S`, `-e`, or locally).
 //! - [`session`]: client bootstrap (hellos, QUIC or fallback) into a `soku_engine` link;
@@ -14,6 +15,7 @@
 //! - `main`: dispatch and the exit-code table ([`exit`]).
 
 mod cli;
+mod config;
 mod copy;
 mod demo;
 mod exit;
@@ -29,6 +31,7 @@ mod tcp_path;
 mod tunnel;
 mod ui;
 
+use std::ffi::OsString;
 use std::process::ExitCode;
 
 use clap::{CommandFactory, Parser};
@@ -42,8 +45,9 @@ use cli::{Cli, Command};
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = Cli::parse_from(copy_of_a_file_named_config(std::env::args_os().collect()));
     let result = match cli.command {
+        Some(Command::Config(args)) => config::show(args.host.as_deref().map(without_user)),
         Some(Command::Man) => print_man(),
         Some(Command::Completions { shell }) => {
             clap_complete::generate(shell, &mut Cli::command(), "soku", &mut std::io::stdout());
@@ -69,6 +73,22 @@ fn main() -> ExitCode {
     exit::report(result)
 }
 
+/// `soku config host:dir/` and `soku config a b` copy a file named `config`, as scp
+/// would; only `soku config [HOST]` is the settings command. The copy's `config` becomes
+/// `./config`, which names the same file and which clap cannot take for the command.
+fn copy_of_a_file_named_config(mut args: Vec<OsString>) -> Vec<OsString> {
+    let is_copy = args.get(1).is_some_and(|a| a == "config") && {
+        let rest: Vec<&str> = args[2..].iter().filter_map(|a| a.to_str()).collect();
+        let paths = rest.iter().filter(|a| !a.starts_with('-')).count();
+        paths >= 2
+            || rest.iter().any(|a| !a.starts_with('-') && (a.contains(':') || a.contains('/')))
+    };
+    if is_copy {
+        args[1] = OsString::from("./config");
+    }
+    args
+}
+
 /// Runs `work` on a multi-threaded runtime, and leaves as soon as it is done: the
 /// runtime is not waited for, since a read of stdin blocks one of its threads until the
 /// peer closes it, and a server that gave up on a stalled client must not wait for that.
@@ -79,9 +99,45 @@ fn block_on<T>(work: impl std::future::Future<Output = anyhow::Result<T>>) -> an
     result
 }
 
+/// `user@host` matches config sections by its host, as a copy's `user@host:path` does.
+fn without_user(destination: &str) -> &str {
+    destination.rsplit_once('@').map_or(destination, |(_, host)| host)
+}
+
 fn print_man() -> anyhow::Result<()> {
     let man = clap_mangen::Man::new(Cli::command());
     let mut out = Vec::new();
     man.render(&mut out)?;
     exit::write_stdout(&out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rewritten(args: &[&str]) -> Vec<String> {
+        let args = args.iter().map(OsString::from).collect();
+        copy_of_a_file_named_config(args).into_iter().map(|a| a.into_string().unwrap()).collect()
+    }
+
+    #[test]
+    fn config_with_a_host_alone_is_the_settings_command() {
+        assert_eq!(rewritten(&["soku", "config", "db.lab"]), ["soku", "config", "db.lab"]);
+        assert_eq!(rewritten(&["soku", "config"]), ["soku", "config"]);
+        assert_eq!(rewritten(&["soku", "config", "--help"]), ["soku", "config", "--help"]);
+    }
+
+    #[test]
+    fn config_followed_by_paths_is_a_copy_of_that_file() {
+        assert_eq!(rewritten(&["soku", "config", "h:"]), ["soku", "./config", "h:"]);
+        assert_eq!(rewritten(&["soku", "config", "dir/"]), ["soku", "./config", "dir/"]);
+        assert_eq!(rewritten(&["soku", "config", "a", "b"]), ["soku", "./config", "a", "b"]);
+        assert_eq!(rewritten(&["soku", "-r", "config", "h:"]), ["soku", "-r", "config", "h:"]);
+    }
+
+    #[test]
+    fn the_user_is_not_part_of_the_host() {
+        assert_eq!(without_user("alice@db.lab"), "db.lab");
+        assert_eq!(without_user("db.lab"), "db.lab");
+    }
 }

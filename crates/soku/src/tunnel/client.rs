@@ -30,10 +30,11 @@ use crate::session::{Session, SessionOptions, TransportMode};
 const QUIC_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Runs the tunnel until Ctrl-C, SIGTERM, or the end of the session.
-pub async fn run(args: TunnelArgs) -> anyhow::Result<()> {
+pub async fn run(mut args: TunnelArgs) -> anyhow::Result<()> {
     let listen = parse_listen(&args.listen).map_err(Exit::usage)?;
     check_destination(&args.to).map_err(Exit::usage)?;
     let remote = parse_remote(&args.remote).map_err(Exit::usage)?;
+    crate::config::apply_ssh(&mut args.ssh, &remote.host)?;
     let listener = TcpListener::bind((listen.host.as_str(), listen.port)).await.map_err(|e| {
         Exit::failure(format!("cannot listen on {}:{}: {e}", listen.host, listen.port))
     })?;
