@@ -43,6 +43,11 @@ pub struct SokuCcConfig {
     pub bw_window_rounds: u64,
     /// How long a min-RTT sample stays valid before a probe-RTT phase refreshes it.
     pub min_rtt_window: Duration,
+    /// The same for the connection's first probe-RTT, once startup is over.
+    pub first_min_rtt_window: Duration,
+    /// Probe-RTT phases in a row that must all see a longer RTT before the min RTT is
+    /// raised to it (1: BBR's rule, every probe's minimum is taken as it is).
+    pub min_rtt_raise_probes: u32,
     /// How long probe-RTT holds the smaller window.
     pub probe_rtt_duration: Duration,
     /// Seed for the choice of probe phases (connections that start together with
@@ -73,6 +78,11 @@ impl Default for SokuCcConfig {
             loss_beta: 0.85,
             bw_window_rounds: 10,
             min_rtt_window: Duration::from_secs(10),
+            // 5 s (BBRv2's ProbeRTT interval) evens out copies started together; not
+            // yet the default, see bench/results/2026-11-24/many-at-once/NOTES.md.
+            first_min_rtt_window: Duration::from_secs(10),
+            // 3 made steady-state sharing worse in the path simulator (same notes).
+            min_rtt_raise_probes: 1,
             probe_rtt_duration: Duration::from_millis(200),
             seed: 0x5045_4b55,
             hint: HintSlot::new(),

@@ -150,6 +150,10 @@ pub struct SokuCc {
     /// Round time since `inflight_hi` was last set or raised.
     since_hi_change: Duration,
     probe_rtt_done: Option<(Instant, u64)>,
+    /// Probe-RTT phases finished so far.
+    probe_rtts: u32,
+    /// Probe-RTT phases in a row whose smallest RTT stayed above the min RTT.
+    probe_rtts_above: u32,
     probe_rtt_min: Option<Duration>,
     /// Delivery rate (bytes delivered or lost over the round's time, bytes/s) of each
     /// of the last `CYCLE_LEN` probe-bw rounds; `None` for an app-limited round.
@@ -208,6 +212,8 @@ impl SokuCc {
             probe_up_step: mtu,
             since_hi_change: Duration::ZERO,
             probe_rtt_done: None,
+            probe_rtts: 0,
+            probe_rtts_above: 0,
             probe_rtt_min: None,
             round_rates: VecDeque::with_capacity(CYCLE_LEN),
             rng,
@@ -470,11 +476,38 @@ impl SokuCc {
         }
     }
 
+    /// Takes the smallest RTT of a probe-RTT phase as the min RTT if it is lower, or if
+    /// `min_rtt_raise_probes` phases in a row all saw more (the path got longer).
+    ///
+    /// BBR takes it whatever it is. But a flow that drains alone while other flows keep
+    /// the bottleneck queue full measures their queue, and a min RTT raised by it makes
+    /// the flow's BDP, and so its window and its share, too large until a later probe
+    /// happens to drain with the others.
+    fn adopt_probe_rtt_min(&mut self, probed: Duration) {
+        let known = self.min_rtt.unwrap_or(probed);
+        if probed <= known || self.probe_rtts_above + 1 >= self.config.min_rtt_raise_probes {
+            self.min_rtt = Some(probed);
+            self.probe_rtts_above = 0;
+        } else {
+            self.probe_rtts_above += 1;
+        }
+    }
+
+    /// How old the min RTT may grow before probe-RTT refreshes it: `min_rtt_window`,
+    /// or `first_min_rtt_window` before the connection's first probe once startup is over.
+    fn min_rtt_expiry(&self) -> Duration {
+        if self.probe_rtts == 0 && self.filled_pipe {
+            self.config.first_min_rtt_window
+        } else {
+            self.config.min_rtt_window
+        }
+    }
+
     fn maybe_enter_probe_rtt(&mut self, now: Instant) {
         if self.mode == Mode::ProbeRtt || self.min_rtt.is_none() {
             return;
         }
-        if now.saturating_duration_since(self.min_rtt_stamp) > self.config.min_rtt_window {
+        if now.saturating_duration_since(self.min_rtt_stamp) > self.min_rtt_expiry() {
             self.mode = Mode::ProbeRtt;
             self.probe_rtt_done = None;
             self.probe_rtt_min = None;
@@ -494,10 +527,11 @@ impl SokuCc {
             }
             Some((until, round)) if now >= until && self.delivery.round() >= round => {
                 if let Some(m) = self.probe_rtt_min {
-                    self.min_rtt = Some(m);
+                    self.adopt_probe_rtt_min(m);
                 }
                 self.min_rtt_stamp = now;
                 self.probe_rtt_done = None;
+                self.probe_rtts = self.probe_rtts.saturating_add(1);
                 if self.filled_pipe {
                     self.mode = Mode::ProbeBw;
                     self.cycle_index = 2;

@@ -173,19 +173,31 @@ fn jain(shares: &[f64]) -> f64 {
 /// `n` flows started a second apart on 100 Mbit/s x `rtt_ms` (one-BDP drop-tail buffer),
 /// measured over seconds 30-60; prints and returns each flow's share of the link.
 fn staggered(n: u64, rtt_ms: u64, seed: u64) -> Vec<f64> {
+    started(n, rtt_ms, seed, Duration::from_secs(1), 30, 60)
+}
+
+/// `n` flows started `spacing` apart (plus up to 50 ms, by seed) on 100 Mbit/s x
+/// `rtt_ms` (one-BDP drop-tail buffer), measured from second `from` to `until`; prints
+/// and returns each flow's share of the link.
+fn started(n: u64, rtt_ms: u64, seed: u64, spacing: Duration, from: u64, until: u64) -> Vec<f64> {
     let p = path(100 * MBIT, rtt_ms, 0.0);
     let flows = (0..n)
         .map(|i| {
             let cfg = SokuCcConfig { seed: seed * 1000 + i * 7919 + 1, ..SokuCcConfig::default() };
-            (soku(cfg, &p), secs(i))
+            let jitter = if spacing < Duration::from_secs(1) {
+                Duration::from_micros((seed * 7919 + i * 104_729) % 50_000)
+            } else {
+                Duration::ZERO
+            };
+            (soku(cfg, &p), spacing * i as u32 + jitter)
         })
         .collect();
-    let r = sim::run(p, flows, secs(60), secs(30), seed);
+    let r = sim::run(p, flows, secs(until), secs(from), seed);
     let u: Vec<f64> = r.flows.iter().map(|f| f.util).collect();
     let total: f64 = u.iter().sum();
     println!(
-        "soku x{n} 100M {rtt_ms}ms 0% (staggered), seeds {seed:>2}: total {:5.1} %  shares {:?}  \
-         largest deviation {:4.1} %  Jain {:.3}  queue drops {:4.2} %",
+        "soku x{n} 100M {rtt_ms}ms 0% ({spacing:?} apart, s {from}-{until}), seeds {seed:>2}: \
+         total {:5.1} %  shares {:?}  largest deviation {:4.1} %  Jain {:.3}  queue drops {:4.2} %",
         100.0 * total,
         u.iter().map(|x| (1000.0 * x).round() / 10.0).collect::<Vec<_>>(),
         100.0 * largest_deviation(&u),
@@ -559,12 +571,18 @@ fn u_fairness_sweep() {
         }
     }
     for (n, rtt) in cases {
-        let p = path(100 * MBIT, rtt, 0.0);
+        let mut p = path(100 * MBIT, rtt, 0.0);
+        p.ack_jitter = ms(std::env::var("SOKU_ACK_JITTER_MS").ok().and_then(|v| v.parse().ok()).unwrap_or(0));
         let (mut devs, mut worst, mut jains, mut totals) = (0.0, 0.0f64, 0.0, 0.0);
         let nseeds: u64 =
             std::env::var("SOKU_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(3);
         let k = nseeds as f64;
         let jittered = std::env::var("SOKU_JITTER").is_ok();
+        // SOKU_SPACING_MS, SOKU_FROM, SOKU_DUR: start flows closer together and measure
+        // an earlier, shorter window (copies that start within a second and last 20 s).
+        let env_u64 = |k: &str, d: u64| std::env::var(k).ok().and_then(|v| v.parse().ok()).unwrap_or(d);
+        let spacing = Duration::from_millis(env_u64("SOKU_SPACING_MS", 1000));
+        let (from, dur) = (env_u64("SOKU_FROM", 30), env_u64("SOKU_DUR", 60));
         for seed in (1..=nseeds).map(|s| 11 * s) {
             let flows = (0..n)
                 .map(|i| {
@@ -573,7 +591,7 @@ fn u_fairness_sweep() {
                     // interleave differently; without it the runs depend on the seeds
                     // only through the probe phases, and several seed sets coincide).
                     let jitter = if jittered { (seed * 7919 + i * 104_729) % 50_000 } else { 0 };
-                    (soku(cfg, &p), secs(i) + Duration::from_micros(jitter))
+                    (soku(cfg, &p), spacing * i as u32 + Duration::from_micros(jitter))
                 })
                 .collect();
             let mut last = vec![0u64; n as usize];
@@ -602,7 +620,7 @@ fn u_fairness_sweep() {
             };
             let tr: Option<(Duration, sim::Tracer<'_>)> =
                 if trace && seed == trace_seed { Some((secs(every), &mut tracer)) } else { None };
-            let r = sim::run_traced(p, flows, secs(60), secs(30), seed, tr);
+            let r = sim::run_traced(p, flows, secs(dur), secs(from), seed, tr);
             let u: Vec<f64> = r.flows.iter().map(|f| f.util).collect();
             let total: f64 = u.iter().sum();
             let mean = total / u.len() as f64;
@@ -651,6 +669,12 @@ fn sweep_config() -> SokuCcConfig {
     }
     if let Some(v) = get("SOKU_QSHARE") {
         c.queue_share_bps = v as u64;
+    }
+    if let Some(v) = get("SOKU_FIRST_MINRTT") {
+        c.first_min_rtt_window = Duration::from_secs_f64(v);
+    }
+    if let Some(v) = get("SOKU_RAISE_PROBES") {
+        c.min_rtt_raise_probes = v as u32;
     }
     if let Some(v) = get("SOKU_MINRTT_WIN") {
         c.min_rtt_window = Duration::from_secs_f64(v);
