@@ -64,6 +64,8 @@ pub struct CpuPlan<'a> {
     pub rounds: u32,
     /// Warm memory before each copy (see the module's documentation).
     pub warm: bool,
+    /// Evict the source from the page cache before each copy ([`evict_from_cache`]).
+    pub cold_cache: bool,
     /// With `Some`, two qcp rows on the random file: its defaults, and tuned for
     /// loopback ([`crate::qcp::tuning`] of no link); `Err` is why they are skipped.
     pub qcp: Option<&'a Result<crate::qcp::Qcp, String>>,
@@ -84,6 +86,16 @@ fn warm_memory(dir: &Path, bytes: u64) -> std::io::Result<()> {
     }
     drop(file);
     std::fs::remove_file(&path)
+}
+
+/// Drops `path`'s pages from the page cache, so the next read of it comes from the disk:
+/// written back first (the kernel keeps dirty pages), then `POSIX_FADV_DONTNEED` on the
+/// whole file. Only this file's pages go; nothing else on the machine is touched.
+fn evict_from_cache(path: &Path) -> std::io::Result<()> {
+    let file = std::fs::File::open(path)?;
+    file.sync_all()?;
+    rustix::fs::fadvise(&file, 0, None, rustix::fs::Advice::DontNeed)?;
+    Ok(())
 }
 
 /// Runs the loopback rows, `plan.rounds` times over.
@@ -145,6 +157,9 @@ pub fn run(plan: &CpuPlan<'_>, log: &dyn Fn(&str)) -> anyhow::Result<Vec<CpuRow>
         for (tool, extra, src, data) in &rows_to_run {
             if plan.warm {
                 warm_memory(work, 2 * src.size)?;
+            }
+            if plan.cold_cache {
+                evict_from_cache(&src.path)?;
             }
             let row = run_row(&ep, *tool, extra, src, data, work, round)?;
             if let Status::Skipped(why) = &row.m.status {

@@ -103,6 +103,11 @@ struct Args {
     /// virtual machine the first write to memory the host took back is slow).
     #[arg(long)]
     cold_memory: bool,
+    /// Evict each loopback row's source file from the page cache before its copy, so the
+    /// copy reads it from the disk (`posix_fadvise(DONTNEED)` on that file alone; pair it
+    /// with `--work` on a real disk, the default work dir may be RAM).
+    #[arg(long)]
+    cold_cache: bool,
     /// Skip the small-packet test.
     #[arg(long)]
     no_smallpkt: bool,
@@ -461,6 +466,7 @@ fn run(args: &Args) -> anyhow::Result<Vec<String>> {
             size: p.cpu_size,
             rounds: args.repeat,
             warm: !args.cold_memory,
+            cold_cache: args.cold_cache,
             qcp: qcp.as_ref(),
         };
         let rows = cpu::run(&plan, &log)?;

@@ -594,7 +594,6 @@ fn u_fairness_sweep() {
     }
     for (n, rtt) in cases {
         let mut p = path(100 * MBIT, rtt, 0.0);
-        p.ack_jitter = ms(std::env::var("SOKU_ACK_JITTER_MS").ok().and_then(|v| v.parse().ok()).unwrap_or(0));
         let (mut devs, mut worst, mut jains, mut totals) = (0.0, 0.0f64, 0.0, 0.0);
         let nseeds: u64 =
             std::env::var("SOKU_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(3);
@@ -602,9 +601,11 @@ fn u_fairness_sweep() {
         let jittered = std::env::var("SOKU_JITTER").is_ok();
         // SOKU_SPACING_MS, SOKU_FROM, SOKU_DUR: start flows closer together and measure
         // an earlier, shorter window (copies that start within a second and last 20 s).
-        let env_u64 = |k: &str, d: u64| std::env::var(k).ok().and_then(|v| v.parse().ok()).unwrap_or(d);
+        let env_u64 =
+            |k: &str, d: u64| std::env::var(k).ok().and_then(|v| v.parse().ok()).unwrap_or(d);
         let spacing = Duration::from_millis(env_u64("SOKU_SPACING_MS", 1000));
         let (from, dur) = (env_u64("SOKU_FROM", 30), env_u64("SOKU_DUR", 60));
+        p.ack_jitter = ms(env_u64("SOKU_ACK_JITTER_MS", 0));
         for seed in (1..=nseeds).map(|s| 11 * s) {
             let flows = (0..n)
                 .map(|i| {
