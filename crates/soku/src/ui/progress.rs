@@ -29,6 +29,54 @@ struct State {
     drawn: bool,
     /// What carries the data, shortly ("QUIC", "TLS/TCP", "ssh"), once connected.
     carrier: Option<&'static str>,
+    /// The latest path sample (QUIC only): shown with `-v`.
+    path: Option<PathNow>,
+}
+
+/// What `-v` adds to the live line: the path as the last [`TransferEvent::PathSample`]
+/// saw it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct PathNow {
+    /// Smoothed RTT.
+    rtt: Duration,
+    /// Lost packets as a percentage of those sent, over the connection so far.
+    loss_percent: f64,
+}
+
+/// The live line's figures.
+#[derive(Debug, Clone, Copy)]
+struct Live {
+    verified: u64,
+    total: Option<u64>,
+    secs: f64,
+    carrier: Option<&'static str>,
+    /// Only with `-v`.
+    path: Option<PathNow>,
+}
+
+/// The text of the live line: progress, rate, ETA, transport, and with `-v` the path.
+fn live_text(live: &Live) -> String {
+    let rate = live.verified as f64 / live.secs.max(1e-3);
+    let mut text = format!("{} {}", human_bytes(live.verified), human_rate(rate));
+    if let Some(total) = live.total.filter(|t| *t > 0) {
+        let pct = live.verified as f64 * 100.0 / total as f64;
+        let eta =
+            if rate > 0.0 { (total.saturating_sub(live.verified)) as f64 / rate } else { 0.0 };
+        text = format!("{pct:5.1}% of {} | {text} | ETA {}", human_bytes(total), clock(eta));
+    }
+    if let Some(carrier) = live.carrier {
+        text = format!("{text} | {carrier}");
+    }
+    if let Some(path) = live.path {
+        // Two decimals of loss: the rates that matter on a long path are fractions of
+        // a percent (RFC 9002's loss detection counts this side's packets).
+        text = format!(
+            "{text} | rtt {:.1} ms, loss {:.2} %",
+            path.rtt.as_secs_f64() * 1e3,
+            path.loss_percent
+        );
+    }
+    text
 }
 
 impl ProgressMeter {
@@ -44,6 +92,7 @@ impl ProgressMeter {
                 last_draw: None,
                 drawn: false,
                 carrier: None,
+                path: None,
             }),
         }
     }
@@ -65,17 +114,13 @@ impl ProgressMeter {
             return;
         }
         state.last_draw = Some(now);
-        let secs = (now - state.start).as_secs_f64().max(1e-3);
-        let rate = verified as f64 / secs;
-        let mut text = format!("{} {}", human_bytes(verified), human_rate(rate));
-        if let Some(total) = state.total.filter(|t| *t > 0) {
-            let pct = verified as f64 * 100.0 / total as f64;
-            let eta = if rate > 0.0 { (total.saturating_sub(verified)) as f64 / rate } else { 0.0 };
-            text = format!("{pct:5.1}% of {} | {text} | ETA {}", human_bytes(total), clock(eta));
-        }
-        if let Some(carrier) = state.carrier {
-            text = format!("{text} | {carrier}");
-        }
+        let text = live_text(&Live {
+            verified,
+            total: state.total,
+            secs: (now - state.start).as_secs_f64(),
+            carrier: state.carrier,
+            path: state.path.filter(|_| self.verbose),
+        });
         let _ = write!(std::io::stderr().lock(), "\r\x1b[K{text}");
         state.drawn = true;
     }
@@ -135,8 +180,15 @@ impl EventSink for ProgressMeter {
                     ));
                 }
             }
-            // A line every half second would bury the meter; `--json` has them.
-            TransferEvent::PathSample(_) => {}
+            // A line every half second would bury the meter (`--json` has them); `-v`
+            // shows the latest RTT and loss on the live line instead.
+            TransferEvent::PathSample(p) => {
+                if self.verbose {
+                    let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+                    state.path = Some(PathNow { rtt: p.rtt, loss_percent: p.loss_percent() });
+                }
+            }
+            TransferEvent::File { .. } => {}
             TransferEvent::PathStats(p) => {
                 if self.verbose && !self.quiet {
                     let model = match p.model {
@@ -198,5 +250,54 @@ mod tests {
         assert_eq!(carrier("QUIC to 10.0.0.2:4000"), "QUIC");
         assert_eq!(carrier("TLS/TCP to 10.0.0.2:4000 (4 data connections; bbr)"), "TLS/TCP");
         assert_eq!(carrier("the ssh channel"), "ssh");
+    }
+
+    fn live(path: Option<PathNow>) -> Live {
+        Live { verified: 50 << 20, total: Some(100 << 20), secs: 2.0, carrier: Some("QUIC"), path }
+    }
+
+    /// Catches: `-v` not showing the path on the live line, or showing it in other units.
+    #[test]
+    fn verbose_live_line_shows_rtt_and_loss() {
+        let path = PathNow { rtt: Duration::from_micros(51_260), loss_percent: 0.4567 };
+        let text = live_text(&live(Some(path)));
+        assert!(text.ends_with("| QUIC | rtt 51.3 ms, loss 0.46 %"), "{text}");
+        assert!(text.starts_with(" 50.0% of 100.0 MiB | 50.0 MiB 26.2 MB/s"), "{text}");
+        assert!(text.contains("ETA 0:00:02"), "{text}");
+    }
+
+    /// Catches: the path figures leaking onto the line without `-v` (the meter keeps
+    /// its width), or a sample arriving before any byte is verified breaking the line.
+    #[test]
+    fn plain_live_line_has_no_path_figures() {
+        let text = live_text(&live(None));
+        assert!(!text.contains("rtt") && !text.contains("loss"), "{text}");
+        assert!(text.ends_with("| QUIC"), "{text}");
+        let empty =
+            live_text(&Live { verified: 0, total: Some(0), secs: 0.0, carrier: None, path: None });
+        assert_eq!(empty, "0 B 0.0 MB/s (0 Mbit/s)");
+    }
+
+    /// Catches: the meter ignoring path samples under `-v`, or keeping them without it.
+    #[test]
+    fn path_samples_reach_the_line_only_when_verbose() {
+        let sample = soku_engine::events::PathReport {
+            rtt: Duration::from_millis(50),
+            min_rtt: Duration::from_millis(50),
+            mtu: 1452,
+            sent_packets: 1000,
+            lost_packets: 5,
+            congestion_events: 1,
+            cwnd: 1 << 20,
+            model: None,
+        };
+        for verbose in [false, true] {
+            let meter = ProgressMeter::new(false, verbose);
+            meter.event(TransferEvent::PathSample(sample.clone()));
+            let got = meter.state.lock().expect("lock").path;
+            let want =
+                verbose.then_some(PathNow { rtt: Duration::from_millis(50), loss_percent: 0.5 });
+            assert_eq!(got, want);
+        }
     }
 }
