@@ -9,7 +9,14 @@ use super::svg::Band;
 /// interval's middle. A count that goes down (a new session after a reconnection
 /// counts again from its own start) starts over from there.
 pub fn goodput(verified: &[(f64, u64)], from: f64, to: f64) -> Vec<(f64, f64)> {
-    let width = ((to - from) / 150.0).max(0.5);
+    // Equal intervals, so that the last is not a short one whose few bytes read as
+    // a spike or a dip.
+    let span = (to - from).max(0.0);
+    let count = (span / ((span / 150.0).max(0.5))).round().max(1.0);
+    let width = span / count;
+    if width <= 0.0 {
+        return Vec::new();
+    }
     let mut out = Vec::new();
     let mut i = 0;
     // The count at the start of the interval (the last sample at or before it).
