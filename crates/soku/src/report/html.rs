@@ -93,6 +93,11 @@ fn figures(rec: &Recording, ctx: &Context, paths: &[PathSample], sender_view: bo
         min_rtt_ms: paths.iter().map(|p| p.min_rtt_ms).filter(|m| *m > 0.0).reduce(f64::min),
         rtt_p90_ms: quantile(if steady.is_empty() { &all } else { &steady }, 0.9),
         loss_percent: last.filter(|_| sender_view).map(PathSample::loss_percent),
+        loss_median_percent: quantile(
+            &loss_per_interval(paths).into_iter().map(|(_, l)| l).collect::<Vec<_>>(),
+            0.5,
+        )
+        .filter(|_| sender_view),
         model_bps: last.and_then(|p| p.model_mbit).map(|m| m * 1e6).filter(|_| sender_view),
         sender_cores,
         receiver_cores,

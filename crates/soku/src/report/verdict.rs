@@ -8,10 +8,13 @@
 //!    driven by one thread per side, so ~one busy core is a ceiling:
 //!    `bench/results/2026-11-24/cpu-per-byte/README.md`);
 //! 4. otherwise the link, with what the RTT and the loss say about it: a queue (the RTT
-//!    rising above its minimum) means the bottleneck was full; loss without a queue is
-//!    random loss, which soku-cc's model-based controller does not slow down for
-//!    (`crates/soku-cc/src/model.rs`), unlike loss-based ones (RFC 9438's CUBIC halves
-//!    its window on it), while loss with a queue is the bottleneck's buffer overflowing.
+//!    rising above its minimum) means the bottleneck was full. Loss at a steady rate in
+//!    every half second, whatever the RTT, is random loss, which soku-cc's model-based
+//!    controller does not slow down for (`crates/soku-cc/src/model.rs`), unlike
+//!    loss-based ones (RFC 9438's CUBIC shrinks its window on it); loss in bursts with a
+//!    queue is the bottleneck's buffer overflowing. Steadiness is the median of the
+//!    per-interval loss against the mean: random loss has a median near its mean,
+//!    overflow a median near zero and a few spikes.
 //!
 //! Without a queue or loss, the copy's figures cannot tell a link that soku filled
 //! exactly from a slow disk at the receiver; the verdict says so rather than guess.
@@ -32,6 +35,9 @@ pub struct Figures {
     /// Loss of the data sender's packets, percent; `None` when this side did not send
     /// the data and the server did not say.
     pub loss_percent: Option<f64>,
+    /// The median of the loss per half-second interval, percent (see the module's
+    /// comment).
+    pub loss_median_percent: Option<f64>,
     /// The controller's last bottleneck estimate, bits per second.
     pub model_bps: Option<f64>,
     /// CPU of the data sender and of the receiver, in cores busy on average over the
@@ -87,6 +93,44 @@ fn queue_ms(f: &Figures) -> Option<f64> {
 
 fn mbit(bps: f64) -> String {
     format!("{:.1} Mbit/s", bps / 1e6)
+}
+
+/// What the loss says: random (steady), overflow (bursts with a queue), or both.
+fn loss_note(loss: f64, median: Option<f64>, queue: Option<f64>) -> String {
+    let Some(median) = median else {
+        return format!("{loss:.2} % of the packets were lost.");
+    };
+    const KEEPS: &str = "soku-cc keeps its rate through random loss";
+    if median >= 0.6 * loss {
+        let rtt = match queue {
+            Some(_) => "whether the queue was long or short",
+            None => "and the RTT did not rise with it",
+        };
+        format!(
+            "The loss of {loss:.2} % was random: about {median:.2} % of the packets of every \
+             half second, {rtt}; {KEEPS}."
+        )
+    } else if median >= LOSS_WORTH_SAYING {
+        format!(
+            "Of the {loss:.2} % lost, about {median:.2} % was random (steady in every half \
+             second; {KEEPS}); the rest came in bursts{}.",
+            if queue.is_some() {
+                " with the queue: the bottleneck's buffer overflowed"
+            } else {
+                ""
+            }
+        )
+    } else if queue.is_some() {
+        format!(
+            "The loss of {loss:.2} % came in bursts with the queue: the bottleneck's buffer \
+             overflowed."
+        )
+    } else {
+        format!(
+            "The loss of {loss:.2} % came in bursts without a queue: a policer or a flaky link \
+             rather than a full buffer."
+        )
+    }
 }
 
 /// What limited the copy with these figures.
@@ -153,18 +197,8 @@ pub fn verdict(f: &Figures) -> Verdict {
             model.unwrap_or_default()
         ),
     };
-    match (f.loss_percent.filter(|l| *l >= LOSS_WORTH_SAYING), queue, f.min_rtt_ms) {
-        (Some(loss), None, Some(min)) => notes.push(format!(
-            "The loss of {loss:.2} % was random: the RTT did not rise with it (90th \
-             percentile {:.1} ms against a minimum of {min:.1} ms), so no queue overflowed; \
-             soku-cc keeps its rate through such loss.",
-            f.rtt_p90_ms.unwrap_or(min)
-        )),
-        (Some(loss), Some(_), _) => notes.push(format!(
-            "The loss of {loss:.2} % came with the queue: the bottleneck's buffer overflowed."
-        )),
-        (Some(loss), None, None) => notes.push(format!("{loss:.2} % of the packets were lost.")),
-        (None, _, _) => {}
+    if let Some(loss) = f.loss_percent.filter(|l| *l >= LOSS_WORTH_SAYING) {
+        notes.push(loss_note(loss, f.loss_median_percent, queue));
     }
     if queue.is_none() && f.loss_percent.is_none_or(|l| l < LOSS_WORTH_SAYING) {
         notes.push(
@@ -189,6 +223,7 @@ mod tests {
             min_rtt_ms: Some(50.0),
             rtt_p90_ms: Some(52.0),
             loss_percent: Some(0.0),
+            loss_median_percent: Some(0.0),
             model_bps: Some(96e6),
             sender_cores: Some(0.1),
             receiver_cores: Some(0.08),
@@ -198,11 +233,39 @@ mod tests {
     /// Catches: random loss taken for congestion (or left unmentioned).
     #[test]
     fn loss_without_a_queue_is_random() {
-        let v = verdict(&Figures { loss_percent: Some(0.5), ..path() });
+        let v = verdict(&Figures {
+            loss_percent: Some(0.5),
+            loss_median_percent: Some(0.45),
+            ..path()
+        });
         assert_eq!(v.limit, Limit::Link);
         assert!(v.headline.contains("93.3 Mbit/s"), "{}", v.headline);
         assert!(v.headline.contains("96.0 Mbit/s"), "{}", v.headline);
         assert!(v.notes[0].contains("0.50 % was random"), "{:?}", v.notes);
+        assert!(v.notes[0].contains("did not rise"), "{:?}", v.notes);
+        // Steady loss beside a queue is still random (the emulated path of
+        // bench/results/2026-11-24/report: 0.5 % random loss, a one-BDP queue).
+        let v = verdict(&Figures {
+            loss_percent: Some(0.63),
+            loss_median_percent: Some(0.47),
+            rtt_p90_ms: Some(89.0),
+            ..path()
+        });
+        assert!(v.headline.contains("queue of 39 ms"), "{}", v.headline);
+        assert!(v.notes[0].contains("0.63 % was random"), "{:?}", v.notes);
+        // Part steady, part bursts.
+        let v = verdict(&Figures {
+            loss_percent: Some(1.0),
+            loss_median_percent: Some(0.3),
+            rtt_p90_ms: Some(89.0),
+            ..path()
+        });
+        assert!(v.notes[0].contains("about 0.30 % was random"), "{:?}", v.notes);
+        assert!(v.notes[0].contains("buffer overflowed"), "{:?}", v.notes);
+        // Bursts without a queue.
+        let v =
+            verdict(&Figures { loss_percent: Some(1.0), loss_median_percent: Some(0.0), ..path() });
+        assert!(v.notes[0].contains("policer"), "{:?}", v.notes);
     }
 
     /// Catches: a rising RTT not read as a full bottleneck.
@@ -245,6 +308,7 @@ mod tests {
             min_rtt_ms: None,
             rtt_p90_ms: None,
             loss_percent: None,
+            loss_median_percent: None,
             model_bps: None,
             ..path()
         };
