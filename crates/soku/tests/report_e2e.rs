@@ -194,3 +194,27 @@ fn a_report_into_a_missing_directory_is_refused_before_the_copy() {
     );
     assert!(!env.dst().join("a.bin").exists(), "copied anyway: {err}");
 }
+
+/// Catches: a report that breaks (or claims QUIC's figures) when the data went over
+/// TLS/TCP or the ssh channel: over TCP the server still sends its CPU; over the ssh
+/// channel, which carries the data itself, it sends nothing and the page says so.
+#[test]
+fn reports_over_tcp_and_the_ssh_channel() {
+    let env = Env::new();
+    let src = env.src().join("t.bin");
+    write(&src, &data(3 << 20, 4));
+    for (how, server_row) in [("tcp", true), ("ssh", false)] {
+        let page = env.path(&format!("{how}.html"));
+        env.ok(env
+            .soku()
+            .args(["-q", "--transport", how, "--report"])
+            .arg(&page)
+            .arg(&src)
+            .arg(env.remote(&env.dst())));
+        let html = std::fs::read_to_string(&page).expect("the report was written");
+        assert!(html.contains("No path samples"), "{how}: QUIC figures claimed");
+        assert_eq!(html.contains("remote (soku serve)"), server_row, "{how}: server CPU row");
+        assert!(html.contains("t.bin"), "{how}: no file row");
+        assert!(!html.contains("Loss of the data sender"), "{how}: a loss chart");
+    }
+}

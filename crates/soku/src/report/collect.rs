@@ -97,9 +97,12 @@ pub struct Finished {
 pub struct Recording {
     /// The transport ("QUIC to ...") and why not QUIC, from the last `Connected`.
     pub transport: Option<(String, Option<String>)>,
-    /// Seconds from the start to the last `Connected` (ssh login, hellos, handshake).
+    /// Seconds from the start to the first `Connected` (ssh login, hellos, handshake).
+    pub first_connected_at: Option<f64>,
+    /// ...and to the last (a reconnected copy's server summary counts from it).
     pub connected_at: Option<f64>,
-    /// Seconds from the start to the last `Planned` (the data starts).
+    /// Seconds from the start to the first `Planned` (the data starts; a reconnected
+    /// copy plans again).
     pub planned_at: Option<f64>,
     /// The whole job: files and bytes.
     pub planned: Option<(u32, u64)>,
@@ -158,11 +161,12 @@ impl Recorder {
         match event {
             TransferEvent::Connected { transport, reason } => {
                 r.transport = Some((transport.clone(), reason.clone()));
+                r.first_connected_at.get_or_insert(t);
                 r.connected_at = Some(t);
             }
             TransferEvent::Planned { files, bytes } => {
                 r.planned = Some((*files, *bytes));
-                r.planned_at = Some(t);
+                r.planned_at.get_or_insert(t);
             }
             TransferEvent::File { path, bytes } => {
                 if r.files.len() < MAX_FILES {
@@ -195,12 +199,19 @@ impl Recorder {
             TransferEvent::PathSample(p) => r.paths.push(PathSample::from_report(t, p)),
             TransferEvent::PathStats(p) => r.final_path = Some(PathSample::from_report(t, p)),
             TransferEvent::Finished { files, bytes, failures, resumed, elapsed } => {
+                // After a reconnection the engine's time is the last session's, while
+                // the bytes are the whole copy's: the copy's time is then counted from
+                // the first plan (outages included, as the user waited through them).
+                let seconds = match r.planned_at {
+                    Some(first) if r.reconnects > 0 => t - first,
+                    _ => elapsed.as_secs_f64(),
+                };
                 r.finished = Some(Finished {
                     files: *files,
                     bytes: *bytes,
                     failures: *failures,
                     resumed: *resumed,
-                    seconds: elapsed.as_secs_f64(),
+                    seconds,
                 });
             }
         }

@@ -197,7 +197,7 @@ pub fn page(rec: &Recording, ctx: &Context) -> String {
     } else {
         tile(&mut s, "unfinished", "the copy did not end normally");
     }
-    if let Some(c) = rec.connected_at {
+    if let Some(c) = rec.first_connected_at {
         tile(&mut s, &format!("{c:.2} s"), "set-up (ssh login, hellos, handshake)");
     }
     if let Some(m) = fig.min_rtt_ms {
@@ -426,6 +426,7 @@ mod tests {
             .collect();
         Recording {
             transport: Some(("QUIC to 10.0.0.2:4000".into(), None)),
+            first_connected_at: Some(1.0),
             connected_at: Some(1.0),
             planned_at: Some(1.1),
             planned: Some((2, 175_000_000)),
