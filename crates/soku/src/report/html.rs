@@ -501,6 +501,38 @@ mod tests {
         assert!(page.contains("0.50 % was random"), "the loss note");
     }
 
+    /// Catches: a hostile (or broken) server's summary panicking the page or reaching
+    /// it as markup: it is peer input like any other.
+    #[test]
+    fn a_hostile_server_summary_is_harmless() {
+        let point = |at_ms, sent| soku_proto::hello::PathPoint {
+            at_ms,
+            rtt_us: u64::MAX,
+            min_rtt_us: 0,
+            sent_packets: sent,
+            lost_packets: u64::MAX,
+            cwnd: u64::MAX,
+            bandwidth_bps: u64::MAX,
+            phase: "<script>alert(1)</script>".into(),
+        };
+        let ctx = Context {
+            upload: false,
+            server: Some(soku_proto::hello::ServerSummary {
+                cpu_us: u64::MAX,
+                wall_us: 0,
+                sent_data: true,
+                samples: vec![point(u64::MAX, 10), point(0, 5), point(500, u64::MAX)],
+            }),
+            ..context()
+        };
+        let page = page(&recording(), &ctx);
+        assert!(!page.contains("<script"), "markup from the server");
+        assert!(page.contains("&lt;script&gt;"), "the phase shown as text");
+        for bad in ["NaN", "\"inf", ",inf", ">inf", "-inf"] {
+            assert!(!page.contains(bad), "a non-finite figure: {bad}");
+        }
+    }
+
     #[test]
     fn dates() {
         assert_eq!(utc(0), "1970-01-01 00:00:00 UTC");
