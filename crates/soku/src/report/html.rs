@@ -228,24 +228,31 @@ pub fn page(rec: &Recording, ctx: &Context) -> String {
 
     // Charts.
     s.push_str("<section><h2>Over time</h2>");
+    let goodput_points: Vec<(f64, f64)> =
+        goodput(&rec.verified, start, end).into_iter().map(|(t, v)| (shift(t), v)).collect();
+    let goodput_top = goodput_points.iter().map(|p| p.1).fold(0.0, f64::max);
     let mut lines = vec![Line {
         name: "goodput (receiver-verified)".into(),
         color: BLUE,
-        points: goodput(&rec.verified, start, end)
-            .into_iter()
-            .map(|(t, v)| (shift(t), v))
-            .collect(),
+        points: goodput_points,
         dashed: false,
     }];
     let model: Vec<(f64, f64)> =
         paths.iter().filter_map(|p| Some((shift(p.t), p.model_mbit?))).collect();
+    let model_top = model.iter().map(|p| p.1).fold(0.0, f64::max);
+    // An estimate far above the goodput (a copy held back by -l or by the ends, whose
+    // short bursts the controller measures) would flatten the goodput to the axis: the
+    // axis then follows the goodput, the estimate runs off the top, and its legend
+    // says how high it went.
+    let y_cap = (model_top > 3.0 * goodput_top && goodput_top > 0.0).then_some(1.5 * goodput_top);
     if sender_view && !model.is_empty() {
-        lines.push(Line {
-            name: "soku-cc bottleneck estimate".into(),
-            color: ORANGE,
-            points: model,
-            dashed: true,
-        });
+        let name = match y_cap {
+            Some(_) => {
+                format!("soku-cc bottleneck estimate (off the scale, up to {model_top:.0} Mbit/s)")
+            }
+            None => "soku-cc bottleneck estimate".into(),
+        };
+        lines.push(Line { name, color: ORANGE, points: model, dashed: true });
     }
     s.push_str(
         &Chart {
@@ -254,6 +261,7 @@ pub fn page(rec: &Recording, ctx: &Context) -> String {
             x_max,
             lines,
             bands: Vec::new(),
+            y_cap: y_cap.filter(|_| sender_view),
         }
         .render(),
     );
@@ -279,6 +287,7 @@ pub fn page(rec: &Recording, ctx: &Context) -> String {
                 },
             ],
             bands: Vec::new(),
+            y_cap: None,
         };
         s.push_str(&rtt.render());
         if sender_view {
@@ -296,6 +305,7 @@ pub fn page(rec: &Recording, ctx: &Context) -> String {
                     dashed: false,
                 }],
                 bands: Vec::new(),
+                y_cap: None,
             };
             s.push_str(&loss.render());
             let cwnd = Chart {
@@ -316,6 +326,7 @@ pub fn page(rec: &Recording, ctx: &Context) -> String {
                         b
                     })
                     .collect(),
+                y_cap: None,
             };
             s.push_str(&cwnd.render());
         } else {

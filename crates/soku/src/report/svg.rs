@@ -43,6 +43,9 @@ pub struct Chart {
     pub lines: Vec<Line>,
     /// Strips under the plot; empty for none.
     pub bands: Vec<Band>,
+    /// The top of the y axis when not the largest value (lines above it are cut at
+    /// the top, so that one far larger line does not flatten the others).
+    pub y_cap: Option<f64>,
 }
 
 const W: f64 = 900.0;
@@ -89,6 +92,7 @@ impl Chart {
             .flat_map(|l| l.points.iter().map(|p| p.1))
             .filter(|y| y.is_finite())
             .fold(0.0f64, f64::max);
+        let top = self.y_cap.filter(|c| *c > 0.0 && *c < top).unwrap_or(top);
         let top = if top > 0.0 { top * 1.08 } else { 1.0 };
         let step = nice_step(top);
         ((top / step).ceil() * step, step)
@@ -248,6 +252,27 @@ impl Chart {
 mod tests {
     use super::*;
 
+    /// Catches: a capped axis still scaled to the largest line.
+    #[test]
+    fn a_cap_sets_the_top_of_the_axis() {
+        let line = |top: f64| Line {
+            name: "x".into(),
+            color: "#000",
+            points: vec![(0.0, 1.0), (1.0, top)],
+            dashed: false,
+        };
+        let chart = |cap| Chart {
+            title: String::new(),
+            y_label: String::new(),
+            x_max: 1.0,
+            lines: vec![line(10.0), line(20_000.0)],
+            bands: Vec::new(),
+            y_cap: cap,
+        };
+        assert_eq!(chart(None).y_max().0, 25_000.0);
+        assert_eq!(chart(Some(15.0)).y_max().0, 20.0);
+    }
+
     #[test]
     fn steps_are_round() {
         assert_eq!(nice_step(100.0), 20.0);
@@ -272,6 +297,7 @@ mod tests {
                 dashed: false,
             }],
             bands: vec![Band { name: "probe_bw".into(), color: "#eee", from: 1.0, to: 9.0 }],
+            y_cap: None,
         };
         let svg = chart.render();
         assert!(svg.starts_with("<svg") && svg.ends_with("</svg>"));
