@@ -23,6 +23,15 @@ pub enum TransferEvent {
         /// Their total size.
         bytes: u64,
     },
+    /// A file entered the copy: announced by the sender, or created by the receiver
+    /// (its local path on this side). `--report` lists them; the meter and `--json`
+    /// do not, so a copy of a million files prints no more than before.
+    File {
+        /// Path on this side.
+        path: String,
+        /// Its size.
+        bytes: u64,
+    },
     /// Bytes the receiver has verified so far (cumulative).
     Verified {
         /// Verified bytes.

@@ -326,6 +326,8 @@ impl Shared {
                 self.announced.send_modify(|n| *n += 1);
             }
             EntryAction::CreateFile { id, local, size, meta, chunks } => {
+                let path = local.display().to_string();
+                self.events.event(TransferEvent::File { path, bytes: size });
                 let room = self.preparing.clone().acquire_owned().await;
                 let room =
                     room.map_err(|_| EngineError::Internal("the receiver stopped".into()))?;

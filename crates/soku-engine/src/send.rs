@@ -315,7 +315,9 @@ impl Copy {
                         }
                     };
                     let start = self.rules.file(wire, size, meta)?;
-                    self.names.push(local.display().to_string());
+                    let path = local.display().to_string();
+                    self.events.event(TransferEvent::File { path: path.clone(), bytes: size });
+                    self.names.push(path);
                     link.tx.send_control(start.entry).await?;
                     if let Some(summary) = start.summary {
                         link.tx.send_control(summary).await?;

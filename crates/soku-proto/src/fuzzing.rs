@@ -21,7 +21,8 @@ use crate::chunk::{check_chunk_size, max_wire_len, ChunkHeader, ChunkPlan};
 use crate::chunk::{MAX_CHUNK_SIZE, MIN_CHUNK_SIZE};
 use crate::frame::{self, Decoder, MAX_CONTROL_FRAME, PREFIX_LEN};
 use crate::hello::{
-    decode_hello, decode_server_hello, ClientHello, HelloScanner, Scan, TransportChoice, MAX_NOISE,
+    decode_hello, decode_server_hello, ClientHello, HelloScanner, Scan, ServerNote,
+    TransportChoice, MAX_NOISE,
 };
 use crate::message::Message;
 use crate::path::{Target, WirePath};
@@ -124,6 +125,13 @@ pub fn hello(data: &[u8]) {
     assert_eq!(whole, split, "the hello frames depend on how the input was cut");
     if let Some(payload) = whole.messages.first() {
         check_server_hello(payload);
+    }
+    // Then what the server may still say on the ssh channel (a policed note, its
+    // summary for `--report`).
+    for payload in whole.messages.iter().skip(1) {
+        if let Ok(note) = decode_hello::<ServerNote>(payload) {
+            round_trip_hello(&note, decode_hello::<ServerNote>);
+        }
     }
 
     // The server reads the client's hello, then its transport choice.

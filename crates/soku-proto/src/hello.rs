@@ -132,6 +132,54 @@ pub enum ServerNote {
         /// What the server saw.
         why: String,
     },
+    /// The server's own figures once its job is done, over QUIC or TCP (never over the
+    /// ssh channel, which then carries the data): for the client's `--report`. A new
+    /// variant at the end: a client from before it fails to decode the note and skips
+    /// it (`watch_ssh` in `crates/soku/src/session.rs` acts only on notes it knows), so
+    /// no version gate is needed.
+    Summary(ServerSummary),
+}
+
+/// Most path samples a [`ServerSummary`] carries (about 10 kB on the wire): a longer
+/// copy's samples are thinned to every second, fourth, ... one.
+pub const MAX_SUMMARY_SAMPLES: usize = 240;
+
+/// What the server measured of itself during a job. Fields only ever grow at the end:
+/// the note is the last thing in its frame, so an older client ignores what a newer
+/// server appends ([`decode_hello`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServerSummary {
+    /// CPU time (user and system) of the server process, microseconds.
+    pub cpu_us: u64,
+    /// Wall time from the server's start to the end of its job, microseconds.
+    pub wall_us: u64,
+    /// Whether the server sent the data (a download): its samples then describe the
+    /// data's direction.
+    pub sent_data: bool,
+    /// The server's view of the QUIC path, every half second from the connection's
+    /// start (empty over TCP), at most [`MAX_SUMMARY_SAMPLES`].
+    pub samples: Vec<PathPoint>,
+}
+
+/// One sample of a QUIC path, as one side saw it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PathPoint {
+    /// Milliseconds since the connection was established.
+    pub at_ms: u64,
+    /// Smoothed RTT, microseconds.
+    pub rtt_us: u64,
+    /// Smallest RTT seen, microseconds.
+    pub min_rtt_us: u64,
+    /// Packets this side sent so far.
+    pub sent_packets: u64,
+    /// Of those, declared lost.
+    pub lost_packets: u64,
+    /// The congestion window, bytes.
+    pub cwnd: u64,
+    /// The controller's bottleneck estimate, bits per second (0: none yet).
+    pub bandwidth_bps: u64,
+    /// The controller's phase (`startup`, `probe_bw`, ...; empty: unknown).
+    pub phase: String,
 }
 
 /// The first two bytes a client sends on each TLS-over-TCP connection: which one it is
@@ -359,6 +407,39 @@ mod tests {
         newer.extend_from_slice(&[1, 2, 3]);
         assert_eq!(decode_client_hello(&newer).expect("decodes"), hello);
         assert!(decode_client_hello(&old[..10]).is_err());
+    }
+
+    /// Catches: a summary note that an older client could not skip, or that a newer
+    /// server's additions would break.
+    #[test]
+    fn a_summary_note_round_trips_and_older_readers_skip_it() {
+        let note = ServerNote::Summary(ServerSummary {
+            cpu_us: 1_500_000,
+            wall_us: 9_000_000,
+            sent_data: true,
+            samples: vec![PathPoint {
+                at_ms: 500,
+                rtt_us: 50_100,
+                min_rtt_us: 50_000,
+                sent_packets: 9000,
+                lost_packets: 45,
+                cwnd: 1 << 20,
+                bandwidth_bps: 95_000_000,
+                phase: "probe_bw".into(),
+            }],
+        });
+        let mut bytes = postcard::to_allocvec(&note).expect("encodes");
+        assert_eq!(decode_hello::<ServerNote>(&bytes).expect("decodes"), note);
+        bytes.extend_from_slice(&[7, 7, 7]);
+        assert_eq!(decode_hello::<ServerNote>(&bytes).expect("a newer server's"), note);
+        /// The note as a client from before the summary knew it.
+        #[derive(Debug, Deserialize)]
+        enum OldNote {
+            Policed { _why: String },
+        }
+        assert!(decode_hello::<OldNote>(&bytes).is_err());
+        let policed = postcard::to_allocvec(&ServerNote::Policed { why: "x".into() }).expect("ok");
+        assert!(decode_hello::<OldNote>(&policed).is_ok());
     }
 
     #[test]

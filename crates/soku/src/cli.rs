@@ -125,6 +125,12 @@ pub struct CopyArgs {
     /// Print machine-readable events (JSON lines) on stderr instead of the progress meter.
     #[arg(long = "json")]
     pub json: bool,
+
+    /// After the copy, write a report to FILE: one self-contained HTML page (no script,
+    /// nothing fetched) with goodput, RTT, loss, the congestion window and phase over
+    /// time, both sides' CPU, the files, and what limited the copy.
+    #[arg(long = "report", value_name = "FILE.html")]
+    pub report: Option<PathBuf>,
 }
 
 /// How soku reaches the remote host: options passed to ssh, as scp passes them.
@@ -328,6 +334,13 @@ mod tests {
         let cli = Cli::try_parse_from(["soku", "host:.", "-r", "dst"]).expect("parses");
         assert!(cli.copy.recursive);
         assert_eq!(cli.copy.paths, ["host:.", "dst"]);
+    }
+
+    #[test]
+    fn report_takes_a_file() {
+        let cli = Cli::try_parse_from(["soku", "--report", "r.html", "a", "h:"]).expect("parses");
+        assert_eq!(cli.copy.report, Some(PathBuf::from("r.html")));
+        assert_eq!(cli.copy.paths, ["a", "h:"]);
     }
 
     #[test]

@@ -10,6 +10,7 @@ use soku_engine::events::{EventSink, PathReport, TransferEvent, PATH_SAMPLE_INTE
 use soku_engine::link::Link;
 use soku_engine::{CopyOptions, Role};
 use soku_proto::chunk::DEFAULT_CHUNK_SIZE;
+use soku_proto::hello::ServerSummary;
 use soku_proto::message::{Job, Message};
 use soku_proto::path::{NameFilter, Target, TargetError};
 use soku_proto::receive::Receiver;
@@ -19,6 +20,7 @@ use crate::cli::{CopyArgs, DEFAULT_QUIC_TIMEOUT_SECS, DEFAULT_RETRY_FOR_SECS};
 use crate::exit::Exit;
 use crate::launch::{Launcher, ServeCommand};
 use crate::path_memory::{self, Flow};
+use crate::report::{self, Recorder};
 use crate::retry::{Next, Retry};
 use crate::session::{Policed, Session, SessionOptions, TransportMode};
 use crate::spec::{self, Location, Remote};
@@ -33,16 +35,19 @@ enum Direction {
 }
 
 /// What a finished copy reports.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct CopyReport {
     /// Files verified.
     pub files: u32,
     /// Bytes verified.
     pub bytes: u64,
+    /// The server's own figures, when `--report` asked for them and it sent them.
+    pub server: Option<ServerSummary>,
 }
 
 /// Runs `soku [OPTIONS] SOURCE... TARGET`.
 pub async fn run(args: CopyArgs) -> anyhow::Result<CopyReport> {
+    let started = Instant::now();
     // The config files apply to what the command line leaves open, for the remote host
     // as the user wrote it (a local copy takes their top-level keys).
     let host = match direction(&args.paths)? {
@@ -55,7 +60,47 @@ pub async fn run(args: CopyArgs) -> anyhow::Result<CopyReport> {
     } else {
         Arc::new(ProgressMeter::new(args.quiet, args.verbose > 0))
     };
-    run_with(args, events).await
+    let Some(path) = args.report.clone() else { return run_with(args, events).await };
+    // A report that cannot be written is found out before the copy, not after it.
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        if !dir.is_dir() {
+            return Err(Exit::usage(format!(
+                "--report {}: no such directory {}",
+                path.display(),
+                dir.display()
+            ))
+            .into());
+        }
+    }
+    let upload = matches!(direction(&args.paths), Ok(Direction::Upload { .. }));
+    let rate_limit_bps = args.limit_kbps.map(|kbps| kbps.saturating_mul(1000));
+    let recorder = Arc::new(Recorder::new(events.clone()));
+    let result = run_with(args, recorder.clone()).await;
+    // A failed copy gets its report too: it is when one is most wanted.
+    let ctx = report::Context {
+        command: command_line(),
+        upload,
+        rate_limit_bps,
+        client_cpu: report::process_cpu(),
+        client_wall: started.elapsed(),
+        server: result.as_ref().ok().and_then(|r| r.server.clone()),
+        started_unix: std::time::SystemTime::now()
+            .checked_sub(started.elapsed())
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(0, |d| d.as_secs()),
+    };
+    match report::write(&path, &recorder.recording(), &ctx) {
+        Ok(()) => {}
+        Err(err) if result.is_ok() => return Err(Exit::failure(err.to_string()).into()),
+        Err(err) => events.event(TransferEvent::Warning(err.to_string())),
+    }
+    result
+}
+
+/// This command line, quoted as a POSIX shell would need it, for the report.
+fn command_line() -> String {
+    let args: Vec<String> = std::env::args().collect();
+    shlex::try_join(args.iter().map(String::as_str)).unwrap_or_else(|_| args.join(" "))
 }
 
 /// Runs a copy with the given event sink (the demo uses its own).
@@ -155,6 +200,7 @@ pub async fn run_with(args: CopyArgs, events: Arc<dyn EventSink>) -> anyhow::Res
             opts,
             events: events.clone(),
             learn: learn.clone(),
+            summary: args.report.is_some(),
         };
         let err = match attempt.run(cmd, &session_opts, &mut retry).await {
             Ok(report) => return Ok(report),
@@ -195,6 +241,8 @@ struct Attempt<'a> {
     events: Arc<dyn EventSink>,
     /// Where to note what this copy learns about the path (host, direction).
     learn: Option<(String, Flow)>,
+    /// `--report`: wait for the server's summary at the end.
+    summary: bool,
 }
 
 impl Attempt<'_> {
@@ -230,7 +278,7 @@ impl Attempt<'_> {
             sampler.abort();
         }
         match result {
-            Ok(report) => {
+            Ok(mut report) => {
                 if let Some(watch) = policing {
                     watch.abort();
                 }
@@ -242,7 +290,11 @@ impl Attempt<'_> {
                 {
                     path_memory::remember(host, *flow, learned);
                 }
-                session.close(link).await?;
+                if self.summary {
+                    report.server = session.close_for_summary(link).await?;
+                } else {
+                    session.close(link).await?;
+                }
                 Ok(report)
             }
             Err(err) => {
@@ -335,7 +387,7 @@ async fn drive(
         ))
         .into());
     }
-    Ok(CopyReport { files, bytes })
+    Ok(CopyReport { files, bytes, server: None })
 }
 
 /// Decides the direction from the command-line paths.

@@ -9,7 +9,8 @@
 //! - [`session`]: client bootstrap (hellos, QUIC or fallback) into a `soku_engine` link;
 //!   [`serve`]: the server's bootstrap and the job the client asks for.
 //! - [`tunnel`]: TCP connections carried over soku's QUIC transport.
-//! - [`ui`]: the engine's typed events (`soku_engine::events`), rendered only here.
+//! - [`ui`]: the engine's typed events (`soku_engine::events`), rendered only here;
+//!   [`report`]: the same events as an HTML page after the copy (`--report`).
 //!
 //! The copy itself (sender, receiver, the data-path seam) is the `soku-engine` crate.
 //! - `main`: dispatch and the exit-code table ([`exit`]).
@@ -23,6 +24,7 @@ mod launch;
 mod path_memory;
 mod policing;
 mod ports;
+mod report;
 mod retry;
 mod serve;
 mod session;

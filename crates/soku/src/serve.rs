@@ -10,11 +10,11 @@
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use soku_proto::frame;
-use soku_proto::hello::{ServerHello, ServerNote, TransportChoice};
+use soku_proto::hello::{ServerHello, ServerNote, ServerSummary, TransportChoice};
 use soku_proto::message::{Job, Message};
 use soku_proto::path::{Target, TargetError};
 use soku_proto::receive::Receiver;
@@ -29,6 +29,7 @@ use soku_engine::{CopyOptions, LinkError, Role};
 
 use crate::cli::ServeArgs;
 use crate::ports::{self, Bound};
+use crate::report::ServerSampler;
 use crate::{policing, tcp_path};
 
 /// How long the server waits for the client's QUIC handshake or TCP connections after
@@ -40,6 +41,7 @@ const CLOSE_PATIENCE: Duration = Duration::from_secs(10);
 
 /// Runs the server on stdin/stdout.
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
+    let started = Instant::now();
     let mut stdin = tokio::io::stdin();
     let mut stdout = tokio::io::stdout();
 
@@ -142,13 +144,17 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             }
             let mut link = conns.into_link();
             link.set_stall_limit(Some(stall));
+            let sampler = ServerSampler::start(started, None);
             // The ssh channel's end means the client is gone: stop at once.
             let result = tokio::select! {
                 result = serve_job(&mut link, None) => result,
                 () = channel_closed(stdin) => Err(anyhow::anyhow!("ssh channel closed")),
             };
+            if let Ok(sent_data) = result {
+                send_summary(&mut stdout, sampler.finish(sent_data)).await;
+            }
             let _ = link.close(CLOSE_PATIENCE).await;
-            result
+            result.map(drop)
         }
         (TransportChoice::Quic { tcp_ready }, Some(endpoint), Some(accepting)) => {
             let conn = accepting.await?.context("the client chose QUIC but never connected")??;
@@ -163,6 +169,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             let (send, recv) = within(stall, conn.accept_bi()).await??;
             let mut link = link::quic::link(conn.clone(), send, recv);
             link.set_stall_limit(Some(stall));
+            let sampler = ServerSampler::start(started, Some(&conn));
             let result = serve_job(&mut link, Some(&conn)).await;
             // A copy cut short may have been cut by the watch (whose task can still be
             // returning its verdict: it ends within one look once QUIC is closed).
@@ -186,11 +193,14 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
                 let _ = tokio::time::timeout(CLOSE_PATIENCE, endpoint.wait_idle()).await;
                 return Ok(());
             }
+            if let Ok(sent_data) = result {
+                send_summary(&mut stdout, sampler.finish(sent_data)).await;
+            }
             // The client closes the connection once it has what it needs.
             let _ = link.close(CLOSE_PATIENCE).await;
             let _ = tokio::time::timeout(CLOSE_PATIENCE, conn.closed()).await;
             endpoint.close(0u32.into(), b"");
-            result
+            result.map(drop)
         }
         (TransportChoice::SshChannel, endpoint, accepting) => {
             if let Some(accepting) = accepting {
@@ -201,7 +211,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             link.set_stall_limit(Some(stall));
             let result = serve_job(&mut link, None).await;
             let _ = link.close(CLOSE_PATIENCE).await;
-            result
+            result.map(drop)
         }
         (TransportChoice::Quic { .. }, _, _) => {
             anyhow::bail!("client chose QUIC after asking for none")
@@ -241,9 +251,26 @@ fn ssh_server_ip() -> Option<IpAddr> {
     std::env::var("SSH_CONNECTION").ok()?.split_whitespace().nth(2)?.parse().ok()
 }
 
+/// Writes the server's summary on the ssh channel for the client's `--report` (read by
+/// `watch_ssh` in `session.rs`; a client that does not read it loses nothing). Only
+/// over QUIC or TCP: over the ssh channel, stdout carries the data itself.
+async fn send_summary(stdout: &mut tokio::io::Stdout, summary: ServerSummary) {
+    let mut note = Vec::new();
+    if frame::encode(&ServerNote::Summary(summary), &mut note).is_err() {
+        return;
+    }
+    let write = async {
+        stdout.write_all(&note).await?;
+        stdout.flush().await
+    };
+    // A client gone already must not hold the server up.
+    let _ = tokio::time::timeout(Duration::from_secs(2), write).await;
+}
+
 /// Reads the client's request and runs it. A failure before the copy starts (a bad
 /// target, unreadable sources) is told to the client here; the engine tells its own.
-async fn serve_job(link: &mut Link, quic: Option<&quinn::Connection>) -> anyhow::Result<()> {
+/// Returns whether this side sent the data (a download).
+async fn serve_job(link: &mut Link, quic: Option<&quinn::Connection>) -> anyhow::Result<bool> {
     let request = match soku_engine::role::read_request(link).await {
         Ok(request) => request,
         Err(err) if err.tell_peer() => return Err(tell_client(link, err.to_string()).await),
@@ -259,7 +286,9 @@ async fn serve_job(link: &mut Link, quic: Option<&quinn::Connection>) -> anyhow:
                 )
                 .await);
             };
-            return crate::tunnel::serve(conn.clone(), &destination, compress).await;
+            return crate::tunnel::serve(conn.clone(), &destination, compress)
+                .await
+                .map(|()| false);
         }
         Job::Receive { target, sources } => receive_role(&target, sources, opts),
         Job::Send { sources } => send_role(&sources, opts).await,
@@ -268,8 +297,9 @@ async fn serve_job(link: &mut Link, quic: Option<&quinn::Connection>) -> anyhow:
         Ok(role) => role,
         Err(err) => return Err(tell_client(link, format!("{err:#}")).await),
     };
+    let sent_data = matches!(role, Role::Send(_));
     soku_engine::run(role, link, opts, Arc::new(Silent)).await?;
-    Ok(())
+    Ok(sent_data)
 }
 
 /// The receiver's role for an upload into `target` of `sources` sources.

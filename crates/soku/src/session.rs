@@ -12,7 +12,8 @@ use soku_engine::events::{EventSink, TransferEvent};
 use soku_engine::link::{self, Link};
 use soku_proto::frame;
 use soku_proto::hello::{
-    ClientHello, HelloScanner, PathMemory, Scan, ServerHello, ServerNote, TransportChoice,
+    ClientHello, HelloScanner, PathMemory, Scan, ServerHello, ServerNote, ServerSummary,
+    TransportChoice,
 };
 use soku_proto::MAGIC;
 use soku_transport::{Fingerprint, Identity, TransportOptions};
@@ -50,6 +51,9 @@ pub struct Session {
     tcp_check: Option<choose::TcpCheck>,
     /// Why the server closed QUIC for a UDP rate limit, as it said on the ssh channel.
     note: Arc<OnceLock<String>>,
+    /// The server's own figures at the end of its job, as it said on the ssh channel
+    /// (for `--report`).
+    summary: Arc<OnceLock<ServerSummary>>,
 }
 
 /// A QUIC copy closed because UDP looks rate-limited.
@@ -139,6 +143,7 @@ impl Session {
         stdin.flush().await?;
 
         let note = Arc::new(OnceLock::new());
+        let summary = Arc::new(OnceLock::new());
         match chosen {
             Chosen::Quic(won, tcp_check) => {
                 if let Some(warning) = won.report.warning {
@@ -152,8 +157,12 @@ impl Session {
                     reason: None,
                 });
                 let notes = std::io::Cursor::new(leftover).chain(stdout);
-                let ssh_watch =
-                    Some(tokio::spawn(watch_ssh(notes, Some(conn.clone()), note.clone())));
+                let ssh_watch = Some(tokio::spawn(watch_ssh(
+                    notes,
+                    Some(conn.clone()),
+                    note.clone(),
+                    summary.clone(),
+                )));
                 let quic = Some(QuicPath { _endpoint: won.endpoint, conn });
                 let session = Session {
                     child,
@@ -163,6 +172,7 @@ impl Session {
                     fallback: None,
                     tcp_check,
                     note,
+                    summary,
                 };
                 Ok((session, link))
             }
@@ -194,7 +204,8 @@ impl Session {
                     ),
                     reason: why.clone(),
                 });
-                let ssh_watch = Some(tokio::spawn(watch_ssh(stdout, None, note.clone())));
+                let ssh_watch =
+                    Some(tokio::spawn(watch_ssh(stdout, None, note.clone(), summary.clone())));
                 let fallback = Some(why.unwrap_or_else(|| "--transport tcp".into()));
                 let session = Session {
                     child,
@@ -204,6 +215,7 @@ impl Session {
                     fallback,
                     tcp_check: None,
                     note,
+                    summary,
                 };
                 Ok((session, link))
             }
@@ -227,6 +239,7 @@ impl Session {
                     fallback: Some(why),
                     tcp_check: None,
                     note,
+                    summary,
                 };
                 Ok((session, link))
             }
@@ -276,10 +289,26 @@ impl Session {
     /// Ends the session cleanly: ends our side of the link and waits for the server to
     /// end its own, closes QUIC, closes ssh and reaps it.
     pub async fn close(self, link: Link) -> anyhow::Result<()> {
-        let Session { mut child, ssh_stdin, quic, ssh_watch, .. } = self;
-        if let Some(watch) = ssh_watch {
-            watch.abort();
-        }
+        self.close_with(link, false).await.map(drop)
+    }
+
+    /// [`Session::close`], and the server's summary (`--report`), if it sent one: the
+    /// server writes it on the ssh channel when its job is done, before its side of the
+    /// link ends, so it has been read once ssh's output ends after ssh exits.
+    pub async fn close_for_summary(self, link: Link) -> anyhow::Result<Option<ServerSummary>> {
+        self.close_with(link, true).await
+    }
+
+    async fn close_with(self, link: Link, summary: bool) -> anyhow::Result<Option<ServerSummary>> {
+        let Session { mut child, ssh_stdin, quic, ssh_watch, summary: said, .. } = self;
+        // Without a report nothing waits for the watch: it is stopped at once.
+        let ssh_watch = match ssh_watch {
+            Some(watch) if !summary => {
+                watch.abort();
+                None
+            }
+            watch => watch,
+        };
         // The server ends its side once it is done; bounded, so a stuck peer cannot hang us.
         let _ = link.close(Duration::from_secs(5)).await;
         // Only the CONNECTION_CLOSE has to leave, and quinn's driver sends it while ssh
@@ -297,8 +326,14 @@ impl Session {
                 let _ = child.kill().await;
             }
         }
+        if let Some(watch) = ssh_watch {
+            // ssh has exited: its output ends as soon as the pipe is drained. Bounded
+            // anyway, should something else hold the pipe open (the watch then ends with
+            // the pipe, detached).
+            let _ = tokio::time::timeout(Duration::from_secs(1), watch).await;
+        }
         drop(quic);
-        Ok(())
+        Ok(said.get().cloned())
     }
 
     /// Stops everything at once (after an error).
@@ -328,6 +363,7 @@ async fn watch_ssh<R: AsyncRead + Unpin>(
     mut stdout: R,
     conn: Option<quinn::Connection>,
     note: Arc<OnceLock<String>>,
+    summary: Arc<OnceLock<ServerSummary>>,
 ) {
     let mut decoder = frame::Decoder::new(64 * 1024);
     let mut buf = [0u8; 4096];
@@ -336,11 +372,17 @@ async fn watch_ssh<R: AsyncRead + Unpin>(
         // Anything else than a note is not ours to act on; a malformed frame ends the
         // reading, not the copy.
         while let Ok(Some(payload)) = decoder.next_payload() {
-            if let Ok(ServerNote::Policed { why }) = soku_proto::hello::decode_hello(&payload) {
-                if let Some(conn) = &conn {
-                    conn.close(policing::POLICED.into(), why.as_bytes());
+            match soku_proto::hello::decode_hello(&payload) {
+                Ok(ServerNote::Policed { why }) => {
+                    if let Some(conn) = &conn {
+                        conn.close(policing::POLICED.into(), why.as_bytes());
+                    }
+                    let _ = note.set(why);
                 }
-                let _ = note.set(why);
+                Ok(ServerNote::Summary(said)) => {
+                    let _ = summary.set(said);
+                }
+                Err(_) => {}
             }
         }
     }

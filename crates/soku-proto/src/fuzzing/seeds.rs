@@ -8,7 +8,9 @@ use super::receiver::{
 use super::sender as tx;
 use crate::chunk::{ChunkHeader, MIN_CHUNK_SIZE};
 use crate::frame::{self, PREFIX_LEN};
-use crate::hello::{ClientHello, ServerHello, TransportChoice};
+use crate::hello::{
+    ClientHello, PathPoint, ServerHello, ServerNote, ServerSummary, TransportChoice,
+};
 use crate::manifest::{Entry, Meta};
 use crate::message::{Held, HeldBase, HeldChunk, Job, Message, Request};
 use crate::path::WirePath;
@@ -162,7 +164,35 @@ fn hello() -> Vec<Vec<u8>> {
         [&[41][..], &framed(&client), &framed(&TransportChoice::Tcp { lanes: 4 })].concat(),
         // The magic cut by a read, then a hello in the same read as the magic's end.
         [&[1][..], b"motd\0SOKU", &MAGIC[..4], MAGIC, &framed(&newer)].concat(),
+        // The notes a server may send after its hello: policed, and its summary.
+        [
+            &[9][..],
+            MAGIC,
+            &framed(&ready),
+            &framed(&ServerNote::Policed { why: "UDP rate-limited".into() }),
+            &framed(&ServerNote::Summary(summary())),
+        ]
+        .concat(),
     ]
+}
+
+/// A server's summary with one sample.
+fn summary() -> ServerSummary {
+    ServerSummary {
+        cpu_us: 2_000_000,
+        wall_us: 15_000_000,
+        sent_data: true,
+        samples: vec![PathPoint {
+            at_ms: 500,
+            rtt_us: 50_000,
+            min_rtt_us: 50_000,
+            sent_packets: 4000,
+            lost_packets: 20,
+            cwnd: 1 << 20,
+            bandwidth_bps: 95_000_000,
+            phase: "probe_bw".into(),
+        }],
+    }
 }
 
 fn chunk_header() -> Vec<Vec<u8>> {

@@ -26,6 +26,11 @@ enum Line<'a> {
     Verified {
         bytes: u64,
     },
+    /// Not written (see [`JsonLines`]'s `event`); here so that every event has a form.
+    File {
+        path: &'a str,
+        bytes: u64,
+    },
     FileFailed {
         path: &'a str,
         message: &'a str,
@@ -115,6 +120,7 @@ fn line(event: &TransferEvent) -> String {
         }
         TransferEvent::Planned { files, bytes } => Line::Planned { files: *files, bytes: *bytes },
         TransferEvent::Verified { bytes } => Line::Verified { bytes: *bytes },
+        TransferEvent::File { path, bytes } => Line::File { path, bytes: *bytes },
         TransferEvent::FileFailed { path, message } => Line::FileFailed { path, message },
         TransferEvent::TargetFailed { source, message } => Line::TargetFailed { source, message },
         TransferEvent::Warning(message) => Line::Warning { message },
@@ -139,6 +145,11 @@ fn line(event: &TransferEvent) -> String {
 
 impl EventSink for JsonLines {
     fn event(&self, event: TransferEvent) {
+        // One line per file would multiply the output of a copy of many small files,
+        // and no consumer asked for it; `--report` lists them.
+        if let TransferEvent::File { .. } = event {
+            return;
+        }
         let mut bytes = line(&event).into_bytes();
         bytes.push(b'\n');
         // One write per line (stderr is unbuffered), so that other writers to the same
