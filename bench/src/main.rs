@@ -316,6 +316,19 @@ fn setup_notes(p: &Plan) -> String {
         sysctl("net.ipv4.tcp_wmem"),
         sysctl("net.ipv4.tcp_rmem")
     );
+    // Every soku row runs with a config directory of its own (tools::soku_homes), so only
+    // a system-wide file could change soku's defaults.
+    let system_config = std::path::Path::new("/etc/soku/config.toml");
+    let _ = writeln!(
+        s,
+        "- soku config files: none of the user's (each run has its own XDG_CONFIG_HOME); {} {}",
+        system_config.display(),
+        if system_config.exists() {
+            "EXISTS and applies: runs are not at default settings"
+        } else {
+            "absent"
+        }
+    );
     let _ = writeln!(
         s,
         "- in the emulated paths' namespaces: tcp_rmem and tcp_wmem maximum raised to {} (bench/src/matrix.rs: the TCP ceiling needs room for 1 Gbit/s x 300 ms); everything else as in a fresh namespace",

@@ -177,7 +177,7 @@ fn flow_command(
             let _ = std::fs::create_dir_all(&dst);
             let mut c = path.command_a(&o.soku.display().to_string());
             // A first copy each time: no path memory from the case before.
-            c.env("XDG_CACHE_HOME", memory);
+            crate::tools::soku_homes(&mut c, memory);
             c.args(["--json", "-P", &sshd.port().to_string()]).args(sshd.ssh_args());
             if flow == Flow::SokuBackground {
                 c.arg("--background");

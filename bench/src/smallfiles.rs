@@ -307,7 +307,7 @@ fn command(tool: &SmallTool, ep: &Endpoint<'_>, src: &Path, dst_dir: &Path) -> C
     match tool {
         SmallTool::Soku { binary, .. } => {
             let mut c = (ep.client)(&binary.display().to_string());
-            c.env("XDG_CACHE_HOME", ep.memory.join("first-copy"));
+            crate::tools::soku_homes(&mut c, &ep.memory.join("first-copy"));
             c.args(["--json", "-r", "-P", &port]).args(ep.sshd.ssh_args());
             c.arg("--remote-soku").arg(binary).arg(src).arg(&remote);
             c

@@ -236,6 +236,13 @@ pub struct Endpoint<'a> {
     pub memory: &'a Path,
 }
 
+/// Points soku's cache (its path memory) and its config directory at `home`, a
+/// directory of the bench's own: no user's `~/.config/soku/config.toml` changes a run
+/// (benchmarks run at soku's defaults), and the path memory is what the row wants.
+pub fn soku_homes(c: &mut Command, home: &Path) {
+    c.env("XDG_CACHE_HOME", home).env("XDG_CONFIG_HOME", home);
+}
+
 /// `XDG_CACHE_HOME` of a first copy: emptied before each run.
 fn cold_memory(ep: &Endpoint<'_>) -> PathBuf {
     ep.memory.join("cold")
@@ -298,7 +305,7 @@ pub fn copy_command(
         Tool::Soku | Tool::SokuAgain | Tool::SokuTcp => {
             let mut c = (ep.client)(&ep.soku.display().to_string());
             let home = if tool == Tool::SokuAgain { again_memory(ep) } else { cold_memory(ep) };
-            c.env("XDG_CACHE_HOME", home);
+            soku_homes(&mut c, &home);
             c.args(["--json", "-P", &port]).args(ep.sshd.ssh_args());
             if tool == Tool::SokuTcp {
                 c.args(["--transport", "tcp"]);

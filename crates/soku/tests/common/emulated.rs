@@ -62,7 +62,8 @@ impl EmulatedHost {
         cmd.args(self.sshd.scp_port_args()).args(self.sshd.ssh_args());
         cmd.arg("--remote-soku").arg(soku_bin()).arg("--json");
         // This test's own path memory (see `common::bounded_soku`).
-        cmd.env("XDG_CACHE_HOME", self.dir.path().join("cache"));
+        let home = self.dir.path().join("cache");
+        cmd.env("XDG_CACHE_HOME", &home).env("XDG_CONFIG_HOME", &home);
         cmd
     }
 }

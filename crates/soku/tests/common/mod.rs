@@ -109,11 +109,15 @@ pub const TIMED_OUT: i32 = 124;
 
 /// `timeout -k 5 SECS soku`: a hung copy fails its test instead of blocking the suite.
 /// Its path memory (`XDG_CACHE_HOME/soku/paths`) is a fresh directory of its own, so
-/// what one test's copies learned never changes how another test's start.
+/// what one test's copies learned never changes how another test's start, and so is
+/// its config directory.
 pub fn bounded_soku(secs: u32) -> Command {
     let mut cmd = Command::new("timeout");
     cmd.args(["-k", "5", &secs.to_string()]).arg(soku_bin());
-    cmd.env("XDG_CACHE_HOME", fresh_cache_dir());
+    let home = fresh_cache_dir();
+    // No config file of whoever runs the tests (`~/.config/soku/config.toml`) changes
+    // what soku does here; tests of the config files set their own.
+    cmd.env("XDG_CACHE_HOME", &home).env("XDG_CONFIG_HOME", &home);
     cmd
 }
 
