@@ -50,6 +50,10 @@ pub struct Session {
     tcp_check: Option<choose::TcpCheck>,
     /// Why the server closed QUIC for a UDP rate limit, as it said on the ssh channel.
     note: Arc<OnceLock<String>>,
+    /// With `diagnose`: when the transport choice left, and when the server's
+    /// [`ServerNote::ChoiceSeen`] came back over ssh (see [`Session::ssh_rtt`]).
+    choice_sent: tokio::time::Instant,
+    choice_seen: Arc<OnceLock<tokio::time::Instant>>,
 }
 
 /// A QUIC copy closed because UDP looks rate-limited.
@@ -76,6 +80,9 @@ pub struct SessionOptions {
     pub download_memory: Option<PathMemory>,
     /// `--background`: the data sender's controller yields to other traffic.
     pub background: bool,
+    /// `soku diagnose`: ask the server to answer the transport choice over ssh, to
+    /// time a round trip there.
+    pub diagnose: bool,
 }
 
 impl Session {
@@ -97,6 +104,7 @@ impl Session {
         let mut client_hello = ClientHello::new(identity.fingerprint().0, want_direct);
         client_hello.path_memory = opts.download_memory;
         client_hello.background = opts.background;
+        client_hello.diagnose = opts.diagnose;
         frame::encode(&client_hello, &mut hello)?;
         // If the remote never starts soku, this write may fail; the read below says why.
         let _ = async {
@@ -137,6 +145,8 @@ impl Session {
         };
         stdin.write_all(&frame::to_vec(&choice)?).await?;
         stdin.flush().await?;
+        let choice_sent = tokio::time::Instant::now();
+        let choice_seen = Arc::new(OnceLock::new());
 
         let note = Arc::new(OnceLock::new());
         match chosen {
@@ -152,8 +162,8 @@ impl Session {
                     reason: None,
                 });
                 let notes = std::io::Cursor::new(leftover).chain(stdout);
-                let ssh_watch =
-                    Some(tokio::spawn(watch_ssh(notes, Some(conn.clone()), note.clone())));
+                let watch = watch_ssh(notes, Some(conn.clone()), note.clone(), choice_seen.clone());
+                let ssh_watch = Some(tokio::spawn(watch));
                 let quic = Some(QuicPath { _endpoint: won.endpoint, conn });
                 let session = Session {
                     child,
@@ -163,6 +173,8 @@ impl Session {
                     fallback: None,
                     tcp_check,
                     note,
+                    choice_sent,
+                    choice_seen,
                 };
                 Ok((session, link))
             }
@@ -194,7 +206,8 @@ impl Session {
                     ),
                     reason: why.clone(),
                 });
-                let ssh_watch = Some(tokio::spawn(watch_ssh(stdout, None, note.clone())));
+                let watch = watch_ssh(stdout, None, note.clone(), choice_seen.clone());
+                let ssh_watch = Some(tokio::spawn(watch));
                 let fallback = Some(why.unwrap_or_else(|| "--transport tcp".into()));
                 let session = Session {
                     child,
@@ -204,6 +217,8 @@ impl Session {
                     fallback,
                     tcp_check: None,
                     note,
+                    choice_sent,
+                    choice_seen: choice_seen.clone(),
                 };
                 Ok((session, link))
             }
@@ -227,6 +242,8 @@ impl Session {
                     fallback: Some(why),
                     tcp_check: None,
                     note,
+                    choice_sent,
+                    choice_seen: choice_seen.clone(),
                 };
                 Ok((session, link))
             }
@@ -261,6 +278,29 @@ impl Session {
         let check = self.tcp_check.take()?;
         let tcp_reachable = check.await.unwrap_or(false);
         Some(Policed { why, tcp_reachable })
+    }
+
+    /// With `diagnose`, over QUIC or TCP: the time from our transport choice to the
+    /// server's note that it read it, a round trip over ssh (waits up to `patience`).
+    pub async fn ssh_rtt(&self, patience: Duration) -> Option<Duration> {
+        let deadline = tokio::time::Instant::now() + patience;
+        // Bounded: polls every 5 ms until the note or the deadline.
+        loop {
+            if let Some(seen) = self.choice_seen.get() {
+                return Some(seen.saturating_duration_since(self.choice_sent));
+            }
+            if tokio::time::Instant::now() >= deadline || self.ssh_ended() {
+                return None;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    /// Over QUIC in auto mode: whether the TLS-over-TCP attempt that raced QUIC got
+    /// through (`None`: there was none).
+    pub async fn tcp_reachable(&mut self) -> Option<bool> {
+        let check = self.tcp_check.take()?;
+        Some(check.await.unwrap_or(false))
     }
 
     /// Whether ssh ended under a QUIC or TCP copy (the server or the login is gone).
@@ -328,6 +368,7 @@ async fn watch_ssh<R: AsyncRead + Unpin>(
     mut stdout: R,
     conn: Option<quinn::Connection>,
     note: Arc<OnceLock<String>>,
+    seen: Arc<OnceLock<tokio::time::Instant>>,
 ) {
     let mut decoder = frame::Decoder::new(64 * 1024);
     let mut buf = [0u8; 4096];
@@ -336,11 +377,17 @@ async fn watch_ssh<R: AsyncRead + Unpin>(
         // Anything else than a note is not ours to act on; a malformed frame ends the
         // reading, not the copy.
         while let Ok(Some(payload)) = decoder.next_payload() {
-            if let Ok(ServerNote::Policed { why }) = soku_proto::hello::decode_hello(&payload) {
-                if let Some(conn) = &conn {
-                    conn.close(policing::POLICED.into(), why.as_bytes());
+            match soku_proto::hello::decode_hello(&payload) {
+                Ok(ServerNote::Policed { why }) => {
+                    if let Some(conn) = &conn {
+                        conn.close(policing::POLICED.into(), why.as_bytes());
+                    }
+                    let _ = note.set(why);
                 }
-                let _ = note.set(why);
+                Ok(ServerNote::ChoiceSeen) => {
+                    let _ = seen.set(tokio::time::Instant::now());
+                }
+                Err(_) => {}
             }
         }
     }
