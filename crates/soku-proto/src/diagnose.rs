@@ -92,6 +92,15 @@ pub struct Sent {
     pub loss_rtt_us: u64,
     /// Largest RTT seen, microseconds.
     pub max_rtt_us: u64,
+    /// Packets sent while the RTT stood in the lower half of its range (from the base,
+    /// the smaller of `idle_rtt_us` and `min_rtt_us`, to `max_rtt_us`).
+    pub packets_low: u64,
+    /// Packets found lost while the RTT stood in the lower half of its range.
+    pub lost_low: u64,
+    /// Packets sent while the RTT stood in the upper half of its range.
+    pub packets_high: u64,
+    /// Packets found lost while the RTT stood in the upper half of its range.
+    pub lost_high: u64,
     /// The path MTU (UDP payload) QUIC settled on, bytes.
     pub mtu: u16,
 }

@@ -73,32 +73,43 @@ pub enum LossPattern {
 
 /// Fewest lost packets to call a pattern.
 const MIN_LOSSES: u64 = 5;
-/// RTT above the base that counts as a queue: a quarter of the base, at least 5 ms
-/// (smoothed RTT moves by a few ms from ack timing alone).
+/// An RTT range narrower than this (above the base) is no queue at all: a quarter of
+/// the base, at least 5 ms (smoothed RTT moves by a few ms from ack timing alone).
 fn queue_threshold_us(base_us: u64) -> u64 {
     (base_us / 4).max(5_000)
 }
+/// Loss rate in the lower half of the RTT range from which loss is random: drop-tail
+/// loss leaves that half nearly clean (none in 2 484 and 9 095 packets, 2 in 16 477 on
+/// the emulator's queues), random loss hits it at its own rate.
+const RANDOM_FLOOR: f64 = 0.001;
+/// How many times the loss rate at the upper half of the RTT range must exceed the
+/// lower half's for the losses to follow the queue.
+const QUEUE_RATIO: f64 = 3.0;
 
 impl LossPattern {
-    /// From the sender's RTTs. Random: at the losses the RTT stood within the queue
-    /// threshold of its base. Queue: at the losses it stood above the threshold and
-    /// clearly above its mean over the probe (1.3 times as far from the base): the
-    /// losses come where the queue is longest, the drop-tail signature (Jacobson,
-    /// "Congestion Avoidance and Control", SIGCOMM 1988). Anything else is unclear.
+    /// From the sender's packets and losses in the lower and upper half of the RTT's
+    /// range (see `probe.rs`). Drop-tail loss comes when the queue is longest
+    /// (Jacobson, "Congestion Avoidance and Control", SIGCOMM 1988): the upper half
+    /// loses at [`QUEUE_RATIO`] times the lower half's rate or more, and the lower half
+    /// stays nearly clean. Random loss also hits the lower half, or comes with no queue
+    /// at all; a controller's start-up may add queue losses on top, so random loss is
+    /// recognised by the lower half alone.
     pub fn of(sent: &Sent) -> LossPattern {
-        if sent.lost < MIN_LOSSES || sent.loss_rtt_us == 0 {
+        if sent.lost < MIN_LOSSES {
             return LossPattern::Unclear;
         }
-        let base = match (sent.idle_rtt_us, sent.min_rtt_us) {
-            (0, min) => min,
-            (idle, min) => idle.min(min.max(1)),
+        let base = match sent.idle_rtt_us {
+            0 => sent.min_rtt_us,
+            idle => idle.min(sent.min_rtt_us),
         };
-        let at_loss = sent.loss_rtt_us.saturating_sub(base);
-        let mean = sent.mean_rtt_us.saturating_sub(base);
-        let threshold = queue_threshold_us(base);
-        if at_loss < threshold {
+        if sent.max_rtt_us.saturating_sub(base) < queue_threshold_us(base) {
+            return LossPattern::Random;
+        }
+        let low = rate(sent.lost_low, sent.packets_low);
+        let high = rate(sent.lost_high, sent.packets_high);
+        if sent.lost_low >= MIN_LOSSES && low >= RANDOM_FLOOR {
             LossPattern::Random
-        } else if at_loss * 10 > mean * 13 {
+        } else if sent.lost_high >= MIN_LOSSES && high >= low * QUEUE_RATIO {
             LossPattern::Queue
         } else {
             LossPattern::Unclear
@@ -106,7 +117,21 @@ impl LossPattern {
     }
 }
 
+fn rate(lost: u64, packets: u64) -> f64 {
+    lost as f64 / packets.max(1) as f64
+}
+
 impl Direction {
+    /// The random loss rate: the loss in the lower half of the RTT range, where no
+    /// queue overflows (all of it when the RTT never rose).
+    pub fn random_loss(&self) -> f64 {
+        if self.sent.packets_low == 0 || self.sent.packets_high == 0 {
+            self.loss
+        } else {
+            rate(self.sent.lost_low, self.sent.packets_low)
+        }
+    }
+
     /// One probe's two halves put together.
     pub fn new(sent: Sent, received: Received) -> Direction {
         let loss = if sent.packets == 0 { 0.0 } else { sent.lost as f64 / sent.packets as f64 };
@@ -117,5 +142,47 @@ impl Direction {
             sent,
             received,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A sender's view as measured on the emulator (idle, min, max RTT in ms).
+    fn sent(rtt: (u64, u64, u64), low: (u64, u64), high: (u64, u64)) -> Sent {
+        Sent {
+            packets: low.0 + high.0,
+            lost: low.1 + high.1,
+            idle_rtt_us: rtt.0 * 1000,
+            min_rtt_us: rtt.1 * 1000,
+            max_rtt_us: rtt.2 * 1000,
+            packets_low: low.0,
+            lost_low: low.1,
+            packets_high: high.0,
+            lost_high: high.1,
+            ..Sent::default()
+        }
+    }
+
+    #[test]
+    fn measured_paths_are_told_apart() {
+        // 20 Mbit/s x 50 ms, drop-tail queue: every loss at the top of the RTT range.
+        let slow = sent((52, 52, 96), (2484, 0), (1691, 28));
+        assert_eq!(LossPattern::of(&slow), LossPattern::Queue);
+        // 100 Mbit/s x 20 ms, the same: 2 losses in 16 477 packets low.
+        let fast = sent((23, 21, 40), (16_477, 2), (4050, 113));
+        assert_eq!(LossPattern::of(&fast), LossPattern::Queue);
+        // 100 Mbit/s x 50 ms with 1 % random loss: start-up's queue losses on top.
+        let lossy = sent((51, 51, 100), (17_626, 155), (1039, 86));
+        assert_eq!(LossPattern::of(&lossy), LossPattern::Random);
+        let d = Direction::new(lossy, Received::default());
+        assert!((d.random_loss() - 0.0088).abs() < 0.0001, "{}", d.random_loss());
+        // Loss with no queue ever: random.
+        assert_eq!(LossPattern::of(&sent((50, 50, 52), (1000, 10), (0, 0))), LossPattern::Random);
+        assert_eq!(
+            LossPattern::of(&sent((50, 50, 90), (1000, 1), (1000, 2))),
+            LossPattern::Unclear
+        );
     }
 }

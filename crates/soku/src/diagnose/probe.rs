@@ -145,65 +145,85 @@ fn steady_rate(marks: &[(Instant, u64)]) -> u64 {
     ((total - b0) as f64 * 8.0 / secs) as u64
 }
 
+/// Most samples kept: 10 s at one per [`SAMPLE_EVERY`].
+const MAX_SAMPLES: usize = 1000;
+
 /// Follows the connection's RTT and losses while a probe sends.
 struct Sampler {
     start_sent: u64,
     start_lost: u64,
+    last_sent: u64,
     last_lost: u64,
     idle_rtt_us: u64,
-    min_rtt_us: u64,
-    max_rtt_us: u64,
-    rtt_sum_us: u128,
-    samples: u64,
-    loss_rtt_sum_us: u128,
+    /// (smoothed RTT, packets sent, packets found lost) per sample interval.
+    samples: Vec<(u64, u64, u64)>,
 }
 
 impl Sampler {
     fn new(conn: &quinn::Connection) -> Sampler {
         let path = conn.stats().path;
-        let idle = conn.rtt().as_micros() as u64;
         Sampler {
             start_sent: path.sent_packets,
             start_lost: path.lost_packets,
+            last_sent: path.sent_packets,
             last_lost: path.lost_packets,
-            idle_rtt_us: idle,
-            min_rtt_us: u64::MAX,
-            max_rtt_us: 0,
-            rtt_sum_us: 0,
-            samples: 0,
-            loss_rtt_sum_us: 0,
+            idle_rtt_us: conn.rtt().as_micros() as u64,
+            samples: Vec::new(),
         }
     }
 
     fn sample(&mut self, conn: &quinn::Connection) {
         let rtt = conn.rtt().as_micros() as u64;
-        let lost = conn.stats().path.lost_packets;
-        self.min_rtt_us = self.min_rtt_us.min(rtt);
-        self.max_rtt_us = self.max_rtt_us.max(rtt);
-        self.rtt_sum_us += u128::from(rtt);
-        self.samples += 1;
-        let newly = lost.saturating_sub(self.last_lost);
-        self.loss_rtt_sum_us += u128::from(newly) * u128::from(rtt);
-        self.last_lost = lost;
+        let path = conn.stats().path;
+        let sent = path.sent_packets.saturating_sub(self.last_sent);
+        let lost = path.lost_packets.saturating_sub(self.last_lost);
+        (self.last_sent, self.last_lost) = (path.sent_packets, path.lost_packets);
+        if self.samples.len() < MAX_SAMPLES {
+            self.samples.push((rtt, sent, lost));
+        }
     }
 
     fn finish(mut self, conn: &quinn::Connection) -> Sent {
         self.sample(conn);
         let path = conn.stats().path;
-        let lost = path.lost_packets.saturating_sub(self.start_lost);
-        let counted = self.last_lost.saturating_sub(self.start_lost);
-        let mean = |sum: u128, n: u64| if n == 0 { 0 } else { (sum / u128::from(n)) as u64 };
-        Sent {
-            packets: path.sent_packets.saturating_sub(self.start_sent),
-            lost,
-            idle_rtt_us: self.idle_rtt_us,
-            min_rtt_us: if self.samples == 0 { 0 } else { self.min_rtt_us },
-            mean_rtt_us: mean(self.rtt_sum_us, self.samples),
-            loss_rtt_us: mean(self.loss_rtt_sum_us, counted),
-            max_rtt_us: self.max_rtt_us,
-            mtu: path.current_mtu,
+        let mut sent = summarize(self.idle_rtt_us, &self.samples);
+        sent.packets = path.sent_packets.saturating_sub(self.start_sent);
+        sent.lost = path.lost_packets.saturating_sub(self.start_lost);
+        sent.mtu = path.current_mtu;
+        sent
+    }
+}
+
+/// The RTT figures of a probe's samples, and its packets and losses split at the
+/// middle of the RTT's range: where losses come with the queue (drop-tail), the upper
+/// half holds nearly all of them; where they are random, each half loses at about the
+/// same rate.
+fn summarize(idle_rtt_us: u64, samples: &[(u64, u64, u64)]) -> Sent {
+    let mut sent = Sent { idle_rtt_us, ..Sent::default() };
+    if samples.is_empty() {
+        return sent;
+    }
+    let rtts = || samples.iter().map(|&(rtt, _, _)| rtt);
+    sent.min_rtt_us = rtts().min().unwrap_or(0);
+    sent.max_rtt_us = rtts().max().unwrap_or(0);
+    sent.mean_rtt_us = rtts().map(u128::from).sum::<u128>() as u64 / samples.len() as u64;
+    let lost: u64 = samples.iter().map(|&(_, _, l)| l).sum();
+    if lost > 0 {
+        let weighted: u128 = samples.iter().map(|&(r, _, l)| u128::from(r) * u128::from(l)).sum();
+        sent.loss_rtt_us = (weighted / u128::from(lost)) as u64;
+    }
+    let base = if idle_rtt_us == 0 { sent.min_rtt_us } else { sent.min_rtt_us.min(idle_rtt_us) };
+    let middle = base + sent.max_rtt_us.saturating_sub(base) / 2;
+    for &(rtt, packets, lost) in samples {
+        if rtt > middle {
+            sent.packets_high += packets;
+            sent.lost_high += lost;
+        } else {
+            sent.packets_low += packets;
+            sent.lost_low += lost;
         }
     }
+    sent
 }
 
 #[cfg(test)]
@@ -220,6 +240,18 @@ mod tests {
         let hostile = [b'D', 0xff, 0xff, 0xff, 0xff];
         assert_eq!(parse_header(hostile).expect("parses").1, Duration::from_millis(10_000));
         assert!(matches!(parse_header([b'X', 0, 0, 0, 0]), Err(ProbeError::Unknown(b'X'))));
+    }
+
+    #[test]
+    fn losses_are_split_at_the_middle_of_the_rtt_range() {
+        // Base 50 ms (idle), up to 100 ms: the middle is 75 ms.
+        let samples = [(50_000, 100, 1), (60_000, 100, 1), (80_000, 100, 0), (100_000, 100, 8)];
+        let sent = summarize(50_000, &samples);
+        assert_eq!((sent.packets_low, sent.lost_low), (200, 2));
+        assert_eq!((sent.packets_high, sent.lost_high), (200, 8));
+        assert_eq!((sent.min_rtt_us, sent.max_rtt_us, sent.mean_rtt_us), (50_000, 100_000, 72_500));
+        assert_eq!(sent.loss_rtt_us, (50_000 + 60_000 + 800_000) / 10);
+        assert_eq!(summarize(1, &[]).packets_low, 0);
     }
 
     #[test]

@@ -239,8 +239,8 @@ pub fn scp_estimate(facts: &PathFacts, rtt: Option<f64>) -> Option<u64> {
         if up.rate_bps > 0 {
             bounds.push(up.rate_bps as f64);
         }
-        if up.loss_pattern == LossPattern::Random && up.loss > 0.0 {
-            bounds.push(TCP_MSS * 8.0 / rtt * 1.22 / up.loss.sqrt());
+        if up.loss_pattern == LossPattern::Random && up.random_loss() > 0.0 {
+            bounds.push(TCP_MSS * 8.0 / rtt * 1.22 / up.random_loss().sqrt());
         }
     }
     let disks = [
@@ -349,19 +349,22 @@ fn loss_finding(
     };
     match dir.loss_pattern {
         LossPattern::Random => {
+            let random = dir.random_loss();
             let tcp = rtt
                 .map(|rtt| {
                     format!(
                         " (TCP's loss bound here: {})",
-                        rate((TCP_MSS * 8.0 / rtt * 1.22 / dir.loss.sqrt()) as u64)
+                        rate((TCP_MSS * 8.0 / rtt * 1.22 / random.sqrt()) as u64)
                     )
                 })
                 .unwrap_or_default();
             Some(note(
                 Kind::RandomLoss,
                 format!(
-                    "random loss {pct:.1} % {name}{at_buffer}: the RTT stays near its minimum \
-                     at the losses, so no queue overflows; soku holds its rate, scp will not{tcp}"
+                    "random loss {:.1} % {name}{at_buffer}: packets are lost while the RTT \
+                     stays low, where no queue overflows; soku holds its rate, scp will \
+                     not{tcp}",
+                    random * 100.0
                 ),
             ))
         }
@@ -441,22 +444,22 @@ mod tests {
         }
     }
 
-    /// A probe's direction; `loss_rtt_ms`: the RTT at its losses (base 50 ms, mean 55).
-    fn direction(
-        rate_bps: u64,
-        packets: u64,
-        lost: u64,
-        loss_rtt_ms: u64,
-        drops: u64,
-    ) -> Direction {
+    /// A probe's direction (RTT 50-100 ms, packets split evenly between the halves of
+    /// the range); `high_share`: the share of its losses in the upper half.
+    fn direction(rate_bps: u64, packets: u64, lost: u64, high_share: f64, drops: u64) -> Direction {
+        let lost_high = (lost as f64 * high_share) as u64;
         let sent = Sent {
             packets,
             lost,
             idle_rtt_us: 50_000,
             min_rtt_us: 50_000,
-            mean_rtt_us: 55_000,
-            loss_rtt_us: loss_rtt_ms * 1000,
+            mean_rtt_us: 60_000,
+            loss_rtt_us: 60_000,
             max_rtt_us: 100_000,
+            packets_low: packets / 2,
+            lost_low: lost - lost_high,
+            packets_high: packets / 2,
+            lost_high,
             mtu: 1452,
         };
         let received = Received { bytes: 1, steady_bps: rate_bps, rcvbuf_errors: Some(drops) };
@@ -473,8 +476,8 @@ mod tests {
             mtu: Some(1452),
             udp: true,
             tcp: Some(true),
-            upload: Some(direction(95 * MBIT, 40_000, 0, 0, 0)),
-            download: Some(direction(95 * MBIT, 40_000, 0, 0, 0)),
+            upload: Some(direction(95 * MBIT, 40_000, 0, 0.0, 0)),
+            download: Some(direction(95 * MBIT, 40_000, 0, 0.0, 0)),
             local: side("this host", 500_000_000),
             remote: Some(side("far", 500_000_000)),
             reordering: None,
@@ -491,7 +494,7 @@ mod tests {
     #[test]
     fn a_slow_link_is_the_limit() {
         let mut facts = clean();
-        facts.upload = Some(direction(19 * MBIT, 8_000, 0, 0, 0));
+        facts.upload = Some(direction(19 * MBIT, 8_000, 0, 0.0, 0));
         let v = verdict(&facts);
         assert_eq!(v.limit, Some(Kind::Link));
         assert!(the_limit(&v).text.contains("the link is the limit: 19.0 Mbit/s"), "{v:#?}");
@@ -502,7 +505,7 @@ mod tests {
     #[test]
     fn random_loss_is_named_and_scp_suffers_from_it() {
         let mut facts = clean();
-        facts.upload = Some(direction(90 * MBIT, 40_000, 400, 52, 0));
+        facts.upload = Some(direction(90 * MBIT, 40_000, 400, 0.5, 0));
         let v = verdict(&facts);
         assert_eq!(v.limit, Some(Kind::Link));
         let loss = v.findings.iter().find(|f| f.kind == Kind::RandomLoss).expect("loss finding");
@@ -516,19 +519,19 @@ mod tests {
     #[test]
     fn loss_at_a_full_queue_is_not_called_random() {
         let mut facts = clean();
-        facts.upload = Some(direction(20 * MBIT, 10_000, 50, 95, 0));
+        facts.upload = Some(direction(20 * MBIT, 10_000, 50, 0.96, 0));
         let v = verdict(&facts);
         assert!(v.findings.iter().any(|f| f.kind == Kind::QueueLoss));
         assert!(v.findings.iter().all(|f| f.kind != Kind::RandomLoss));
         let mut few = clean();
-        few.upload = Some(direction(20 * MBIT, 10_000, 3, 51, 0));
+        few.upload = Some(direction(20 * MBIT, 10_000, 3, 0.0, 0));
         assert!(verdict(&few).findings.iter().all(|f| f.kind != Kind::RandomLoss));
     }
 
     #[test]
     fn an_overflowing_receive_buffer_is_the_limit_with_the_command() {
         let mut facts = clean();
-        facts.upload = Some(direction(30 * MBIT, 20_000, 600, 51, 580));
+        facts.upload = Some(direction(30 * MBIT, 20_000, 600, 0.5, 580));
         let remote = facts.remote.as_mut().expect("remote");
         remote.facts.rmem_max = Some(64 << 10);
         remote.facts.udp_recv_buffer = 128 << 10;
@@ -541,7 +544,7 @@ mod tests {
         );
         // The same small buffer without drops is a warning, not the limit.
         let mut quiet = facts.clone();
-        quiet.upload = Some(direction(95 * MBIT, 40_000, 0, 0, 0));
+        quiet.upload = Some(direction(95 * MBIT, 40_000, 0, 0.0, 0));
         let v = verdict(&quiet);
         assert_eq!(v.limit, Some(Kind::Link));
         assert!(v.findings.iter().any(|f| f.kind == Kind::RecvBuffer && !f.limit));
@@ -579,7 +582,7 @@ mod tests {
         facts.quic_rtt_ms = Some(100.0);
         // 2 MiB x 8 / 0.1 s = 167.8 Mbit/s, above this path's 95: the link bounds it.
         assert_eq!(verdict(&facts).scp_bps, Some(95 * MBIT));
-        facts.upload = Some(direction(900 * MBIT, 40_000, 0, 0, 0));
+        facts.upload = Some(direction(900 * MBIT, 40_000, 0, 0.0, 0));
         let scp = verdict(&facts).scp_bps.expect("estimate");
         assert_eq!(scp, (SCP_WINDOW * 8) * 10);
     }
