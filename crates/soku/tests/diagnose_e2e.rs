@@ -32,6 +32,8 @@ fn diagnose(host: &EmulatedHost, remote_soku: &Path, remote_path: &Path) -> serd
     assert!(out.status.success(), "soku diagnose failed ({}):\n{stderr}\n{stdout}", out.status);
     let v: serde_json::Value = serde_json::from_str(stdout.trim()).expect("one JSON object");
     println!("{}", summary(&v));
+    // The whole object, for bench/results/.../diagnose/README.md's table.
+    println!("json: {v}");
     v
 }
 

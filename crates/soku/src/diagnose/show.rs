@@ -59,8 +59,9 @@ fn render(facts: &PathFacts, verdict: &Verdict, warnings: &[String], took: Durat
         }
     }
     let _ = writeln!(out, "  reordering   not measured (quinn does not report it)");
-    for side in std::iter::once(&facts.local).chain(facts.remote.as_ref()) {
-        let _ = writeln!(out, "  {:<12} {}", side.name, host(side));
+    let _ = writeln!(out, "  {:<12} {}", facts.local.name, host(&facts.local, "reads"));
+    if let Some(remote) = &facts.remote {
+        let _ = writeln!(out, "  {:<12} {}", remote.name, host(remote, "writes"));
     }
     let est = |b: Option<u64>| b.map_or_else(|| "-".to_string(), rate);
     let _ = writeln!(
@@ -103,7 +104,8 @@ fn direction(d: &Direction) -> String {
     )
 }
 
-fn host(side: &Side) -> String {
+/// One host's line; `verb`: what its disk test did ("reads", "writes").
+fn host(side: &Side, verb: &str) -> String {
     let f = &side.facts;
     let cap = |c: Option<u64>| c.map_or_else(|| "?".to_string(), bytes);
     let disk = match &f.disk {
