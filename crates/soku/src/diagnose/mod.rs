@@ -126,7 +126,9 @@ async fn measure(
         }))
         .await?;
     facts.ssh_rtt_ms = session.ssh_rtt(Duration::from_secs(3)).await.map(ms);
-    let remote = expect_facts(link).await?;
+    let remote = expect_facts(link).await.map_err(|e| {
+        e.context("the remote soku did not run the diagnose job (if it is older than this one, update it)")
+    })?;
     facts.remote = Some(Side { name: facts.host.clone(), facts: remote });
     let Some(conn) = session.connection().cloned() else {
         return Ok(());

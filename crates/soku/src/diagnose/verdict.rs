@@ -272,7 +272,7 @@ pub fn buffer_needed(facts: &PathFacts, rtt: Option<f64>) -> u64 {
     let bdp = rtt.map_or(0.0, |rtt| rate as f64 / 8.0 * rtt) as u64;
     let floor = soku_transport::WARN_BELOW as u64;
     let ceiling = soku_transport::REQUESTED_BUFFER as u64;
-    bdp.next_power_of_two().clamp(floor, ceiling)
+    bdp.checked_next_power_of_two().unwrap_or(u64::MAX).clamp(floor, ceiling)
 }
 
 /// Whether `receiver`'s UDP receive buffer overflowed in this direction's probe while
@@ -585,6 +585,69 @@ mod tests {
         facts.upload = Some(direction(900 * MBIT, 40_000, 0, 0.0, 0));
         let scp = verdict(&facts).scp_bps.expect("estimate");
         assert_eq!(scp, (SCP_WINDOW * 8) * 10);
+    }
+
+    mod props {
+        //! The verdict takes the server's numbers as they come: whatever they are, it
+        //! must not panic and must name at most one limit.
+
+        use proptest::prelude::*;
+
+        use super::*;
+
+        fn any_direction() -> impl Strategy<Value = Direction> {
+            (any::<[u64; 10]>(), any::<u64>(), any::<Option<u64>>()).prop_map(|(n, rate, drops)| {
+                let sent = Sent {
+                    packets: n[0],
+                    lost: n[1],
+                    idle_rtt_us: n[2],
+                    min_rtt_us: n[3],
+                    mean_rtt_us: n[4],
+                    loss_rtt_us: n[5],
+                    max_rtt_us: n[6],
+                    packets_low: n[7],
+                    lost_low: n[8],
+                    packets_high: n[9],
+                    lost_high: n[1],
+                    mtu: 1200,
+                };
+                Direction::new(
+                    sent,
+                    Received { bytes: rate, steady_bps: rate, rcvbuf_errors: drops },
+                )
+            })
+        }
+
+        proptest! {
+            /// Catches: overflow in the buffer or scp arithmetic (a huge rate or RTT), a
+            /// division by zero packets, two limits at once.
+            #[test]
+            fn any_facts_give_a_verdict(
+                up in prop::option::of(any_direction()),
+                down in prop::option::of(any_direction()),
+                rtt in prop::option::of(any::<f64>()),
+                numbers in any::<[u64; 6]>(),
+                udp in any::<bool>(),
+            ) {
+                let mut remote = side("far", numbers[0]);
+                remote.facts.udp_recv_buffer = numbers[1];
+                remote.facts.aes_gcm_bps = numbers[2];
+                remote.facts.chacha_bps = numbers[3];
+                remote.facts.rmem_max = Some(numbers[4]);
+                let facts = PathFacts {
+                    quic_rtt_ms: rtt,
+                    ssh_rtt_ms: Some(numbers[5] as f64),
+                    udp,
+                    upload: up,
+                    download: down,
+                    local: side("this host", numbers[5]),
+                    remote: Some(remote),
+                    ..PathFacts::default()
+                };
+                let v = verdict(&facts);
+                prop_assert!(v.findings.iter().filter(|f| f.limit).count() <= 1);
+            }
+        }
     }
 
     #[test]
