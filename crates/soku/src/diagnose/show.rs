@@ -110,7 +110,7 @@ fn host(side: &Side, verb: &str) -> String {
     let cap = |c: Option<u64>| c.map_or_else(|| "?".to_string(), bytes);
     let disk = match &f.disk {
         Some(d) if d.error.is_none() => {
-            format!("; disk {} at {}", bytes_rate(d.bytes_per_sec), d.path)
+            format!("; disk {verb} {} at {}", bytes_rate(d.bytes_per_sec), d.path)
         }
         Some(d) => format!("; disk at {}: {}", d.path, d.error.as_deref().unwrap_or("?")),
         None => String::new(),
