@@ -162,7 +162,7 @@ pub fn verdict(facts: &PathFacts) -> Verdict {
         };
         findings.push(Finding { kind, limit: true, text });
         limit = Some(kind);
-        soku_bps = limits.iter().map(|(_, bps, _)| *bps).min();
+        // Without QUIC nothing probed the link's rate: no estimate beats a wrong one.
     } else if let Some((kind, bps, text)) = limits.iter().min_by_key(|(_, bps, _)| *bps).cloned() {
         findings.push(Finding { kind, limit: true, text });
         limit = Some(kind);
@@ -230,6 +230,8 @@ pub fn verdict(facts: &PathFacts) -> Verdict {
 /// Macroscopic Behavior of the TCP Congestion Avoidance Algorithm", CCR 1997).
 pub fn scp_estimate(facts: &PathFacts, rtt: Option<f64>) -> Option<u64> {
     let rtt = rtt?;
+    // Without the link's rate (UDP blocked: nothing probed it) any figure is a guess.
+    facts.upload.as_ref()?;
     let mut bounds = vec![(SCP_WINDOW * 8) as f64 / rtt];
     let sides = std::iter::once(&facts.local).chain(facts.remote.as_ref());
     if let Some(cipher) = sides.map(|s| s.facts.chacha_bps).filter(|&b| b > 0).min() {
@@ -569,6 +571,7 @@ mod tests {
         facts.quic_rtt_ms = None;
         let v = verdict(&facts);
         assert_eq!(v.limit, Some(Kind::UdpBlocked));
+        assert_eq!((v.soku_bps, v.scp_bps), (None, None), "the link was not probed");
         assert!(
             the_limit(&v).text.contains("UDP is blocked") && the_limit(&v).text.contains("TCP")
         );
