@@ -46,7 +46,9 @@ mod tcp;
 mod tls;
 
 pub use cipher::{seal_speed, Cipher};
-pub use config::{congestion_factory, transport_config, TransportOptions, BULK_BUDGET};
+pub use config::{
+    congestion_factory, transport_config, TransportOptions, BULK_BUDGET, STREAM_RECEIVE_WINDOW,
+};
 pub use endpoint::{accept, client_endpoint, connect, server_endpoint};
 pub use error::TransportError;
 pub use identity::{Fingerprint, Identity};

@@ -285,6 +285,12 @@ fn overflow(dir: &Direction, receiver: &Side, needed: u64) -> bool {
     drops >= OVERFLOW_DROPS && share >= OVERFLOW_SHARE && receiver.facts.udp_recv_buffer < needed
 }
 
+/// The most one probe stream can carry: its flow-control window per round trip
+/// (`soku-transport/src/config.rs`), bits per second.
+pub fn probe_ceiling(rtt: Option<f64>) -> Option<u64> {
+    rtt.map(|rtt| (f64::from(soku_transport::STREAM_RECEIVE_WINDOW) * 8.0 / rtt) as u64)
+}
+
 fn link_text(facts: &PathFacts, remote: &str) -> String {
     let down = facts
         .download
@@ -292,7 +298,18 @@ fn link_text(facts: &PathFacts, remote: &str) -> String {
         .map(|d| format!(", {} {remote} → this host", rate(d.rate_bps)))
         .unwrap_or_default();
     let up = facts.upload.as_ref().map_or(0, |u| u.rate_bps);
-    format!("the link is the limit: {} this host → {remote}{down}", rate(up))
+    let mut text = format!("the link is the limit: {} this host → {remote}{down}", rate(up));
+    // A rate at the probe's own ceiling says only that the link carries at least that.
+    if let Some(ceiling) = probe_ceiling(rtt_secs(facts)).filter(|&c| up as f64 >= 0.9 * c as f64) {
+        let _ = std::fmt::Write::write_fmt(
+            &mut text,
+            format_args!(
+                " (or more: the probe's one stream carries at most {} at this RTT)",
+                rate(ceiling)
+            ),
+        );
+    }
+    text
 }
 
 fn recv_buffer_text(side: &Side, needed: u64, drops: Option<u64>, at: u64) -> String {
@@ -577,6 +594,17 @@ mod tests {
         );
         facts.tcp = Some(false);
         assert_eq!(verdict(&facts).limit, Some(Kind::NoDirectPath));
+    }
+
+    #[test]
+    fn a_rate_at_the_probes_ceiling_is_a_lower_bound() {
+        let mut facts = clean();
+        facts.quic_rtt_ms = Some(100.0);
+        // 8 MiB per 100 ms: 671 Mbit/s.
+        facts.upload = Some(direction(660 * MBIT, 40_000, 0, 0.0, 0));
+        let v = verdict(&facts);
+        assert!(the_limit(&v).text.contains("or more: the probe's one stream"), "{v:#?}");
+        assert!(!verdict(&clean()).findings[0].text.contains("or more"));
     }
 
     #[test]
