@@ -42,6 +42,8 @@ pub struct Direction {
     pub loss: f64,
     /// Whether the losses came with a queue.
     pub loss_pattern: LossPattern,
+    /// The loss while the RTT stayed low (see `Direction::low_rtt_loss`).
+    pub random_loss: f64,
     /// The sender's view.
     pub sent: Sent,
     /// The receiver's view.
@@ -124,7 +126,7 @@ fn rate(lost: u64, packets: u64) -> f64 {
 impl Direction {
     /// The random loss rate: the loss in the lower half of the RTT range, where no
     /// queue overflows (all of it when the RTT never rose).
-    pub fn random_loss(&self) -> f64 {
+    fn low_rtt_loss(&self) -> f64 {
         if self.sent.packets_low == 0 || self.sent.packets_high == 0 {
             self.loss
         } else {
@@ -135,13 +137,16 @@ impl Direction {
     /// One probe's two halves put together.
     pub fn new(sent: Sent, received: Received) -> Direction {
         let loss = if sent.packets == 0 { 0.0 } else { sent.lost as f64 / sent.packets as f64 };
-        Direction {
+        let mut direction = Direction {
             rate_bps: received.steady_bps,
             loss,
             loss_pattern: LossPattern::of(&sent),
+            random_loss: 0.0,
             sent,
             received,
-        }
+        };
+        direction.random_loss = direction.low_rtt_loss();
+        direction
     }
 }
 
@@ -177,7 +182,7 @@ mod tests {
         let lossy = sent((51, 51, 100), (17_626, 155), (1039, 86));
         assert_eq!(LossPattern::of(&lossy), LossPattern::Random);
         let d = Direction::new(lossy, Received::default());
-        assert!((d.random_loss() - 0.0088).abs() < 0.0001, "{}", d.random_loss());
+        assert!((d.random_loss - 0.0088).abs() < 0.0001, "{}", d.random_loss);
         // Loss with no queue ever: random.
         assert_eq!(LossPattern::of(&sent((50, 50, 52), (1000, 10), (0, 0))), LossPattern::Random);
         assert_eq!(

@@ -241,8 +241,8 @@ pub fn scp_estimate(facts: &PathFacts, rtt: Option<f64>) -> Option<u64> {
         if up.rate_bps > 0 {
             bounds.push(up.rate_bps as f64);
         }
-        if up.loss_pattern == LossPattern::Random && up.random_loss() > 0.0 {
-            bounds.push(TCP_MSS * 8.0 / rtt * 1.22 / up.random_loss().sqrt());
+        if up.loss_pattern == LossPattern::Random && up.random_loss > 0.0 {
+            bounds.push(TCP_MSS * 8.0 / rtt * 1.22 / up.random_loss.sqrt());
         }
     }
     let disks = [
@@ -368,7 +368,7 @@ fn loss_finding(
     };
     match dir.loss_pattern {
         LossPattern::Random => {
-            let random = dir.random_loss();
+            let random = dir.random_loss;
             let tcp = rtt
                 .map(|rtt| {
                     format!(
