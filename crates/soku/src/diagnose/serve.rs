@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use soku_engine::link::Link;
+use soku_engine::link::{Inbound, Link};
 use soku_proto::diagnose::{ProbeDirection, ProbeReport};
 use soku_proto::message::Message;
 
@@ -31,8 +31,13 @@ pub async fn serve(
     link.tx.send_control(Message::DiagnoseFacts(facts)).await?;
     let Some(conn) = quic else {
         // Over TCP there is nothing to probe with soku-cc: the client closes when done.
-        while let Some(Ok(_)) = link.recv().await {}
-        return Ok(());
+        // Bounded: each wait ends within NEXT_PROBE, and the end of control ends it.
+        loop {
+            match tokio::time::timeout(NEXT_PROBE, link.recv()).await {
+                Ok(Some(Ok(Inbound::Control(_) | Inbound::Chunk(_)))) => continue,
+                _ => return Ok(()),
+            }
+        }
     };
     for _ in 0..MAX_PROBES {
         let (mut send, mut recv) = match tokio::time::timeout(NEXT_PROBE, conn.accept_bi()).await {
