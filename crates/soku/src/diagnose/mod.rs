@@ -13,13 +13,14 @@
 //! - [`probe`]: the rate probes on QUIC streams (both sides run them).
 //! - [`serve`]: the server's job.
 //! - [`facts`]: what was measured, put together; [`verdict`]: what it means.
-//! - [`show`]: the output, for people or `--json`.
+//! - [`show`]: the output, for people or `--json`; [`units`]: figures for people.
 
-mod facts;
+pub mod facts;
 mod host;
 mod probe;
 mod serve;
 mod show;
+pub mod units;
 pub mod verdict;
 
 use std::sync::Mutex;

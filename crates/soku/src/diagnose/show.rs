@@ -5,7 +5,8 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use super::facts::{Direction, PathFacts, Side};
-use super::verdict::{bytes, bytes_rate, rate, Verdict};
+use super::units::{bytes, bytes_rate, rate};
+use super::verdict::Verdict;
 use crate::exit;
 
 /// One JSON object on stdout.

@@ -9,6 +9,7 @@
 use serde::Serialize;
 
 use super::facts::{Direction, LossPattern, PathFacts, Side};
+use super::units::{bytes, bytes_rate, rate};
 
 /// What a finding is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -401,37 +402,6 @@ fn loss_finding(
 
 fn note(kind: Kind, text: String) -> Finding {
     Finding { kind, limit: false, text }
-}
-
-/// Bits per second for people: "95.2 Mbit/s".
-pub fn rate(bps: u64) -> String {
-    let bps = bps as f64;
-    if bps >= 1e9 {
-        format!("{:.2} Gbit/s", bps / 1e9)
-    } else if bps >= 1e6 {
-        format!("{:.1} Mbit/s", bps / 1e6)
-    } else {
-        format!("{:.0} kbit/s", bps / 1e3)
-    }
-}
-
-/// Bytes per second for people: "40 MB/s".
-pub fn bytes_rate(bytes_per_sec: u64) -> String {
-    let b = bytes_per_sec as f64;
-    if b >= 1e9 {
-        format!("{:.2} GB/s", b / 1e9)
-    } else {
-        format!("{:.1} MB/s", b / 1e6)
-    }
-}
-
-/// Sizes for people: "208 KiB", "12 MiB".
-pub fn bytes(n: u64) -> String {
-    if n >= 1 << 20 {
-        format!("{:.1} MiB", n as f64 / f64::from(1u32 << 20))
-    } else {
-        format!("{} KiB", n >> 10)
-    }
 }
 
 #[cfg(test)]
