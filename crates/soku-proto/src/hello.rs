@@ -33,6 +33,10 @@ pub struct ClientHello {
     /// `--background`: the server's congestion controller, when it sends the data,
     /// yields to other traffic. Absent from older clients' hellos (false).
     pub background: bool,
+    /// `soku diagnose`: the server answers the client's [`TransportChoice`] at once
+    /// with a [`ServerNote::ChoiceSeen`] on the ssh channel, so the client can time a
+    /// round trip over ssh. Absent from older clients' hellos (false).
+    pub diagnose: bool,
 }
 
 /// The fields of a client hello before `path_memory` (protocols 2-5).
@@ -138,6 +142,10 @@ pub enum ServerNote {
     /// it (`watch_ssh` in `crates/soku/src/session.rs` acts only on notes it knows), so
     /// no version gate is needed.
     Summary(ServerSummary),
+    /// The server read the client's [`TransportChoice`] (sent only when the client's
+    /// hello asked, with `diagnose`): the client times the round trip over ssh. An older
+    /// client would ignore it, as it ignores any note it cannot decode.
+    ChoiceSeen,
 }
 
 /// Most path samples a [`ServerSummary`] carries (about 10 kB on the wire): a longer
@@ -249,7 +257,8 @@ pub fn decode_client_hello(payload: &[u8]) -> Result<ClientHello, ProtoError> {
     let (old, rest) = postcard::take_from_bytes::<ClientHelloV5>(payload)
         .map_err(|e| ProtoError::Malformed(e.to_string()))?;
     let (path_memory, rest) = optional_field::<Option<PathMemory>>(rest)?;
-    let (background, _) = optional_field::<bool>(rest)?;
+    let (background, rest) = optional_field::<bool>(rest)?;
+    let (diagnose, _) = optional_field::<bool>(rest)?;
     Ok(ClientHello {
         min_version: old.min_version,
         max_version: old.max_version,
@@ -257,6 +266,7 @@ pub fn decode_client_hello(payload: &[u8]) -> Result<ClientHello, ProtoError> {
         want_direct: old.want_direct,
         path_memory: path_memory.flatten(),
         background: background.unwrap_or(false),
+        diagnose: diagnose.unwrap_or(false),
     })
 }
 
@@ -305,6 +315,7 @@ impl ClientHello {
             want_direct,
             path_memory: None,
             background: false,
+            diagnose: false,
         }
     }
 
@@ -402,6 +413,19 @@ mod tests {
         background.background = true;
         let bytes = postcard::to_allocvec(&background).expect("encodes");
         assert_eq!(decode_client_hello(&bytes).expect("decodes"), background);
+        // A client from before `diagnose`: background, then the end.
+        let pre_diagnose =
+            postcard::to_allocvec(&(1u16, 5u16, [3u8; 32], true, hello.path_memory, true))
+                .expect("encodes");
+        assert_eq!(decode_client_hello(&pre_diagnose).expect("decodes"), {
+            let mut want = background.clone();
+            want.min_version = 1;
+            want
+        });
+        let mut diagnose = hello.clone();
+        diagnose.diagnose = true;
+        let bytes = postcard::to_allocvec(&diagnose).expect("encodes");
+        assert_eq!(decode_client_hello(&bytes).expect("decodes"), diagnose);
         // A newer client's additions after the memory are ignored.
         let mut newer = new.clone();
         newer.extend_from_slice(&[1, 2, 3]);

@@ -34,9 +34,11 @@
 //! - [`path`]: wire paths, their validation, and where a received entry lands.
 //! - [`receive`]: the receiver's state machine.
 //! - [`send`]: the sender's state machine.
+//! - [`diagnose`]: what the server reports in `soku diagnose`.
 //! - [`error`]: the one error type.
 
 pub mod chunk;
+pub mod diagnose;
 pub mod error;
 pub mod frame;
 #[doc(hidden)]

@@ -52,6 +52,15 @@ pub enum Job {
         /// Source paths as the user typed them (globs are expanded by the server).
         sources: Vec<String>,
     },
+    /// `soku diagnose`: the server measures its host (disk speed at `target`), sends
+    /// [`Message::DiagnoseFacts`], then serves the probes the client opens on QUIC
+    /// bidirectional streams (see `crates/soku/src/diagnose/`), answering each with a
+    /// [`Message::DiagnoseProbe`]. An older server cannot decode this job and says so
+    /// in a [`Message::Fatal`].
+    Diagnose {
+        /// Where to measure the write speed (as the user typed it; empty: the home).
+        target: String,
+    },
 }
 
 /// A control message.
@@ -134,6 +143,10 @@ pub enum Message {
     /// drops it on arrival; it only keeps the peer from taking a busy side for a stalled
     /// one.
     KeepAlive,
+    /// Server to client, in a diagnose job: what the server's host is.
+    DiagnoseFacts(crate::diagnose::HostFacts),
+    /// Server to client, in a diagnose job: the server's side of one probe.
+    DiagnoseProbe(crate::diagnose::ProbeReport),
 }
 
 /// Most chunks one [`Held`] message lists (37 kB on the wire), so a file of any size is
@@ -206,6 +219,8 @@ impl Message {
             Message::Chunk(_) => "a chunk",
             Message::Held(_) => "a held-chunks report",
             Message::KeepAlive => "a keep-alive",
+            Message::DiagnoseFacts(_) => "a diagnose report",
+            Message::DiagnoseProbe(_) => "a probe report",
         }
     }
 }

@@ -39,7 +39,7 @@ const SEND_WINDOW: u64 = 64 << 20;
 pub const BULK_BUDGET: u64 = SEND_WINDOW / 4 * 3;
 /// Per-stream window: one chunk (at most 1 MiB) fits many times over, and 8 streams at
 /// full window already fill the connection window, so no single stream stalls the rest.
-const STREAM_RECEIVE_WINDOW: u32 = 8 << 20;
+pub const STREAM_RECEIVE_WINDOW: u32 = 8 << 20;
 /// Chunks travel one per uni stream; 64-256 are in flight at once, so 512 leaves slack
 /// for the credit (MAX_STREAMS) to arrive before it runs out.
 const MAX_UNI_STREAMS: u32 = 512;

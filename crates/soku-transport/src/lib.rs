@@ -45,13 +45,15 @@ mod socket;
 mod tcp;
 mod tls;
 
-pub use cipher::Cipher;
-pub use config::{congestion_factory, transport_config, TransportOptions, BULK_BUDGET};
+pub use cipher::{seal_speed, Cipher};
+pub use config::{
+    congestion_factory, transport_config, TransportOptions, BULK_BUDGET, STREAM_RECEIVE_WINDOW,
+};
 pub use endpoint::{accept, client_endpoint, connect, server_endpoint};
 pub use error::TransportError;
 pub use identity::{Fingerprint, Identity};
 pub use pinning::ClientPin;
-pub use socket::{SocketReport, REQUESTED_BUFFER, WARN_BELOW};
+pub use socket::{net_core_sysctl, udp_buffers, SocketReport, REQUESTED_BUFFER, WARN_BELOW};
 /// Careful resume's phases, as [`PathModel::resume`] reports them.
 pub use soku_cc::resume::Phase as ResumePhase;
 /// The congestion controller's phases, as [`PathModel::phase`] reports them.

@@ -57,6 +57,20 @@ pub(crate) fn bind_udp(
     Ok((socket.into(), report))
 }
 
+/// The buffers a soku UDP socket gets on this host for this user, as the endpoints
+/// ask for them ([`REQUESTED_BUFFER`], forced when allowed): `soku diagnose` reports
+/// this beside `rmem_max`, since root's forced buffers ignore the cap.
+pub fn udp_buffers() -> Result<SocketReport, TransportError> {
+    let any = SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, 0));
+    bind_udp(any, REQUESTED_BUFFER, true).map(|(_, report)| report)
+}
+
+/// `net.core.NAME` (`rmem_max`, `wmem_max`), bytes, if `/proc` tells it.
+pub fn net_core_sysctl(name: &str) -> Option<u64> {
+    let values = sysctl_values(&format!("net/core/{name}"))?;
+    values.first().map(|&v| v as u64)
+}
+
 /// Best effort: a refused size is not fatal, the read-back report tells the truth.
 fn set_buffers(socket: &Socket, size: usize, force: bool) {
     if !(force && set_forced(socket, size)) {

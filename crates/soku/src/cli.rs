@@ -202,6 +202,20 @@ pub enum Command {
     /// Print the settings a copy to HOST would use (config files, defaults) and where
     /// each came from.
     Config(ConfigArgs),
+    /// Measure the path to a host and say what limits a copy there, and what to do.
+    #[command(
+        long_about = "Measure the path to a host in a few seconds, over your ssh with soku \
+serve on the far side, and say what limits a copy there and what to do about it.\n\n\
+Measured: round trip over ssh and over QUIC, path MTU, whether UDP and TCP get through, \
+the rate each way under soku's congestion controller (2.5 s of data each way), loss and \
+whether it comes with a queue, each host's UDP buffer caps (net.core.rmem_max, wmem_max) \
+against what the path needs, cipher speed and cores, the read speed of the local file \
+system and the write speed of the remote one. It then estimates what scp and soku get \
+on an upload and names the limit: the link, a UDP buffer, a disk, the CPU, or UDP being \
+blocked.",
+        after_help = "Examples:\n  soku diagnose user@host\n  soku diagnose --remote-path /data --json host"
+    )]
+    Diagnose(DiagnoseArgs),
     /// Print the man page (roff) on stdout.
     Man,
     /// Print shell completions on stdout.
@@ -261,6 +275,27 @@ pub struct TunnelArgs {
     #[arg(short = 'C')]
     pub compress: bool,
     /// Verbose: say what soku does.
+    #[arg(short = 'v', action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    /// How to reach the remote host.
+    #[command(flatten)]
+    pub ssh: SshArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct DiagnoseArgs {
+    /// The remote host, `[user@]host`, reached through ssh like a copy.
+    pub remote: String,
+    /// Remote directory whose write speed to measure (default: the remote home).
+    #[arg(long = "remote-path", value_name = "DIR")]
+    pub remote_path: Option<String>,
+    /// Local directory whose read speed to measure (default: the current directory).
+    #[arg(long = "local-path", value_name = "DIR")]
+    pub local_path: Option<std::path::PathBuf>,
+    /// Print one JSON object (the measurements and the verdict) instead of the report.
+    #[arg(long = "json")]
+    pub json: bool,
+    /// Verbose: passed to ssh.
     #[arg(short = 'v', action = clap::ArgAction::Count)]
     pub verbose: u8,
     /// How to reach the remote host.
@@ -341,6 +376,18 @@ mod tests {
         let cli = Cli::try_parse_from(["soku", "--report", "r.html", "a", "h:"]).expect("parses");
         assert_eq!(cli.copy.report, Some(PathBuf::from("r.html")));
         assert_eq!(cli.copy.paths, ["a", "h:"]);
+    }
+
+    #[test]
+    fn diagnose_takes_the_ssh_options() {
+        let cli = Cli::try_parse_from([
+            "soku", "diagnose", "-P", "2222", "-i", "key", "-o", "A=b", "--json", "u@h",
+        ])
+        .expect("parses");
+        let Some(Command::Diagnose(args)) = cli.command else { panic!("not diagnose") };
+        assert_eq!(args.remote, "u@h");
+        assert_eq!(args.ssh.port, Some(2222));
+        assert!(args.json);
     }
 
     #[test]

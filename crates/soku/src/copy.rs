@@ -177,6 +177,7 @@ pub async fn run_with(args: CopyArgs, events: Arc<dyn EventSink>) -> anyhow::Res
         transport,
         download_memory,
         background: args.background,
+        diagnose: false,
     };
     // An upload walks and hashes its sources while ssh logs in (see `soku_engine::ahead`).
     let mut ahead = match &direction {

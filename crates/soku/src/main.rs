@@ -9,6 +9,7 @@
 //! - [`session`]: client bootstrap (hellos, QUIC or fallback) into a `soku_engine` link;
 //!   [`serve`]: the server's bootstrap and the job the client asks for.
 //! - [`tunnel`]: TCP connections carried over soku's QUIC transport.
+//! - [`diagnose`]: `soku diagnose`, what limits a copy on a path, and its verdict.
 //! - [`ui`]: the engine's typed events (`soku_engine::events`), rendered only here;
 //!   [`report`]: the same events as an HTML page after the copy (`--report`).
 //!
@@ -19,6 +20,7 @@ mod cli;
 mod config;
 mod copy;
 mod demo;
+mod diagnose;
 mod exit;
 mod launch;
 mod path_memory;
@@ -69,6 +71,7 @@ fn main() -> ExitCode {
         .map_err(anyhow::Error::from),
         Some(Command::Demo(args)) => block_on(demo::run(args)),
         Some(Command::Tunnel(args)) => block_on(tunnel::run(args)),
+        Some(Command::Diagnose(args)) => block_on(diagnose::run(args)),
         Some(Command::Serve(args)) => block_on(serve::run(args)),
         None => block_on(copy::run(cli.copy)).map(|_| ()),
     };

@@ -119,6 +119,12 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     });
     let choice = within(stall, read_small_frame(&mut stdin)).await??;
     let choice: TransportChoice = soku_proto::hello::decode_hello(&choice)?;
+    // `soku diagnose` times a round trip over ssh with this; over the ssh channel the
+    // channel carries the link itself, so nothing else may be written there.
+    if hello.diagnose && choice != TransportChoice::SshChannel {
+        stdout.write_all(&frame::to_vec(&ServerNote::ChoiceSeen)?).await?;
+        stdout.flush().await?;
+    }
     // Over QUIC the client may still finish its TCP connections (to know that TCP gets
     // through, should UDP turn out rate-limited): they are accepted and dropped.
     if choice == TransportChoice::SshChannel {
@@ -290,6 +296,10 @@ async fn serve_job(link: &mut Link, quic: Option<&quinn::Connection>) -> anyhow:
                 .await
                 .map(|()| false);
         }
+        Job::Diagnose { target } => {
+            // The probes' figures travel in diagnose's own messages, not the summary.
+            return crate::diagnose::serve(link, quic, &expand_home(&target)).await.map(|()| false);
+        }
         Job::Receive { target, sources } => receive_role(&target, sources, opts),
         Job::Send { sources } => send_role(&sources, opts).await,
     };
@@ -329,7 +339,7 @@ async fn tell_client(link: &Link, message: impl Into<String>) -> anyhow::Error {
 }
 
 /// Remote paths are relative to the home directory, where ssh starts us; `~/x` is `x`.
-fn expand_home(path: &str) -> PathBuf {
+pub(crate) fn expand_home(path: &str) -> PathBuf {
     match path {
         "" | "~" => PathBuf::from("."),
         _ => match path.strip_prefix("~/") {

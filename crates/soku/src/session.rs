@@ -54,6 +54,10 @@ pub struct Session {
     /// The server's own figures at the end of its job, as it said on the ssh channel
     /// (for `--report`).
     summary: Arc<OnceLock<ServerSummary>>,
+    /// With `diagnose`: when the transport choice left, and when the server's
+    /// [`ServerNote::ChoiceSeen`] came back over ssh (see [`Session::ssh_rtt`]).
+    choice_sent: tokio::time::Instant,
+    choice_seen: Arc<OnceLock<tokio::time::Instant>>,
 }
 
 /// A QUIC copy closed because UDP looks rate-limited.
@@ -80,6 +84,9 @@ pub struct SessionOptions {
     pub download_memory: Option<PathMemory>,
     /// `--background`: the data sender's controller yields to other traffic.
     pub background: bool,
+    /// `soku diagnose`: ask the server to answer the transport choice over ssh, to
+    /// time a round trip there.
+    pub diagnose: bool,
 }
 
 impl Session {
@@ -101,6 +108,7 @@ impl Session {
         let mut client_hello = ClientHello::new(identity.fingerprint().0, want_direct);
         client_hello.path_memory = opts.download_memory;
         client_hello.background = opts.background;
+        client_hello.diagnose = opts.diagnose;
         frame::encode(&client_hello, &mut hello)?;
         // If the remote never starts soku, this write may fail; the read below says why.
         let _ = async {
@@ -141,6 +149,8 @@ impl Session {
         };
         stdin.write_all(&frame::to_vec(&choice)?).await?;
         stdin.flush().await?;
+        let choice_sent = tokio::time::Instant::now();
+        let choice_seen = Arc::new(OnceLock::new());
 
         let note = Arc::new(OnceLock::new());
         let summary = Arc::new(OnceLock::new());
@@ -157,12 +167,14 @@ impl Session {
                     reason: None,
                 });
                 let notes = std::io::Cursor::new(leftover).chain(stdout);
-                let ssh_watch = Some(tokio::spawn(watch_ssh(
+                let watch = watch_ssh(
                     notes,
                     Some(conn.clone()),
                     note.clone(),
                     summary.clone(),
-                )));
+                    choice_seen.clone(),
+                );
+                let ssh_watch = Some(tokio::spawn(watch));
                 let quic = Some(QuicPath { _endpoint: won.endpoint, conn });
                 let session = Session {
                     child,
@@ -173,6 +185,8 @@ impl Session {
                     tcp_check,
                     note,
                     summary,
+                    choice_sent,
+                    choice_seen,
                 };
                 Ok((session, link))
             }
@@ -204,8 +218,9 @@ impl Session {
                     ),
                     reason: why.clone(),
                 });
-                let ssh_watch =
-                    Some(tokio::spawn(watch_ssh(stdout, None, note.clone(), summary.clone())));
+                let watch =
+                    watch_ssh(stdout, None, note.clone(), summary.clone(), choice_seen.clone());
+                let ssh_watch = Some(tokio::spawn(watch));
                 let fallback = Some(why.unwrap_or_else(|| "--transport tcp".into()));
                 let session = Session {
                     child,
@@ -216,6 +231,8 @@ impl Session {
                     tcp_check: None,
                     note,
                     summary,
+                    choice_sent,
+                    choice_seen: choice_seen.clone(),
                 };
                 Ok((session, link))
             }
@@ -240,6 +257,8 @@ impl Session {
                     tcp_check: None,
                     note,
                     summary,
+                    choice_sent,
+                    choice_seen: choice_seen.clone(),
                 };
                 Ok((session, link))
             }
@@ -274,6 +293,29 @@ impl Session {
         let check = self.tcp_check.take()?;
         let tcp_reachable = check.await.unwrap_or(false);
         Some(Policed { why, tcp_reachable })
+    }
+
+    /// With `diagnose`, over QUIC or TCP: the time from our transport choice to the
+    /// server's note that it read it, a round trip over ssh (waits up to `patience`).
+    pub async fn ssh_rtt(&self, patience: Duration) -> Option<Duration> {
+        let deadline = tokio::time::Instant::now() + patience;
+        // Bounded: polls every 5 ms until the note or the deadline.
+        loop {
+            if let Some(seen) = self.choice_seen.get() {
+                return Some(seen.saturating_duration_since(self.choice_sent));
+            }
+            if tokio::time::Instant::now() >= deadline || self.ssh_ended() {
+                return None;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    /// Over QUIC in auto mode: whether the TLS-over-TCP attempt that raced QUIC got
+    /// through (`None`: there was none).
+    pub async fn tcp_reachable(&mut self) -> Option<bool> {
+        let check = self.tcp_check.take()?;
+        Some(check.await.unwrap_or(false))
     }
 
     /// Whether ssh ended under a QUIC or TCP copy (the server or the login is gone).
@@ -364,6 +406,7 @@ async fn watch_ssh<R: AsyncRead + Unpin>(
     conn: Option<quinn::Connection>,
     note: Arc<OnceLock<String>>,
     summary: Arc<OnceLock<ServerSummary>>,
+    seen: Arc<OnceLock<tokio::time::Instant>>,
 ) {
     let mut decoder = frame::Decoder::new(64 * 1024);
     let mut buf = [0u8; 4096];
@@ -381,6 +424,9 @@ async fn watch_ssh<R: AsyncRead + Unpin>(
                 }
                 Ok(ServerNote::Summary(said)) => {
                     let _ = summary.set(said);
+                }
+                Ok(ServerNote::ChoiceSeen) => {
+                    let _ = seen.set(tokio::time::Instant::now());
                 }
                 Err(_) => {}
             }

@@ -54,6 +54,28 @@ fn messages() -> Vec<Message> {
         Message::Request(request(Job::Receive { target: "backup/".into(), sources: 2 })),
         Message::Request(request(Job::Send { sources: vec!["logs/*.log".into(), "~".into()] })),
         Message::Request(request(Job::Tunnel { destination: "db:5432".into(), compress: true })),
+        Message::Request(request(Job::Diagnose { target: "/data".into() })),
+        Message::DiagnoseFacts(crate::diagnose::HostFacts {
+            cores: 8,
+            rmem_max: Some(212_992),
+            disk: Some(crate::diagnose::DiskSpeed {
+                path: "/data".into(),
+                bytes_per_sec: 40_000_000,
+                bytes: 64 << 20,
+                error: None,
+            }),
+            ..Default::default()
+        }),
+        Message::DiagnoseProbe(crate::diagnose::ProbeReport {
+            direction: crate::diagnose::ProbeDirection::Upload,
+            received: Some(crate::diagnose::Received {
+                bytes: 1 << 25,
+                steady_bps: 95_000_000,
+                rcvbuf_errors: Some(12),
+            }),
+            sent: None,
+            error: None,
+        }),
         Message::Plan { files: 3, bytes: 5 << 30 },
         Message::Entry(Entry::Dir { path: wp(&["src"]), meta }),
         Message::Entry(Entry::File { id: 0, path: wp(&["src", "main.rs"]), size: 40_000, meta }),

@@ -231,6 +231,7 @@ mod tests {
             transport: TransportOptions::default(),
             download_memory: None,
             background: false,
+            diagnose: false,
         }
     }
 

@@ -51,6 +51,7 @@ pub async fn run(mut args: TunnelArgs) -> anyhow::Result<()> {
         transport: TransportOptions::default(),
         download_memory: None,
         background: false,
+        diagnose: false,
     };
     let events = Notices::new(args.verbose > 0);
     let (session, mut link) = Session::start(cmd, &session_opts, &events).await?;

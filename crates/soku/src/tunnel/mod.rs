@@ -22,6 +22,7 @@ mod pipe;
 mod server;
 
 pub use client::run;
+pub use listen::parse_remote;
 pub use server::serve;
 
 /// The first bytes of every tunnel stream, client to server. QUIC announces a stream to

@@ -29,11 +29,15 @@ pub fn is_root() -> bool {
 impl EmulatedHost {
     /// A symmetric path of `rtt` and `rate_bps`, named after `tag` (unique per test).
     pub fn up(tag: &str, rtt: Duration, rate_bps: u64) -> EmulatedHost {
+        EmulatedHost::up_with(tag, PathSpec::symmetric(rtt, 0.0, Some(rate_bps)))
+    }
+
+    /// A path as `spec` says (loss, queues, asymmetry), named after `tag`.
+    pub fn up_with(tag: &str, spec: PathSpec) -> EmulatedHost {
         assert!(is_root(), "this test needs root (network namespaces)");
         static N: AtomicU32 = AtomicU32::new(0);
         let name =
             format!("so{}{tag}{}", std::process::id() % 100_000, N.fetch_add(1, Ordering::Relaxed));
-        let spec = PathSpec::symmetric(rtt, 0.0, Some(rate_bps));
         let path = NetPath::up(&name, spec).expect("emulated path");
         let sshd = Sshd::start_at(path.command_b("/usr/sbin/sshd"), path.addr_b(), 22)
             .expect("sshd in the far namespace");
