@@ -112,7 +112,7 @@ fn eight_copies_at_once_in_both_directions_all_arrive_intact() {
 }
 
 /// (seconds since `t0`, verified bytes) of each `verified` event of a copy's stderr,
-/// and the transport of each `connected` event.
+/// and the transport of each `connected` event, with its reason when it has one.
 fn progress(stderr: std::process::ChildStderr, t0: Instant) -> Said {
     let mut said = Said { samples: Vec::new(), transports: Vec::new() };
     for line in BufReader::new(stderr).lines().map_while(Result::ok) {
@@ -123,7 +123,12 @@ fn progress(stderr: std::process::ChildStderr, t0: Instant) -> Said {
             }
         }
         if v["event"] == "connected" {
-            said.transports.push(v["transport"].as_str().unwrap_or_default().to_string());
+            let mut transport = v["transport"].as_str().unwrap_or_default().to_string();
+            // Why a copy moved (the policing watch's figures), for the failure message.
+            if let Some(reason) = v["reason"].as_str() {
+                transport = format!("{transport} because {reason}");
+            }
+            said.transports.push(transport);
         }
     }
     said
