@@ -89,6 +89,23 @@ pub struct SessionOptions {
     pub diagnose: bool,
 }
 
+impl SessionOptions {
+    /// The options of a command that is not a copy (`soku tunnel`, `soku diagnose`):
+    /// default transport options, no path memory, not in the background.
+    pub fn for_command(mode: TransportMode, host: String, quic_timeout: Duration) -> Self {
+        SessionOptions {
+            mode,
+            switched: None,
+            quic_timeout,
+            host,
+            transport: TransportOptions::default(),
+            download_memory: None,
+            background: false,
+            diagnose: false,
+        }
+    }
+}
+
 impl Session {
     /// Starts the remote server with `cmd` and sets up the data path.
     pub async fn start(

@@ -31,7 +31,6 @@ use soku_engine::link::{Inbound, Link};
 use soku_proto::chunk::DEFAULT_CHUNK_SIZE;
 use soku_proto::diagnose::{HostFacts, ProbeDirection, ProbeReport};
 use soku_proto::message::{Job, Message, Request};
-use soku_transport::TransportOptions;
 use tokio::time::Instant;
 
 use self::facts::{Direction, PathFacts, Side};
@@ -68,14 +67,8 @@ pub async fn run(mut args: DiagnoseArgs) -> anyhow::Result<()> {
     let launcher = Launcher::from_args(&args.ssh, args.verbose, false)?;
     let cmd = launcher.command(Some(&remote), &ServeCommand::from_args(&args.ssh), false)?;
     let opts = SessionOptions {
-        mode: TransportMode::Auto,
-        switched: None,
-        quic_timeout: QUIC_TIMEOUT,
-        host: remote.host.clone(),
-        transport: TransportOptions::default(),
-        download_memory: None,
-        background: false,
         diagnose: true,
+        ..SessionOptions::for_command(TransportMode::Auto, remote.host.clone(), QUIC_TIMEOUT)
     };
     let events = Collected::default();
     let (mut session, mut link) = Session::start(cmd, &opts, &events).await?;

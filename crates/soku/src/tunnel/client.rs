@@ -13,7 +13,6 @@ use soku_engine::events::{EventSink, TransferEvent};
 use soku_engine::link::Inbound;
 use soku_proto::chunk::DEFAULT_CHUNK_SIZE;
 use soku_proto::message::{Job, Message, Request};
-use soku_transport::TransportOptions;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 
@@ -43,16 +42,8 @@ pub async fn run(mut args: TunnelArgs) -> anyhow::Result<()> {
     let launcher = Launcher::from_args(&args.ssh, args.verbose, false)?;
     let serve = ServeCommand::from_args(&args.ssh);
     let cmd = launcher.command(Some(&remote), &serve, false)?;
-    let session_opts = SessionOptions {
-        mode: TransportMode::Quic,
-        switched: None,
-        quic_timeout: QUIC_TIMEOUT,
-        host: remote.host.clone(),
-        transport: TransportOptions::default(),
-        download_memory: None,
-        background: false,
-        diagnose: false,
-    };
+    let session_opts =
+        SessionOptions::for_command(TransportMode::Quic, remote.host.clone(), QUIC_TIMEOUT);
     let events = Notices::new(args.verbose > 0);
     let (session, mut link) = Session::start(cmd, &session_opts, &events).await?;
     let Some(conn) = session.connection().cloned() else {
