@@ -90,7 +90,7 @@ pub enum TransferEvent {
 pub struct PathReport {
     /// Smoothed and minimum round-trip time.
     pub rtt: Duration,
-    /// The lowest RTT seen (the path's propagation delay, without queues).
+    /// The path's propagation delay, without queues (see [`soku_transport::min_rtt`]).
     pub min_rtt: Duration,
     /// Path MTU found by discovery, in bytes of UDP payload.
     pub mtu: u16,
@@ -112,7 +112,7 @@ impl PathReport {
         let path = conn.stats().path;
         PathReport {
             rtt: path.rtt,
-            min_rtt: path.min_rtt,
+            min_rtt: soku_transport::min_rtt(conn),
             mtu: path.current_mtu,
             sent_packets: path.sent_packets,
             lost_packets: path.lost_packets,

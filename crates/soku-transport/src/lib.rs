@@ -87,6 +87,16 @@ pub struct PathModel {
     pub background: bool,
 }
 
+/// The path's round-trip propagation time: soku-cc's estimate when the connection runs
+/// it, else quinn's. quinn's own minimum takes every sample, and a sample is too small
+/// when its datagram was stamped before it arrived (quinn stamps a receive loop's start,
+/// and an endpoint task descheduled meanwhile stamps early): with eight copies on two
+/// cores over a 20 ms emulated path it read 0.0-0.6 ms, and once 167.6 ms on a 200 ms
+/// path. soku-cc keeps only samples that cannot be too small (see `soku_cc::SokuCc`).
+pub fn min_rtt(conn: &quinn::Connection) -> std::time::Duration {
+    path_model(conn).map_or_else(|| conn.stats().path.min_rtt, |model| model.min_rtt)
+}
+
 /// The controller's path model, if the connection runs soku-cc and has estimates.
 pub fn path_model(conn: &quinn::Connection) -> Option<PathModel> {
     let cc = conn.congestion_state().into_any().downcast::<soku_cc::SokuCc>().ok()?;

@@ -260,7 +260,7 @@ impl Meter {
                 tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
                 loop {
                     tick.tick().await;
-                    let rtt = conn.stats().path.min_rtt;
+                    let rtt = soku_transport::min_rtt(&conn);
                     let window = MIN_WINDOW.max(rtt.saturating_mul(4));
                     let bytes = verified.load(Ordering::Relaxed);
                     meter.sample(Instant::now(), bytes, window, MIN_CHUNKS * chunk);
@@ -276,7 +276,7 @@ impl Meter {
     pub fn finish(self) -> Option<PathMemory> {
         self.task.abort();
         let bandwidth_bps = self.best.load(Ordering::Relaxed);
-        let min_rtt_us = u64::try_from(self.conn.stats().path.min_rtt.as_micros()).ok()?;
+        let min_rtt_us = u64::try_from(soku_transport::min_rtt(&self.conn).as_micros()).ok()?;
         (bandwidth_bps > 0 && min_rtt_us > 0).then_some(PathMemory { bandwidth_bps, min_rtt_us })
     }
 }
