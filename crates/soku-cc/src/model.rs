@@ -804,7 +804,12 @@ impl Controller for SokuCc {
         // spread between samples.
         self.batch_clock = None;
         if let Some(rtt) = self.batch_min_rtt.take() {
-            if self.mode == Mode::Startup {
+            // A queue seen while we had too little to send is someone else's (BBR's
+            // full-pipe check ignores app-limited rounds for the same reason): a
+            // connection that only acknowledged an upload saw the upload's queue in its
+            // few RTT samples and left startup before sending a byte, then took 6 s to
+            // find a fifth of a 1 Gbit/s x 200 ms path (`soku diagnose`'s download).
+            if self.mode == Mode::Startup && !app_limited {
                 self.startup_delay.on_sample(rtt);
                 if self.startup_delay.queue_confirmed() {
                     self.filled_pipe = true;

@@ -71,6 +71,12 @@ pub struct Received {
     /// UDP datagrams the kernel dropped for a full receive buffer while the probe ran
     /// (`RcvbufErrors` in `/proc/net/snmp`, counted for the host's network namespace).
     pub rcvbuf_errors: Option<u64>,
+    /// The sender's tags (numbered unreliable datagrams, one per millisecond) that
+    /// arrived.
+    pub tags: u64,
+    /// Tags that arrived after a higher-numbered one: reordered on the way (RFC 4737
+    /// §3.3's definition, with the tags as the sequence).
+    pub reordered: u64,
 }
 
 /// What the sending side of a probe saw of its own connection. RTTs are QUIC's
@@ -103,6 +109,9 @@ pub struct Sent {
     pub lost_high: u64,
     /// The path MTU (UDP payload) QUIC settled on, bytes.
     pub mtu: u16,
+    /// Tags sent (see [`Received::tags`]): never retransmitted, so the share that did
+    /// not arrive is the loss, whatever QUIC's loss detection made of reordering.
+    pub tags: u64,
 }
 
 /// The server's account of one probe: the receiving side's (an upload) or the sending

@@ -28,7 +28,7 @@ pub struct TransportOptions {
 }
 
 /// Connection-level receive window: 64 MiB, the next power of two above the 37.5 MB BDP.
-const RECEIVE_WINDOW: u32 = 64 << 20;
+pub const RECEIVE_WINDOW: u32 = 64 << 20;
 /// Bytes we keep in flight unacknowledged across all streams; matches the peer's window.
 const SEND_WINDOW: u64 = 64 << 20;
 /// Bytes of bulk data (chunks) a sender may keep unacknowledged: three quarters of
@@ -43,6 +43,9 @@ pub const STREAM_RECEIVE_WINDOW: u32 = 8 << 20;
 /// Chunks travel one per uni stream; 64-256 are in flight at once, so 512 leaves slack
 /// for the credit (MAX_STREAMS) to arrive before it runs out.
 const MAX_UNI_STREAMS: u32 = 512;
+/// Bytes of unreliable datagrams held for the application: a diagnose probe's tags are
+/// 8 bytes each, one per millisecond, read as they come.
+const DATAGRAM_RECEIVE_BUFFER: usize = 64 << 10;
 /// Bidi streams carry control (one) and `soku tunnel` connections (up to 256 each side).
 const MAX_BIDI_STREAMS: u32 = 272;
 /// Keep-alives keep NAT bindings open through long pauses (disk stalls, big files
@@ -115,8 +118,10 @@ pub fn transport_config(opts: &TransportOptions, mtu_bound: u16) -> TransportCon
         .initial_rtt(INITIAL_RTT)
         .initial_mtu(INITIAL_MTU)
         .mtu_discovery_config(Some(mtu))
-        // We send no unreliable datagrams; refusing them saves the buffer.
-        .datagram_receive_buffer_size(None)
+        // Copies send no unreliable datagrams; `soku diagnose` tags its probes with a
+        // few small ones to count reordering (quinn reports none of its own). The
+        // buffer is bounded, and quinn drops the oldest datagram when it is full.
+        .datagram_receive_buffer_size(Some(DATAGRAM_RECEIVE_BUFFER))
         // Chunks are whole units of verification: sending streams one after another
         // (instead of round-robin) completes chunks early and steadily, so verified
         // progress flows and fewer half-sent chunks sit in memory.

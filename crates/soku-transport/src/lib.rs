@@ -47,7 +47,8 @@ mod tls;
 
 pub use cipher::{seal_speed, Cipher};
 pub use config::{
-    congestion_factory, transport_config, TransportOptions, BULK_BUDGET, STREAM_RECEIVE_WINDOW,
+    congestion_factory, transport_config, TransportOptions, BULK_BUDGET, RECEIVE_WINDOW,
+    STREAM_RECEIVE_WINDOW,
 };
 pub use endpoint::{accept, client_endpoint, connect, server_endpoint};
 pub use error::TransportError;

@@ -94,6 +94,12 @@ fn a_slow_link_is_named_as_the_limit() {
     assert_eq!(v["facts"]["tcp"], true);
     let text = v["verdict"]["findings"][0]["text"].as_str().unwrap_or("");
     assert!(text.starts_with("the link is the limit"), "{text}");
+    // A path that keeps order: the tags say so.
+    for dir in ["upload", "download"] {
+        let share = v["facts"][dir]["reordering"].as_f64();
+        assert!(share.is_some_and(|r| r < 0.002), "{dir} reordering {share:?}");
+    }
+    assert!(!has_finding(&v, "reordering"), "{}", summary(&v));
 }
 
 /// 100 Mbit/s x 50 ms with 1 % random loss each way: the loss is found, called random,
@@ -248,4 +254,40 @@ fn blocked_udp_is_named_and_tcp_offered() {
     assert_eq!(v["facts"]["tcp"], true);
     let text = v["verdict"]["findings"][0]["text"].as_str().unwrap_or("");
     assert!(text.contains("UDP is blocked") && text.contains("TLS over TCP"), "{text}");
+}
+
+/// 100 Mbit/s x 20 ms where 3 % of the packets toward the host are held back 3 ms (so
+/// later ones overtake them) and none the other way: the probe's tags find the
+/// reordering in the upload's direction only, and the verdict says so.
+#[test]
+fn reordering_is_found_in_its_direction() {
+    if !is_root() {
+        eprintln!("skipped: needs root (network namespaces)");
+        return;
+    }
+    let mut spec = PathSpec::symmetric(Duration::from_millis(20), 0.0, Some(100 * MBIT));
+    spec.a_to_b.reorder = 0.03;
+    spec.a_to_b.reorder_delay = Duration::from_millis(3);
+    let host = EmulatedHost::up_with("dgreorder", spec);
+    let v = diagnose(&host, &soku_bin(), &host.dst());
+    let share = |dir: &str| v["facts"][dir]["reordering"].as_f64();
+    let (up, down) = (share("upload"), share("download"));
+    println!("reordered: upload {up:?}, download {down:?}");
+    assert!(up.is_some_and(|r| (0.01..0.06).contains(&r)), "upload reordering {up:?}");
+    assert!(down.is_some_and(|r| r < 0.002), "download reordering {down:?}");
+    let tags = v["facts"]["upload"]["received"]["tags"].as_u64().unwrap_or(0);
+    assert!(tags >= 1000, "tags received {tags}");
+    assert!(has_finding(&v, "reordering"), "{}", summary(&v));
+    let text = v["verdict"]["findings"]
+        .as_array()
+        .and_then(|a| a.iter().find(|f| f["kind"] == "reordering"))
+        .and_then(|f| f["text"].as_str())
+        .unwrap_or("");
+    assert!(text.starts_with("this host →"), "{text}");
+    // QUIC takes packets overtaken by three others for lost; the tags, never resent,
+    // show they arrived: no loss finding for a path that loses nothing.
+    let tag_loss = v["facts"]["upload"]["tag_loss"].as_f64();
+    assert!(tag_loss.is_some_and(|t| t < 0.005), "upload tag loss {tag_loss:?}");
+    assert!(!has_finding(&v, "random_loss"), "{}", summary(&v));
+    assert_eq!(limit(&v), "link", "{}", summary(&v));
 }

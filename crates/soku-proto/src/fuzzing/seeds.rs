@@ -72,6 +72,8 @@ fn messages() -> Vec<Message> {
                 bytes: 1 << 25,
                 steady_bps: 95_000_000,
                 rcvbuf_errors: Some(12),
+                tags: 2_480,
+                reordered: 25,
             }),
             sent: None,
             error: None,

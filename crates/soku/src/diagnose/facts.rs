@@ -29,8 +29,6 @@ pub struct PathFacts {
     pub local: Side,
     /// The remote host, if its soku answered.
     pub remote: Option<Side>,
-    /// Whether quinn reports reordering (it does not: kept so the output says so).
-    pub reordering: Option<f64>,
 }
 
 /// One direction's probe: the receiver's rate and the sender's view of loss and RTT.
@@ -44,6 +42,12 @@ pub struct Direction {
     pub loss_pattern: LossPattern,
     /// The loss while the RTT stayed low (see `Direction::low_rtt_loss`).
     pub random_loss: f64,
+    /// Share of the probe's tags that arrived after a later one (`probe.rs`); `None`
+    /// when too few arrived to tell (an older peer sends none).
+    pub reordering: Option<f64>,
+    /// Share of the probe's tags that never arrived: the loss, counted apart from
+    /// QUIC's loss detection, which declares a packet overtaken by three others lost.
+    pub tag_loss: Option<f64>,
     /// The sender's view.
     pub sent: Sent,
     /// The receiver's view.
@@ -72,6 +76,9 @@ pub enum LossPattern {
     /// The RTT rose toward the losses: the bottleneck's queue filled and overflowed.
     Queue,
 }
+
+/// Fewest tags received to give a reordering share: 2.5 s of probe sends ~2 500.
+const MIN_TAGS: u64 = 100;
 
 /// Fewest lost packets to call a pattern.
 const MIN_LOSSES: u64 = 5;
@@ -142,6 +149,10 @@ impl Direction {
             loss,
             loss_pattern: LossPattern::of(&sent),
             random_loss: 0.0,
+            reordering: (received.tags >= MIN_TAGS)
+                .then(|| received.reordered as f64 / received.tags as f64),
+            tag_loss: (sent.tags >= MIN_TAGS && received.tags > 0)
+                .then(|| sent.tags.saturating_sub(received.tags) as f64 / sent.tags as f64),
             sent,
             received,
         };

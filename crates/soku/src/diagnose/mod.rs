@@ -10,7 +10,7 @@
 //!
 //! # Layout
 //! - [`host`]: one host's facts (both sides run it).
-//! - [`probe`]: the rate probes on QUIC streams (both sides run them).
+//! - [`probe`]: the rate and reordering probes on QUIC (both sides run them).
 //! - [`serve`]: the server's job.
 //! - [`facts`]: what was measured, put together; [`verdict`]: what it means.
 //! - [`show`]: the output, for people or `--json`; [`units`]: figures for people.
@@ -35,6 +35,7 @@ use tokio::time::Instant;
 
 use self::facts::{Direction, PathFacts, Side};
 use self::host::DiskTest;
+use self::probe::Probe;
 use crate::cli::DiagnoseArgs;
 use crate::exit::Exit;
 use crate::launch::{Launcher, ServeCommand};
@@ -42,9 +43,10 @@ use crate::session::{Session, SessionOptions, TransportMode};
 
 pub use self::serve::serve;
 
-/// How long each probe sends: soku-cc reaches a path's rate within a few RTTs
-/// (`soku-cc`'s start-up), and [`probe`] leaves the first 40 % out.
-const PROBE: Duration = Duration::from_millis(2500);
+/// The longest a probe sends ([`probe::send_for`] ends it once soku-cc has held its rate
+/// for a while): start-up on 1 Gbit/s x 300 ms takes about 4 s, and the two probes
+/// keep the whole diagnosis under 20 s.
+const PROBE: Duration = Duration::from_millis(6000);
 /// How long QUIC may take before the session moves to TCP (as a copy's default).
 const QUIC_TIMEOUT: Duration = Duration::from_secs(4);
 /// How long the server may take to measure its host (its disk test is bounded at
@@ -133,17 +135,22 @@ async fn measure(
     let idle_rtt = conn.rtt();
 
     // Upload: we send, the server receives and reports.
+    let probe =
+        |direction| Probe { direction, duration: PROBE, streams: probe::STREAMS, extra: false };
     let (mut send, _recv) = conn.open_bi().await?;
-    send.write_all(&probe::header(ProbeDirection::Upload, PROBE)).await?;
-    let sent = probe::send_for(&conn, &mut send, PROBE).await?;
+    send.write_all(&probe::header(probe(ProbeDirection::Upload))).await?;
+    let mut sends = vec![send];
+    sends.extend(probe::open_more(&conn, probe(ProbeDirection::Upload)).await?);
+    let sent = probe::send_for(&conn, sends, probe::MIN_PROBE, PROBE).await?;
     let report = expect_probe(link, ProbeDirection::Upload).await?;
     let received = report.received.unwrap_or_default();
     facts.upload = Some(Direction::new(sent, received));
 
     // Download: the server sends, we receive; it reports what its side saw.
-    let (mut send, mut recv) = conn.open_bi().await?;
-    send.write_all(&probe::header(ProbeDirection::Download, PROBE)).await?;
-    let received = probe::receive(&mut recv, PROBE + REPORT_SLACK).await?;
+    let (mut send, recv) = conn.open_bi().await?;
+    send.write_all(&probe::header(probe(ProbeDirection::Download))).await?;
+    let received =
+        probe::receive(&conn, recv, probe(ProbeDirection::Download), PROBE + REPORT_SLACK).await?;
     let report = expect_probe(link, ProbeDirection::Download).await?;
     facts.download = Some(Direction::new(report.sent.unwrap_or_default(), received));
 

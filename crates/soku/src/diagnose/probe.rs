@@ -1,29 +1,54 @@
-//! The rate probes: a few seconds of bytes on one QUIC bidirectional stream, under the
+//! The rate probes: a few seconds of bytes on up to [`STREAMS`] QUIC streams, under the
 //! connection's own congestion controller (soku-cc, `soku-transport/src/config.rs`),
-//! so the rate found is the one a copy would get. The client opens the stream and
-//! writes a [`HEADER_LEN`]-byte header: `U` (the client sends) or `D` (the server
-//! sends), then the duration in milliseconds. The sender stops by resetting the stream
-//! (what is still buffered is not worth draining: at 20 Mbit/s a full stream window
-//! takes seconds); the receiver takes the reset, or the stream's end, as the end.
+//! so the rate found is the one a copy would get. Every probe stream is bidirectional
+//! (unidirectional ones are the copy link's chunks, `soku-engine/src/link/quic.rs`) and
+//! starts with a [`HEADER_LEN`]-byte header: `U` (the client sends) or `D` (the server
+//! sends), the duration in milliseconds, and the number of streams. The client opens
+//! the probe's first stream; the sender opens the others, with `u` or `d` in their
+//! headers, written before any data so that each is announced at once. The sender
+//! stops by resetting its streams (what is still buffered is not worth draining: at
+//! 20 Mbit/s a full stream window takes seconds); the receiver takes the first
+//! stream's reset, or end, as the probe's.
 //!
-//! One stream's flow-control window (8 MiB, `config.rs`) bounds the rate found at
-//! 8 MiB per RTT (670 Mbit/s at 100 ms): enough for the paths the verdict names.
+//! One stream's flow-control window (8 MiB, `config.rs`) would bound the rate found at
+//! 8 MiB per RTT (670 Mbit/s at 100 ms); a copy spreads its chunks over many streams,
+//! so the probe uses as many as fill the connection's 64 MiB window.
+//!
+//! Reordering: quinn does not report it, so while the data flows the sender also sends
+//! a tag every millisecond, an unreliable QUIC datagram (RFC 9221) holding a sequence
+//! number, and the receiver counts the tags that arrive after a higher-numbered one.
+//! The tags ride in the same packets as the data, on the same path.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use soku_proto::diagnose::{ProbeDirection, Received, Sent, MAX_PROBE_MS};
+use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use super::host::udp_rcvbuf_errors;
 
-/// Bytes of a probe stream's header.
-pub const HEADER_LEN: usize = 5;
+/// Bytes of a probe's header.
+pub const HEADER_LEN: usize = 6;
+/// Streams a probe sends on: 8 at the 8 MiB stream window fill the 64 MiB connection
+/// window (`soku-transport/src/config.rs`), as a copy's chunks do.
+pub const STREAMS: u8 = 8;
 /// How often the sender samples its connection's RTT and losses.
 const SAMPLE_EVERY: Duration = Duration::from_millis(10);
 /// How often the receiver notes its byte count (for the steady rate).
 const MARK_EVERY: Duration = Duration::from_millis(50);
-/// The share of a probe taken as start-up and left out of the steady rate.
+/// How often the sender tags its data (for reordering).
+const TAG_EVERY: Duration = Duration::from_millis(1);
+/// The shortest probe: long enough for loss and RTT figures on a path whose start-up
+/// ends at once.
+pub const MIN_PROBE: Duration = Duration::from_millis(2500);
+/// How long soku-cc holds its rate after start-up before a probe ends.
+const STEADY: Duration = Duration::from_millis(1500);
+/// The share of a probe taken as start-up and left out of the steady rate, and at most
+/// how much of its end the steady rate is measured over: the last [`STEADY`], once
+/// start-up is over, whichever is shorter.
 const STARTUP_SHARE: f64 = 0.4;
 /// One write: 64 KiB of zeros (QUIC encrypts them; nothing compresses on the way).
 const WRITE: usize = 64 * 1024;
@@ -42,101 +67,300 @@ pub enum ProbeError {
     Timeout(Duration),
 }
 
-/// The header for a probe of `duration` in `direction`.
-pub fn header(direction: ProbeDirection, duration: Duration) -> [u8; HEADER_LEN] {
-    let ms = u32::try_from(duration.as_millis()).unwrap_or(u32::MAX).min(MAX_PROBE_MS);
-    let kind = match direction {
-        ProbeDirection::Upload => b'U',
-        ProbeDirection::Download => b'D',
-    };
-    let [a, b, c, d] = ms.to_be_bytes();
-    [kind, a, b, c, d]
+/// What a probe's header asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Probe {
+    /// Which way the data goes.
+    pub direction: ProbeDirection,
+    /// How long it is sent, at most [`MAX_PROBE_MS`].
+    pub duration: Duration,
+    /// On how many streams, 1 to [`STREAMS`].
+    pub streams: u8,
+    /// Whether this is one of the streams the sender adds (not the probe's first).
+    pub extra: bool,
 }
 
-/// Reads a header from the peer: the direction, and the duration held to
-/// [`MAX_PROBE_MS`].
-pub fn parse_header(bytes: [u8; HEADER_LEN]) -> Result<(ProbeDirection, Duration), ProbeError> {
-    let direction = match bytes[0] {
-        b'U' => ProbeDirection::Upload,
-        b'D' => ProbeDirection::Download,
+/// The header for `probe`.
+pub fn header(probe: Probe) -> [u8; HEADER_LEN] {
+    let ms = u32::try_from(probe.duration.as_millis()).unwrap_or(u32::MAX).min(MAX_PROBE_MS);
+    let kind = match (probe.direction, probe.extra) {
+        (ProbeDirection::Upload, false) => b'U',
+        (ProbeDirection::Download, false) => b'D',
+        (ProbeDirection::Upload, true) => b'u',
+        (ProbeDirection::Download, true) => b'd',
+    };
+    let [a, b, c, d] = ms.to_be_bytes();
+    [kind, a, b, c, d, probe.streams.clamp(1, STREAMS)]
+}
+
+/// Reads a header from the peer, its duration held to [`MAX_PROBE_MS`] and its streams
+/// to 1..=[`STREAMS`].
+pub fn parse_header(bytes: [u8; HEADER_LEN]) -> Result<Probe, ProbeError> {
+    let (direction, extra) = match bytes[0] {
+        b'U' => (ProbeDirection::Upload, false),
+        b'D' => (ProbeDirection::Download, false),
+        b'u' => (ProbeDirection::Upload, true),
+        b'd' => (ProbeDirection::Download, true),
         other => return Err(ProbeError::Unknown(other)),
     };
     let ms = u32::from_be_bytes([bytes[1], bytes[2], bytes[3], bytes[4]]).min(MAX_PROBE_MS);
-    Ok((direction, Duration::from_millis(u64::from(ms))))
+    Ok(Probe {
+        direction,
+        duration: Duration::from_millis(u64::from(ms)),
+        streams: bytes[5].clamp(1, STREAMS),
+        extra,
+    })
 }
 
 fn stream_err(e: impl std::fmt::Display) -> ProbeError {
     ProbeError::Stream(e.to_string())
 }
 
-/// Sends for `duration` on `send`, then resets it; what the connection saw meanwhile.
+/// Opens the streams the sender of `probe` adds to its first one, each with its header.
+pub async fn open_more(
+    conn: &quinn::Connection,
+    probe: Probe,
+) -> Result<Vec<quinn::SendStream>, ProbeError> {
+    let head = header(Probe { extra: true, ..probe });
+    let mut more = Vec::new();
+    for _ in 1..probe.streams {
+        // The other half stays unused: the receiver never writes to it.
+        let (mut send, _) = conn.open_bi().await.map_err(stream_err)?;
+        send.write_all(&head).await.map_err(stream_err)?;
+        more.push(send);
+    }
+    Ok(more)
+}
+
+/// Sends on every stream of `sends`, tagging the data for reordering, until soku-cc has
+/// held its rate for [`STEADY`] after its start-up, at least `min` and at most `max`,
+/// then resets them; what the connection saw meanwhile. A fixed duration would end
+/// before the rate is found where start-up takes long: its window doubles each round
+/// trip, so 1 Gbit/s x 200 ms needs about 11 of them, 2.2 s (a 2.5 s probe found
+/// 131-138 Mbit/s there).
 pub async fn send_for(
     conn: &quinn::Connection,
-    send: &mut quinn::SendStream,
-    duration: Duration,
+    sends: Vec<quinn::SendStream>,
+    min: Duration,
+    max: Duration,
 ) -> Result<Sent, ProbeError> {
     let data = Bytes::from(vec![0u8; WRITE]);
     let mut sampler = Sampler::new(conn);
-    let deadline = Instant::now() + duration;
+    let began = Instant::now();
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let mut writers = JoinSet::new();
+    for send in sends {
+        writers.spawn(write_until(send, data.clone(), stopped.clone()));
+    }
+    let tagger = tokio::spawn(tag_until(conn.clone(), stopped));
     let mut tick = tokio::time::interval(SAMPLE_EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-    // Bounded by the deadline: every tick checks it.
+    let mut steady_since = None;
+    // Bounded by `max`: every tick checks it.
+    loop {
+        tick.tick().await;
+        sampler.sample(conn);
+        let now = Instant::now();
+        let in_startup = soku_transport::path_model(conn)
+            .is_some_and(|m| m.phase == soku_transport::CcPhase::Startup);
+        if in_startup {
+            steady_since = None;
+        } else if steady_since.is_none() {
+            steady_since = Some(now);
+        }
+        let held = steady_since.is_some_and(|since| now - since >= STEADY);
+        if now - began >= max || (now - began >= min && held) {
+            break;
+        }
+    }
+    let _ = stop.send(true);
+    // Each writer ends within one blocked write of the stop, and the tagger with it.
+    while let Some(joined) = writers.join_next().await {
+        joined.map_err(stream_err)??;
+    }
+    let tags = tagger.await.map_err(stream_err)?;
+    Ok(Sent { tags, ..sampler.finish(conn) })
+}
+
+/// Writes `data` over and over on `send` until told to stop, then resets it.
+async fn write_until(
+    mut send: quinn::SendStream,
+    data: Bytes,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) -> Result<(), ProbeError> {
+    // Bounded by the stop (the sender's `max`).
     loop {
         tokio::select! {
-            _ = tick.tick() => {
-                sampler.sample(conn);
-                if Instant::now() >= deadline {
-                    break;
-                }
-            }
+            _ = stop.wait_for(|stop| *stop) => break,
             written = send.write_chunk(data.clone()) => written.map_err(stream_err)?,
         }
     }
     let _ = send.reset(0u32.into());
-    Ok(sampler.finish(conn))
+    Ok(())
 }
 
-/// Receives until the stream ends or is reset, at most `limit`; the rate over the part
-/// after start-up, and the receive-buffer drops meanwhile.
+/// Sends a numbered tag every [`TAG_EVERY`] until told to stop; how many it sent. A
+/// peer that takes no datagrams (an older soku) gets none, and its count says "not
+/// measured".
+async fn tag_until(conn: quinn::Connection, mut stop: tokio::sync::watch::Receiver<bool>) -> u64 {
+    let mut tick = tokio::time::interval(TAG_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    let mut seq = 0u64;
+    // Bounded by the stop (the sender's `max`).
+    loop {
+        tokio::select! {
+            _ = stop.wait_for(|stop| *stop) => return seq,
+            _ = tick.tick() => {
+                if conn.send_datagram(Bytes::copy_from_slice(&seq.to_be_bytes())).is_err() {
+                    return 0;
+                }
+                seq += 1;
+            }
+        }
+    }
+}
+
+/// Counts of the tags received, and of those that came after a higher-numbered one.
+#[derive(Default)]
+struct Tags {
+    received: AtomicU64,
+    reordered: AtomicU64,
+}
+
+/// Reads tags until the connection ends or the task is stopped. The peer's bytes are
+/// only counted: a datagram that is not 8 bytes is not a tag.
+async fn count_tags(conn: quinn::Connection, tags: Arc<Tags>) {
+    let mut next = 0u64;
+    // Ends with the connection, or when the probe aborts the task.
+    while let Ok(datagram) = conn.read_datagram().await {
+        let Ok(bytes) = <[u8; 8]>::try_from(datagram.as_ref()) else { continue };
+        let seq = u64::from_be_bytes(bytes);
+        tags.received.fetch_add(1, Ordering::Relaxed);
+        if seq < next {
+            tags.reordered.fetch_add(1, Ordering::Relaxed);
+        } else {
+            next = seq.saturating_add(1);
+        }
+    }
+}
+
+/// Reads `recv` to its end or reset, adding what arrives to `bytes`.
+async fn read_all(mut recv: quinn::RecvStream, bytes: Arc<AtomicU64>) -> Result<(), ProbeError> {
+    // Bounded by the stream's end (the caller bounds the time).
+    loop {
+        match recv.read_chunk(1 << 20, false).await {
+            Ok(Some(chunk)) => {
+                bytes.fetch_add(chunk.bytes.len() as u64, Ordering::Relaxed);
+            }
+            Ok(None) | Err(quinn::ReadError::Reset(_)) => return Ok(()),
+            Err(e) => return Err(stream_err(e)),
+        }
+    }
+}
+
+/// Receives until the probe's first stream, `main`, ends or is reset, at most `limit`,
+/// with the streams the sender adds as they come: the rate over
+/// the part after start-up, the receive-buffer drops, and the tags.
+///
+/// The added streams carry data only where the path needs them: soku's connections send
+/// streams one after another (`send_fairness(false)`, `soku-transport/src/config.rs`),
+/// so the next stream's bytes leave only once the one before is held by its
+/// flow-control window, on a path whose BDP exceeds it. The sender resets all its
+/// streams together, so the first one's end is the probe's.
 pub async fn receive(
-    recv: &mut quinn::RecvStream,
+    conn: &quinn::Connection,
+    main: quinn::RecvStream,
+    probe: Probe,
     limit: Duration,
 ) -> Result<Received, ProbeError> {
     let drops_before = udp_rcvbuf_errors();
-    let deadline = Instant::now() + limit;
-    let mut marks: Vec<(Instant, u64)> = Vec::new();
-    let mut bytes = 0u64;
-    let mut last_mark: Option<Instant> = None;
-    // Bounded by the deadline (a silent peer) and the stream's end.
-    loop {
-        let chunk = match tokio::time::timeout_at(deadline, recv.read_chunk(1 << 20, false)).await {
-            Err(_) => return Err(ProbeError::Timeout(limit)),
-            Ok(Ok(Some(chunk))) => chunk,
-            Ok(Ok(None)) | Ok(Err(quinn::ReadError::Reset(_))) => break,
-            Ok(Err(e)) => return Err(stream_err(e)),
-        };
-        bytes += chunk.bytes.len() as u64;
-        let now = Instant::now();
-        if last_mark.is_none_or(|t| now - t >= MARK_EVERY) {
-            marks.push((now, bytes));
-            last_mark = Some(now);
-        }
-    }
-    marks.push((Instant::now(), bytes));
+    let tags = Arc::new(Tags::default());
+    let counting = tokio::spawn(count_tags(conn.clone(), tags.clone()));
+    let bytes = Arc::new(AtomicU64::new(0));
+    let accepting =
+        tokio::spawn(accept_and_read(conn.clone(), probe.direction, probe.streams, bytes.clone()));
+    let result = receive_until_end(main, bytes, limit).await;
+    counting.abort();
+    accepting.abort();
+    let (bytes, marks) = result?;
     let drops_after = udp_rcvbuf_errors();
     let rcvbuf_errors = match (drops_before, drops_after) {
         (Some(before), Some(after)) => Some(after.saturating_sub(before)),
         _ => None,
     };
-    Ok(Received { bytes, steady_bps: steady_rate(&marks), rcvbuf_errors })
+    Ok(Received {
+        bytes,
+        steady_bps: steady_rate(&marks),
+        rcvbuf_errors,
+        tags: tags.received.load(Ordering::Relaxed),
+        reordered: tags.reordered.load(Ordering::Relaxed),
+    })
 }
 
-/// The rate between the first mark after [`STARTUP_SHARE`] of the probe and the last.
+/// Accepts up to `more` - 1 streams the sender adds and reads each into `bytes`, until
+/// the task is stopped (which stops its readers too). A stream whose header is not an
+/// added one of this probe's direction is dropped.
+async fn accept_and_read(
+    conn: quinn::Connection,
+    direction: ProbeDirection,
+    more: u8,
+    bytes: Arc<AtomicU64>,
+) {
+    let mut readers = JoinSet::new();
+    for _ in 1..more {
+        let Ok((_send, mut recv)) = conn.accept_bi().await else { break };
+        let mut head = [0u8; HEADER_LEN];
+        if recv.read_exact(&mut head).await.is_err() {
+            continue;
+        }
+        if parse_header(head).is_ok_and(|p| p.extra && p.direction == direction) {
+            readers.spawn(read_all(recv, bytes.clone()));
+        }
+    }
+    while readers.join_next().await.is_some() {}
+}
+
+/// Reads `main` into `bytes` to its end, noting the count every [`MARK_EVERY`].
+async fn receive_until_end(
+    main: quinn::RecvStream,
+    bytes: Arc<AtomicU64>,
+    limit: Duration,
+) -> Result<(u64, Vec<(Instant, u64)>), ProbeError> {
+    let deadline = Instant::now() + limit;
+    let reading = read_all(main, bytes.clone());
+    tokio::pin!(reading);
+    let mut marks: Vec<(Instant, u64)> = Vec::new();
+    let mut tick = tokio::time::interval(MARK_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    // Bounded by the deadline (a silent peer) and the stream's end.
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep_until(deadline) => return Err(ProbeError::Timeout(limit)),
+            _ = tick.tick() => {
+                let count = bytes.load(Ordering::Relaxed);
+                // Marks from before the first byte would count start-up waiting as rate.
+                if count > 0 || !marks.is_empty() {
+                    marks.push((Instant::now(), count));
+                }
+            }
+            done = &mut reading => {
+                done?;
+                break;
+            }
+        }
+    }
+    let total = bytes.load(Ordering::Relaxed);
+    marks.push((Instant::now(), total));
+    Ok((total, marks))
+}
+
+/// The rate over the probe's end: from the first mark after [`STARTUP_SHARE`] of it, or
+/// after all but the last [`STEADY`] of it if that is later (a long start-up).
 fn steady_rate(marks: &[(Instant, u64)]) -> u64 {
     let (Some(&(first, _)), Some(&(last, total))) = (marks.first(), marks.last()) else {
         return 0;
     };
-    let from = first + (last - first).mul_f64(STARTUP_SHARE);
+    let from = (first + (last - first).mul_f64(STARTUP_SHARE)).max(last - STEADY.min(last - first));
     let Some(&(t0, b0)) = marks.iter().find(|(t, _)| *t >= from) else { return 0 };
     let secs = (last - t0).as_secs_f64();
     if secs <= 0.0 {
@@ -232,14 +456,21 @@ mod tests {
 
     #[test]
     fn headers_round_trip_and_durations_are_bounded() {
-        let h = header(ProbeDirection::Download, Duration::from_millis(2500));
-        let (d, t) = parse_header(h).expect("parses");
-        assert_eq!((d, t), (ProbeDirection::Download, Duration::from_millis(2500)));
-        let long = header(ProbeDirection::Upload, Duration::from_secs(3600));
-        assert_eq!(parse_header(long).expect("parses").1, Duration::from_millis(10_000));
-        let hostile = [b'D', 0xff, 0xff, 0xff, 0xff];
-        assert_eq!(parse_header(hostile).expect("parses").1, Duration::from_millis(10_000));
-        assert!(matches!(parse_header([b'X', 0, 0, 0, 0]), Err(ProbeError::Unknown(b'X'))));
+        let probe = Probe {
+            direction: ProbeDirection::Download,
+            duration: Duration::from_millis(2500),
+            streams: 4,
+            extra: false,
+        };
+        assert_eq!(parse_header(header(probe)).expect("parses"), probe);
+        let added = Probe { extra: true, ..probe };
+        assert_eq!(parse_header(header(added)).expect("parses"), added);
+        let long = header(Probe { duration: Duration::from_secs(3600), ..probe });
+        assert_eq!(parse_header(long).expect("parses").duration, Duration::from_millis(10_000));
+        let hostile = parse_header([b'D', 0xff, 0xff, 0xff, 0xff, 0xff]).expect("parses");
+        assert_eq!((hostile.duration, hostile.streams), (Duration::from_millis(10_000), STREAMS));
+        assert_eq!(parse_header([b'U', 0, 0, 0, 1, 0]).expect("parses").streams, 1);
+        assert!(matches!(parse_header([b'X', 0, 0, 0, 0, 1]), Err(ProbeError::Unknown(b'X'))));
     }
 
     #[test]
@@ -258,10 +489,17 @@ mod tests {
     fn the_steady_rate_leaves_out_the_start() {
         let t0 = Instant::now();
         let at = |ms: u64| t0 + Duration::from_millis(ms);
-        // 1 MB in the first second (start-up), then 10 MB/s for four seconds.
-        let marks =
-            [(at(0), 0), (at(1000), 1_000_000), (at(2000), 11_000_000), (at(5000), 41_000_000)];
-        assert_eq!(steady_rate(&marks), 80_000_000);
+        // Marks every 500 ms: `slow_ms` of start-up at 1 MB/s, then 10 MB/s.
+        let marks = |slow_ms: u64, end_ms: u64| -> Vec<(Instant, u64)> {
+            (0..=end_ms / 500)
+                .map(|i| i * 500)
+                .map(|t| (at(t), t.min(slow_ms) * 1_000 + t.saturating_sub(slow_ms) * 10_000))
+                .collect()
+        };
+        // A short probe: its last 60 %.
+        assert_eq!(steady_rate(&marks(1000, 5000)), 80_000_000);
+        // A long start-up (6 s of 8.5): 40 % in is still start-up; the last 1.5 s is not.
+        assert_eq!(steady_rate(&marks(6000, 8500)), 80_000_000);
         assert_eq!(steady_rate(&[]), 0);
         assert_eq!(steady_rate(&[(at(0), 5)]), 0);
     }

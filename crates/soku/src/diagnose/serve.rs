@@ -12,8 +12,10 @@ use soku_proto::message::Message;
 use super::host::{self, DiskTest};
 use super::probe::{self, HEADER_LEN};
 
-/// Most probes served in one session (the client runs two).
-const MAX_PROBES: usize = 8;
+/// Most probe streams taken in one session: the client runs two probes, each of up to
+/// [`probe::STREAMS`] streams (an added stream that comes after its probe ended lands
+/// here, and is dropped).
+const MAX_STREAMS: usize = 8 * probe::STREAMS as usize;
 /// How long to wait for the client's next probe before giving up on it.
 const NEXT_PROBE: Duration = Duration::from_secs(30);
 /// Beyond a probe's own duration, how long its data may take to end.
@@ -39,15 +41,17 @@ pub async fn serve(
             }
         }
     };
-    for _ in 0..MAX_PROBES {
-        let (mut send, mut recv) = match tokio::time::timeout(NEXT_PROBE, conn.accept_bi()).await {
+    for _ in 0..MAX_STREAMS {
+        let (send, mut recv) = match tokio::time::timeout(NEXT_PROBE, conn.accept_bi()).await {
             Ok(Ok(streams)) => streams,
             // The client closed the connection (done), or went quiet.
             Ok(Err(_)) | Err(_) => return Ok(()),
         };
         let mut head = [0u8; HEADER_LEN];
         let report = match tokio::time::timeout(PROBE_SLACK, recv.read_exact(&mut head)).await {
-            Ok(Ok(_)) => run_probe(conn, head, &mut send, &mut recv).await,
+            // A stream added to a probe that has ended: nothing to answer.
+            Ok(Ok(_)) if probe::parse_header(head).is_ok_and(|p| p.extra) => continue,
+            Ok(Ok(_)) => run_probe(conn, head, send, recv).await,
             Ok(Err(e)) => failed(ProbeDirection::Upload, e.to_string()),
             Err(_) => failed(ProbeDirection::Upload, "no probe header".into()),
         };
@@ -60,25 +64,44 @@ pub async fn serve(
 async fn run_probe(
     conn: &quinn::Connection,
     head: [u8; HEADER_LEN],
-    send: &mut quinn::SendStream,
-    recv: &mut quinn::RecvStream,
+    send: quinn::SendStream,
+    recv: quinn::RecvStream,
 ) -> ProbeReport {
-    let (direction, duration) = match probe::parse_header(head) {
+    let probe = match probe::parse_header(head) {
         Ok(parsed) => parsed,
         Err(e) => return failed(ProbeDirection::Upload, e.to_string()),
     };
-    match direction {
-        ProbeDirection::Upload => match probe::receive(recv, duration + PROBE_SLACK).await {
-            Ok(received) => {
+    let direction = probe.direction;
+    let result =
+        match direction {
+            ProbeDirection::Upload => receive_probe(conn, recv, probe).await.map(|received| {
                 ProbeReport { direction, received: Some(received), sent: None, error: None }
-            }
-            Err(e) => failed(direction, e.to_string()),
-        },
-        ProbeDirection::Download => match probe::send_for(conn, send, duration).await {
-            Ok(sent) => ProbeReport { direction, received: None, sent: Some(sent), error: None },
-            Err(e) => failed(direction, e.to_string()),
-        },
-    }
+            }),
+            ProbeDirection::Download => send_probe(conn, send, probe).await.map(|sent| {
+                ProbeReport { direction, received: None, sent: Some(sent), error: None }
+            }),
+        };
+    result.unwrap_or_else(|e| failed(direction, e.to_string()))
+}
+
+/// An upload probe: the client's streams, received.
+async fn receive_probe(
+    conn: &quinn::Connection,
+    recv: quinn::RecvStream,
+    probe: probe::Probe,
+) -> Result<soku_proto::diagnose::Received, probe::ProbeError> {
+    probe::receive(conn, recv, probe, probe.duration + PROBE_SLACK).await
+}
+
+/// A download probe: sent on the client's stream and as many more as it asked for.
+async fn send_probe(
+    conn: &quinn::Connection,
+    send: quinn::SendStream,
+    probe: probe::Probe,
+) -> Result<soku_proto::diagnose::Sent, probe::ProbeError> {
+    let mut sends = vec![send];
+    sends.extend(probe::open_more(conn, probe).await?);
+    probe::send_for(conn, sends, probe::MIN_PROBE.min(probe.duration), probe.duration).await
 }
 
 fn failed(direction: ProbeDirection, error: String) -> ProbeReport {

@@ -59,7 +59,6 @@ fn render(facts: &PathFacts, verdict: &Verdict, warnings: &[String], took: Durat
             let _ = writeln!(out, "  {name:<12} {}", direction(d));
         }
     }
-    let _ = writeln!(out, "  reordering   not measured (quinn does not report it)");
     let _ = writeln!(out, "  {:<12} {}", facts.local.name, host(&facts.local, "reads"));
     if let Some(remote) = &facts.remote {
         let _ = writeln!(out, "  {:<12} {}", remote.name, host(remote, "writes"));
@@ -94,8 +93,17 @@ fn direction(d: &Direction) -> String {
         Some(n) if n > 0 => format!(", {n} dropped at the receiver's UDP buffer"),
         _ => String::new(),
     };
+    let reordering = match d.reordering {
+        Some(share) => format!(
+            "; reordered {:.2} % ({} of {} tags)",
+            share * 100.0,
+            d.received.reordered,
+            d.received.tags
+        ),
+        None => "; reordering not measured".to_string(),
+    };
     format!(
-        "{}, loss {:.2} %{pattern}{drops}; RTT {:.1}-{:.1} ms (mean {:.1}, at losses {:.1})",
+        "{}, loss {:.2} %{pattern}{drops}; RTT {:.1}-{:.1} ms (mean {:.1}, at losses {:.1}){reordering}",
         rate(d.rate_bps),
         d.loss * 100.0,
         d.sent.min_rtt_us as f64 / 1000.0,
