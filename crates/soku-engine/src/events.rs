@@ -37,6 +37,15 @@ pub enum TransferEvent {
         /// Verified bytes.
         bytes: u64,
     },
+    /// Bytes that crossed the network in this session so far, cumulative within it
+    /// (what the receiver held already does not count): on the sender the chunks sent
+    /// (acknowledged, on QUIC), on the receiver the chunks verified. A session's
+    /// `Finished` knows only its own figures; a copy that reconnects adds these up so
+    /// that what an earlier session sent is not taken for what the target held.
+    Sent {
+        /// Bytes.
+        bytes: u64,
+    },
     /// One file failed; the copy goes on.
     FileFailed {
         /// Path as the user knows it.
@@ -76,7 +85,8 @@ pub enum TransferEvent {
         bytes: u64,
         /// Files that failed.
         failures: u32,
-        /// Of `bytes`, those the receiver held already (resume): not sent.
+        /// Of `bytes`, those the receiver held already when this session began
+        /// (resume): not sent in it.
         resumed: u64,
         /// Wall time of the data transfer.
         elapsed: Duration,

@@ -112,7 +112,12 @@ pub async fn run(
         preparing: Arc::new(Semaphore::new(PREPARING)),
     });
     let _stop = StopOnDrop(shared.clone());
-    let result = receive_all(&shared, opts, link, events).await;
+    let result = receive_all(&shared, opts, link, events.clone()).await;
+    if result.is_err() {
+        // What this session verified stays at the target for the next one to find
+        // held: the client's totals count it as sent, not as resumed.
+        events.event(TransferEvent::Sent { bytes: shared.sent() });
+    }
     if result.as_ref().is_err_and(|e| !e.keeps_partial_files()) {
         shared.temps.stop_discarding();
     }
@@ -528,6 +533,12 @@ impl Shared {
         Ok(self.tx.send_control(Message::FileFailed { file: id, message }).await?)
     }
 
+    /// Bytes verified in this session that the target did not hold before it.
+    fn sent(&self) -> u64 {
+        let totals = lock(&self.state).totals();
+        totals.bytes.saturating_sub(totals.resumed)
+    }
+
     async fn maybe_report_progress(&self) -> Result<(), EngineError> {
         {
             let mut last = lock(&self.last_progress);
@@ -538,6 +549,7 @@ impl Shared {
         }
         let bytes = lock(&self.state).totals().bytes;
         self.events.event(TransferEvent::Verified { bytes });
+        self.events.event(TransferEvent::Sent { bytes: self.sent() });
         Ok(self.tx.send_control(Message::Progress { verified_bytes: bytes }).await?)
     }
 }

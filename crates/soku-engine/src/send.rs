@@ -134,6 +134,7 @@ pub async fn run(
         bases: HashMap::new(),
         differing: HashMap::new(),
         resumed: 0,
+        sent: 0,
         in_flight_bytes: 0,
         hashed: hashed_tx,
         hashed_rx,
@@ -252,6 +253,8 @@ struct Copy {
     differing: HashMap<u32, u32>,
     /// Bytes the receiver held already and were not sent.
     resumed: u64,
+    /// Bytes of the chunks sent ([`TransferEvent::Sent`]).
+    sent: u64,
     /// Plain bytes of the chunks being read or sent.
     in_flight_bytes: u64,
     /// Chunk tasks tell their hash here before they send.
@@ -391,7 +394,10 @@ impl Copy {
         };
         self.in_flight_bytes = self.in_flight_bytes.saturating_sub(u64::from(len));
         match done {
-            ChunkDone::Sent { .. } => {}
+            ChunkDone::Sent { .. } => {
+                self.sent += u64::from(len);
+                self.events.event(TransferEvent::Sent { bytes: self.sent });
+            }
             ChunkDone::Held { file, index, hash, len } => {
                 self.resumed += u64::from(len);
                 if let Some(summary) = self.rules.on_chunk_held(file, index, hash)? {

@@ -21,7 +21,7 @@ use crate::exit::Exit;
 use crate::launch::{Launcher, ServeCommand};
 use crate::path_memory::{self, Flow};
 use crate::report::{self, Recorder};
-use crate::retry::{Next, Retry};
+use crate::retry::{Next, Retry, WholeCopy};
 use crate::session::{Policed, Session, SessionOptions, TransportMode};
 use crate::spec::{self, Location, Remote};
 use crate::ui::{JsonLines, ProgressMeter};
@@ -106,6 +106,9 @@ fn command_line() -> String {
 /// Runs a copy with the given event sink (the demo uses its own).
 pub async fn run_with(args: CopyArgs, events: Arc<dyn EventSink>) -> anyhow::Result<CopyReport> {
     let direction = direction(&args.paths)?;
+    // The user is told the command's figures, not its last session's.
+    let whole = WholeCopy::new(events);
+    let events: Arc<dyn EventSink> = whole.clone();
     let cipher = match &args.cipher {
         Some(name) => Some(name.parse::<Cipher>().map_err(|e| Exit::usage(e.to_string()))?),
         None => None,
@@ -194,6 +197,7 @@ pub async fn run_with(args: CopyArgs, events: Arc<dyn EventSink>) -> anyhow::Res
     loop {
         let reconnecting = retry.down_for(Instant::now()).is_some();
         let cmd = launcher.command(remote.as_ref(), &serve, reconnecting)?;
+        whole.begin_session();
         let attempt = Attempt {
             direction: &direction,
             ahead: ahead.take(),

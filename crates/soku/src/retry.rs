@@ -5,10 +5,14 @@
 //! gone, `soku serve` killed) logs in again and runs the same copy; resume makes the new
 //! attempt send only what the target does not hold yet. Attempts back off from one
 //! second to [`MAX_WAIT`], and stop once the connection has been down for the user's
-//! limit (`--retry-for`), leaving the partial files for a later run.
+//! limit (`--retry-for`), leaving the partial files for a later run. [`WholeCopy`]
+//! keeps the figures the user is told those of the whole command, not of its last
+//! attempt.
 
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use soku_engine::events::{EventSink, TransferEvent};
 use soku_engine::{EngineError, LinkError};
 
 use crate::exit::{Exit, CONNECTION};
@@ -109,6 +113,82 @@ fn is_login(err: &anyhow::Error) -> bool {
     err.chain().any(|cause| cause.downcast_ref::<Exit>().is_some_and(|e| e.code == CONNECTION))
 }
 
+/// The figures of the whole command, on their way to the user's event sink. Each
+/// session's engine counts only its own: after a reconnect, what the first session sent
+/// is already at the target when the second begins, and the second's `Finished` calls
+/// it resumed. Here what the earlier sessions sent is taken off again, so that the
+/// summary, `--json` and `--report` say what the target held when the command started
+/// and what crossed the network during it; and the time runs from the first session's
+/// start, outages included (the user waited through them).
+pub struct WholeCopy {
+    inner: Arc<dyn EventSink>,
+    sessions: Mutex<Sessions>,
+}
+
+impl WholeCopy {
+    /// Wraps `inner`, before the first session.
+    pub fn new(inner: Arc<dyn EventSink>) -> Arc<WholeCopy> {
+        Arc::new(WholeCopy { inner, sessions: Mutex::default() })
+    }
+
+    /// A session (a new connection) is about to run the copy.
+    pub fn begin_session(&self) {
+        self.lock().begin();
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Sessions> {
+        self.sessions.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl EventSink for WholeCopy {
+    fn event(&self, mut event: TransferEvent) {
+        self.lock().note(&mut event, Instant::now());
+        self.inner.event(event);
+    }
+}
+
+/// What [`WholeCopy`] keeps.
+#[derive(Debug, Default)]
+struct Sessions {
+    /// Sessions begun.
+    begun: u32,
+    /// Bytes the sessions before the current one sent.
+    earlier: u64,
+    /// Bytes the current session has sent so far.
+    current: u64,
+    /// When the first session's data transfer began.
+    first_plan: Option<Instant>,
+}
+
+impl Sessions {
+    fn begin(&mut self) {
+        self.begun += 1;
+        self.earlier = self.earlier.saturating_add(std::mem::take(&mut self.current));
+    }
+
+    /// Notes `event`, making a `Finished` the whole command's.
+    fn note(&mut self, event: &mut TransferEvent, now: Instant) {
+        match event {
+            TransferEvent::Sent { bytes } => self.current = *bytes,
+            TransferEvent::Planned { .. } => {
+                self.first_plan.get_or_insert(now);
+            }
+            TransferEvent::Finished { resumed, elapsed, .. } if self.begun > 1 => {
+                // A chunk an earlier session sent but the target did not keep (cut
+                // before it was written) is sent again and counted twice: the figure
+                // errs towards "sent", never calling what this command sent "already
+                // there".
+                *resumed = resumed.saturating_sub(self.earlier);
+                if let Some(first) = self.first_plan {
+                    *elapsed = (*elapsed).max(now.saturating_duration_since(first));
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -155,6 +235,66 @@ mod tests {
             retry.after_failure(&lost(), later),
             Next::Retry { wait: Duration::from_secs(1), attempt: 1 }
         );
+    }
+
+    fn finished(resumed: u64, elapsed: Duration) -> TransferEvent {
+        TransferEvent::Finished { files: 1, bytes: 100, failures: 0, resumed, elapsed }
+    }
+
+    /// (resumed, elapsed) of the `Finished` after `note`.
+    fn noted(sessions: &mut Sessions, mut event: TransferEvent, now: Instant) -> (u64, Duration) {
+        sessions.note(&mut event, now);
+        match event {
+            TransferEvent::Finished { resumed, elapsed, .. } => (resumed, elapsed),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// Catches: a reconnected copy calling what its first session sent "already there",
+    /// or timing only its last session.
+    #[test]
+    fn what_an_earlier_session_sent_is_not_resumed() {
+        let t0 = Instant::now();
+        let mut s = Sessions::default();
+        s.begin();
+        s.note(&mut TransferEvent::Planned { files: 1, bytes: 100 }, t0);
+        s.note(&mut TransferEvent::Sent { bytes: 10 }, t0);
+        s.note(&mut TransferEvent::Sent { bytes: 30 }, t0);
+        // The second session finds the 30 bytes held and sends the other 70.
+        s.begin();
+        s.note(&mut TransferEvent::Planned { files: 1, bytes: 100 }, t0 + Duration::from_secs(9));
+        s.note(&mut TransferEvent::Sent { bytes: 70 }, t0 + Duration::from_secs(10));
+        let end = t0 + Duration::from_secs(10);
+        assert_eq!(noted(&mut s, finished(30, Duration::from_secs(1)), end), (0, end - t0));
+    }
+
+    /// Catches: losing what the target held before the command (an earlier run's).
+    #[test]
+    fn what_the_target_held_before_the_command_stays_resumed() {
+        let t0 = Instant::now();
+        let mut s = Sessions::default();
+        // 40 held from an earlier run; the first session sends 20 and is cut, the
+        // second finds 60 held and sends the last 40; then a third session, a switch
+        // of transport that sent nothing, finds all 100 held.
+        s.begin();
+        s.note(&mut TransferEvent::Sent { bytes: 20 }, t0);
+        s.begin();
+        s.note(&mut TransferEvent::Sent { bytes: 40 }, t0);
+        s.begin();
+        assert_eq!(noted(&mut s, finished(100, Duration::from_secs(1)), t0).0, 40);
+    }
+
+    /// Catches: a copy that never reconnected getting other figures than its engine's.
+    #[test]
+    fn one_session_is_left_as_it_is() {
+        let t0 = Instant::now();
+        let mut s = Sessions::default();
+        s.begin();
+        s.note(&mut TransferEvent::Planned { files: 1, bytes: 100 }, t0);
+        s.note(&mut TransferEvent::Sent { bytes: 60 }, t0);
+        let later = t0 + Duration::from_secs(5);
+        let engine = (40, Duration::from_secs(2));
+        assert_eq!(noted(&mut s, finished(engine.0, engine.1), later), engine);
     }
 
     #[test]

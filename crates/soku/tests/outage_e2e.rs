@@ -1,6 +1,8 @@
 //! Outages on an emulated path (see `common/emulated.rs`): a copy over 100 Mbit/s x 50 ms
 //! survives a 10 s outage on its own connection, and a 60 s one by reconnecting and
-//! resuming. Each prints its figures (time, reconnects, bytes held and sent after).
+//! resuming; one past the idle timeout (70 s) reconnects for sure, and its summary
+//! counts what the first connection sent as sent, not as already at the target. Each
+//! prints its figures (time, reconnects, bytes already there and sent).
 
 mod common;
 
@@ -9,7 +11,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use common::emulated::EmulatedHost;
-use common::procs::summary;
+use common::procs::{bytes_of, summary};
 use common::{assert_no_part_files, assert_same_file, data, write};
 
 /// 40 MiB: about 4 s of the link.
@@ -72,8 +74,8 @@ fn report(what: &str, stderr: &str, took: Duration, outage_end: Duration) {
         stderr.lines().filter(|l| l.contains(r#""event":"reconnecting""#)).collect();
     let (bytes, resumed) = summary(&json_lines(stderr)).expect("a summary");
     eprintln!(
-        "{what}: done in {:.1} s, {:.1} s after the path came back; {} reconnect(s); the last \
-         connection found {:.1} MiB held and sent {:.1} MiB",
+        "{what}: done in {:.1} s, {:.1} s after the path came back; {} reconnect(s); {:.1} MiB \
+         already at the target, {:.1} MiB sent",
         took.as_secs_f64(),
         (took - outage_end).as_secs_f64(),
         reconnects.len(),
@@ -98,9 +100,38 @@ fn a_sixty_second_outage_mid_copy_is_survived_by_reconnecting() {
     let (start, length) = (Duration::from_secs(2), Duration::from_secs(60));
     let (stderr, took) = upload_through_outage("sixty", start, length);
     report("60 s outage", &stderr, took, start + length);
-    // It finished: by riding the outage out or by reconnecting, resuming either way.
+    // It finished: by riding the outage out or by reconnecting, resuming either way; the
+    // target held nothing when the command started, so nothing was already there.
     let (bytes, resumed) = summary(&json_lines(&stderr)).expect("a summary");
-    if stderr.contains("reconnecting") {
-        assert!(resumed > 0 && bytes == SIZE as u64, "the reconnect resumed:\n{stderr}");
+    assert!(resumed == 0 && bytes == SIZE as u64, "the whole file sent:\n{stderr}");
+}
+
+/// The bytes the receiver had verified when the copy first reconnected.
+fn verified_before_reconnecting(stderr: &str) -> Option<u64> {
+    let mut verified = 0;
+    for line in json_lines(stderr).lines() {
+        if line.contains(r#""event":"reconnecting""#) {
+            return Some(verified);
+        }
+        verified = bytes_of(line, "verified").unwrap_or(verified);
     }
+    None
+}
+
+/// Past QUIC's idle timeout (60 s) the connection is lost: the copy logs in again and
+/// resumes from what the first connection left verified. The summary is the command's:
+/// nothing was at the target when it started, so `resumed_bytes` is 0 and the whole
+/// file counts as sent (the last connection's own figure called the first one's bytes
+/// "resumed").
+#[test]
+fn a_reconnected_copy_counts_what_it_sent_before_as_sent() {
+    let (start, length) = (Duration::from_secs(2), Duration::from_secs(70));
+    let (stderr, took) = upload_through_outage("resent", start, length);
+    report("70 s outage", &stderr, took, start + length);
+    let before = verified_before_reconnecting(&stderr).expect("a reconnect");
+    assert!(before > 0, "the first connection verified nothing:\n{stderr}");
+    let (bytes, resumed) = summary(&json_lines(&stderr)).expect("a summary");
+    eprintln!("verified before the reconnect {before}; finished: {bytes} bytes, {resumed} resumed");
+    assert_eq!(bytes, SIZE as u64);
+    assert_eq!(resumed, 0, "nothing was at the target when the command started:\n{stderr}");
 }

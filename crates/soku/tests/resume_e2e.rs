@@ -2,7 +2,9 @@
 //! with SIGKILL midway and is run again completes with identical bytes, the second run
 //! sending only what the first did not leave verified at the target. When `soku serve`
 //! or ssh is killed instead, the client notices at once, logs in again by itself and
-//! resumes the same way. (`crash_suite.rs` repeats this at random points, many times.)
+//! resumes the same way; its summary, for the whole command, counts what the first
+//! connection sent as sent, not as already there. (`crash_suite.rs` repeats this at
+//! random points, many times.)
 
 mod common;
 
@@ -83,12 +85,20 @@ fn a_download_killed_at_the_client_resumes_where_it_stopped() {
 }
 
 /// Kills the process `victim` picks in an upload at half way: the client reconnects by
-/// itself and completes, sending after the reconnect only what was missing.
+/// itself and completes. The target held nothing when the command started, so its
+/// summary says nothing was already there, all sent: the half the first connection
+/// sent, found held by the second, is not "resumed" (it was, before the fix).
 fn survives_the_loss_of(env: &Env, src: &Path, victim: impl FnOnce(u32) -> u32) {
     let killed = kill_when_verified(upload(env, src, true), HALF, victim);
     assert!(killed.ok, "the copy did not survive:\n{}", killed.stderr);
     assert!(killed.stderr.contains(r#""event":"reconnecting""#), "{}", killed.stderr);
-    check_resumed(killed.verified_at_kill, summary(&killed.stderr).expect("a summary"));
+    let (bytes, resumed) = summary(&killed.stderr).expect("a summary");
+    eprintln!(
+        "reconnected after {} bytes verified: finished with {bytes} bytes, {resumed} resumed",
+        killed.verified_at_kill
+    );
+    assert_eq!(bytes, SIZE as u64);
+    assert_eq!(resumed, 0, "a fresh copy: nothing was at the target when it started");
     assert_same_file(src, &env.dst().join("big.bin"));
     assert_no_part_files(&env.dst());
 }

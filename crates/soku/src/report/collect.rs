@@ -86,7 +86,7 @@ pub struct Finished {
     pub bytes: u64,
     /// Files that failed.
     pub failures: u32,
-    /// Of `bytes`, those the receiver held already.
+    /// Of `bytes`, those the receiver held already when the command started.
     pub resumed: u64,
     /// Seconds of data transfer.
     pub seconds: f64,
@@ -196,6 +196,8 @@ impl Recorder {
                 }
             }
             TransferEvent::Reconnecting { .. } => r.reconnects += 1,
+            // The command's figures come with `Finished`.
+            TransferEvent::Sent { .. } => {}
             TransferEvent::PathSample(p) => r.paths.push(PathSample::from_report(t, p)),
             TransferEvent::PathStats(p) => r.final_path = Some(PathSample::from_report(t, p)),
             TransferEvent::Finished { files, bytes, failures, resumed, elapsed } => {

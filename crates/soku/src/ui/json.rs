@@ -27,6 +27,10 @@ enum Line<'a> {
         bytes: u64,
     },
     /// Not written (see [`JsonLines`]'s `event`); here so that every event has a form.
+    Sent {
+        bytes: u64,
+    },
+    /// Not written (see [`JsonLines`]'s `event`); here so that every event has a form.
     File {
         path: &'a str,
         bytes: u64,
@@ -55,7 +59,8 @@ enum Line<'a> {
         files: u32,
         bytes: u64,
         failures: u32,
-        /// Of `bytes`, those the receiver held already (resume).
+        /// Of `bytes`, those the receiver held already when the command started (resume;
+        /// what an earlier connection of the same command sent is not counted).
         resumed_bytes: u64,
         seconds: f64,
     },
@@ -120,6 +125,7 @@ fn line(event: &TransferEvent) -> String {
         }
         TransferEvent::Planned { files, bytes } => Line::Planned { files: *files, bytes: *bytes },
         TransferEvent::Verified { bytes } => Line::Verified { bytes: *bytes },
+        TransferEvent::Sent { bytes } => Line::Sent { bytes: *bytes },
         TransferEvent::File { path, bytes } => Line::File { path, bytes: *bytes },
         TransferEvent::FileFailed { path, message } => Line::FileFailed { path, message },
         TransferEvent::TargetFailed { source, message } => Line::TargetFailed { source, message },
@@ -147,7 +153,8 @@ impl EventSink for JsonLines {
     fn event(&self, event: TransferEvent) {
         // One line per file would multiply the output of a copy of many small files,
         // and no consumer asked for it; `--report` lists them.
-        if let TransferEvent::File { .. } = event {
+        // Nor one per chunk sent: `finished` has the command's total.
+        if let TransferEvent::File { .. } | TransferEvent::Sent { .. } = event {
             return;
         }
         let mut bytes = line(&event).into_bytes();

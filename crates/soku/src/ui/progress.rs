@@ -204,7 +204,7 @@ impl EventSink for ProgressMeter {
                     self.refresh_message();
                 }
             }
-            TransferEvent::File { .. } => {}
+            TransferEvent::File { .. } | TransferEvent::Sent { .. } => {}
             TransferEvent::PathStats(p) => {
                 if self.verbose && !self.quiet {
                     let model = match p.model {
