@@ -15,6 +15,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::fs::File;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -121,6 +122,10 @@ pub async fn run(
     let policy =
         opts.compress.then(|| Arc::new(Mutex::new(CompressPolicy::new(Instant::now(), pipeline))));
     let (hashed_tx, hashed_rx) = tokio::sync::mpsc::unbounded_channel();
+    let handed = Arc::new(AtomicU64::new(0));
+    // However this session ends, the client's totals learn every byte it handed to the
+    // transport (see `ReportHanded`).
+    let _report = ReportHanded { handed: handed.clone(), events: events.clone() };
     let mut copy = Copy {
         rules,
         tasks: JoinSet::new(),
@@ -134,7 +139,7 @@ pub async fn run(
         bases: HashMap::new(),
         differing: HashMap::new(),
         resumed: 0,
-        sent: 0,
+        handed: handed.clone(),
         in_flight_bytes: 0,
         hashed: hashed_tx,
         hashed_rx,
@@ -232,6 +237,24 @@ pub async fn run(
     Ok(outcome)
 }
 
+/// Tells the events the bytes handed to the transport when a session ends, failed
+/// ones included. A chunk counts once handed over, not once its stream is
+/// acknowledged: a chunk whose acknowledgement an outage cut off may still have been
+/// written at the target, where the next session finds it held, and it must count as
+/// sent then, not as already there (seen: 1 MiB called resumed after a 70 s outage,
+/// `tests/outage_e2e.rs`). A chunk lost in the cut counts again when sent again.
+struct ReportHanded {
+    handed: Arc<AtomicU64>,
+    events: Arc<dyn EventSink>,
+}
+
+impl Drop for ReportHanded {
+    fn drop(&mut self) {
+        let bytes = self.handed.load(Ordering::Relaxed);
+        self.events.event(TransferEvent::Sent { bytes });
+    }
+}
+
 /// The sender's state while it runs.
 struct Copy {
     rules: Sender,
@@ -253,8 +276,9 @@ struct Copy {
     differing: HashMap<u32, u32>,
     /// Bytes the receiver held already and were not sent.
     resumed: u64,
-    /// Bytes of the chunks sent ([`TransferEvent::Sent`]).
-    sent: u64,
+    /// Bytes of the chunks handed to the transport ([`TransferEvent::Sent`]), counted
+    /// by the chunk tasks.
+    handed: Arc<AtomicU64>,
     /// Plain bytes of the chunks being read or sent.
     in_flight_bytes: u64,
     /// Chunk tasks tell their hash here before they send.
@@ -368,6 +392,7 @@ impl Copy {
             reads: self.reads.clone(),
             tx,
             hashed: self.hashed.clone(),
+            handed: self.handed.clone(),
         };
         self.order += 1;
         self.in_flight_bytes += u64::from(span.len);
@@ -395,8 +420,8 @@ impl Copy {
         self.in_flight_bytes = self.in_flight_bytes.saturating_sub(u64::from(len));
         match done {
             ChunkDone::Sent { .. } => {
-                self.sent += u64::from(len);
-                self.events.event(TransferEvent::Sent { bytes: self.sent });
+                let bytes = self.handed.load(Ordering::Relaxed);
+                self.events.event(TransferEvent::Sent { bytes });
             }
             ChunkDone::Held { file, index, hash, len } => {
                 self.resumed += u64::from(len);
@@ -513,6 +538,8 @@ struct ChunkTask {
     tx: Arc<dyn Transport>,
     /// Where the chunk's hash goes before it is sent.
     hashed: tokio::sync::mpsc::UnboundedSender<Hashed>,
+    /// The copy's count of bytes handed to the transport.
+    handed: Arc<AtomicU64>,
 }
 
 impl ChunkTask {
@@ -547,6 +574,8 @@ impl ChunkTask {
         }
         // The loop outlives its tasks: a closed channel means the copy is over anyway.
         let _ = self.hashed.send(Hashed { file: id, index, hash, claimed: claimed.is_some() });
+        // Counted before it goes: a chunk cut off mid-way may still reach the target.
+        self.handed.fetch_add(u64::from(len), Ordering::Relaxed);
         self.tx.send_chunk(encoded.header, encoded.wire, self.order).await?;
         Ok(ChunkDone::Sent { len })
     }
