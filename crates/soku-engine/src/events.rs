@@ -38,8 +38,8 @@ pub enum TransferEvent {
         bytes: u64,
     },
     /// Bytes that crossed the network in this session so far, cumulative within it
-    /// (what the receiver held already does not count): on the sender the chunks sent
-    /// (acknowledged, on QUIC), on the receiver the chunks verified. A session's
+    /// (what the receiver held already does not count): on the sender the chunks handed
+    /// to the transport, on the receiver the chunks verified. A session's
     /// `Finished` knows only its own figures; a copy that reconnects adds these up so
     /// that what an earlier session sent is not taken for what the target held.
     Sent {
@@ -120,15 +120,17 @@ impl PathReport {
     /// Reads the figures from a live connection.
     pub fn from_connection(conn: &quinn::Connection) -> PathReport {
         let path = conn.stats().path;
+        let model = soku_transport::path_model(conn);
         PathReport {
             rtt: path.rtt,
-            min_rtt: soku_transport::min_rtt(conn),
+            // soku-cc's estimate when it has one (see `soku_transport::min_rtt`).
+            min_rtt: model.map_or(path.min_rtt, |m| m.min_rtt),
             mtu: path.current_mtu,
             sent_packets: path.sent_packets,
             lost_packets: path.lost_packets,
             congestion_events: path.congestion_events,
             cwnd: path.cwnd,
-            model: soku_transport::path_model(conn),
+            model,
         }
     }
 

@@ -139,8 +139,7 @@ async fn measure(
         |direction| Probe { direction, duration: PROBE, streams: probe::STREAMS, extra: false };
     let (mut send, _recv) = conn.open_bi().await?;
     send.write_all(&probe::header(probe(ProbeDirection::Upload))).await?;
-    let mut sends = vec![send];
-    sends.extend(probe::open_more(&conn, probe(ProbeDirection::Upload)).await?);
+    let sends = probe::with_more(&conn, send, probe(ProbeDirection::Upload)).await?;
     let sent = probe::send_for(&conn, sends, probe::MIN_PROBE, PROBE).await?;
     let report = expect_probe(link, ProbeDirection::Upload).await?;
     let received = report.received.unwrap_or_default();

@@ -116,13 +116,15 @@ fn stream_err(e: impl std::fmt::Display) -> ProbeError {
     ProbeError::Stream(e.to_string())
 }
 
-/// Opens the streams the sender of `probe` adds to its first one, each with its header.
-pub async fn open_more(
+/// The probe's first stream, `first`, and the streams its sender adds, each opened with
+/// its header.
+pub async fn with_more(
     conn: &quinn::Connection,
+    first: quinn::SendStream,
     probe: Probe,
 ) -> Result<Vec<quinn::SendStream>, ProbeError> {
     let head = header(Probe { extra: true, ..probe });
-    let mut more = Vec::new();
+    let mut more = vec![first];
     for _ in 1..probe.streams {
         // The other half stays unused: the receiver never writes to it.
         let (mut send, _) = conn.open_bi().await.map_err(stream_err)?;

@@ -99,8 +99,7 @@ async fn send_probe(
     send: quinn::SendStream,
     probe: probe::Probe,
 ) -> Result<soku_proto::diagnose::Sent, probe::ProbeError> {
-    let mut sends = vec![send];
-    sends.extend(probe::open_more(conn, probe).await?);
+    let sends = probe::with_more(conn, send, probe).await?;
     probe::send_for(conn, sends, probe::MIN_PROBE.min(probe.duration), probe.duration).await
 }
 
