@@ -43,6 +43,7 @@ mod identity;
 mod pinning;
 mod socket;
 mod tcp;
+mod tcp_gauge;
 mod tls;
 
 pub use cipher::{seal_speed, Cipher};
@@ -64,6 +65,7 @@ pub use tcp::{
     Handshaker, TcpConnector, TcpReport, TcpServer, TlsClientStream, TlsServerStream,
     HANDSHAKE_TIMEOUT, TCP_BUFFER,
 };
+pub use tcp_gauge::{Gauged, SendTimes};
 pub use tls::{ALPN, TCP_ALPN};
 
 #[cfg(test)]

@@ -73,6 +73,11 @@ impl TcpReport {
         )
     }
 
+    /// Whether the kernel runs BBR for the socket, which a random loss does not slow.
+    pub fn has_bbr(&self) -> bool {
+        self.congestion == PREFERRED_CONGESTION
+    }
+
     /// What to raise when `connections` such sockets cannot hold a long fat path's
     /// window, or that the kernel gave no BBR.
     pub fn warning(&self, connections: usize) -> Option<String> {

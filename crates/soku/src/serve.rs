@@ -112,6 +112,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         })
     });
     // The client may connect over TCP meanwhile too (it tries both at once).
+    let tcp_report = tcp.as_ref().map(|tcp| tcp.report().clone());
     let gathering = tcp.map(|tcp| {
         tokio::spawn(
             async move { tokio::time::timeout(ACCEPT_TIMEOUT, tcp_path::gather(tcp)).await },
@@ -148,7 +149,10 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
                     conns.lanes.len()
                 );
             }
-            let mut link = conns.into_link();
+            let Some(report) = &tcp_report else {
+                anyhow::bail!("client chose TCP, which this server does not offer");
+            };
+            let mut link = conns.into_link(report);
             link.set_stall_limit(Some(stall));
             let sampler = ServerSampler::start(started, None);
             // The ssh channel's end means the client is gone: stop at once.

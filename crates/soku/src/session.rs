@@ -225,12 +225,13 @@ impl Session {
                         won.report.congestion
                     )));
                 }
-                let link = won.conns.into_link();
+                let link = won.conns.into_link(&won.report);
                 events.event(TransferEvent::Connected {
                     transport: format!(
-                        "TLS/TCP to {} ({lanes} data connection{}; {})",
+                        "TLS/TCP to {} ({lanes} data connection{}{}; {})",
                         won.addr,
                         if lanes == 1 { "" } else { "s" },
+                        if lanes > 1 && won.report.has_bbr() { ", used as needed" } else { "" },
                         won.report.describe()
                     ),
                     reason: why.clone(),

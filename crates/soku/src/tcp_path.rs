@@ -5,12 +5,13 @@
 //! over ssh gets past TLS, so strangers connecting to the port are dropped unheard.
 
 use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
 use std::time::Duration;
 
 use soku_engine::link::{self, Link};
 use soku_proto::hello::TcpPreface;
 use soku_transport::{
-    TcpConnector, TcpReport, TcpServer, TlsClientStream, TlsServerStream, HANDSHAKE_TIMEOUT,
+    Gauged, TcpConnector, TcpReport, TcpServer, TlsClientStream, TlsServerStream, HANDSHAKE_TIMEOUT,
 };
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::task::JoinSet;
@@ -44,11 +45,24 @@ pub struct TcpConnections<S> {
     pub lanes: Vec<S>,
 }
 
-impl<S: AsyncRead + AsyncWrite + Send + 'static> TcpConnections<S> {
-    /// The striped link over these connections.
-    pub fn into_link(self) -> Link {
-        let lanes = self.lanes.into_iter().map(tokio::io::split).collect();
-        link::striped::link(tokio::io::split(self.control), lanes)
+impl<S: AsyncRead + AsyncWrite + AsRawFd + Send + Unpin + 'static> TcpConnections<S> {
+    /// The striped link over these connections. Under BBR the chunk connections are
+    /// used as their buffers call for them (`soku_engine::link::striped`); under a
+    /// controller that halves its window at a loss (CUBIC), all of them from the start,
+    /// so a loss slows only a share of the data.
+    pub fn into_link(self, report: &TcpReport) -> Link {
+        // The control connection is wrapped too only to have the lanes' type.
+        let control = tokio::io::split(Gauged::new(self.control).0);
+        let (lanes, gauges): (Vec<_>, Vec<_>) = self
+            .lanes
+            .into_iter()
+            .map(|lane| {
+                let (lane, times) = Gauged::new(lane);
+                (tokio::io::split(lane), times)
+            })
+            .unzip();
+        let gauges = if report.has_bbr() { gauges } else { Vec::new() };
+        link::striped::link(control, lanes, gauges)
     }
 }
 

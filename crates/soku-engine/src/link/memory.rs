@@ -41,7 +41,10 @@ pub fn striped_pair(lanes: usize) -> (Link, Link) {
         b_ends.push(tokio::io::split(b));
     }
     let (a_control, b_control) = (a_ends.remove(0), b_ends.remove(0));
-    (super::striped::link(a_control, a_ends), super::striped::link(b_control, b_ends))
+    (
+        super::striped::link(a_control, a_ends, Vec::new()),
+        super::striped::link(b_control, b_ends, Vec::new()),
+    )
 }
 
 /// One end of a link whose raw bytes the test writes and reads itself (a peer that
