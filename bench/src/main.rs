@@ -602,7 +602,16 @@ fn write_matrix_outputs(
              about 0.9 of a core at 1 Gbit/s on this 2-core machine.\n",
         );
     }
-    md.push_str(&report::matrix_tables(rows));
+    md.push_str(&report::matrix_tables(rows, report::Basis::Whole));
+    if rows.iter().any(|r| r.login.is_some()) {
+        md.push_str(
+            "\nThe same runs with each path's ssh login taken out of the copies' time (the \
+             median of three `ssh HOST true` before the runs, `login_s` in `results.csv`): \
+             what each tool does once logged in, beside iperf3, whose figure leaves out its \
+             set-up. soku's own set-up (its server, hellos, QUIC or TLS handshakes) stays in.\n",
+        );
+        md.push_str(&report::matrix_tables(rows, report::Basis::AfterLogin));
+    }
     let charts = report::matrix_charts(rows);
     if !charts.is_empty() {
         md.push_str("\n### Charts\n\n");

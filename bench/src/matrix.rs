@@ -76,6 +76,9 @@ pub struct Row {
     pub load: (f64, f64),
     /// Netem counters A->B during the run: packets in, loss drops, queue drops.
     pub netem: Option<(u64, u64, u64)>,
+    /// For a copy over ssh: the path's ssh login (the median of `ssh HOST true`, timed
+    /// before the runs), which every ssh tool pays and iperf3 does not.
+    pub login: Option<Duration>,
     /// The exact command.
     pub command: String,
 }
@@ -93,6 +96,19 @@ impl Row {
     /// Goodput as percent of the link rate.
     pub fn pct(&self) -> f64 {
         self.mbit() * 1e6 / self.scenario.rate_bps as f64 * 100.0
+    }
+
+    /// Goodput as percent of the link rate over the run's time less the ssh login
+    /// (as [`Row::pct`] for iperf3, which has none): what the tool does once logged in,
+    /// to set beside iperf3's figure, which leaves out its set-up.
+    pub fn pct_after_login(&self) -> f64 {
+        let login = self.login.map_or(0.0, |l| l.as_secs_f64());
+        let seconds = self.m.seconds - login;
+        if seconds > 0.0 {
+            self.m.bytes as f64 * 8.0 / seconds / self.scenario.rate_bps as f64 * 100.0
+        } else {
+            0.0
+        }
     }
 }
 
@@ -182,6 +198,13 @@ pub fn run_scenario(
         qcp: opts.qcp,
         memory: memory.path(),
     };
+    let login = if opts.tools.iter().any(|t| t.is_copy()) {
+        let login = ssh_login(&client, &sshd).context("timing the ssh login")?;
+        log(&format!("  ssh login (median of {LOGIN_RUNS}): {:.2} s", login.as_secs_f64()));
+        Some(login)
+    } else {
+        None
+    };
     let qcp_tuned = crate::qcp::tuning(Some((sc.rate_bps, sc.rtt)));
     let expected = src.size as f64 * 8.0 / sc.rate_bps as f64;
     let timeout = Duration::from_secs_f64(expected * 3.0 + 30.0);
@@ -240,6 +263,7 @@ pub fn run_scenario(
             m,
             load: (load0, proc::loadavg()),
             netem,
+            login: if tool.is_copy() { login } else { None },
             command,
         };
         log(&format!(
@@ -283,6 +307,30 @@ pub fn run_scenario(
         }
     }
     Ok(ScenarioResult { rows, soku_samples, problems })
+}
+
+/// Logins timed per path.
+const LOGIN_RUNS: usize = 3;
+
+/// The median wall time of `ssh HOST true` from namespace A: the login every ssh-based
+/// copy pays before its own work (key exchange, authentication, session, exec).
+fn ssh_login(client: &dyn Fn(&str) -> Command, sshd: &sshd::Sshd) -> anyhow::Result<Duration> {
+    let mut times = Vec::new();
+    for _ in 0..LOGIN_RUNS {
+        let mut c = client("ssh");
+        c.args(sshd.ssh_port_args()).args(sshd.ssh_args()).arg(sshd.destination()).arg("true");
+        let t0 = Instant::now();
+        let out = c.output().context("running ssh")?;
+        if !out.status.success() {
+            anyhow::bail!(
+                "ssh HOST true failed ({}): {}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        times.push(t0.elapsed().as_secs_f64());
+    }
+    Ok(Duration::from_secs_f64(crate::report::median(&times)))
 }
 
 fn stderr_tail(m: &Measured, n: usize) -> String {

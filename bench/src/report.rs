@@ -23,14 +23,15 @@ pub fn matrix_csv(rows: &[Row]) -> String {
     let mut s = String::from(
         "date,rate_mbit,rtt_ms,loss_pct,loss_dir,tool,run,cc,bytes,seconds,mbit_s,pct_of_link,\
          client_cpu_s,server_cpu_s,client_peak_rss_mib,server_peak_rss_mib,status,load_start,\
-         load_end,netem_pkts_a2b,netem_loss_drops,netem_queue_drops,command\n",
+         load_end,netem_pkts_a2b,netem_loss_drops,netem_queue_drops,login_s,\
+         pct_of_link_after_login,command\n",
     );
     for r in rows {
         let sc = &r.scenario;
         let (p, l, q) = r.netem.unwrap_or((0, 0, 0));
         let _ = writeln!(
             s,
-            "{},{},{},{},{},{},{},{},{},{:.3},{:.2},{:.1},{:.2},{:.2},{:.1},{:.1},{},{:.2},{:.2},{p},{l},{q},{}",
+            "{},{},{},{},{},{},{},{},{},{:.3},{:.2},{:.1},{:.2},{:.2},{:.1},{:.1},{},{:.2},{:.2},{p},{l},{q},{},{:.1},{}",
             r.date,
             sc.rate_bps / 1_000_000,
             sc.rtt.as_millis(),
@@ -50,16 +51,36 @@ pub fn matrix_csv(rows: &[Row]) -> String {
             csv_field(&r.m.status.to_string()),
             r.load.0,
             r.load.1,
+            r.login.map(|l| format!("{:.3}", l.as_secs_f64())).unwrap_or_default(),
+            r.pct_after_login(),
             csv_field(&r.command)
         );
     }
     s
 }
 
+/// Which time a goodput figure is over.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Basis {
+    /// The whole command ([`Row::pct`]).
+    Whole,
+    /// The command less the ssh login ([`Row::pct_after_login`]).
+    AfterLogin,
+}
+
+impl Basis {
+    fn pct(self, r: &Row) -> f64 {
+        match self {
+            Basis::Whole => r.pct(),
+            Basis::AfterLogin => r.pct_after_login(),
+        }
+    }
+}
+
 /// A cell: percent of link, or `timeout (>X s)` / `FAILED`.
-fn cell(r: &Row) -> String {
+fn cell(r: &Row, basis: Basis) -> String {
     match &r.m.status {
-        Status::Ok => format!("{:.0}", r.pct()),
+        Status::Ok => format!("{:.0}", basis.pct(r)),
         Status::Timeout => format!("timeout (>{:.0} s, {:.0} %)", r.m.seconds, r.pct()),
         Status::Failed(_) => "FAILED".into(),
         Status::Skipped(_) => "skipped".into(),
@@ -69,22 +90,22 @@ fn cell(r: &Row) -> String {
 /// A cell for all runs of one tool on one path: one run as [`cell`]; several as the
 /// median % of link with the range, e.g. `71 (68-74)`, and any run that did not
 /// finish named after it; `skipped` when none ran.
-fn cell_of(runs: &[&Row]) -> String {
+fn cell_of(runs: &[&Row], basis: Basis) -> String {
     let ran: Vec<&Row> = runs.iter().copied().filter(|r| !is_skipped(r)).collect();
     match ran.as_slice() {
         [] if !runs.is_empty() => "skipped".into(),
         [] => String::new(),
-        [one] => cell(one),
+        [one] => cell(one, basis),
         _ => {
             let runs = &ran;
-            let pcts: Vec<f64> = runs.iter().map(|r| r.pct()).collect();
+            let pcts: Vec<f64> = runs.iter().map(|r| basis.pct(r)).collect();
             let (lo, hi) =
                 pcts.iter().fold((f64::MAX, f64::MIN), |(a, b), &x| (a.min(x), b.max(x)));
             let mut s = format!("{:.0} ({lo:.0}-{hi:.0})", median(&pcts));
             let failed: Vec<String> = runs
                 .iter()
                 .filter(|r| r.m.status != Status::Ok)
-                .map(|r| format!("run {}: {}", r.run, cell(r)))
+                .map(|r| format!("run {}: {}", r.run, cell(r, basis)))
                 .collect();
             if !failed.is_empty() {
                 let _ = write!(s, " [{}]", failed.join("; "));
@@ -139,7 +160,7 @@ fn tools_in(rows: &[Row]) -> Vec<String> {
 
 /// Markdown: per rate, rows RTT x loss, columns tools, cells % of link rate (with
 /// `--repeat`, the median and range of the runs).
-pub fn matrix_tables(rows: &[Row]) -> String {
+pub fn matrix_tables(rows: &[Row], basis: Basis) -> String {
     let mut s = String::new();
     let tools = tools_in(rows);
     for rate in uniq(rows.iter().map(|r| r.scenario.rate_bps)) {
@@ -147,8 +168,12 @@ pub fn matrix_tables(rows: &[Row]) -> String {
         let dir = rr.first().map(|r| r.scenario.loss_dir.name()).unwrap_or("a>b");
         let _ = writeln!(
             s,
-            "\n### {} Mbit/s: goodput as % of link rate (loss on {dir})\n",
-            rate / 1_000_000
+            "\n### {} Mbit/s: goodput as % of link rate (loss on {dir}){}\n",
+            rate / 1_000_000,
+            match basis {
+                Basis::Whole => "",
+                Basis::AfterLogin => ", with the ssh login taken out",
+            }
         );
         let _ = writeln!(s, "| RTT | loss | {} |", tools.join(" | "));
         let _ = writeln!(s, "|---|---|{}", "---|".repeat(tools.len()));
@@ -168,7 +193,7 @@ pub fn matrix_tables(rows: &[Row]) -> String {
                             })
                             .copied()
                             .collect();
-                        cell_of(&runs)
+                        cell_of(&runs, basis)
                     })
                     .collect();
                 let _ = writeln!(
@@ -493,6 +518,7 @@ mod tests {
             },
             load: (0.0, 0.0),
             netem: None,
+            login: None,
             command: String::new(),
         }
     }
@@ -550,20 +576,37 @@ mod tests {
             row("scp", 2, 20.0, Status::Timeout),
             row("soku", 3, 20.0, Status::Ok),
         ];
-        let table = matrix_tables(&rows);
+        let table = matrix_tables(&rows, Basis::Whole);
         let line = table.lines().find(|l| l.starts_with("| 50 ms")).expect("a row for 50 ms");
         assert_eq!(
             line, "| 50 ms | 1 % | 50 (40-80) | 40 (40-40) [run 2: timeout (>20 s, 40 %)] |",
             "{table}"
         );
-        assert_eq!(cell_of(&[&rows[0]]), "80");
+        assert_eq!(cell_of(&[&rows[0]], Basis::Whole), "80");
         let skipped = row("qcp", 1, 0.0, Status::Skipped("no network | offline".into()));
-        assert_eq!(cell_of(&[&skipped]), "skipped");
-        assert_eq!(cell_of(&[&skipped, &rows[0]]), "80");
+        assert_eq!(cell_of(&[&skipped], Basis::Whole), "skipped");
+        assert_eq!(cell_of(&[&skipped, &rows[0]], Basis::Whole), "80");
         let one = one_path_table(&[&skipped]);
         assert!(one.contains("| qcp | bbr | - | - | - |"), "{one}");
         assert!(one.contains("skipped: no network \\| offline |"), "{one}");
         assert!(median(&[]).is_nan());
         assert_eq!(median(&[3.0, 1.0, 2.0, 10.0]), 2.5);
+    }
+
+    #[test]
+    fn the_login_comes_off_copies_only() {
+        // 100 MB in 12.5 s = 64 % of 100 Mbit/s; less a 2.5 s login, 10 s = 80 %.
+        let mut copy = row("scp", 1, 12.5, Status::Ok);
+        copy.login = Some(Duration::from_millis(2500));
+        assert_eq!(cell_of(&[&copy], Basis::Whole), "64");
+        assert_eq!(cell_of(&[&copy], Basis::AfterLogin), "80");
+        // iperf3 has no login: the same figure either way.
+        let iperf = row("iperf3-bbr", 1, 10.0, Status::Ok);
+        assert_eq!(cell_of(&[&iperf], Basis::AfterLogin), "80");
+        let table = matrix_tables(&[copy, iperf], Basis::AfterLogin);
+        assert!(table.contains("with the ssh login taken out"), "{table}");
+        assert!(table.contains("| 50 ms | 1 % | 80 | 80 |"), "{table}");
+        let csv = matrix_csv(&[row("soku", 1, 10.0, Status::Ok)]);
+        assert!(csv.lines().nth(1).is_some_and(|l| l.ends_with(",,80.0,")), "{csv}");
     }
 }
