@@ -71,8 +71,16 @@ impl<S: AsRawFd> Gauged<S> {
     }
 }
 
+/// Elsewhere than Linux there are no chronographs (nor BBR, without which the striped
+/// link gets no gauges and uses every connection from the start).
+#[cfg(not(target_os = "linux"))]
+fn chronographs(_fd: RawFd) -> io::Result<(u64, u64)> {
+    Err(io::Error::new(io::ErrorKind::Unsupported, "no TCP chronographs"))
+}
+
 /// (busy, held back by the send buffer or the receive window), in microseconds, of the
 /// TCP socket `fd` (open for the whole call: it belongs to a stream the caller holds).
+#[cfg(target_os = "linux")]
 #[allow(unsafe_code)]
 fn chronographs(fd: RawFd) -> io::Result<(u64, u64)> {
     // SAFETY: `tcp_info` is plain data, for which all zeroes is a valid value.
@@ -142,7 +150,7 @@ impl<S: AsyncWrite + AsRawFd + Unpin> AsyncWrite for Gauged<S> {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, target_os = "linux"))]
 mod tests {
     use super::*;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
