@@ -52,8 +52,11 @@ pub async fn serve(
             // A stream added to a probe that has ended: nothing to answer.
             Ok(Ok(_)) if probe::parse_header(head).is_ok_and(|p| p.extra) => continue,
             Ok(Ok(_)) => run_probe(conn, head, send, recv).await,
-            Ok(Err(e)) => failed(ProbeDirection::Upload, e.to_string()),
-            Err(_) => failed(ProbeDirection::Upload, "no probe header".into()),
+            // A stream reset or silent before its header is one the client added to a
+            // probe and dropped at its end (its header can arrive after the end, on a
+            // path that reorders): it asked for nothing. A report here, with no
+            // direction to give it, would be taken for the next probe's.
+            Ok(Err(_)) | Err(_) => continue,
         };
         link.tx.send_control(Message::DiagnoseProbe(report)).await?;
     }
