@@ -3,7 +3,7 @@
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 
-use quinn::{Endpoint, EndpointConfig, Runtime, TokioRuntime};
+use quinn::{Endpoint, EndpointConfig, TokioRuntime};
 
 use crate::config::{mtu_upper_bound, transport_config};
 use crate::gso::SplitGso;
@@ -28,7 +28,7 @@ pub fn server_endpoint(
     let mtu_bound = mtu_upper_bound(bind.ip());
     server.transport_config(Arc::new(transport_config(opts, mtu_bound)));
     let (socket, report) = bind_udp(bind, REQUESTED_BUFFER, true)?;
-    let endpoint = new_endpoint(Some(server), socket, mtu_bound)?;
+    let endpoint = new_endpoint(Some(server), socket, &report, mtu_bound)?;
     Ok((endpoint, report))
 }
 
@@ -51,7 +51,7 @@ pub fn client_endpoint(
         SocketAddr::V6(_) => SocketAddr::from((Ipv6Addr::UNSPECIFIED, 0)),
     };
     let (socket, report) = bind_udp(bind, REQUESTED_BUFFER, true)?;
-    let mut endpoint = new_endpoint(None, socket, mtu_bound)?;
+    let mut endpoint = new_endpoint(None, socket, &report, mtu_bound)?;
     endpoint.set_default_client_config(client);
     Ok((endpoint, report))
 }
@@ -59,6 +59,7 @@ pub fn client_endpoint(
 fn new_endpoint(
     server: Option<quinn::ServerConfig>,
     socket: std::net::UdpSocket,
+    report: &SocketReport,
     mtu_bound: u16,
 ) -> Result<Endpoint, TransportError> {
     // tokio panics when a socket is registered outside a runtime; turn that into an error.
@@ -72,8 +73,29 @@ fn new_endpoint(
         TransportError::Socket(std::io::Error::other(format!("MTU bound {mtu_bound}: {e}")))
     })?;
     let runtime = Arc::new(TokioRuntime);
-    let socket = Arc::new(SplitGso::new(runtime.wrap_udp_socket(socket)?));
+    let socket = Arc::new(SplitGso::new(quinn_socket(&runtime, socket, report)?));
     Ok(Endpoint::new_with_abstract_socket(config, server, socket, runtime)?)
+}
+
+/// The socket quinn reads and writes: one that rests between batches while datagrams
+/// stream in (`quiet.rs`, Linux: it rests on a timerfd); elsewhere quinn's tokio socket.
+#[cfg(target_os = "linux")]
+fn quinn_socket(
+    _runtime: &TokioRuntime,
+    socket: std::net::UdpSocket,
+    report: &SocketReport,
+) -> std::io::Result<Arc<dyn quinn::AsyncUdpSocket>> {
+    Ok(Arc::new(crate::quiet::QuietUdp::new(socket, report.recv_buffer)?))
+}
+
+#[cfg(not(target_os = "linux"))]
+fn quinn_socket(
+    runtime: &TokioRuntime,
+    socket: std::net::UdpSocket,
+    _report: &SocketReport,
+) -> std::io::Result<Arc<dyn quinn::AsyncUdpSocket>> {
+    use quinn::Runtime as _;
+    runtime.wrap_udp_socket(socket)
 }
 
 /// Connects to the server at `server_addr` and waits for the handshake.

@@ -41,6 +41,8 @@ mod error;
 mod gso;
 mod identity;
 mod pinning;
+#[cfg(target_os = "linux")]
+mod quiet;
 mod socket;
 mod tcp;
 mod tcp_gauge;

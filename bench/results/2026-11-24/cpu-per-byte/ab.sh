@@ -9,7 +9,7 @@ mkdir -p "$out"
 for r in $(seq 1 "$rounds"); do
     for b in $bins; do
         d=$out/$(basename "$b")-$r
-        "$bench" --soku "$b" --name skcpu --no-smallpkt --no-cpu --tools soku --out "$d" "$@" > "$d.log" 2>&1
+        "$bench" --soku "$b" --name skcpu --no-smallpkt --no-cpu --no-small-files --no-sharing --tools soku --out "$d" "$@" > "$d.log" 2>&1
         echo "$(basename "$b") $r $(tail -1 "$d/results.csv" | cut -d, -f8,9,11,12,13,14,15,16)" >> "$out/summary.txt"
     done
 done

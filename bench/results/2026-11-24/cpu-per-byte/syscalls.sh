@@ -8,11 +8,11 @@ out=$1; soku=$2; shift 2
 bench=${BENCH:?set BENCH to the soku-bench binary, e.g. target/release/soku-bench}
 mkdir -p "$out"
 ev=""
-for s in sendmsg recvmsg sendmmsg recvmmsg epoll_wait futex pwrite64 write read; do
+for s in sendmsg recvmsg sendmmsg recvmmsg epoll_wait epoll_ctl futex pwrite64 write read; do
     ev="$ev -e syscalls:sys_enter_$s"
 done
 perf record -a -c 1 $ev -e sched:sched_switch -o "$out/sys.data" > "$out/perf.log" 2>&1 &
 perf_pid=$!
 sleep 1
-"$bench" --soku "$soku" --name skcpu --no-smallpkt --no-cpu --tools soku --out "$out/bench" "$@" > "$out/bench.log" 2>&1 || true
+"$bench" --soku "$soku" --name skcpu --no-smallpkt --no-cpu --no-small-files --no-sharing --tools soku --out "$out/bench" "$@" > "$out/bench.log" 2>&1 || true
 kill -INT $perf_pid; wait $perf_pid || true
