@@ -7,6 +7,8 @@ use std::fs::File;
 use bytes::Bytes;
 use soku_proto::chunk::{chunk_hash, ChunkHeader};
 
+use crate::buffers;
+
 /// zstd level for `-C`: level 1 runs at several hundred MB/s per core, so compression
 /// rarely becomes the bottleneck (the seeds' gzip turned 75 MB/s into 9 MB/s).
 const ZSTD_LEVEL: i32 = 1;
@@ -35,8 +37,11 @@ pub fn read_chunk(
     known: Option<[u8; 32]>,
     compress: bool,
 ) -> std::io::Result<Encoded> {
-    let mut plain = Vec::new();
-    read_exact_at(file, len as usize, offset, &mut plain)?;
+    let mut plain = buffers::take(len as usize);
+    if let Err(e) = read_exact_at(file, len as usize, offset, &mut plain) {
+        buffers::give_back(plain);
+        return Err(e);
+    }
     let hash = known.unwrap_or_else(|| chunk_hash(&plain));
     let mut header = ChunkHeader { file: id, index, wire_len: len, compressed: false, hash };
     let mut compress_time = None;
@@ -49,11 +54,12 @@ pub fn read_chunk(
                 // safe: packed is shorter than plain, whose length is a u32
                 header.wire_len = packed.len() as u32;
                 header.compressed = true;
+                buffers::give_back(plain);
                 return Ok(Encoded { header, wire: Bytes::from(packed), compress_time });
             }
         }
     }
-    Ok(Encoded { header, wire: Bytes::from(plain), compress_time })
+    Ok(Encoded { header, wire: buffers::into_bytes(plain), compress_time })
 }
 
 /// Reads `len` bytes at `offset` into `buf` (replacing its content), straight into its

@@ -21,6 +21,7 @@
 //!   failures in words a person can act on.
 
 pub mod ahead;
+mod buffers;
 pub mod codec;
 pub mod compress_policy;
 pub mod error;
