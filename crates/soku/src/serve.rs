@@ -111,12 +111,14 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             tokio::time::timeout(ACCEPT_TIMEOUT, soku_transport::accept(&endpoint)).await
         })
     });
-    // The client may connect over TCP meanwhile too (it tries both at once).
-    let tcp_report = tcp.as_ref().map(|tcp| tcp.report().clone());
+    // The client may connect over TCP meanwhile too (it tries both at once); the
+    // listener's socket report goes with it, for the link the connections become.
     let gathering = tcp.map(|tcp| {
-        tokio::spawn(
-            async move { tokio::time::timeout(ACCEPT_TIMEOUT, tcp_path::gather(tcp)).await },
-        )
+        let report = tcp.report().clone();
+        let task = tokio::spawn(async move {
+            tokio::time::timeout(ACCEPT_TIMEOUT, tcp_path::gather(tcp)).await
+        });
+        (report, task)
     });
     let choice = within(stall, read_small_frame(&mut stdin)).await??;
     let choice: TransportChoice = soku_proto::hello::decode_hello(&choice)?;
@@ -129,7 +131,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     // Over QUIC the client may still finish its TCP connections (to know that TCP gets
     // through, should UDP turn out rate-limited): they are accepted and dropped.
     if choice == TransportChoice::SshChannel {
-        if let Some(gathering) = &gathering {
+        if let Some((_, gathering)) = &gathering {
             gathering.abort();
         }
     }
@@ -139,7 +141,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
                 accepting.abort();
             }
             drop(endpoint);
-            let Some(gathering) = gathering else {
+            let Some((report, gathering)) = gathering else {
                 anyhow::bail!("client chose TCP, which this server does not offer");
             };
             let conns = gathering.await?.context("the client chose TCP but never connected")?;
@@ -149,10 +151,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
                     conns.lanes.len()
                 );
             }
-            let Some(report) = &tcp_report else {
-                anyhow::bail!("client chose TCP, which this server does not offer");
-            };
-            let mut link = conns.into_link(report);
+            let mut link = conns.into_link(&report);
             link.set_stall_limit(Some(stall));
             let sampler = ServerSampler::start(started, None);
             // The ssh channel's end means the client is gone: stop at once.
