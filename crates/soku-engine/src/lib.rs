@@ -13,7 +13,8 @@
 //! - [`send`] and [`receive`]: the two roles, each a loop that owns its tasks.
 //! - [`walk`] and [`ahead`]: turning sources into manifest entries, and hashing them
 //!   while ssh logs in.
-//! - [`codec`], [`compress_policy`], [`throttle`]: a chunk's bytes on the way out and in.
+//! - [`codec`], [`compress_policy`], [`throttle`]: a chunk's bytes on the way out and in;
+//!   `buffers.rs`: the sender's chunk buffers, reused once quinn lets go of them.
 //! - [`limits`]: the descriptors a copy may keep open.
 //! - [`fsops`]: temporary files, safe directory creation, rename into place;
 //!   [`partial`]: what a resuming receiver already holds.

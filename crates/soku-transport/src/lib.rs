@@ -31,6 +31,10 @@
 //! - `config.rs`: [`TransportOptions`], quinn's transport parameters and the congestion
 //!   controller switch.
 //! - `gso.rs`: the socket wrapper that keeps GSO batches within one UDP send.
+//! - `quiet.rs` (Linux): quinn's UDP socket, resting between receive batches while
+//!   datagrams stream in, so the receiver wakes once per batch, not per datagram.
+//! - `tcp_gauge.rs`: [`Gauged`], the kernel's TCP chronographs ([`SendTimes`]) read
+//!   from a stream as it writes.
 //! - `endpoint.rs`: [`server_endpoint`], [`client_endpoint`], [`connect`], [`accept`].
 //! - `error.rs`: [`TransportError`].
 
