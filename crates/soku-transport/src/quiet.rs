@@ -104,16 +104,18 @@ impl QuietUdp {
     pub(crate) fn new(io: UdpSocket, recv_buffer: usize) -> io::Result<Self> {
         io.set_nonblocking(true)?;
         let state = UdpSocketState::new((&io).into())?;
-        let watch = Watch::Armed(register(io.as_fd().try_clone_to_owned()?, Interest::READABLE)?);
+        let fd = Arc::new(io.as_fd().try_clone_to_owned()?);
+        let watch = Watch::Armed(register(fd.clone(), Interest::READABLE)?);
         let timer = timerfd_create(
             TimerfdClockId::Monotonic,
             TimerfdFlags::NONBLOCK | TimerfdFlags::CLOEXEC,
         )?;
         let recv = Receiver {
+            fd,
             watch,
             rest: rest_from_env(),
             rests: 0,
-            timer: register(timer, Interest::READABLE)?,
+            timer: register(Arc::new(timer), Interest::READABLE)?,
             arrivals: Arrivals::new(Instant::now()),
             budget: budget_from(recv_buffer),
         };
@@ -123,24 +125,26 @@ impl QuietUdp {
 
 /// How the socket waits for datagrams.
 enum Watch {
-    /// In epoll: the next datagram wakes us.
-    Armed(AsyncFd<OwnedFd>),
+    /// In epoll: the next datagram wakes us. Dropping the registration takes the
+    /// socket out of epoll.
+    Armed(AsyncFd<Arc<OwnedFd>>),
     /// Out of epoll, asleep until the timer; datagrams queue in the kernel.
-    Resting(OwnedFd),
+    Resting,
     /// Out of epoll, reading what queued during a rest until the queue is empty.
-    Draining(OwnedFd),
-    /// Only while a transition moves the descriptor from one state to the next.
-    Moving,
+    Draining,
 }
 
 struct Receiver {
+    /// The duplicate of the socket's descriptor that is put into epoll for reading (a
+    /// descriptor of its own, so the write side can register the socket separately).
+    fd: Arc<OwnedFd>,
     watch: Watch,
     rest: Duration,
     /// Rests taken so far (for tests and traces).
     rests: u64,
     /// A timerfd in epoll, armed for each rest: tokio's timers count whole
     /// milliseconds, too coarse for a rest.
-    timer: AsyncFd<OwnedFd>,
+    timer: AsyncFd<Arc<OwnedFd>>,
     arrivals: Arrivals,
     budget: usize,
 }
@@ -198,6 +202,20 @@ fn tally(meta: &[RecvMeta], count: usize) -> (u64, u64) {
     })
 }
 
+impl Receiver {
+    fn worth_resting(&self) -> bool {
+        self.arrivals.worth_resting(Instant::now(), self.rest, self.budget)
+    }
+
+    /// Takes the socket out of epoll (if it is in) and arms the rest timer.
+    fn rest(&mut self) -> io::Result<()> {
+        start_rest(&self.timer, self.rest)?;
+        self.rests += 1;
+        self.watch = Watch::Resting;
+        Ok(())
+    }
+}
+
 impl QuietUdp {
     /// How many times the receive side has rested.
     #[cfg(test)]
@@ -239,57 +257,32 @@ impl AsyncUdpSocket for QuietUdp {
                         drop(ready);
                         return Poll::Ready(self.counted(recv, result, meta));
                     }
-                    // The queue is empty and readiness cleared: rest, or wait in epoll.
+                    // The queue is empty and readiness cleared: rest, or wait in epoll
+                    // (polling readiness again registers the waker).
                     drop(ready);
-                    if recv.arrivals.worth_resting(Instant::now(), recv.rest, recv.budget) {
-                        let Watch::Armed(registered) =
-                            std::mem::replace(&mut recv.watch, Watch::Moving)
-                        else {
-                            unreachable!("matched Armed above")
-                        };
-                        start_rest(&recv.timer, recv.rest)?;
-                        recv.rests += 1;
-                        recv.watch = Watch::Resting(registered.into_inner());
+                    if recv.worth_resting() {
+                        recv.rest()?;
                     }
-                    // Otherwise polling readiness again registers the waker.
                 }
-                Watch::Resting(_) => {
+                Watch::Resting => {
                     let mut ready = ready!(recv.timer.poll_read_ready(cx))?;
-                    if ready.try_io(|timer| end_of_rest(timer.get_ref())).is_err() {
-                        continue; // not yet: readiness cleared, poll again to wait
-                    }
-                    drop(ready);
-                    let Watch::Resting(fd) = std::mem::replace(&mut recv.watch, Watch::Moving)
-                    else {
-                        unreachable!("matched Resting above")
-                    };
-                    recv.watch = Watch::Draining(fd);
+                    if ready.try_io(|timer| end_of_rest(timer.get_ref())).is_ok() {
+                        recv.watch = Watch::Draining;
+                    } // else not yet: readiness cleared, polling again waits
                 }
-                Watch::Draining(_) => match self.read(bufs, meta) {
+                Watch::Draining => match self.read(bufs, meta) {
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                        let Watch::Draining(fd) = std::mem::replace(&mut recv.watch, Watch::Moving)
-                        else {
-                            unreachable!("matched Draining above")
-                        };
-                        recv.watch = if recv.arrivals.worth_resting(
-                            Instant::now(),
-                            recv.rest,
-                            recv.budget,
-                        ) {
-                            start_rest(&recv.timer, recv.rest)?;
-                            recv.rests += 1;
-                            Watch::Resting(fd)
+                        if recv.worth_resting() {
+                            recv.rest()?;
                         } else {
                             // Back into epoll; a datagram that came after the empty read
                             // is reported at once (epoll checks readiness on insertion).
-                            Watch::Armed(register(fd, Interest::READABLE)?)
-                        };
+                            recv.watch =
+                                Watch::Armed(register(recv.fd.clone(), Interest::READABLE)?);
+                        }
                     }
                     result => return Poll::Ready(self.counted(recv, result, meta)),
                 },
-                Watch::Moving => {
-                    return Poll::Ready(Err(io::Error::other("UDP receive state lost")));
-                }
             }
         }
     }
@@ -330,15 +323,16 @@ impl QuietUdp {
 /// Registers `fd` with the runtime's reactor for `interest` alone: a descriptor
 /// registered for reading is not woken by freed send buffers, and the reverse.
 #[allow(unsafe_code)]
-fn register(fd: OwnedFd, interest: Interest) -> io::Result<AsyncFd<OwnedFd>> {
+fn register(fd: Arc<OwnedFd>, interest: Interest) -> io::Result<AsyncFd<Arc<OwnedFd>>> {
     // SAFETY: tokio requires the descriptor to stay open and the same while registered.
-    // The `OwnedFd` is moved into the `AsyncFd`, which alone can close it, and an
-    // `OwnedFd` always answers `as_raw_fd` with the descriptor it owns.
+    // The `AsyncFd` holds a reference to the `OwnedFd`, which closes it only when the
+    // last reference goes, and an `OwnedFd` always answers `as_raw_fd` with the
+    // descriptor it owns.
     unsafe { AsyncFd::register_with_interest(fd, interest) }.map_err(|e| e.into())
 }
 
 /// Arms the rest timer, once.
-fn start_rest(timer: &AsyncFd<OwnedFd>, rest: Duration) -> io::Result<()> {
+fn start_rest(timer: &AsyncFd<Arc<OwnedFd>>, rest: Duration) -> io::Result<()> {
     let once = Itimerspec {
         it_interval: Timespec { tv_sec: 0, tv_nsec: 0 },
         it_value: Timespec {
@@ -362,7 +356,7 @@ fn end_of_rest(timer: &OwnedFd) -> io::Result<()> {
 /// answers at once while no send has been refused.
 struct WriteWait {
     socket: Arc<QuietUdp>,
-    registered: Option<AsyncFd<OwnedFd>>,
+    registered: Option<AsyncFd<Arc<OwnedFd>>>,
 }
 
 impl fmt::Debug for WriteWait {
@@ -382,7 +376,7 @@ impl UdpPoller for WriteWait {
             // Inserting into epoll checks readiness, so space freed since the refused
             // send is not missed.
             None => this.registered.insert(register(
-                this.socket.io.as_fd().try_clone_to_owned()?,
+                Arc::new(this.socket.io.as_fd().try_clone_to_owned()?),
                 Interest::WRITABLE,
             )?),
         };
@@ -403,32 +397,32 @@ mod tests {
         base + Duration::from_millis(ms)
     }
 
+    /// Arrivals after 8 ms of `per_ms` datagrams of `size` bytes every millisecond.
+    fn streamed(base: Instant, per_ms: u64, size: u64) -> Arrivals {
+        let mut arrivals = Arrivals::new(base);
+        for ms in 1..=8 {
+            arrivals.record(at(base, ms), per_ms, per_ms * size);
+        }
+        arrivals
+    }
+
     #[test]
     fn a_stream_of_datagrams_is_worth_resting_for_and_a_trickle_is_not() {
         let base = Instant::now();
         // 100 Mbit/s of 1 400-byte datagrams: ~9 per millisecond.
-        let mut stream = Arrivals::new(base);
-        for ms in 1..=8 {
-            stream.record(at(base, ms), 9, 9 * 1400);
-        }
+        let stream = streamed(base, 9, 1400);
         assert!(stream.worth_resting(at(base, 8), REST, 1 << 20));
         // One acknowledgement a millisecond gathers one per rest: not worth a timer.
-        let mut acks = Arrivals::new(base);
-        for ms in 1..=8 {
-            acks.record(at(base, ms), 1, 60);
-        }
+        let acks = streamed(base, 1, 60);
         assert!(!acks.worth_resting(at(base, 8), REST, 1 << 20));
     }
 
     #[test]
     fn no_rest_when_what_queues_meanwhile_would_crowd_the_buffer() {
         let base = Instant::now();
-        let mut fast = Arrivals::new(base);
-        for ms in 1..=8 {
-            fast.record(at(base, ms), 90, 90 * 1400); // ~1 Gbit/s
-        }
-        // 2 ms of 1 Gbit/s is ~250 kB: too much for the 53 kB budget of a default
-        // 425 984-byte buffer, fine for a 64 MiB one.
+        let fast = streamed(base, 90, 1400); // ~1 Gbit/s
+                                             // 2 ms of 1 Gbit/s is ~250 kB: too much for the 53 kB budget of a default
+                                             // 425 984-byte buffer, fine for a 64 MiB one.
         assert!(!fast.worth_resting(at(base, 8), REST, budget_from(425_984)));
         assert!(fast.worth_resting(at(base, 8), REST, budget_from(64 << 20)));
     }
@@ -436,10 +430,7 @@ mod tests {
     #[test]
     fn a_stream_that_stopped_is_not_rested_for() {
         let base = Instant::now();
-        let mut stream = Arrivals::new(base);
-        for ms in 1..=8 {
-            stream.record(at(base, ms), 9, 9 * 1400);
-        }
+        let stream = streamed(base, 9, 1400);
         assert!(!stream.worth_resting(at(base, 20), REST, 1 << 20));
     }
 
