@@ -135,7 +135,9 @@ struct Args {
     /// --source-tree).
     #[arg(long)]
     no_flat_tree: bool,
-    /// Tools of the small-files section [default: soku,rsync,scp,sftp; quick: soku,rsync].
+    /// Tools of the small-files section [default: soku,soku-next,rsync,scp,sftp,qcp; quick:
+    /// soku,soku-next,rsync]; `soku-next` is a copy that shares the ssh login of one just
+    /// before it.
     #[arg(long, value_delimiter = ',')]
     small_tools: Option<Vec<String>>,
     /// Another soku build in the small-files section, as `LABEL=PATH` (a `soku@LABEL`
@@ -747,12 +749,20 @@ fn small_files(args: &Args, p: &Plan, work: &Path, md: &mut String) -> anyhow::R
     if let Some(files) = args.source_tree {
         trees.push(TreeKind::Source { files });
     }
-    let names =
-        or(&args.small_tools, q, &["soku", "rsync"], &["soku", "rsync", "scp", "sftp", "qcp"]);
+    let names = or(
+        &args.small_tools,
+        q,
+        &["soku", "soku-next", "rsync"],
+        &["soku", "soku-next", "rsync", "scp", "sftp", "qcp"],
+    );
     let mut tools = Vec::new();
     for name in names {
         tools.push(match name.as_str() {
-            "soku" => SmallTool::Soku { label: "soku".into(), binary: p.soku.clone() },
+            "soku" | "soku-next" => SmallTool::Soku {
+                label: name.clone(),
+                binary: p.soku.clone(),
+                shared_login: name == "soku-next",
+            },
             "rsync" => SmallTool::Rsync,
             "scp" => SmallTool::Scp,
             "sftp" => SmallTool::Sftp,
@@ -763,7 +773,9 @@ fn small_files(args: &Args, p: &Plan, work: &Path, md: &mut String) -> anyhow::R
                     continue;
                 }
             },
-            o => anyhow::bail!("--small-tools: unknown tool {o:?} (soku, rsync, scp, sftp, qcp)"),
+            o => anyhow::bail!(
+                "--small-tools: unknown tool {o:?} (soku, soku-next, rsync, scp, sftp, qcp)"
+            ),
         });
     }
     for extra in &args.small_soku {
@@ -774,7 +786,8 @@ fn small_files(args: &Args, p: &Plan, work: &Path, md: &mut String) -> anyhow::R
         // After the first soku, so each round alternates the builds.
         let at =
             tools.iter().position(|t| matches!(t, SmallTool::Soku { .. })).map_or(0, |i| i + 1);
-        tools.insert(at, SmallTool::Soku { label: format!("soku@{label}"), binary });
+        let label = format!("soku@{label}");
+        tools.insert(at, SmallTool::Soku { label, binary, shared_login: false });
     }
     let rtt = args.small_rtt.clone().unwrap_or_else(|| if q { "50" } else { "100" }.into());
     let rtt = if rtt.chars().all(|c| c.is_ascii_digit()) { format!("{rtt}ms") } else { rtt };

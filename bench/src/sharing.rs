@@ -119,6 +119,7 @@ pub fn run(
                 .collect();
             handles.into_iter().map(|h| h.join()).collect::<Vec<_>>()
         });
+        crate::tools::end_shared_logins(memory.path());
         let mut row = SharingRow { case: case.to_string(), flows: Vec::new() };
         for (&flow, outcome) in flows.iter().zip(outcomes) {
             let rate = match outcome {

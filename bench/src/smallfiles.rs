@@ -213,10 +213,15 @@ fn files_under(dir: &Path) -> usize {
 pub enum SmallTool {
     /// soku `-r` with the given binary; label as shown.
     Soku {
-        /// `soku` or `soku@LABEL`.
+        /// `soku`, `soku-next` or `soku@LABEL`.
         label: String,
         /// The binary (used on both sides).
         binary: PathBuf,
+        /// The next copy within a minute of another (`soku-next`): a one-file copy
+        /// just before, untimed, leaves the ssh login for this one to share
+        /// (`crates/soku/src/launch/shared_login.rs`); its path memory is removed, so
+        /// only the login differs from a first copy.
+        shared_login: bool,
     },
     /// `rsync -a`.
     Rsync,
@@ -354,6 +359,29 @@ fn command(tool: &SmallTool, ep: &Endpoint<'_>, src: &Path, dst_dir: &Path) -> C
     }
 }
 
+/// Before a `soku-next` run: a copy of one small file, untimed, whose ssh stays as the
+/// master of a login the timed copy shares; what it taught the path memory is removed.
+fn share_a_login(
+    tool: &SmallTool,
+    ep: &Endpoint<'_>,
+    work: &Path,
+    tree: usize,
+    timeout: Duration,
+) -> anyhow::Result<()> {
+    let src = work.join(format!("small-{tree}-warm")).join("warm");
+    std::fs::create_dir_all(&src)?;
+    std::fs::write(src.join("one"), [7u8; 1024])?;
+    let dst = work.join(format!("small-{tree}-warm-dst"));
+    let _ = std::fs::remove_dir_all(&dst);
+    std::fs::create_dir_all(&dst)?;
+    let out = proc::run(command(tool, ep, &src, &dst), timeout)?;
+    if !out.ok() {
+        anyhow::bail!("the copy before soku-next failed: {}", out.stderr_tail(3));
+    }
+    let _ = std::fs::remove_file(ep.memory.join("first-copy").join("soku").join("paths"));
+    Ok(())
+}
+
 /// Runs every tree with every tool, `repeat` rounds, on one emulated path per tree.
 /// Returns the rows and the sanity problems (a copy that finished but did not verify,
 /// a tool that failed, the harness).
@@ -397,12 +425,18 @@ pub fn run(o: &SmallOpts<'_>, log: &dyn Fn(&str)) -> anyhow::Result<(Vec<SmallRo
                 path.flush_tcp_metrics().context("flushing tcp metrics")?;
                 // Every soku copy is a first copy to the host (empty path memory).
                 let _ = std::fs::remove_dir_all(memory.path().join("first-copy"));
+                if let SmallTool::Soku { shared_login: true, .. } = tool {
+                    share_a_login(tool, &ep, o.work, t, o.timeout)?;
+                }
                 let cmd = command(tool, &ep, &tree.top, &dst);
                 let shown = show(&cmd);
                 let (load0, date) = (proc::loadavg(), matrix::now_utc());
                 let cpu0 = sshd.reaped_cpu();
                 let started = proc::ticks_since_boot();
                 let out = proc::run(cmd, o.timeout)?;
+                if let SmallTool::Soku { .. } = tool {
+                    crate::tools::end_shared_logins(&memory.path().join("first-copy"));
+                }
                 let idle = sshd.wait_idle(Duration::from_secs(10));
                 let mut server_cpu = if idle { sshd.reaped_cpu() - cpu0 } else { f64::NAN };
                 if let SmallTool::Qcp { bin } = tool {

@@ -89,6 +89,11 @@ impl Tool {
         !matches!(self, Tool::Iperf3Cubic | Tool::Iperf3Bbr)
     }
 
+    /// True for soku's rows.
+    pub fn is_soku(self) -> bool {
+        matches!(self, Tool::Soku | Tool::SokuAgain | Tool::SokuTcp)
+    }
+
     /// True for qcp's rows (they need [`crate::qcp::ensure`]).
     pub fn is_qcp(self) -> bool {
         matches!(self, Tool::Qcp | Tool::QcpTuned)
@@ -236,11 +241,27 @@ pub struct Endpoint<'a> {
     pub memory: &'a Path,
 }
 
-/// Points soku's cache (its path memory) and its config directory at `home`, a
-/// directory of the bench's own: no user's `~/.config/soku/config.toml` changes a run
-/// (benchmarks run at soku's defaults), and the path memory is what the row wants.
+/// Points soku's cache (its path memory), its config directory and its runtime
+/// directory (the sockets of shared ssh logins, `crates/soku/src/launch/shared_login.rs`)
+/// at `home`, a directory of the bench's own: no user's `~/.config/soku/config.toml`
+/// changes a run (benchmarks run at soku's defaults), the path memory is what the row
+/// wants, and a run shares a login only with the runs the bench means it to.
 pub fn soku_homes(c: &mut Command, home: &Path) {
-    c.env("XDG_CACHE_HOME", home).env("XDG_CONFIG_HOME", home);
+    c.env("XDG_CACHE_HOME", home).env("XDG_CONFIG_HOME", home).env("XDG_RUNTIME_DIR", home);
+}
+
+/// Ends the ssh masters that soku runs under `home` (see [`soku_homes`]) left behind
+/// (`ssh -O exit`): soku's copies share one login for a minute after each other, and
+/// unless a row asks for that, each run logs in afresh as the first copy to a host
+/// does, and leaves no ssh session for the server's CPU count to wait on.
+pub fn end_shared_logins(home: &Path) {
+    let Ok(sockets) = std::fs::read_dir(home.join("soku").join("ssh")) else { return };
+    for socket in sockets.flatten() {
+        let mut c = Command::new("ssh");
+        c.arg(format!("-oControlPath={}", socket.path().display()));
+        c.args(["-O", "exit", "shared-login"]);
+        let _ = proc::run(c, Duration::from_secs(10));
+    }
 }
 
 /// `XDG_CACHE_HOME` of a first copy: emptied before each run.
@@ -251,6 +272,15 @@ fn cold_memory(ep: &Endpoint<'_>) -> PathBuf {
 /// `XDG_CACHE_HOME` of a copy again: what the last cold copy left.
 fn again_memory(ep: &Endpoint<'_>) -> PathBuf {
     ep.memory.join("again")
+}
+
+/// The homes of a soku row (see [`soku_homes`]).
+fn soku_home(tool: Tool, ep: &Endpoint<'_>) -> PathBuf {
+    if tool == Tool::SokuAgain {
+        again_memory(ep)
+    } else {
+        cold_memory(ep)
+    }
 }
 
 /// The memory file under an `XDG_CACHE_HOME`.
@@ -304,8 +334,7 @@ pub fn copy_command(
     let cmd = match tool {
         Tool::Soku | Tool::SokuAgain | Tool::SokuTcp => {
             let mut c = (ep.client)(&ep.soku.display().to_string());
-            let home = if tool == Tool::SokuAgain { again_memory(ep) } else { cold_memory(ep) };
-            soku_homes(&mut c, &home);
+            soku_homes(&mut c, &soku_home(tool, ep));
             c.args(["--json", "-P", &port]).args(ep.sshd.ssh_args());
             if tool == Tool::SokuTcp {
                 c.args(["--transport", "tcp"]);
@@ -390,6 +419,9 @@ pub fn run_copy(
     let started = proc::ticks_since_boot();
     let out = proc::run_watched(cmd, timeout, Some(ep.sshd.pid()))?;
     keep_memory(tool, ep)?;
+    if tool.is_soku() {
+        end_shared_logins(&soku_home(tool, ep));
+    }
     let idle = ep.sshd.wait_idle(Duration::from_secs(10));
     let mut left_behind = None;
     let mut server_cpu = if idle { ep.sshd.reaped_cpu() - cpu0 } else { f64::NAN };

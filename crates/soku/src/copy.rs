@@ -22,7 +22,7 @@ use crate::launch::{Launcher, ServeCommand};
 use crate::path_memory::{self, Flow};
 use crate::report::{self, Recorder};
 use crate::retry::{Next, Retry, WholeCopy};
-use crate::session::{Policed, Session, SessionOptions, TransportMode};
+use crate::session::{MasterSilent, Policed, Session, SessionOptions, TransportMode};
 use crate::spec::{self, Location, Remote};
 use crate::ui::{JsonLines, ProgressMeter};
 
@@ -142,12 +142,19 @@ pub async fn run_with(args: CopyArgs, events: Arc<dyn EventSink>) -> anyhow::Res
         Direction::Upload { .. } => None,
     };
 
-    let (remote, launcher) = match &direction {
+    let (remote, mut launcher) = match &direction {
         Direction::Upload { remote: None, .. } => (None, Launcher::Local),
         Direction::Upload { remote: Some(r), .. } | Direction::Download { remote: r, .. } => {
             (Some(r.clone()), Launcher::from_args(&args.ssh, args.verbose, args.quiet)?)
         }
     };
+    if let (Some(remote), Launcher::Ssh { .. }) = (&remote, &launcher) {
+        if let Err(why) = launcher.share_login(remote).await {
+            if args.verbose > 0 {
+                eprintln!("soku: each copy logs in on its own: {why}");
+            }
+        }
+    }
     let serve = ServeCommand::from_args(&args.ssh);
     // What the last copy to this host in this direction learned: the data sender's
     // controller starts from it (see `path_memory.rs`). A copy under `-l` measures the
@@ -181,6 +188,7 @@ pub async fn run_with(args: CopyArgs, events: Arc<dyn EventSink>) -> anyhow::Res
         download_memory,
         background: args.background,
         diagnose: false,
+        attach_timeout: None,
     };
     // An upload walks and hashes its sources while ssh logs in (see `soku_engine::ahead`).
     let mut ahead = match &direction {
@@ -197,6 +205,7 @@ pub async fn run_with(args: CopyArgs, events: Arc<dyn EventSink>) -> anyhow::Res
     loop {
         let reconnecting = retry.down_for(Instant::now()).is_some();
         let cmd = launcher.command(remote.as_ref(), &serve, reconnecting)?;
+        session_opts.attach_timeout = launcher.attach_timeout(reconnecting);
         whole.begin_session();
         let attempt = Attempt {
             direction: &direction,
@@ -211,6 +220,14 @@ pub async fn run_with(args: CopyArgs, events: Arc<dyn EventSink>) -> anyhow::Res
             Ok(report) => return Ok(report),
             Err(err) => err,
         };
+        if let Some(silent) = err.downcast_ref::<MasterSilent>() {
+            // Not an outage of the path: the master's own connection may be what died.
+            events.event(TransferEvent::Warning(format!("{silent}; logging in again")));
+            if let Some(remote) = &remote {
+                launcher.give_up_shared_login(remote).await;
+            }
+            continue;
+        }
         if let Some(switch) = err.downcast_ref::<SwitchTransport>() {
             // Not an outage: the next session starts at once, on the other transport.
             events.event(TransferEvent::Warning(switch.to_string()));

@@ -5,7 +5,8 @@
 //! - [`spec`]: scp-style `[user@]host:path` parsing.
 //! - [`config`]: the config files under the command line (`soku config [HOST]`).
 //! - [`copy`]: the copy command; [`demo`]: the same over loopback with no remote.
-//! - [`launch`]: starting the remote `soku serve` (ssh, `-S`, `-e`, or locally).
+//! - [`launch`]: starting the remote `soku serve` (ssh, `-S`, `-e`, or locally), and one
+//!   ssh login shared by copies that follow each other.
 //! - [`session`]: client bootstrap (hellos, QUIC or fallback) into a `soku_engine` link;
 //!   [`serve`]: the server's bootstrap and the job the client asks for.
 //! - [`tunnel`]: TCP connections carried over soku's QUIC transport.

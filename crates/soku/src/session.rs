@@ -87,7 +87,15 @@ pub struct SessionOptions {
     /// `soku diagnose`: ask the server to answer the transport choice over ssh, to
     /// time a round trip there.
     pub diagnose: bool,
+    /// Through an existing shared ssh login: how long its master may take to bring the
+    /// server's hello (see `launch/shared_login.rs`).
+    pub attach_timeout: Option<Duration>,
 }
+
+/// The shared ssh login's master brought no hello within its time: it is given up.
+#[derive(Debug, thiserror::Error)]
+#[error("the shared ssh connection did not answer within {} s", .0.as_secs())]
+pub struct MasterSilent(pub Duration);
 
 impl SessionOptions {
     /// The options of a command that is not a copy (`soku tunnel`, `soku diagnose`):
@@ -102,6 +110,7 @@ impl SessionOptions {
             download_memory: None,
             background: false,
             diagnose: false,
+            attach_timeout: None,
         }
     }
 }
@@ -119,6 +128,9 @@ impl Session {
         let (Some(mut stdin), Some(mut stdout)) = (child.stdin.take(), child.stdout.take()) else {
             anyhow::bail!("internal: child pipes missing");
         };
+        if let Some(stderr) = child.stderr.take() {
+            crate::launch::forward_stderr(stderr);
+        }
         let identity = Identity::generate()?;
         let want_direct = opts.mode != TransportMode::Ssh;
         let mut hello = MAGIC.to_vec();
@@ -134,7 +146,15 @@ impl Session {
         }
         .await;
 
-        let (server_hello, leftover) = match read_server_hello(&mut stdout).await {
+        let hello = read_server_hello(&mut stdout);
+        let found = match opts.attach_timeout {
+            Some(limit) => match tokio::time::timeout(limit, hello).await {
+                Ok(found) => found,
+                Err(_) => return Err(MasterSilent(limit).into()),
+            },
+            None => hello.await,
+        };
+        let (server_hello, leftover) = match found {
             Ok(found) => found,
             Err(err) => return Err(explain_startup_failure(&mut child, err).await),
         };

@@ -232,6 +232,7 @@ mod tests {
             download_memory: None,
             background: false,
             diagnose: false,
+            attach_timeout: None,
         }
     }
 

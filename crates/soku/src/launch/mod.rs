@@ -1,10 +1,15 @@
 //! Starting the remote end: the user's own `ssh` (or `-S program`, or `-e CMD`), or a
-//! local `soku serve` for `soku demo` and local-to-local copies.
+//! local `soku serve` for `soku demo` and local-to-local copies. Copies through ssh
+//! share one login per host while they follow each other (`shared_login.rs`).
+
+mod shared_login;
 
 use std::process::Stdio;
+use std::time::Duration;
 
 use tokio::process::Command;
 
+pub use self::shared_login::{forward_stderr, NotShared, SharedLogin};
 use crate::cli::SshArgs;
 use crate::spec::Remote;
 
@@ -20,6 +25,8 @@ pub enum Launcher {
         program: String,
         /// Options derived from scp-style flags and `-o`.
         options: Vec<String>,
+        /// The login shared with the copies before and after this one, if it is.
+        shared: Option<SharedLogin>,
     },
     /// A remote-shell command line replacing ssh (rsync's `-e`): `CMD [-l user] host command`.
     Rsh {
@@ -86,13 +93,47 @@ impl Launcher {
             options.push("-q".into());
         }
         let program = args.ssh_program.clone().unwrap_or_else(|| "ssh".into());
-        Ok(Launcher::Ssh { program, options })
+        Ok(Launcher::Ssh { program, options, shared: None })
+    }
+
+    /// Makes the copies to `remote` share one ssh login (see `shared_login.rs`), unless
+    /// the user's options or config decide that, or this is not ssh; says why not.
+    pub async fn share_login(&mut self, remote: &Remote) -> Result<(), NotShared> {
+        let Launcher::Ssh { program, options, shared } = self else {
+            return Err(NotShared::NoConfig("not launched through ssh".into()));
+        };
+        *shared =
+            Some(SharedLogin::for_destination(program, options, &remote.destination()).await?);
+        Ok(())
+    }
+
+    /// How long to wait for the server's hello when the next command attaches to an
+    /// existing master: one that does not answer is given up for a fresh login.
+    pub fn attach_timeout(&self, reconnect: bool) -> Option<Duration> {
+        match self {
+            Launcher::Ssh { shared: Some(shared), .. } if !reconnect && shared.master_exists() => {
+                Some(shared_login::ATTACH_TIMEOUT)
+            }
+            _ => None,
+        }
+    }
+
+    /// After a master did not answer: asks it to stop taking sessions, and logs in
+    /// without one for the rest of this command.
+    pub async fn give_up_shared_login(&mut self, remote: &Remote) {
+        if let Launcher::Ssh { program, options, shared } = self {
+            if let Some(login) = shared.take() {
+                login.retire_master(program, options, &remote.destination()).await;
+            }
+        }
     }
 
     /// The command that starts `soku serve` on `remote` (or locally). A `reconnect`
-    /// after a lost connection gives up on an unreachable host after
-    /// [`RECONNECT_TIMEOUT`] instead of the kernel's two minutes (an earlier
-    /// `ConnectTimeout` of the user's wins: ssh takes the first value it is given).
+    /// after a lost connection logs in afresh, not through a shared login's master,
+    /// and gives up on an unreachable host after [`RECONNECT_TIMEOUT`] instead of the
+    /// kernel's two minutes (an earlier `ConnectTimeout` of the user's wins: ssh takes
+    /// the first value it is given). Through a shared login ssh's error output comes
+    /// piped, for [`forward_stderr`].
     pub fn command(
         &self,
         remote: Option<&Remote>,
@@ -100,12 +141,16 @@ impl Launcher {
         reconnect: bool,
     ) -> anyhow::Result<Command> {
         let serve_words = serve.words();
+        let mut stderr = Stdio::inherit();
         let mut cmd = match (self, remote) {
-            (Launcher::Ssh { program, options }, Some(remote)) => {
+            (Launcher::Ssh { program, options, shared }, Some(remote)) => {
                 let mut cmd = Command::new(program);
                 cmd.args(options);
                 if reconnect {
                     cmd.arg(format!("-oConnectTimeout={}", RECONNECT_TIMEOUT.as_secs()));
+                } else if let Some(shared) = shared {
+                    cmd.args(shared.ssh_options());
+                    stderr = Stdio::piped();
                 }
                 cmd.arg("--").arg(remote.destination());
                 cmd.arg(shell_quote_all(&serve_words));
@@ -127,7 +172,7 @@ impl Launcher {
                 cmd
             }
         };
-        cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::inherit());
+        cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(stderr);
         cmd.kill_on_drop(true);
         Ok(cmd)
     }
@@ -209,7 +254,7 @@ mod tests {
         let serve = ServeCommand { program: "soku".into(), ports: Some(40000..=40100) };
         let remote = Remote { user: None, host: "h".into(), path: String::new() };
         let want = "soku serve --ports 40000-40100";
-        let ssh = Launcher::Ssh { program: "ssh".into(), options: vec![] };
+        let ssh = Launcher::Ssh { program: "ssh".into(), options: vec![], shared: None };
         let rsh = Launcher::Rsh { words: vec!["rsh".into(), "-x".into()] };
         for launcher in [ssh, rsh] {
             let cmd = launcher.command(Some(&remote), &serve, false).expect("command");
@@ -295,7 +340,7 @@ mod tests {
                 host in "[a-z][a-z0-9.-]{0,10}",
             ) {
                 let options = vec!["-T".to_string()];
-                let launcher = Launcher::Ssh { program: "ssh".into(), options };
+                let launcher = Launcher::Ssh { program: "ssh".into(), options, shared: None };
                 let remote = Remote { user: None, host: host.clone(), path: String::new() };
                 let serve = ServeCommand { program: remote_soku.clone(), ports: None };
                 let cmd = launcher.command(Some(&remote), &serve, false).expect("command");

@@ -1,0 +1,356 @@
+//! One ssh login shared by the copies to a host that follow each other: OpenSSH's
+//! connection multiplexing (`ControlMaster`, ssh_config(5)), set up by soku when the
+//! user's own configuration does not mention it.
+//!
+//! A login costs many round trips (TCP, key exchange, authentication, session, exec:
+//! ~14 on OpenSSH 9, 1.4-1.8 s at 100 ms); a copy that opens a session on an existing
+//! master pays about two. The first copy's ssh becomes the master
+//! (`ControlMaster=auto`) and stays [`PERSIST`] after its last session, so a copy that
+//! follows within that time (a script's next file, a rerun) skips the login.
+//!
+//! - **The user decides first.** Nothing is added when the user's options name any
+//!   `Control*` option (`-o ControlMaster=no` turns sharing off), or when `ssh -G`
+//!   shows a ControlMaster or ControlPath of their config: theirs applies as it is.
+//! - **Which master.** The socket's name is a hash of `ssh -G`'s whole resolved
+//!   configuration (host, port, user, keys, known_hosts, jump hosts, ...), of the
+//!   network namespace and of the user id: a copy with other options or from another
+//!   namespace never lands on a master made for something else.
+//! - **A master that does not answer** (its network went away while it idled) is asked
+//!   to stop listening (`ssh -O stop`; its open sessions go on) once a copy got no hello
+//!   through it within [`ATTACH_TIMEOUT`]; that copy logs in afresh. The master is
+//!   given `ServerAliveInterval` (unless the user set one) so that it ends on its own
+//!   on a dead path.
+//! - **Reconnects** after a lost connection log in afresh, without the master (the
+//!   path that failed may be the master's own).
+//! - A master refusing another session (sshd's `MaxSessions`, 10 by default) makes ssh
+//!   log in on its own; [`is_multiplexing_chatter`] keeps its notes about that off the
+//!   user's terminal.
+
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{ChildStderr, Command};
+
+/// How long the master stays after its last session ends.
+pub const PERSIST: Duration = Duration::from_secs(60);
+/// Keep-alive interval asked of the master: a master on a dead path ends after three
+/// unanswered ones (ssh's `ServerAliveCountMax`).
+const KEEPALIVE: Duration = Duration::from_secs(15);
+/// How long a copy waits for the server's hello through an existing master before it
+/// gives up on that master: a session on a live one takes about two round trips and
+/// the remote shell's start.
+pub const ATTACH_TIMEOUT: Duration = Duration::from_secs(5);
+/// Bounds `ssh -G` and `ssh -O stop`: both only read config or talk to a local socket.
+const LOCAL_TIMEOUT: Duration = Duration::from_secs(5);
+/// Longest socket path: `sun_path` holds 108 bytes with its NUL, and ssh binds the
+/// master's socket under a temporary name 17 bytes longer before renaming it.
+const MAX_SOCKET_PATH: usize = 107 - 17;
+
+/// A login shared through a master at `socket`.
+#[derive(Debug, Clone)]
+pub struct SharedLogin {
+    /// The master's control socket.
+    socket: PathBuf,
+    /// Ask the master for keep-alives (the user's config sets none).
+    keepalive: bool,
+}
+
+/// Why a copy does not share its login, for `-v`.
+#[derive(Debug, PartialEq, Eq)]
+pub enum NotShared {
+    /// The user's options or config set up multiplexing their own way.
+    UsersOwn,
+    /// `ssh -G` failed or does not look like OpenSSH's.
+    NoConfig(String),
+    /// No directory for the socket (no `$XDG_RUNTIME_DIR`, `$XDG_CACHE_HOME` or
+    /// `$HOME`), or one that is not private to this user, or a path too long.
+    NoPlace(String),
+}
+
+impl std::fmt::Display for NotShared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NotShared::UsersOwn => f.write_str("your ssh options or config set ControlMaster"),
+            NotShared::NoConfig(why) => write!(f, "`ssh -G` did not say how ssh connects: {why}"),
+            NotShared::NoPlace(why) => write!(f, "no place for the control socket: {why}"),
+        }
+    }
+}
+
+impl SharedLogin {
+    /// Decides whether copies to `destination` through `program` with `options` share
+    /// a login, and where its master's socket is.
+    pub async fn for_destination(
+        program: &str,
+        options: &[String],
+        destination: &str,
+    ) -> Result<SharedLogin, NotShared> {
+        if options.iter().any(|o| names_control_option(o)) {
+            return Err(NotShared::UsersOwn);
+        }
+        let config = resolved_config(program, options, destination).await?;
+        let settings = ResolvedConfig::parse(&config)?;
+        if settings.users_own_multiplexing() {
+            return Err(NotShared::UsersOwn);
+        }
+        let dir = socket_dir()?;
+        let socket = dir.join(socket_name(program, &config));
+        if socket.as_os_str().len() > MAX_SOCKET_PATH {
+            return Err(NotShared::NoPlace(format!("{} is too long", socket.display())));
+        }
+        Ok(SharedLogin { socket, keepalive: settings.keepalive_unset })
+    }
+
+    /// The ssh options that make or use the master.
+    pub fn ssh_options(&self) -> Vec<String> {
+        let mut options = vec![
+            "-oControlMaster=auto".to_string(),
+            format!("-oControlPath={}", self.socket.display()),
+            format!("-oControlPersist={}", PERSIST.as_secs()),
+        ];
+        if self.keepalive {
+            options.push(format!("-oServerAliveInterval={}", KEEPALIVE.as_secs()));
+        }
+        options
+    }
+
+    /// Whether a master is there to attach to (its socket exists).
+    pub fn master_exists(&self) -> bool {
+        self.socket.exists()
+    }
+
+    /// Asks the master to stop taking sessions and remove its socket (`ssh -O stop`);
+    /// its open sessions go on. If it does not answer, its socket is removed here, so
+    /// the next copy makes a master of its own.
+    pub async fn retire_master(&self, program: &str, options: &[String], destination: &str) {
+        let mut cmd = Command::new(program);
+        cmd.args(options)
+            .arg(format!("-oControlPath={}", self.socket.display()))
+            .args(["-O", "stop", "--", destination])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .kill_on_drop(true);
+        let stopped = match cmd.spawn() {
+            Ok(mut child) => tokio::time::timeout(LOCAL_TIMEOUT, child.wait())
+                .await
+                .is_ok_and(|status| status.is_ok_and(|s| s.success())),
+            Err(_) => false,
+        };
+        if !stopped {
+            let _ = std::fs::remove_file(&self.socket);
+        }
+    }
+}
+
+/// Whether an ssh option (`-oKey=value`, or a value that followed `-o`) is one of
+/// `ControlMaster`, `ControlPath` or `ControlPersist`, spelled in any case.
+fn names_control_option(option: &str) -> bool {
+    let option = option.strip_prefix("-o").unwrap_or(option).trim_start();
+    let key = option.split(|c: char| c == '=' || c.is_whitespace()).next().unwrap_or("");
+    ["controlmaster", "controlpath", "controlpersist"].contains(&key.to_ascii_lowercase().as_str())
+}
+
+/// `ssh [options] -G -- destination`: the configuration ssh would use, resolved.
+async fn resolved_config(
+    program: &str,
+    options: &[String],
+    destination: &str,
+) -> Result<String, NotShared> {
+    let mut cmd = Command::new(program);
+    cmd.args(options)
+        .args(["-G", "--", destination])
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true);
+    let out = tokio::time::timeout(LOCAL_TIMEOUT, cmd.output())
+        .await
+        .map_err(|_| NotShared::NoConfig(format!("no answer in {} s", LOCAL_TIMEOUT.as_secs())))?
+        .map_err(|e| NotShared::NoConfig(format!("cannot run {program}: {e}")))?;
+    if !out.status.success() {
+        return Err(NotShared::NoConfig(format!("{program} -G exited with {}", out.status)));
+    }
+    String::from_utf8(out.stdout).map_err(|_| NotShared::NoConfig("output not UTF-8".into()))
+}
+
+/// What soku reads of `ssh -G`'s output (lowercase keywords, one `key value` per line).
+#[derive(Debug, PartialEq, Eq)]
+struct ResolvedConfig {
+    control_master: String,
+    control_path: bool,
+    keepalive_unset: bool,
+}
+
+impl ResolvedConfig {
+    fn parse(config: &str) -> Result<ResolvedConfig, NotShared> {
+        let mut control_master = None;
+        let mut control_path = false;
+        let mut keepalive_unset = true;
+        for line in config.lines() {
+            let (key, value) = line.split_once(' ').unwrap_or((line, ""));
+            match key {
+                "controlmaster" => control_master = Some(value.to_string()),
+                "controlpath" => control_path = !value.is_empty() && value != "none",
+                "serveraliveinterval" => keepalive_unset = value == "0",
+                _ => {}
+            }
+        }
+        // OpenSSH's -G always prints controlmaster: without it, this is not that ssh.
+        let control_master =
+            control_master.ok_or_else(|| NotShared::NoConfig("no controlmaster line".into()))?;
+        Ok(ResolvedConfig { control_master, control_path, keepalive_unset })
+    }
+
+    /// The user's config multiplexes: a master of theirs (any ControlMaster but `false`),
+    /// or a ControlPath that ssh uses to find one.
+    fn users_own_multiplexing(&self) -> bool {
+        self.control_master != "false" || self.control_path
+    }
+}
+
+/// `$XDG_RUNTIME_DIR/soku/ssh`, else `$XDG_CACHE_HOME/soku/ssh` (`~/.cache/soku/ssh`):
+/// made private to this user, and refused if someone else could write to it.
+fn socket_dir() -> Result<PathBuf, NotShared> {
+    let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
+    let base = var("XDG_RUNTIME_DIR")
+        .or_else(|| var("XDG_CACHE_HOME"))
+        .or_else(|| var("HOME").map(|home| home.join(".cache")))
+        .ok_or_else(|| {
+            NotShared::NoPlace("no $XDG_RUNTIME_DIR, $XDG_CACHE_HOME or $HOME".into())
+        })?;
+    let dir = base.join("soku").join("ssh");
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&dir)
+        .map_err(|e| NotShared::NoPlace(format!("{}: {e}", dir.display())))?;
+    private_dir(&dir)?;
+    Ok(dir)
+}
+
+/// Refuses a directory that is not this user's or that others may write to (another
+/// user could then put a socket of theirs where ssh looks for ours).
+fn private_dir(dir: &Path) -> Result<(), NotShared> {
+    let md = std::fs::symlink_metadata(dir)
+        .map_err(|e| NotShared::NoPlace(format!("{}: {e}", dir.display())))?;
+    let mine = md.uid() == rustix::process::geteuid().as_raw();
+    if !md.is_dir() || !mine || md.permissions().mode() & 0o022 != 0 {
+        return Err(NotShared::NoPlace(format!(
+            "{} is not a directory of this user's that only it can write to",
+            dir.display()
+        )));
+    }
+    Ok(())
+}
+
+/// 24 hex digits of BLAKE3 over the program, `ssh -G`'s output, this process's network
+/// namespace and user id: equal only for copies that would log in the same way from
+/// the same place.
+fn socket_name(program: &str, config: &str) -> String {
+    let netns = std::fs::metadata("/proc/self/ns/net").map(|md| md.ino()).unwrap_or(0);
+    let uid = rustix::process::geteuid().as_raw();
+    let mut hasher = blake3::Hasher::new();
+    hasher.update(program.as_bytes()).update(&[0]).update(config.as_bytes());
+    hasher.update(&netns.to_le_bytes()).update(&uid.to_le_bytes());
+    let hex = hasher.finalize().to_hex();
+    hex[..24].to_string()
+}
+
+/// Lines ssh prints when a master refuses a session or another copy made the master
+/// first; ssh then logs in on its own, so they say nothing the user must act on.
+pub fn is_multiplexing_chatter(line: &str) -> bool {
+    line.starts_with("mux_client_")
+        || line.starts_with("muxclient")
+        || line.starts_with("ControlSocket ")
+        || line.starts_with("Control socket ")
+}
+
+/// Copies ssh's error output to ours, line by line, without [`is_multiplexing_chatter`].
+/// A master may keep the pipe open after the copy ends (with `-v` it logs to it), so
+/// this task is never waited for.
+pub fn forward_stderr(stderr: ChildStderr) {
+    tokio::spawn(async move {
+        let mut lines = BufReader::new(stderr).lines();
+        let mut out = tokio::io::stderr();
+        while let Ok(Some(line)) = lines.next_line().await {
+            if !is_multiplexing_chatter(&line) {
+                let _ = out.write_all(format!("{line}\n").as_bytes()).await;
+            }
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_users_control_options_are_found_in_any_spelling() {
+        for option in [
+            "ControlMaster=no",
+            "-oControlPath=none",
+            "controlpersist 10",
+            "CONTROLMASTER=auto",
+            "-o ControlMaster=yes",
+        ] {
+            assert!(names_control_option(option), "{option}");
+        }
+        for option in ["-oClearAllForwardings=yes", "Port=22", "ControlMasterX=1", "-T"] {
+            assert!(!names_control_option(option), "{option}");
+        }
+    }
+
+    #[test]
+    fn ssh_g_output_says_whose_multiplexing_applies() {
+        let plain = "user root\nhostname h\ncontrolmaster false\nserveraliveinterval 0\n";
+        let parsed = ResolvedConfig::parse(plain).expect("parses");
+        assert!(!parsed.users_own_multiplexing());
+        assert!(parsed.keepalive_unset);
+
+        let auto = "controlmaster auto\ncontrolpath ~/.ssh/cm-%C\n";
+        assert!(ResolvedConfig::parse(auto).expect("parses").users_own_multiplexing());
+        let path_only = "controlmaster false\ncontrolpath /tmp/m\n";
+        assert!(ResolvedConfig::parse(path_only).expect("parses").users_own_multiplexing());
+        let keepalive = "controlmaster false\nserveraliveinterval 30\n";
+        assert!(!ResolvedConfig::parse(keepalive).expect("parses").keepalive_unset);
+
+        let not_openssh = "usage: something else\n";
+        assert!(matches!(ResolvedConfig::parse(not_openssh), Err(NotShared::NoConfig(_))));
+    }
+
+    #[test]
+    fn socket_names_differ_with_the_config_and_fit_a_socket_path() {
+        let a = socket_name("ssh", "hostname a\nport 22\n");
+        let b = socket_name("ssh", "hostname a\nport 2222\n");
+        assert_ne!(a, b);
+        assert_eq!(a, socket_name("ssh", "hostname a\nport 22\n"));
+        assert_eq!(a.len(), 24);
+        assert!(a.bytes().all(|c| c.is_ascii_hexdigit()));
+    }
+
+    #[test]
+    fn a_directory_others_can_write_to_is_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700))
+            .expect("chmod");
+        assert!(private_dir(dir.path()).is_ok());
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777))
+            .expect("chmod");
+        assert!(matches!(private_dir(dir.path()), Err(NotShared::NoPlace(_))));
+    }
+
+    #[test]
+    fn only_multiplexing_notes_are_kept_off_the_terminal() {
+        assert!(is_multiplexing_chatter(
+            "mux_client_request_session: session request failed: Session open refused by peer"
+        ));
+        assert!(is_multiplexing_chatter(
+            "ControlSocket /run/user/0/soku/ssh/ab already exists, disabling multiplexing"
+        ));
+        assert!(!is_multiplexing_chatter("Permission denied (publickey)."));
+        assert!(!is_multiplexing_chatter("Host key verification failed."));
+    }
+}

@@ -1,0 +1,135 @@
+//! Copies that follow each other share one ssh login (`crates/soku/src/launch/shared_login.rs`),
+//! through a real sshd on loopback: the second copy logs in no more (sshd's own log
+//! counts the logins), `-o ControlMaster=no` turns sharing off, and a master that does
+//! not answer (stopped with SIGSTOP, as one whose network went away) costs a warning
+//! and a fresh login, not a hang.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{assert_same_file, data, write, Env};
+
+/// The masters' sockets of one test: each is told to exit when the test ends, however
+/// it ends (a master outlives the copy that made it by a minute).
+struct Masters {
+    dir: PathBuf,
+}
+
+impl Masters {
+    fn new(env: &Env) -> Masters {
+        Masters { dir: env.path("run") }
+    }
+
+    /// Where soku puts the sockets, under this test's `XDG_RUNTIME_DIR`.
+    fn sockets(&self) -> Vec<PathBuf> {
+        match std::fs::read_dir(self.dir.join("soku/ssh")) {
+            Ok(entries) => entries.map(|e| e.expect("entry").path()).collect(),
+            Err(_) => Vec::new(),
+        }
+    }
+
+    /// The PID of the master listening at `socket` (`ssh -O check`).
+    fn pid(socket: &Path) -> u32 {
+        let out = control(socket, "check").output().expect("ssh -O check");
+        let text = String::from_utf8_lossy(&out.stderr);
+        let pid = text.split("pid=").nth(1).and_then(|rest| rest.split(')').next());
+        pid.and_then(|p| p.parse().ok()).unwrap_or_else(|| panic!("no master pid in {text:?}"))
+    }
+}
+
+impl Drop for Masters {
+    fn drop(&mut self) {
+        for socket in self.sockets() {
+            let _ = control(&socket, "exit").stderr(Stdio::null()).status();
+        }
+    }
+}
+
+/// `ssh -o ControlPath=SOCKET -O CMD`: talks to the master only, never to a host.
+fn control(socket: &Path, what: &str) -> Command {
+    let mut cmd = Command::new("ssh");
+    cmd.arg(format!("-oControlPath={}", socket.display()));
+    cmd.args(["-O", what, "unused-host"]).stdin(Stdio::null());
+    cmd
+}
+
+/// How many times sshd let a client in so far.
+fn logins(env: &Env) -> usize {
+    env.sshd.log().matches("Accepted publickey").count()
+}
+
+/// An upload of `name` (1 MiB) with `extra` options; the copy's own output.
+fn upload(env: &Env, name: &str, extra: &[&str]) -> std::process::Output {
+    let src = env.src().join(name);
+    write(&src, &data(1 << 20, name.len() as u64));
+    let mut cmd = env.soku();
+    cmd.env("XDG_RUNTIME_DIR", env.path("run")).args(extra);
+    cmd.arg(&src).arg(env.remote(&env.dst()));
+    let out = env.ok(cmd.stdin(Stdio::null()));
+    assert_same_file(&src, &env.dst().join(name));
+    out
+}
+
+#[test]
+fn the_next_copy_to_the_host_does_not_log_in_again() {
+    let env = Env::new();
+    std::fs::create_dir_all(env.path("run")).expect("run dir");
+    let masters = Masters::new(&env);
+    upload(&env, "first.bin", &[]);
+    assert_eq!(logins(&env), 1);
+    assert_eq!(masters.sockets().len(), 1, "the first copy's ssh stays as the master");
+    upload(&env, "second.bin", &[]);
+    upload(&env, "third.bin", &["-r"]);
+    assert_eq!(
+        logins(&env),
+        1,
+        "later copies open sessions on the first login\n{}",
+        env.sshd.log()
+    );
+}
+
+#[test]
+fn control_master_no_keeps_every_copy_on_its_own_login() {
+    let env = Env::new();
+    std::fs::create_dir_all(env.path("run")).expect("run dir");
+    let masters = Masters::new(&env);
+    upload(&env, "first.bin", &["-o", "ControlMaster=no"]);
+    upload(&env, "second.bin", &["-o", "ControlMaster=no"]);
+    assert_eq!(logins(&env), 2);
+    assert!(masters.sockets().is_empty(), "no master was made");
+}
+
+#[test]
+fn a_master_that_does_not_answer_costs_a_fresh_login_not_a_hang() {
+    let env = Env::new();
+    std::fs::create_dir_all(env.path("run")).expect("run dir");
+    let masters = Masters::new(&env);
+    upload(&env, "first.bin", &[]);
+    let sockets = masters.sockets();
+    assert_eq!(sockets.len(), 1);
+    let master = Masters::pid(&sockets[0]);
+    let signal = |sig: &str| {
+        let status = Command::new("kill").arg(sig).arg(master.to_string()).status();
+        assert!(status.expect("kill").success(), "kill {sig} {master}");
+    };
+    signal("-STOP");
+    let started = Instant::now();
+    let out = upload(&env, "second.bin", &[]);
+    let took = started.elapsed();
+    signal("-CONT");
+    // Its socket is gone (soku removed it when `ssh -O stop` got no answer), so the
+    // master is ended by PID.
+    signal("-TERM");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("the shared ssh connection did not answer within 5 s; logging in again"),
+        "{stderr}"
+    );
+    assert_eq!(logins(&env), 2, "the second copy logged in afresh");
+    // 5 s for the hello, at most 5 s for `ssh -O stop`, then a login on loopback.
+    assert!(took < Duration::from_secs(30), "took {took:?}");
+    assert!(masters.sockets().is_empty(), "the silent master's socket is gone");
+}
