@@ -280,7 +280,7 @@ pub fn run_scenario(
             Status::Skipped(_) => log(&format!("    {}", row.m.status)),
             _ => {
                 log(&format!("    command: {}", row.command));
-                if matches!(tool, Tool::Soku | Tool::SokuAgain) || tool.is_qcp() {
+                if matches!(tool, Tool::Soku | Tool::SokuAgain | Tool::SokuNext) || tool.is_qcp() {
                     log(&format!("    {tool} stderr (tail): {}", stderr_tail(&row.m, 8)));
                 }
             }

@@ -25,6 +25,10 @@ pub enum Tool {
     /// learned about the path (careful resume, `crates/soku/src/path_memory.rs`): what a
     /// user's second and later copies to a host get.
     SokuAgain,
+    /// A copy right after another to the host: the path memory of [`Tool::SokuAgain`],
+    /// and the ssh login shared with a one-file copy made just before it, untimed
+    /// (`crates/soku/src/launch/shared_login.rs`): what a script's next copy gets.
+    SokuNext,
     /// The same with `--transport tcp`: its TLS-over-TCP transport, for networks that
     /// block UDP.
     SokuTcp,
@@ -47,9 +51,10 @@ pub enum Tool {
 
 impl Tool {
     /// All tools, in table order.
-    pub const ALL: [Tool; 10] = [
+    pub const ALL: [Tool; 11] = [
         Tool::Soku,
         Tool::SokuAgain,
+        Tool::SokuNext,
         Tool::SokuTcp,
         Tool::Qcp,
         Tool::QcpTuned,
@@ -65,6 +70,7 @@ impl Tool {
         match self {
             Tool::Soku => "soku",
             Tool::SokuAgain => "soku-again",
+            Tool::SokuNext => "soku-next",
             Tool::SokuTcp => "soku-tcp",
             Tool::Qcp => "qcp",
             Tool::QcpTuned => "qcp-tuned",
@@ -91,7 +97,7 @@ impl Tool {
 
     /// True for soku's rows.
     pub fn is_soku(self) -> bool {
-        matches!(self, Tool::Soku | Tool::SokuAgain | Tool::SokuTcp)
+        matches!(self, Tool::Soku | Tool::SokuAgain | Tool::SokuNext | Tool::SokuTcp)
     }
 
     /// True for qcp's rows (they need [`crate::qcp::ensure`]).
@@ -276,7 +282,7 @@ fn again_memory(ep: &Endpoint<'_>) -> PathBuf {
 
 /// The homes of a soku row (see [`soku_homes`]).
 fn soku_home(tool: Tool, ep: &Endpoint<'_>) -> PathBuf {
-    if tool == Tool::SokuAgain {
+    if matches!(tool, Tool::SokuAgain | Tool::SokuNext) {
         again_memory(ep)
     } else {
         cold_memory(ep)
@@ -296,7 +302,7 @@ fn prepare_memory(tool: Tool, ep: &Endpoint<'_>) -> anyhow::Result<bool> {
             let _ = std::fs::remove_dir_all(cold_memory(ep));
             Ok(true)
         }
-        Tool::SokuAgain => {
+        Tool::SokuAgain | Tool::SokuNext => {
             let learned = memory_file(&ep.memory.join("learned"));
             if !learned.exists() {
                 return Ok(false);
@@ -332,7 +338,7 @@ pub fn copy_command(
     let port = ep.sshd.port().to_string();
     let remote = format!("{}:{}", ep.sshd.destination(), dst.display());
     let cmd = match tool {
-        Tool::Soku | Tool::SokuAgain | Tool::SokuTcp => {
+        Tool::Soku | Tool::SokuAgain | Tool::SokuNext | Tool::SokuTcp => {
             let mut c = (ep.client)(&ep.soku.display().to_string());
             soku_homes(&mut c, &soku_home(tool, ep));
             c.args(["--json", "-P", &port]).args(ep.sshd.ssh_args());
@@ -393,6 +399,25 @@ fn tcp_congestion(stderr: &[(Duration, String)]) -> Option<String> {
     Some(after.split(',').next()?.trim().to_string())
 }
 
+/// Before a [`Tool::SokuNext`] run: a copy of 1 KiB, untimed, whose ssh stays as the
+/// master of the login the timed copy shares (the path memory is restored after it).
+fn share_a_login(
+    ep: &Endpoint<'_>,
+    dst_dir: &Path,
+    extra: &[String],
+    timeout: Duration,
+) -> anyhow::Result<()> {
+    let src = dst_dir.join("one-kib");
+    std::fs::write(&src, [7u8; 1024])?;
+    let cmd = copy_command(Tool::SokuNext, ep, &src, &dst_dir.join("one-kib-copy"), extra)?;
+    let out = proc::run(cmd, timeout)?;
+    anyhow::ensure!(out.ok(), "the copy before soku-next failed: {}", out.stderr_tail(3));
+    for name in ["one-kib", "one-kib-copy"] {
+        let _ = std::fs::remove_file(dst_dir.join(name));
+    }
+    Ok(())
+}
+
 /// Runs one verified upload; the target is `dst_dir/file`, emptied first.
 pub fn run_copy(
     tool: Tool,
@@ -412,6 +437,10 @@ pub fn run_copy(
     }
     let _ = std::fs::remove_dir_all(dst_dir);
     std::fs::create_dir_all(dst_dir)?;
+    if tool == Tool::SokuNext {
+        share_a_login(ep, dst_dir, extra, timeout)?;
+        prepare_memory(tool, ep)?;
+    }
     let dst = dst_dir.join("file");
     let cmd = copy_command(tool, ep, &src.path, &dst, extra)?;
     let shown = show(&cmd);
@@ -444,7 +473,7 @@ pub fn run_copy(
     }
     let (status, bytes) = judge(&out, src, &dst, dst_dir);
     let cc = match tool {
-        Tool::Soku | Tool::SokuAgain => "soku-cc".to_string(),
+        Tool::Soku | Tool::SokuAgain | Tool::SokuNext => "soku-cc".to_string(),
         // What soku's TCP sockets run, as its `connected` event says.
         Tool::SokuTcp => tcp_congestion(&out.stderr).unwrap_or_else(|| "?".into()),
         Tool::Qcp | Tool::QcpTuned => crate::qcp::congestion(extra),
