@@ -610,7 +610,9 @@ fn write_matrix_outputs(
             "\nThe same runs with each path's ssh login taken out of the copies' time (the \
              median of three `ssh HOST true` before the runs, `login_s` in `results.csv`): \
              what each tool does once logged in, beside iperf3, whose figure leaves out its \
-             set-up. soku's own set-up (its server, hellos, QUIC or TLS handshakes) stays in.\n",
+             set-up. soku's own set-up (its server, hellos, QUIC or TLS handshakes) stays in; \
+             soku-next, which opens a session on the login of the copy before it, keeps \
+             its whole time.\n",
         );
         md.push_str(&report::matrix_tables(rows, report::Basis::AfterLogin));
     }

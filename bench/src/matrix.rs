@@ -77,7 +77,8 @@ pub struct Row {
     /// Netem counters A->B during the run: packets in, loss drops, queue drops.
     pub netem: Option<(u64, u64, u64)>,
     /// For a copy over ssh: the path's ssh login (the median of `ssh HOST true`, timed
-    /// before the runs), which every ssh tool pays and iperf3 does not.
+    /// before the runs), which every ssh tool pays and iperf3 does not; none for
+    /// soku-next, whose login was made by the copy before it.
     pub login: Option<Duration>,
     /// The exact command.
     pub command: String,
@@ -263,7 +264,8 @@ pub fn run_scenario(
             m,
             load: (load0, proc::loadavg()),
             netem,
-            login: if tool.is_copy() { login } else { None },
+            // soku-next opens a session on a login made before it: none to take out.
+            login: if tool.is_copy() && tool != Tool::SokuNext { login } else { None },
             command,
         };
         log(&format!(
