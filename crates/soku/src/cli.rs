@@ -112,6 +112,12 @@ pub struct CopyArgs {
     #[arg(long = "no-fsync")]
     pub no_fsync: bool,
 
+    /// Log in on its own instead of sharing one ssh login with the copies to the same
+    /// host just before and after (by default the first copy's ssh stays a minute as
+    /// an OpenSSH ControlMaster; see the README).
+    #[arg(long = "no-share-login")]
+    pub no_share_login: bool,
+
     /// When the connection is lost, log in again and resume for up to this many seconds
     /// (0: give up at once, leaving what was copied for a later run to resume; default: 300).
     #[arg(long = "retry-for", value_name = "SECONDS")]

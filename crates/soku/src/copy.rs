@@ -148,11 +148,26 @@ pub async fn run_with(args: CopyArgs, events: Arc<dyn EventSink>) -> anyhow::Res
             (Some(r.clone()), Launcher::from_args(&args.ssh, args.verbose, args.quiet)?)
         }
     };
-    if let (Some(remote), Launcher::Ssh { .. }) = (&remote, &launcher) {
-        if let Err(why) = launcher.share_login(remote).await {
-            if args.verbose > 0 {
+    if let (Some(remote), Launcher::Ssh { .. }, false) = (&remote, &launcher, args.no_share_login) {
+        match launcher.share_login(remote).await {
+            Err(why) if args.verbose > 0 => {
                 eprintln!("soku: each copy logs in on its own: {why}");
             }
+            Ok(()) if args.verbose > 0 => {
+                if launcher.attach_timeout(false).is_some() {
+                    eprintln!(
+                        "soku: opening a session on the ssh login shared with {}",
+                        remote.host
+                    );
+                } else {
+                    eprintln!(
+                        "soku: logging in; this ssh stays a minute after the copy as the login \
+                         the next copies to {} share (--no-share-login: not)",
+                        remote.host
+                    );
+                }
+            }
+            _ => {}
         }
     }
     let serve = ServeCommand::from_args(&args.ssh);

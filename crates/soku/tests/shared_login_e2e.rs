@@ -78,10 +78,14 @@ fn the_next_copy_to_the_host_does_not_log_in_again() {
     let env = Env::new();
     std::fs::create_dir_all(env.path("run")).expect("run dir");
     let masters = Masters::new(&env);
-    upload(&env, "first.bin", &[]);
+    let out = upload(&env, "first.bin", &["-v"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("this ssh stays a minute after the copy"), "{stderr}");
     assert_eq!(logins(&env), 1);
     assert_eq!(masters.sockets().len(), 1, "the first copy's ssh stays as the master");
-    upload(&env, "second.bin", &[]);
+    let out = upload(&env, "second.bin", &["-v"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("opening a session on the ssh login shared with"), "{stderr}");
     upload(&env, "third.bin", &["-r"]);
     assert_eq!(
         logins(&env),
@@ -92,14 +96,16 @@ fn the_next_copy_to_the_host_does_not_log_in_again() {
 }
 
 #[test]
-fn control_master_no_keeps_every_copy_on_its_own_login() {
-    let env = Env::new();
-    std::fs::create_dir_all(env.path("run")).expect("run dir");
-    let masters = Masters::new(&env);
-    upload(&env, "first.bin", &["-o", "ControlMaster=no"]);
-    upload(&env, "second.bin", &["-o", "ControlMaster=no"]);
-    assert_eq!(logins(&env), 2);
-    assert!(masters.sockets().is_empty(), "no master was made");
+fn sharing_is_turned_off_by_the_flag_or_the_users_control_master() {
+    for off in [&["--no-share-login"][..], &["-o", "ControlMaster=no"]] {
+        let env = Env::new();
+        std::fs::create_dir_all(env.path("run")).expect("run dir");
+        let masters = Masters::new(&env);
+        upload(&env, "first.bin", off);
+        upload(&env, "second.bin", off);
+        assert_eq!(logins(&env), 2, "{off:?}");
+        assert!(masters.sockets().is_empty(), "no master was made with {off:?}");
+    }
 }
 
 #[test]

@@ -30,6 +30,7 @@ struct RawSection {
     retry_for: Option<Spanned<u64>>,
     resume: Option<Spanned<bool>>,
     fsync: Option<Spanned<bool>>,
+    share_login: Option<Spanned<bool>>,
     chunk_size: Option<Spanned<toml::Value>>,
     remote_ports: Option<Spanned<String>>,
     remote_soku: Option<Spanned<String>>,
@@ -178,6 +179,7 @@ impl Locator<'_> {
             retry_for: self.plain(raw.retry_for, section),
             resume: self.plain(raw.resume, section),
             fsync: self.plain(raw.fsync, section),
+            share_login: self.plain(raw.share_login, section),
             chunk_size: self.checked(raw.chunk_size, section, "chunk-size", chunk_size)?,
             remote_ports: self.checked(raw.remote_ports, section, "remote-ports", |s| {
                 crate::ports::parse_range(s)
@@ -283,7 +285,7 @@ mod tests {
         let file = parse(
             "cipher = \"chacha20-poly1305\"\ncompress = true\nlimit-kbps = 50000\n\
              background = true\ntransport = \"tcp\"\nquic-timeout = 2\nretry-for = 60\n\
-             resume = false\nfsync = false\nchunk-size = \"4MiB\"\n\
+             resume = false\nfsync = false\nshare-login = false\nchunk-size = \"4MiB\"\n\
              remote-ports = \"40000-40100\"\nremote-soku = \"/opt/soku\"\nssh-program = \"myssh\"\n",
         )
         .expect("parses");
@@ -297,6 +299,7 @@ mod tests {
         assert_eq!(s.retry_for.map(|s| s.value), Some(60));
         assert_eq!(s.resume.map(|s| s.value), Some(false));
         assert_eq!(s.fsync.map(|s| s.value), Some(false));
+        assert_eq!(s.share_login.map(|s| s.value), Some(false));
         assert_eq!(s.chunk_size.map(|s| s.value), Some(4 << 20));
         assert_eq!(s.remote_ports.map(|s| s.value), Some(40000..=40100));
         assert_eq!(s.remote_soku.map(|s| s.value).as_deref(), Some("/opt/soku"));
@@ -306,7 +309,7 @@ mod tests {
             ssh.origin,
             Origin::File {
                 path: "/home/u/.config/soku/config.toml".into(),
-                line: 13,
+                line: 14,
                 section: None
             }
         );

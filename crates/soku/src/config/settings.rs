@@ -59,6 +59,7 @@ pub struct Settings {
     pub retry_for: Option<Set<u64>>,
     pub resume: Option<Set<bool>>,
     pub fsync: Option<Set<bool>>,
+    pub share_login: Option<Set<bool>>,
     pub chunk_size: Option<Set<u32>>,
     pub remote_ports: Option<Set<RangeInclusive<u16>>>,
     pub remote_soku: Option<Set<String>>,
@@ -91,6 +92,7 @@ impl Settings {
             retry_for: args.retry_for.and_then(Set::cli),
             resume: on(args.no_resume, false),
             fsync: on(args.no_fsync, false),
+            share_login: on(args.no_share_login, false),
             chunk_size: args.chunk_size.and_then(Set::cli),
             ..Settings::from_ssh_args(&args.ssh)
         }
@@ -118,6 +120,7 @@ impl Settings {
             retry_for: self.retry_for.or(lower.retry_for),
             resume: self.resume.or(lower.resume),
             fsync: self.fsync.or(lower.fsync),
+            share_login: self.share_login.or(lower.share_login),
             chunk_size: self.chunk_size.or(lower.chunk_size),
             remote_ports: self.remote_ports.or(lower.remote_ports),
             remote_soku: self.remote_soku.or(lower.remote_soku),
@@ -141,6 +144,7 @@ impl Settings {
         args.retry_for = self.retry_for.as_ref().map(|s| s.value).or(args.retry_for);
         args.no_resume = self.resume.as_ref().map_or(args.no_resume, |s| !s.value);
         args.no_fsync = self.fsync.as_ref().map_or(args.no_fsync, |s| !s.value);
+        args.no_share_login = self.share_login.as_ref().map_or(args.no_share_login, |s| !s.value);
         args.chunk_size = self.chunk_size.as_ref().map(|s| s.value).or(args.chunk_size);
         self.apply_to_ssh(&mut args.ssh);
     }
@@ -182,6 +186,7 @@ impl Settings {
             ),
             row("resume", &self.resume, yes_no, "yes"),
             row("fsync", &self.fsync, yes_no, "yes"),
+            row("share-login", &self.share_login, yes_no, "yes"),
             row(
                 "chunk-size",
                 &self.chunk_size,

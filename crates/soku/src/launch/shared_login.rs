@@ -248,12 +248,16 @@ fn private_dir(dir: &Path) -> Result<(), NotShared> {
 
 /// 24 hex digits of BLAKE3 over the program, `ssh -G`'s output, this process's network
 /// namespace and user id: equal only for copies that would log in the same way from
-/// the same place.
+/// the same place. The log level (`-v`, `-q`) is left out: it changes how ssh talks
+/// to the user, not where it logs in.
 fn socket_name(program: &str, config: &str) -> String {
     let netns = std::fs::metadata("/proc/self/ns/net").map(|md| md.ino()).unwrap_or(0);
     let uid = rustix::process::geteuid().as_raw();
     let mut hasher = blake3::Hasher::new();
-    hasher.update(program.as_bytes()).update(&[0]).update(config.as_bytes());
+    hasher.update(program.as_bytes()).update(&[0]);
+    for line in config.lines().filter(|line| !line.starts_with("loglevel ")) {
+        hasher.update(line.as_bytes()).update(b"\n");
+    }
     hasher.update(&netns.to_le_bytes()).update(&uid.to_le_bytes());
     let hex = hasher.finalize().to_hex();
     hex[..24].to_string()
@@ -327,6 +331,7 @@ mod tests {
         let b = socket_name("ssh", "hostname a\nport 2222\n");
         assert_ne!(a, b);
         assert_eq!(a, socket_name("ssh", "hostname a\nport 22\n"));
+        assert_eq!(a, socket_name("ssh", "hostname a\nloglevel DEBUG1\nport 22\n"), "-v shares");
         assert_eq!(a.len(), 24);
         assert!(a.bytes().all(|c| c.is_ascii_hexdigit()));
     }
