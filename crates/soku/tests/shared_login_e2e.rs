@@ -1,16 +1,20 @@
 //! Copies that follow each other share one ssh login (`crates/soku/src/launch/shared_login.rs`),
 //! through a real sshd on loopback: the second copy logs in no more (sshd's own log
-//! counts the logins), `-o ControlMaster=no` turns sharing off, and a master that does
-//! not answer (stopped with SIGSTOP, as one whose network went away) costs a warning
-//! and a fresh login, not a hang.
+//! counts the logins), `--no-share-login` and `-o ControlMaster=no` turn sharing off, a
+//! master that does not answer (stopped with SIGSTOP, as one whose network went away)
+//! costs a warning and a fresh login, not a hang, and a master that refuses a session
+//! (sshd's `MaxSessions`) leaves the copy to log in on its own, without ssh's notes
+//! about it.
 
 mod common;
 
+use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{assert_same_file, data, write, Env};
+use soku_testkit::Sshd;
 
 /// The masters' sockets of one test: each is told to exit when the test ends, however
 /// it ends (a master outlives the copy that made it by a minute).
@@ -138,4 +142,46 @@ fn a_master_that_does_not_answer_costs_a_fresh_login_not_a_hang() {
     // 5 s for the hello, at most 5 s for `ssh -O stop`, then a login on loopback.
     assert!(took < Duration::from_secs(30), "took {took:?}");
     assert!(masters.sockets().is_empty(), "the silent master's socket is gone");
+}
+
+#[test]
+fn a_master_that_refuses_a_session_leaves_the_copy_to_log_in_alone() {
+    // One session per connection: while a copy holds the master's session, sshd
+    // refuses the next one there.
+    let mut sshd = None;
+    for _ in 0..5 {
+        let mut cmd = Command::new("/usr/sbin/sshd");
+        cmd.args(["-o", "MaxSessions=1"]);
+        if let Ok(started) = Sshd::start_at(cmd, Ipv4Addr::LOCALHOST, soku_testkit::free_port()) {
+            sshd = Some(started);
+            break;
+        }
+    }
+    let env = Env::with_sshd(sshd.expect("sshd with MaxSessions=1"));
+    std::fs::create_dir_all(env.path("run")).expect("run dir");
+    let masters = Masters::new(&env);
+
+    // The first copy, slowed to about 3 s (8 MiB at 20 Mbit/s), holds the session.
+    let slow = env.src().join("slow.bin");
+    write(&slow, &data(8 << 20, 5));
+    let mut first = env.soku();
+    first.env("XDG_RUNTIME_DIR", env.path("run")).args(["-l", "20000"]);
+    first.arg(&slow).arg(env.remote(&env.dst()));
+    let first = first.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped());
+    let first = first.spawn().expect("first copy");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while masters.sockets().is_empty() {
+        assert!(Instant::now() < deadline, "no master within 20 s");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+
+    let out = upload(&env, "second.bin", &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let first = first.wait_with_output().expect("first copy ends");
+    assert!(first.status.success(), "{}", String::from_utf8_lossy(&first.stderr));
+    assert_same_file(&slow, &env.dst().join("slow.bin"));
+    assert_eq!(logins(&env), 2, "the second copy logged in on its own\n{}", env.sshd.log());
+    for line in stderr.lines() {
+        assert!(!line.contains("mux_client") && !line.contains("ControlSocket"), "{stderr}");
+    }
 }

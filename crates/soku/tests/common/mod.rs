@@ -27,7 +27,11 @@ pub struct Env {
 impl Env {
     /// Starts sshd and makes the temp dir with empty `src/` and `dst/`.
     pub fn new() -> Env {
-        let sshd = Sshd::start();
+        Env::with_sshd(Sshd::start())
+    }
+
+    /// The same around an sshd the test started its own way.
+    pub fn with_sshd(sshd: Sshd) -> Env {
         let dir = tempfile::Builder::new().prefix("soku-e2e-").tempdir().expect("temp dir");
         std::fs::create_dir(dir.path().join("src")).expect("mkdir src");
         std::fs::create_dir(dir.path().join("dst")).expect("mkdir dst");
