@@ -23,6 +23,7 @@ use tokio::process::{Child, ChildStdin};
 pub use self::choose::TransportMode;
 use self::choose::{Chosen, Offer};
 use crate::exit::Exit;
+use crate::launch::Forward;
 use crate::policing;
 
 /// A QUIC connection and the endpoint that made it.
@@ -128,9 +129,7 @@ impl Session {
         let (Some(mut stdin), Some(mut stdout)) = (child.stdin.take(), child.stdout.take()) else {
             anyhow::bail!("internal: child pipes missing");
         };
-        if let Some(stderr) = child.stderr.take() {
-            crate::launch::forward_stderr(stderr);
-        }
+        let stderr = child.stderr.take().map(Forward::start);
         let identity = Identity::generate()?;
         let want_direct = opts.mode != TransportMode::Ssh;
         let mut hello = MAGIC.to_vec();
@@ -156,7 +155,7 @@ impl Session {
         };
         let (server_hello, leftover) = match found {
             Ok(found) => found,
-            Err(err) => return Err(explain_startup_failure(&mut child, err).await),
+            Err(err) => return Err(explain_startup_failure(&mut child, stderr, err).await),
         };
         // The newest version both speak; with one version there is nothing to switch on.
         server_hello.negotiate().map_err(|e| Exit::connection(e.to_string()))?;
@@ -381,6 +380,8 @@ impl Session {
 
     async fn close_with(self, link: Link, summary: bool) -> anyhow::Result<Option<ServerSummary>> {
         let Session { mut child, ssh_stdin, quic, ssh_watch, summary: said, .. } = self;
+        // Over QUIC or TCP the data did not travel in the ssh channel.
+        let off_channel = ssh_watch.is_some();
         // Without a report nothing waits for the watch: it is stopped at once.
         let ssh_watch = match ssh_watch {
             Some(watch) if !summary => {
@@ -400,6 +401,16 @@ impl Session {
             quic.conn.close(0u32.into(), b"done");
         }
         drop(ssh_stdin);
+        if off_channel && !summary {
+            // The job is done and verified at the target, and nothing more is read from
+            // ssh: the user does not wait for ssh to end, one round trip after our close
+            // (the server exits on it, or once the ssh channel ends, then sshd tells ssh).
+            // ssh ends by itself meanwhile; dropping `child` would kill it, and an ssh
+            // killed mid-goodbye leaves the server to find the channel broken instead.
+            std::mem::forget(child);
+            drop(quic);
+            return Ok(None);
+        }
         match tokio::time::timeout(Duration::from_secs(10), child.wait()).await {
             Ok(_) => {}
             Err(_) => {
@@ -515,11 +526,19 @@ struct StartupEof {
     noise: String,
 }
 
-async fn explain_startup_failure(child: &mut Child, err: anyhow::Error) -> anyhow::Error {
+async fn explain_startup_failure(
+    child: &mut Child,
+    stderr: Option<Forward>,
+    err: anyhow::Error,
+) -> anyhow::Error {
     if err.downcast_ref::<StartupEof>().is_none() {
         return Exit::connection(format!("remote soku did not start properly: {err:#}")).into();
     }
     let status = tokio::time::timeout(Duration::from_secs(10), child.wait()).await;
+    // ssh's own message goes first: ours points at it.
+    if let Some(stderr) = stderr {
+        stderr.drain().await;
+    }
     let code = status.ok().and_then(|s| s.ok()).and_then(|s| s.code());
     let message = match code {
         Some(127) => "the remote host has no `soku` on its PATH: install soku there, \

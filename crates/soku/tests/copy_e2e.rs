@@ -33,6 +33,35 @@ fn upload_one_file() {
     assert_no_part_files(&env.dst());
 }
 
+/// The command returns once the copy is verified at the target, not when ssh has said
+/// goodbye (a round trip later on a real path). Here the "ssh" (`-S`) lingers 4 s after
+/// its session: the copy, its output captured to the end as a script would
+/// (`Command::output` waits until every writer of the pipes is gone), still returns well
+/// before that, and the wrapper's late line never reaches the caller.
+#[test]
+fn the_command_does_not_wait_for_ssh_to_say_goodbye() {
+    let env = Env::new();
+    let src = env.src().join("one.bin");
+    write(&src, &data(100 * 1024, 3));
+    let lingering = env.path("lingering-ssh");
+    std::fs::write(&lingering, "#!/bin/sh\nssh \"$@\"\nsleep 4\necho ssh lingered >&2\n")
+        .expect("write wrapper");
+    chmod(&lingering, 0o755);
+    let started = std::time::Instant::now();
+    let out = env.ok(env
+        .soku()
+        .arg("--no-share-login")
+        .arg("-S")
+        .arg(&lingering)
+        .arg(&src)
+        .arg(env.remote(&env.dst())));
+    let took = started.elapsed();
+    assert_same_file(&src, &env.dst().join("one.bin"));
+    assert!(took < std::time::Duration::from_secs(4), "waited for ssh's end: {took:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("ssh lingered"), "{stderr}");
+}
+
 /// A source rewritten in place while ssh logs in, after soku hashed it ahead and with its
 /// modification time set back, is sent with its new bytes: its change time tells the
 /// sender that the early hashes are stale (`transfer::ahead`). The ProxyCommand does the

@@ -3,13 +3,15 @@
 //! share one login per host while they follow each other (`shared_login.rs`).
 
 mod shared_login;
+mod stderr;
 
 use std::process::Stdio;
 use std::time::Duration;
 
 use tokio::process::Command;
 
-pub use self::shared_login::{forward_stderr, NotShared, SharedLogin};
+pub use self::shared_login::{NotShared, SharedLogin};
+pub use self::stderr::Forward;
 use crate::cli::SshArgs;
 use crate::spec::Remote;
 
@@ -132,8 +134,8 @@ impl Launcher {
     /// after a lost connection logs in afresh, not through a shared login's master,
     /// and gives up on an unreachable host after [`RECONNECT_TIMEOUT`] instead of the
     /// kernel's two minutes (an earlier `ConnectTimeout` of the user's wins: ssh takes
-    /// the first value it is given). Through a shared login ssh's error output comes
-    /// piped, for [`forward_stderr`].
+    /// the first value it is given). The child's error output comes piped, for
+    /// [`Forward`].
     pub fn command(
         &self,
         remote: Option<&Remote>,
@@ -141,7 +143,6 @@ impl Launcher {
         reconnect: bool,
     ) -> anyhow::Result<Command> {
         let serve_words = serve.words();
-        let mut stderr = Stdio::inherit();
         let mut cmd = match (self, remote) {
             (Launcher::Ssh { program, options, shared }, Some(remote)) => {
                 let mut cmd = Command::new(program);
@@ -150,7 +151,6 @@ impl Launcher {
                     cmd.arg(format!("-oConnectTimeout={}", RECONNECT_TIMEOUT.as_secs()));
                 } else if let Some(shared) = shared {
                     cmd.args(shared.ssh_options());
-                    stderr = Stdio::piped();
                 }
                 cmd.arg("--").arg(remote.destination());
                 cmd.arg(shell_quote_all(&serve_words));
@@ -172,7 +172,7 @@ impl Launcher {
                 cmd
             }
         };
-        cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(stderr);
+        cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
         cmd.kill_on_drop(true);
         Ok(cmd)
     }

@@ -24,15 +24,14 @@
 //!   path that failed may be the master's own).
 //! - A master refusing another session (sshd's `MaxSessions`, 10 by default) makes ssh
 //!   log in on its own; [`is_multiplexing_chatter`] keeps its notes about that off the
-//!   user's terminal.
+//!   user's terminal (`stderr.rs`).
 
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::process::{ChildStderr, Command};
+use tokio::process::Command;
 
 /// How long the master stays after its last session ends.
 pub const PERSIST: Duration = Duration::from_secs(60);
@@ -270,21 +269,6 @@ pub fn is_multiplexing_chatter(line: &str) -> bool {
         || line.starts_with("muxclient")
         || line.starts_with("ControlSocket ")
         || line.starts_with("Control socket ")
-}
-
-/// Copies ssh's error output to ours, line by line, without [`is_multiplexing_chatter`].
-/// A master may keep the pipe open after the copy ends (with `-v` it logs to it), so
-/// this task is never waited for.
-pub fn forward_stderr(stderr: ChildStderr) {
-    tokio::spawn(async move {
-        let mut lines = BufReader::new(stderr).lines();
-        let mut out = tokio::io::stderr();
-        while let Ok(Some(line)) = lines.next_line().await {
-            if !is_multiplexing_chatter(&line) {
-                let _ = out.write_all(format!("{line}\n").as_bytes()).await;
-            }
-        }
-    });
 }
 
 #[cfg(test)]

@@ -1,0 +1,48 @@
+//! The remote end's error output (ssh's own messages, and what the remote shell and
+//! `soku serve` print) reaches the user through a pipe of ours, not as an inherited
+//! descriptor.
+//!
+//! - **The user does not wait on ssh's goodbye.** Once a copy is verified at the
+//!   target, soku exits without waiting for ssh to end (`session.rs`, one round trip
+//!   later). An ssh still holding the caller's own stderr would keep a caller that
+//!   reads it (`$(soku ... 2>&1)`, a test harness, a pipe into `tee`) waiting for that
+//!   round trip anyway; holding our pipe, it delays nobody.
+//! - **ssh's multiplexing notes stay off the terminal** (`shared_login.rs`).
+//! - **Messages come before soku's own verdict**: when ssh fails to start the remote
+//!   end, [`Forward::drain`] lets its lines out before soku says what went wrong.
+
+use std::time::Duration;
+
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::process::ChildStderr;
+use tokio::task::JoinHandle;
+
+use super::shared_login::is_multiplexing_chatter;
+
+/// How long [`Forward::drain`] waits for the pipe to end. A shared login's master may
+/// keep it open (with `-v` it logs to it); what matters has come out by then.
+const DRAIN_PATIENCE: Duration = Duration::from_secs(1);
+
+/// Copies a child's error output to ours, line by line, until the pipe ends.
+pub struct Forward(JoinHandle<()>);
+
+impl Forward {
+    /// Starts copying `stderr`.
+    pub fn start(stderr: ChildStderr) -> Forward {
+        Forward(tokio::spawn(async move {
+            let mut lines = BufReader::new(stderr).lines();
+            let mut out = tokio::io::stderr();
+            while let Ok(Some(line)) = lines.next_line().await {
+                if !is_multiplexing_chatter(&line) {
+                    let _ = out.write_all(format!("{line}\n").as_bytes()).await;
+                }
+            }
+            let _ = out.flush().await;
+        }))
+    }
+
+    /// After the child exited: waits (briefly) until everything it wrote is out.
+    pub async fn drain(self) {
+        let _ = tokio::time::timeout(DRAIN_PATIENCE, self.0).await;
+    }
+}
