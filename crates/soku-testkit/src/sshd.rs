@@ -176,7 +176,13 @@ impl Sshd {
     }
 
     fn stop(&mut self) {
-        // Our own child, by PID; sessions already open end with their clients.
+        // The sessions first, by PID: a client that ended without a goodbye (soku stops
+        // its ssh once a copy is verified) leaves its session to notice the closed
+        // connection, which it never does once the test's namespaces are gone.
+        for session in children_of(self.pid) {
+            let _ = Command::new("kill").arg("-9").arg(session.to_string()).status();
+        }
+        // Our own child, by PID.
         if self.pid != self.child.id() {
             // A wrapper forked the daemon: it is the pid-file PID, also ours.
             let _ = Command::new("kill").arg(self.pid.to_string()).status();
@@ -190,6 +196,24 @@ impl Drop for Sshd {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// The processes whose parent is `pid` (from `/proc/PID/stat`'s fourth field).
+fn children_of(pid: u32) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()))
+        .filter(|&child| {
+            let stat = std::fs::read_to_string(format!("/proc/{child}/stat")).unwrap_or_default();
+            // The command name may hold spaces: the fields after it start after ')'.
+            let ppid = stat
+                .rfind(')')
+                .and_then(|i| stat.get(i + 2..))
+                .and_then(|rest| rest.split(' ').nth(1).and_then(|p| p.parse::<u32>().ok()));
+            ppid == Some(pid)
+        })
+        .collect()
 }
 
 /// Polls until sshd wrote its pid file (it does once it listens) and, on loopback,

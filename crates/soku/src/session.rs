@@ -403,11 +403,12 @@ impl Session {
         drop(ssh_stdin);
         if off_channel && !summary {
             // The job is done and verified at the target, and nothing more is read from
-            // ssh: the user does not wait for ssh to end, one round trip after our close
-            // (the server exits on it, or once the ssh channel ends, then sshd tells ssh).
-            // ssh ends by itself meanwhile; dropping `child` would kill it, and an ssh
-            // killed mid-goodbye leaves the server to find the channel broken instead.
-            std::mem::forget(child);
+            // ssh: the user does not wait for ssh's goodbye, a round trip after our close
+            // (the server exits on it, then sshd tells ssh). Dropping `child` kills ssh:
+            // the server, done already, then exits as its ssh channel ends. Left to end
+            // by itself, an ssh whose path went away meanwhile would linger for as long
+            // as its TCP connection takes to give up.
+            drop(child);
             drop(quic);
             return Ok(None);
         }

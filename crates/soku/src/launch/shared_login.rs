@@ -18,8 +18,9 @@
 //! - **A master that does not answer** (its network went away while it idled) is asked
 //!   to stop listening (`ssh -O stop`; its open sessions go on) once a copy got no hello
 //!   through it within [`ATTACH_TIMEOUT`]; that copy logs in afresh. The master is
-//!   given `ServerAliveInterval` (unless the user set one) so that it ends on its own
-//!   on a dead path.
+//!   given a `ServerAliveInterval` of [`KEEPALIVE`] (unless the user's config sets one;
+//!   `BatchMode`'s implied 300 s does not count) so that it ends on its own within a
+//!   minute on a dead path.
 //! - **Reconnects** after a lost connection log in afresh, without the master (the
 //!   path that failed may be the master's own).
 //! - A master refusing another session (sshd's `MaxSessions`, 10 by default) makes ssh
@@ -187,16 +188,20 @@ impl ResolvedConfig {
     fn parse(config: &str) -> Result<ResolvedConfig, NotShared> {
         let mut control_master = None;
         let mut control_path = false;
-        let mut keepalive_unset = true;
+        let mut keepalive = "0".to_string();
+        let mut batch_mode = false;
         for line in config.lines() {
             let (key, value) = line.split_once(' ').unwrap_or((line, ""));
             match key {
                 "controlmaster" => control_master = Some(value.to_string()),
                 "controlpath" => control_path = !value.is_empty() && value != "none",
-                "serveraliveinterval" => keepalive_unset = value == "0",
+                "serveraliveinterval" => keepalive = value.to_string(),
+                "batchmode" => batch_mode = value == "yes",
                 _ => {}
             }
         }
+        // ssh_config(5): BatchMode sets ServerAliveInterval to 300 unless it is given.
+        let keepalive_unset = keepalive == "0" || batch_mode && keepalive == "300";
         // OpenSSH's -G always prints controlmaster: without it, this is not that ssh.
         let control_master =
             control_master.ok_or_else(|| NotShared::NoConfig("no controlmaster line".into()))?;
@@ -304,6 +309,10 @@ mod tests {
         assert!(ResolvedConfig::parse(path_only).expect("parses").users_own_multiplexing());
         let keepalive = "controlmaster false\nserveraliveinterval 30\n";
         assert!(!ResolvedConfig::parse(keepalive).expect("parses").keepalive_unset);
+        let batch = "controlmaster false\nbatchmode yes\nserveraliveinterval 300\n";
+        assert!(ResolvedConfig::parse(batch).expect("parses").keepalive_unset, "implied");
+        let chosen = "controlmaster false\nbatchmode no\nserveraliveinterval 300\n";
+        assert!(!ResolvedConfig::parse(chosen).expect("parses").keepalive_unset);
 
         let not_openssh = "usage: something else\n";
         assert!(matches!(ResolvedConfig::parse(not_openssh), Err(NotShared::NoConfig(_))));

@@ -2,11 +2,10 @@
 //! `soku serve` print) reaches the user through a pipe of ours, not as an inherited
 //! descriptor.
 //!
-//! - **The user does not wait on ssh's goodbye.** Once a copy is verified at the
-//!   target, soku exits without waiting for ssh to end (`session.rs`, one round trip
-//!   later). An ssh still holding the caller's own stderr would keep a caller that
-//!   reads it (`$(soku ... 2>&1)`, a test harness, a pipe into `tee`) waiting for that
-//!   round trip anyway; holding our pipe, it delays nobody.
+//! - **Nothing of ours outlives the command holding the caller's stderr.** A shared
+//!   login's master stays after the copy (`shared_login.rs`); holding the caller's own
+//!   stderr, it would keep a caller that reads it (`$(soku ... 2>&1)`, a test harness,
+//!   a pipe into `tee`) waiting for a minute.
 //! - **ssh's multiplexing notes stay off the terminal** (`shared_login.rs`).
 //! - **Messages come before soku's own verdict**: when ssh fails to start the remote
 //!   end, [`Forward::drain`] lets its lines out before soku says what went wrong.
