@@ -285,9 +285,18 @@ fn reordering_is_found_in_its_direction() {
         .unwrap_or("");
     assert!(text.starts_with("this host →"), "{text}");
     // QUIC takes packets overtaken by three others for lost; the tags, never resent,
-    // show they arrived: no loss finding for a path that loses nothing.
+    // show they arrived: no loss finding for the direction that reorders and loses
+    // nothing. (The other direction is not asserted on: with the whole suite sharing
+    // two cores, the emulator once lost 0.4 % of it for real, and the diagnosis rightly
+    // said so.)
     let tag_loss = v["facts"]["upload"]["tag_loss"].as_f64();
     assert!(tag_loss.is_some_and(|t| t < 0.005), "upload tag loss {tag_loss:?}");
-    assert!(!has_finding(&v, "random_loss"), "{}", summary(&v));
+    let upload_loss_finding = v["verdict"]["findings"].as_array().is_some_and(|a| {
+        a.iter().any(|f| {
+            f["kind"] == "random_loss"
+                && f["text"].as_str().is_some_and(|t| t.contains("this host →"))
+        })
+    });
+    assert!(!upload_loss_finding, "{}", summary(&v));
     assert_eq!(limit(&v), "link", "{}", summary(&v));
 }
