@@ -7,6 +7,7 @@ use quinn_proto::congestion::{Controller, ControllerFactory};
 
 use crate::hint::HintSlot;
 use crate::model::SokuCc;
+use crate::shared::BoardSlot;
 
 /// Configuration of [`SokuCc`]; the defaults need no tuning.
 ///
@@ -57,6 +58,9 @@ pub struct SokuCcConfig {
     /// ([`crate::resume`], never used in background mode), and background mode itself
     /// (see [`SokuCcConfig::in_background`]). Empty by default.
     pub hint: HintSlot,
+    /// Where the flows on this connection's path share their min RTT
+    /// ([`crate::shared`]); empty (no sharing) by default.
+    pub board: BoardSlot,
 }
 
 impl Default for SokuCcConfig {
@@ -86,6 +90,7 @@ impl Default for SokuCcConfig {
             probe_rtt_duration: Duration::from_millis(200),
             seed: 0x5045_4b55,
             hint: HintSlot::new(),
+            board: BoardSlot::new(),
         }
     }
 }

@@ -22,6 +22,9 @@
 //! - [`resume`]: careful resume (RFC 9959): a connection on a path an earlier copy
 //!   measured jumps to half its bandwidth-delay product, and retreats if the path
 //!   does not carry it.
+//! - [`shared`]: the min RTT that concurrent flows on one path share (RFC 9040
+//!   ensemble sharing), so a flow that starts or probes beside others does not take
+//!   their queue for the path.
 //! - [`model`]: the state machine (startup, drain, probe-bw, probe-rtt) and the
 //!   [`Controller`] implementation.
 //!
@@ -56,9 +59,11 @@ pub mod filters;
 pub mod hint;
 pub mod model;
 pub mod resume;
+pub mod shared;
 pub mod startup_delay;
 
 pub use config::SokuCcConfig;
 pub use hint::{ConnectionHint, HintSlot};
 pub use model::{Mode, SokuCc};
 pub use resume::RememberedPath;
+pub use shared::{BoardSlot, MemoryBoard, MinRttRecord, PathBoard};

@@ -60,6 +60,7 @@ use crate::config::{splitmix64, SokuCcConfig};
 use crate::delivery::{DeliveryTracker, RoundSample};
 use crate::filters::{Direction, WindowedFilter};
 use crate::resume::{CarefulResume, Phase, Verdict};
+use crate::shared::{merge, Merge, MinRttRecord, ALIVE};
 use crate::startup_delay::StartupDelay;
 
 /// quinn's pacer releases the window in bursts of this much time's worth, clamped to
@@ -98,6 +99,9 @@ const FIRST_CRUISE_CHECK: usize = 4;
 /// At most this share of the BDP goes into [`SokuCc::queue_share`], so a flow alone on
 /// a slow link does not queue more than the 1.25 cruise gain it replaces did.
 const QUEUE_SHARE_MAX_BDP: f64 = 0.5;
+/// The shared min RTT ([`crate::shared`]) is looked at no more often than this (a
+/// board between processes is a file).
+const BOARD_SPACING: Duration = Duration::from_millis(100);
 /// Startup ends after this many rounds without 25 % bandwidth growth.
 const FULL_BW_ROUNDS: u32 = 3;
 
@@ -152,6 +156,9 @@ pub struct SokuCc {
     probe_rtt_done: Option<(Instant, u64)>,
     /// Probe-RTT phases finished so far.
     probe_rtts: u32,
+    /// The last round whose data may have left during a probe-RTT (see
+    /// `round_congested`).
+    probe_rtt_last_round: u64,
     /// Probe-RTT phases in a row whose smallest RTT stayed above the min RTT.
     probe_rtts_above: u32,
     probe_rtt_min: Option<Duration>,
@@ -177,6 +184,8 @@ pub struct SokuCc {
     batch_clock: Option<Instant>,
     /// Careful resume from what an earlier copy learned (see [`crate::resume`]).
     resume: CarefulResume,
+    /// When the shared min RTT was last looked at.
+    board_seen: Option<Instant>,
 }
 
 /// Bytes carried in `d` at `bw` bytes/s.
@@ -213,6 +222,7 @@ impl SokuCc {
             since_hi_change: Duration::ZERO,
             probe_rtt_done: None,
             probe_rtts: 0,
+            probe_rtt_last_round: 0,
             probe_rtts_above: 0,
             probe_rtt_min: None,
             round_rates: VecDeque::with_capacity(CYCLE_LEN),
@@ -226,6 +236,7 @@ impl SokuCc {
             last_sent_at: None,
             batch_clock: None,
             resume: CarefulResume::new(config.hint.clone(), !config.background),
+            board_seen: None,
             config,
         }
     }
@@ -476,6 +487,58 @@ impl SokuCc {
         }
     }
 
+    /// Shares the min RTT with the other flows on this path ([`crate::shared`]): takes
+    /// the board's when it is smaller (or the same and newer) and fresh, else writes
+    /// ours. At most every `BOARD_SPACING`, unless `now_anyway` (a probe-RTT just
+    /// ended).
+    fn share_min_rtt(&mut self, now: Instant, now_anyway: bool) {
+        let Some(board) = self.config.board.get() else {
+            return;
+        };
+        let Some(rtt) = self.min_rtt else {
+            return;
+        };
+        let due = self.board_seen.is_none_or(|t| now.saturating_duration_since(t) >= BOARD_SPACING);
+        if !due && !now_anyway {
+            return;
+        }
+        self.board_seen = Some(now);
+        let mine = MinRttRecord { rtt, at: self.min_rtt_stamp, alive: now };
+        let winner = match merge(mine, board.read(), now, self.config.min_rtt_window) {
+            Merge::Adopt(theirs) => {
+                self.min_rtt = Some(theirs.rtt);
+                self.min_rtt_stamp = theirs.at;
+                theirs
+            }
+            Merge::Ours => mine,
+        };
+        // Vouch for it: this flow is running (`shared::ALIVE`).
+        board.write(MinRttRecord { alive: now, ..winner });
+    }
+
+    /// Whether the other flows on this path are still draining in the probe-RTT this one
+    /// is about to end: the shared min RTT expired (which started every flow's probe)
+    /// less than `probe_rtt_duration + 2 min RTT` ago, nobody has published a fresh one,
+    /// and this probe saw more than it (plus a sixteenth, or 1 ms). A flow that
+    /// drained first measures the queue the others still hold (346 ms on a 200 ms path
+    /// in the path simulator) and took that as the path's; it now holds its small
+    /// window until a flow that saw the queue drained publishes, or the grace ends.
+    fn others_still_draining(&self, now: Instant) -> bool {
+        let Some(theirs) = self.config.board.get().and_then(|board| board.read()) else {
+            return false;
+        };
+        if now.saturating_duration_since(theirs.alive) > ALIVE {
+            return false;
+        }
+        let Some(probed) = self.probe_rtt_min else {
+            return false;
+        };
+        let expired = theirs.at + self.config.min_rtt_window;
+        let grace = self.config.probe_rtt_duration + 2 * theirs.rtt;
+        let slack = (theirs.rtt / 16).max(Duration::from_millis(1));
+        probed > theirs.rtt + slack && now > expired && now < expired + grace
+    }
+
     /// Takes the smallest RTT of a probe-RTT phase as the min RTT if it is lower, or if
     /// `min_rtt_raise_probes` phases in a row all saw more (the path got longer).
     ///
@@ -525,13 +588,19 @@ impl SokuCc {
                 // Only samples taken with the queue drained count.
                 self.probe_rtt_min = None;
             }
-            Some((until, round)) if now >= until && self.delivery.round() >= round => {
+            Some((until, round))
+                if now >= until
+                    && self.delivery.round() >= round
+                    && !self.others_still_draining(now) =>
+            {
                 if let Some(m) = self.probe_rtt_min {
                     self.adopt_probe_rtt_min(m);
                 }
                 self.min_rtt_stamp = now;
+                self.share_min_rtt(now, true);
                 self.probe_rtt_done = None;
                 self.probe_rtts = self.probe_rtts.saturating_add(1);
+                self.probe_rtt_last_round = self.delivery.round() + 2;
                 if self.filled_pipe {
                     self.mode = Mode::ProbeBw;
                     self.cycle_index = 2;
@@ -566,6 +635,14 @@ impl SokuCc {
 
     fn round_congested(&self, s: &RoundSample) -> bool {
         if s.lost < MIN_LOSS_PACKETS * self.mtu {
+            return false;
+        }
+        // A round acknowledged in or just after probe-RTT lost what was sent before the
+        // window shrank, and the bound would be cut to the probe's small window: after
+        // probe-RTTs that sharing the min RTT lines up (`crate::shared`), three of four
+        // flows on a 200 ms path were cut to a third of their share that way at once and
+        // the fourth took 60 % of the link (path simulator). The next round judges.
+        if self.mode == Mode::ProbeRtt || s.round <= self.probe_rtt_last_round {
             return false;
         }
         let loss = s.loss_fraction();
@@ -841,6 +918,7 @@ impl Controller for SokuCc {
                 }
             }
         }
+        self.share_min_rtt(now, false);
         self.maybe_enter_probe_rtt(now);
         self.maybe_exit_probe_rtt(now);
         self.update_window();

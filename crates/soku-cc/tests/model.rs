@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use quinn_proto::congestion::{Controller, ControllerFactory};
 use quinn_proto::RttEstimator;
-use soku_cc::{Mode, SokuCc, SokuCcConfig};
+use soku_cc::{BoardSlot, MemoryBoard, MinRttRecord, Mode, PathBoard, SokuCc, SokuCcConfig};
 
 const MTU: u64 = 1200;
 const RTT: Duration = Duration::from_millis(100);
@@ -257,4 +257,39 @@ fn an_ack_stamped_before_its_packet_was_sent_gives_no_rtt_sample() {
     d.cc.on_ack(t - Duration::from_millis(1), t, MTU, false, &d.est);
     d.cc.on_end_acks(t - Duration::from_millis(1), 0, false, Some(d.pn));
     assert_eq!(d.soku().min_rtt(), Some(RTT), "a stamp older than the send became a sample");
+}
+
+/// A driver whose controller shares its min RTT on `board`.
+fn driver_on_board(board: &Arc<MemoryBoard>) -> Driver {
+    let shared: Arc<dyn PathBoard> = board.clone();
+    Driver::new(SokuCcConfig { board: BoardSlot::with(shared), ..SokuCcConfig::default() })
+}
+
+#[test]
+fn a_flow_takes_a_smaller_fresh_min_rtt_from_its_path_board_and_publishes_its_own_otherwise() {
+    // Another copy on this path saw 80 ms a moment ago: ours (100 ms, with that copy's
+    // queue in it) gives way to it, stamp and all.
+    let board = Arc::new(MemoryBoard::new());
+    let mut d = driver_on_board(&board);
+    let theirs = MinRttRecord { rtt: Duration::from_millis(80), at: d.now, alive: d.now };
+    board.write(theirs);
+    d.round(10, 0, false);
+    assert_eq!(d.soku().min_rtt(), Some(Duration::from_millis(80)));
+    let kept = board.read().expect("a record");
+    assert_eq!((kept.rtt, kept.at), (theirs.rtt, theirs.at), "the smaller record stays");
+    assert!(kept.alive > theirs.alive, "and this flow vouched for it");
+
+    // A record older than the min-RTT window says nothing about the path now: ours goes up.
+    let board = Arc::new(MemoryBoard::new());
+    let mut d = driver_on_board(&board);
+    let stale = d.now.checked_sub(Duration::from_secs(11)).expect("a clock 11 s in");
+    board.write(MinRttRecord { rtt: Duration::from_millis(80), at: stale, alive: d.now });
+    d.round(10, 0, false);
+    assert_eq!(d.soku().min_rtt(), Some(RTT));
+    assert_eq!(board.read().map(|r| r.rtt), Some(RTT));
+
+    // Without a board, nothing is shared.
+    let mut d = Driver::new(SokuCcConfig::default());
+    d.round(10, 0, false);
+    assert_eq!(d.soku().min_rtt(), Some(RTT));
 }

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use quinn::congestion::ControllerFactory;
 use quinn::{AckFrequencyConfig, MtuDiscoveryConfig, TransportConfig, VarInt};
-use soku_cc::{HintSlot, SokuCcConfig};
+use soku_cc::{BoardSlot, HintSlot, SokuCcConfig};
 
 use crate::Cipher;
 
@@ -25,6 +25,9 @@ pub struct TransportOptions {
     /// What the congestion controller learns late: the path memory for careful resume
     /// (`soku_cc::resume`) and background mode; may be filled after the endpoint is up.
     pub hint: HintSlot,
+    /// Where the controller shares its min RTT with the other copies on the same path
+    /// (`soku_cc::shared`); filled once the peer's address is known, empty: no sharing.
+    pub board: BoardSlot,
 }
 
 /// Connection-level receive window: 64 MiB, the next power of two above the 37.5 MB BDP.
@@ -153,6 +156,7 @@ pub fn congestion_factory(opts: &TransportOptions) -> Arc<dyn ControllerFactory 
     let cc = SokuCcConfig {
         rate_cap_bps: opts.rate_limit_bps,
         hint: opts.hint.clone(),
+        board: opts.board.clone(),
         ..SokuCcConfig::default()
     };
     Arc::new(cc)

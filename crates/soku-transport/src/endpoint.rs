@@ -114,6 +114,17 @@ pub async fn connect(
 /// Waits for the next client and its handshake. A client with the wrong certificate
 /// fails with [`TransportError::Handshake`]; the caller may simply wait again.
 pub async fn accept(endpoint: &Endpoint) -> Result<quinn::Connection, TransportError> {
+    accept_with(endpoint, |_| {}).await
+}
+
+/// [`accept`], telling `peer_seen` the client's address before the connection (and so
+/// its congestion controller) is made: the controller's board
+/// ([`TransportOptions::board`](crate::TransportOptions::board)) is named after it.
+pub async fn accept_with(
+    endpoint: &Endpoint,
+    peer_seen: impl FnOnce(SocketAddr),
+) -> Result<quinn::Connection, TransportError> {
     let incoming = endpoint.accept().await.ok_or(TransportError::EndpointClosed)?;
+    peer_seen(incoming.remote_address());
     Ok(incoming.await?)
 }

@@ -35,7 +35,7 @@
 //!   datagrams stream in, so the receiver wakes once per batch, not per datagram.
 //! - `tcp_gauge.rs`: [`Gauged`], the kernel's TCP chronographs ([`SendTimes`]) read
 //!   from a stream as it writes.
-//! - `endpoint.rs`: [`server_endpoint`], [`client_endpoint`], [`connect`], [`accept`].
+//! - `endpoint.rs`: [`server_endpoint`], [`client_endpoint`], [`connect`], [`accept`], [`accept_with`].
 //! - `error.rs`: [`TransportError`].
 
 mod cipher;
@@ -57,7 +57,7 @@ pub use config::{
     congestion_factory, transport_config, TransportOptions, BULK_BUDGET, RECEIVE_WINDOW,
     STREAM_RECEIVE_WINDOW,
 };
-pub use endpoint::{accept, client_endpoint, connect, server_endpoint};
+pub use endpoint::{accept, accept_with, client_endpoint, connect, server_endpoint};
 pub use error::TransportError;
 pub use identity::{Fingerprint, Identity};
 pub use pinning::ClientPin;
@@ -66,7 +66,7 @@ pub use socket::{net_core_sysctl, udp_buffers, SocketReport, REQUESTED_BUFFER, W
 pub use soku_cc::resume::Phase as ResumePhase;
 /// The congestion controller's phases, as [`PathModel::phase`] reports them.
 pub use soku_cc::Mode as CcPhase;
-pub use soku_cc::{ConnectionHint, HintSlot, RememberedPath};
+pub use soku_cc::{BoardSlot, ConnectionHint, HintSlot, MinRttRecord, PathBoard, RememberedPath};
 pub use tcp::{
     Handshaker, TcpConnector, TcpReport, TcpServer, TlsClientStream, TlsServerStream,
     HANDSHAKE_TIMEOUT, TCP_BUFFER,

@@ -6,7 +6,7 @@
 use std::net::{IpAddr, SocketAddr};
 use std::ops::RangeInclusive;
 
-use soku_transport::{ClientPin, HintSlot, Identity, TcpServer, TransportOptions};
+use soku_transport::{ClientPin, Identity, TcpServer, TransportOptions};
 
 /// Parses `LO-HI` (or a single port) for clap.
 pub fn parse_range(s: &str) -> Result<RangeInclusive<u16>, String> {
@@ -36,9 +36,8 @@ pub fn bind(
     range: Option<RangeInclusive<u16>>,
     identity: &Identity,
     pin: &ClientPin,
-    hint: &HintSlot,
+    opts: &TransportOptions,
 ) -> Bound {
-    let opts = TransportOptions { hint: hint.clone(), ..TransportOptions::default() };
     let mut warnings = Vec::new();
     // Port 0 alone: the kernel picks.
     let candidates: Vec<u16> = range.clone().map_or_else(|| vec![0], |r| r.collect());
@@ -49,7 +48,7 @@ pub fn bind(
             SocketAddr::new(ip, port),
             identity,
             pin.clone(),
-            &opts,
+            opts,
         ) {
             Ok((endpoint, report)) => {
                 warnings.extend(report.warning);
@@ -65,7 +64,7 @@ pub fn bind(
     let mut tcp = None;
     let mut tcp_error = None;
     for port in tcp_candidates {
-        match TcpServer::bind(SocketAddr::new(ip, port), identity, pin.clone(), &opts) {
+        match TcpServer::bind(SocketAddr::new(ip, port), identity, pin.clone(), opts) {
             Ok(server) => {
                 tcp = Some(server);
                 break;
@@ -113,7 +112,7 @@ mod tests {
             })
             .unwrap();
         let range = base..=base + 20;
-        let bound = bind(ip, Some(range.clone()), &identity, &pin, &HintSlot::new());
+        let bound = bind(ip, Some(range.clone()), &identity, &pin, &TransportOptions::default());
         let quic = bound.quic.expect("quic").local_addr().unwrap().port();
         let tcp = bound.tcp.expect("tcp").local_addr().unwrap().port();
         assert!(range.contains(&quic) && range.contains(&tcp), "{quic} {tcp} in {range:?}");

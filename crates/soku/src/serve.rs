@@ -7,7 +7,7 @@
 //! path the client chose.
 //! It exits when the job is done or the ssh channel closes.
 
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -19,7 +19,9 @@ use soku_proto::message::{Job, Message};
 use soku_proto::path::{Target, TargetError};
 use soku_proto::receive::Receiver;
 use soku_proto::{MAGIC, PROTOCOL_VERSIONS};
-use soku_transport::{ClientPin, ConnectionHint, Fingerprint, HintSlot, Identity};
+use soku_transport::{
+    BoardSlot, ClientPin, ConnectionHint, Fingerprint, HintSlot, Identity, TransportOptions,
+};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 
 use soku_engine::ahead::Walked;
@@ -30,7 +32,7 @@ use soku_engine::{CopyOptions, LinkError, Role};
 use crate::cli::ServeArgs;
 use crate::ports::{self, Bound};
 use crate::report::ServerSampler;
-use crate::{policing, tcp_path};
+use crate::{path_board, policing, tcp_path};
 
 /// How long the server waits for the client's QUIC handshake or TCP connections after
 /// offering them.
@@ -56,9 +58,16 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     // Filled from the client's hello: its path memory on a download (see
     // `path_memory.rs`), and `--background`.
     let hint = HintSlot::new();
+    // Named after the client's address once it connects (see `path_board.rs`).
+    let board = BoardSlot::new();
+    let transport = TransportOptions {
+        hint: hint.clone(),
+        board: board.clone(),
+        ..TransportOptions::default()
+    };
     let ip = server_addr.unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED));
     let Bound { quic: endpoint, tcp, warnings } =
-        ports::bind(ip, args.ports.clone(), &identity, &client_pin, &hint);
+        ports::bind(ip, args.ports.clone(), &identity, &client_pin, &transport);
     let udp_port = match &endpoint {
         Some(endpoint) => endpoint.local_addr()?.port(),
         None => 0,
@@ -108,7 +117,9 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     // incoming connection is accepted, and the client decides after its handshake.
     let accepting = endpoint.clone().map(|endpoint| {
         tokio::spawn(async move {
-            tokio::time::timeout(ACCEPT_TIMEOUT, soku_transport::accept(&endpoint)).await
+            let share = |peer: SocketAddr| path_board::share_on(&board, peer.ip());
+            tokio::time::timeout(ACCEPT_TIMEOUT, soku_transport::accept_with(&endpoint, share))
+                .await
         })
     });
     // The client may connect over TCP meanwhile too (it tries both at once); the

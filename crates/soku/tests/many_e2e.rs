@@ -4,9 +4,10 @@
 //! arrive intact. How evenly the copies sharing a direction share it is printed: each
 //! one's rate over the time all of them were running (from the last one's first
 //! verified bytes to the first one's end) against their mean. The target is within 20 %
-//! of the mean; it is not reached reliably yet (see
-//! bench/results/2026-11-24/many-at-once), so it is reported, not asserted. Every copy
-//! must stay on QUIC: a full shared queue is not a UDP rate limit.
+//! of the mean, reported; the test fails beyond 50 %, which copies that did not share
+//! their min RTT (`soku_cc::shared`) reached in a third of the runs (see
+//! bench/results/2026-11-25/many-at-once). Every copy must stay on QUIC: a full shared
+//! queue is not a UDP rate limit.
 
 mod common;
 
@@ -108,6 +109,11 @@ fn eight_copies_at_once_in_both_directions_all_arrive_intact() {
         let worst = rates.iter().map(|r| (r - mean).abs() / mean).fold(0.0, f64::max);
         eprintln!("  {way}s: the furthest from the mean is {:.0} % off it", worst * 100.0);
         assert!(rates.iter().all(|r| *r > 0.0), "every {way} made progress while all ran");
+        // The target is 20 %, met in 31 of 32 figures of sixteen runs on an idle machine
+        // (the other: 33 %). Before the copies shared their min RTT, 3 of 6 runs had a
+        // direction beyond 50 % (up to 191 %): this bound catches that, with room for a
+        // loaded CI machine (bench/results/2026-11-25/many-at-once).
+        assert!(worst <= 0.5, "a {way} was {:.0} % off the mean share", worst * 100.0);
     }
 }
 

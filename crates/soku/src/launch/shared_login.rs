@@ -27,12 +27,13 @@
 //!   log in on its own; [`is_multiplexing_chatter`] keeps its notes about that off the
 //!   user's terminal (`stderr.rs`).
 
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 
 use tokio::process::Command;
+
+use crate::private_dir::{netns_id, soku_runtime_dir};
 
 /// How long the master stays after its last session ends.
 pub const PERSIST: Duration = Duration::from_secs(60);
@@ -96,7 +97,7 @@ impl SharedLogin {
         if settings.users_own_multiplexing() {
             return Err(NotShared::UsersOwn);
         }
-        let dir = socket_dir()?;
+        let dir = soku_runtime_dir("ssh").map_err(NotShared::NoPlace)?;
         let socket = dir.join(socket_name(program, &config));
         if socket.as_os_str().len() > MAX_SOCKET_PATH {
             return Err(NotShared::NoPlace(format!("{} is too long", socket.display())));
@@ -215,47 +216,12 @@ impl ResolvedConfig {
     }
 }
 
-/// `$XDG_RUNTIME_DIR/soku/ssh`, else `$XDG_CACHE_HOME/soku/ssh` (`~/.cache/soku/ssh`):
-/// made private to this user, and refused if someone else could write to it.
-fn socket_dir() -> Result<PathBuf, NotShared> {
-    let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
-    let base = var("XDG_RUNTIME_DIR")
-        .or_else(|| var("XDG_CACHE_HOME"))
-        .or_else(|| var("HOME").map(|home| home.join(".cache")))
-        .ok_or_else(|| {
-            NotShared::NoPlace("no $XDG_RUNTIME_DIR, $XDG_CACHE_HOME or $HOME".into())
-        })?;
-    let dir = base.join("soku").join("ssh");
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(&dir)
-        .map_err(|e| NotShared::NoPlace(format!("{}: {e}", dir.display())))?;
-    private_dir(&dir)?;
-    Ok(dir)
-}
-
-/// Refuses a directory that is not this user's or that others may write to (another
-/// user could then put a socket of theirs where ssh looks for ours).
-fn private_dir(dir: &Path) -> Result<(), NotShared> {
-    let md = std::fs::symlink_metadata(dir)
-        .map_err(|e| NotShared::NoPlace(format!("{}: {e}", dir.display())))?;
-    let mine = md.uid() == rustix::process::geteuid().as_raw();
-    if !md.is_dir() || !mine || md.permissions().mode() & 0o022 != 0 {
-        return Err(NotShared::NoPlace(format!(
-            "{} is not a directory of this user's that only it can write to",
-            dir.display()
-        )));
-    }
-    Ok(())
-}
-
 /// 24 hex digits of BLAKE3 over the program, `ssh -G`'s output, this process's network
 /// namespace and user id: equal only for copies that would log in the same way from
 /// the same place. The log level (`-v`, `-q`) is left out: it changes how ssh talks
 /// to the user, not where it logs in.
 fn socket_name(program: &str, config: &str) -> String {
-    let netns = std::fs::metadata("/proc/self/ns/net").map(|md| md.ino()).unwrap_or(0);
+    let netns = netns_id();
     let uid = rustix::process::geteuid().as_raw();
     let mut hasher = blake3::Hasher::new();
     hasher.update(program.as_bytes()).update(&[0]);
@@ -327,17 +293,6 @@ mod tests {
         assert_eq!(a, socket_name("ssh", "hostname a\nloglevel DEBUG1\nport 22\n"), "-v shares");
         assert_eq!(a.len(), 24);
         assert!(a.bytes().all(|c| c.is_ascii_hexdigit()));
-    }
-
-    #[test]
-    fn a_directory_others_can_write_to_is_refused() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700))
-            .expect("chmod");
-        assert!(private_dir(dir.path()).is_ok());
-        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777))
-            .expect("chmod");
-        assert!(matches!(private_dir(dir.path()), Err(NotShared::NoPlace(_))));
     }
 
     #[test]

@@ -7,11 +7,14 @@
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
-use soku_transport::{Fingerprint, Identity, SocketReport, TcpConnector, TcpReport};
+use soku_transport::{
+    Fingerprint, Identity, SocketReport, TcpConnector, TcpReport, TransportOptions,
+};
 use tokio::time::Instant;
 
 use super::race::{race, Goal};
 use super::SessionOptions;
+use crate::path_board;
 use crate::tcp_path::{self, TcpConnections};
 
 /// How long QUIC may still take once TCP has connected, beyond the time TCP took. A
@@ -173,9 +176,11 @@ async fn try_quic(
     }
     let goal = Goal { what: "QUIC handshake", hint: " (UDP blocked?)" };
     let attempt = |addr: SocketAddr| {
-        let made =
-            soku_transport::client_endpoint(addr, offer.identity, offer.server, &opts.transport)
-                .map_err(|e| e.to_string());
+        // The controller shares its min RTT with the other copies to this address.
+        let transport =
+            TransportOptions { board: path_board::slot_for(addr.ip()), ..opts.transport.clone() };
+        let made = soku_transport::client_endpoint(addr, offer.identity, offer.server, &transport)
+            .map_err(|e| e.to_string());
         async move {
             let (endpoint, report) = made?;
             let conn = soku_transport::connect(&endpoint, addr)

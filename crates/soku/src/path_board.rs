@@ -1,0 +1,215 @@
+//! The board where concurrent copies from this host to one peer share the path's min
+//! RTT (the controller's side and the reasons are in `soku_cc::shared`): a 32-byte file
+//! per peer address and network namespace, under `$XDG_RUNTIME_DIR/soku/paths-now`
+//! (else `~/.cache/soku/paths-now`), read and written in place with `pread`/`pwrite`
+//! at most ten times a second per copy.
+//!
+//! The file holds the min RTT, when it was measured and when a running copy last wrote
+//! it, on the system's monotonic clock (`CLOCK_MONOTONIC`, the clock
+//! `std::time::Instant` reads on Linux, the same for every process of one boot), and a
+//! check word: a torn or foreign record reads as empty. A file that cannot be made or read only costs the sharing: a copy never fails
+//! for it.
+
+use std::fs::{File, OpenOptions};
+use std::net::IpAddr;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use soku_transport::{BoardSlot, MinRttRecord, PathBoard};
+
+use crate::private_dir::{netns_id, soku_runtime_dir};
+
+/// The directory's name under soku's runtime directory.
+const DIR: &str = "paths-now";
+/// More files than this in the directory, and those untouched for [`STALE`] go.
+const TIDY_ABOVE: usize = 256;
+const STALE: Duration = Duration::from_secs(24 * 3600);
+/// Mixed into the check word, so a file of other contents never reads as a record.
+const CHECK_SALT: u64 = 0x736f_6b75_5f62_7264;
+
+/// A board in a file, for one peer address.
+#[derive(Debug)]
+pub struct FileBoard {
+    file: File,
+    /// `Instant` and the monotonic clock read together, to map one to the other.
+    anchor: (Instant, Duration),
+}
+
+impl FileBoard {
+    /// The board for copies from this namespace to `peer`, or why there is none (for
+    /// `-v`).
+    pub fn open(peer: IpAddr) -> Result<Arc<dyn PathBoard>, String> {
+        let dir = soku_runtime_dir(DIR)?;
+        tidy(&dir);
+        Self::open_in(&dir, peer).map(|board| Arc::new(board) as Arc<dyn PathBoard>)
+    }
+
+    fn open_in(dir: &Path, peer: IpAddr) -> Result<FileBoard, String> {
+        let path = dir.join(board_name(peer));
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&path)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        Ok(FileBoard { file, anchor: (Instant::now(), monotonic_now()) })
+    }
+
+    fn clock_at(&self, at: Instant) -> Duration {
+        let (instant, clock) = self.anchor;
+        match at.checked_duration_since(instant) {
+            Some(later) => clock + later,
+            None => clock.saturating_sub(instant - at),
+        }
+    }
+
+    fn instant_at(&self, at: Duration) -> Option<Instant> {
+        let (instant, clock) = self.anchor;
+        match at.checked_sub(clock) {
+            Some(later) => instant.checked_add(later),
+            None => instant.checked_sub(clock - at),
+        }
+    }
+}
+
+impl PathBoard for FileBoard {
+    fn read(&self) -> Option<MinRttRecord> {
+        let mut bytes = [0u8; RECORD_LEN];
+        self.file.read_exact_at(&mut bytes, 0).ok()?;
+        let [rtt, at, alive] = decode(&bytes)?;
+        Some(MinRttRecord { rtt, at: self.instant_at(at)?, alive: self.instant_at(alive)? })
+    }
+
+    fn write(&self, record: MinRttRecord) {
+        let bytes = encode([record.rtt, self.clock_at(record.at), self.clock_at(record.alive)]);
+        // Best effort: a record that did not make it is written again next time.
+        let _ = self.file.write_all_at(&bytes, 0);
+    }
+}
+
+/// Fills `slot` with the board for `peer`; leaves it empty (no sharing) when there is no
+/// place for one.
+pub fn share_on(slot: &BoardSlot, peer: IpAddr) {
+    if let Ok(board) = FileBoard::open(peer) {
+        slot.set(board);
+    }
+}
+
+/// A slot holding the board for `peer`, or an empty one.
+pub fn slot_for(peer: IpAddr) -> BoardSlot {
+    let slot = BoardSlot::new();
+    share_on(&slot, peer);
+    slot
+}
+
+/// The file's name: 24 hex digits of BLAKE3 over the peer's address, this network
+/// namespace and the user id.
+fn board_name(peer: IpAddr) -> String {
+    let uid = rustix::process::geteuid().as_raw();
+    let mut hasher = blake3::Hasher::new();
+    hasher.update(b"soku path board 1\0").update(peer.to_string().as_bytes()).update(&[0]);
+    hasher.update(&netns_id().to_le_bytes()).update(&uid.to_le_bytes());
+    hasher.finalize().to_hex()[..24].to_string()
+}
+
+/// The record: min RTT, measured at, alive at (nanoseconds, the last two on the
+/// monotonic clock), then the check word; little-endian `u64`s.
+const RECORD_LEN: usize = 32;
+
+fn check_word(words: [u64; 3]) -> u64 {
+    let mixed = words[0].rotate_left(17) ^ words[1].rotate_left(31) ^ words[2] ^ CHECK_SALT;
+    mixed.wrapping_mul(0x9E37_79B9_7F4A_7C15)
+}
+
+fn encode(times: [Duration; 3]) -> [u8; RECORD_LEN] {
+    let words = times.map(|t| u64::try_from(t.as_nanos()).unwrap_or(u64::MAX));
+    let mut bytes = [0u8; RECORD_LEN];
+    for (i, word) in words.into_iter().chain([check_word(words)]).enumerate() {
+        bytes[8 * i..8 * i + 8].copy_from_slice(&word.to_le_bytes());
+    }
+    bytes
+}
+
+fn decode(bytes: &[u8; RECORD_LEN]) -> Option<[Duration; 3]> {
+    let word = |i: usize| {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&bytes[8 * i..8 * i + 8]);
+        u64::from_le_bytes(w)
+    };
+    let words = [word(0), word(1), word(2)];
+    (words[0] > 0 && word(3) == check_word(words)).then(|| words.map(Duration::from_nanos))
+}
+
+fn monotonic_now() -> Duration {
+    let now = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    Duration::new(u64::try_from(now.tv_sec).unwrap_or(0), u32::try_from(now.tv_nsec).unwrap_or(0))
+}
+
+/// Removes boards nobody touched for a day once there are many (one per peer address
+/// and namespace ever copied to).
+fn tidy(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let files: Vec<(PathBuf, Option<SystemTime>)> = entries
+        .flatten()
+        .map(|e| (e.path(), e.metadata().and_then(|md| md.modified()).ok()))
+        .collect();
+    if files.len() <= TIDY_ABOVE {
+        return;
+    }
+    let now = SystemTime::now();
+    for (path, modified) in files {
+        let old = modified.and_then(|m| now.duration_since(m).ok()).is_some_and(|age| age > STALE);
+        if old {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn two_boards_for_one_peer_see_each_others_records_and_others_do_not() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let peer: IpAddr = "10.77.0.2".parse().expect("ip");
+        let one = FileBoard::open_in(dir.path(), peer).expect("board");
+        let two = FileBoard::open_in(dir.path(), peer).expect("board");
+        let other = FileBoard::open_in(dir.path(), "10.77.0.3".parse().expect("ip")).expect("b");
+        assert_eq!(one.read(), None, "a new board is empty");
+        let alive = Instant::now();
+        let at = alive - Duration::from_secs(3);
+        let record = MinRttRecord { rtt: Duration::from_micros(20_412), at, alive };
+        one.write(record);
+        let seen = two.read().expect("the other copy's record");
+        assert_eq!(seen.rtt, record.rtt);
+        // Both map through the monotonic clock; each board's anchor reads it and
+        // `Instant` one after the other, so a stamp may move by that gap (microseconds;
+        // the stamps are judged in tenths of seconds).
+        for (seen, wrote) in [(seen.at, at), (seen.alive, alive)] {
+            let off = if seen > wrote { seen - wrote } else { wrote - seen };
+            assert!(off < Duration::from_millis(1), "stamp moved by {off:?}");
+        }
+        assert_eq!(other.read(), None, "another peer's board is another file");
+    }
+
+    #[test]
+    fn a_torn_or_foreign_record_reads_as_empty() {
+        let times = [Duration::from_millis(20), Duration::from_secs(100), Duration::from_secs(107)];
+        let good = encode(times);
+        assert_eq!(decode(&good), Some(times));
+        for i in 0..RECORD_LEN {
+            let mut bad = good;
+            bad[i] ^= 0x10;
+            assert_eq!(decode(&bad), None, "byte {i} flipped");
+        }
+        assert_eq!(decode(&[0u8; RECORD_LEN]), None);
+    }
+}
