@@ -24,6 +24,7 @@
 //! costs nothing but that delay.
 
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -37,6 +38,15 @@ pub struct MinRttRecord {
     /// When a flow on the path last wrote the record: only a record that running flows
     /// keep writing is taken (see [`ALIVE`]).
     pub alive: Instant,
+    /// Which flow wrote it last ([`flow_id`]): a flow learns from it that others run.
+    pub writer: u64,
+}
+
+/// An id for a flow's writes, distinct between the flows of one host: the process id
+/// and a count within the process.
+pub fn flow_id() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    (u64::from(std::process::id()) << 32) | (NEXT.fetch_add(1, Ordering::Relaxed) & 0xffff_ffff)
 }
 
 /// A record no flow wrote for this long is the path as it was, not as it is: the copies
@@ -163,7 +173,7 @@ mod tests {
     }
 
     fn record(rtt: Duration, at: Instant, alive: Instant) -> MinRttRecord {
-        MinRttRecord { rtt, at, alive }
+        MinRttRecord { rtt, at, alive, writer: 7 }
     }
 
     #[test]

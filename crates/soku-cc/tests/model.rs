@@ -271,7 +271,8 @@ fn a_flow_takes_a_smaller_fresh_min_rtt_from_its_path_board_and_publishes_its_ow
     // queue in it) gives way to it, stamp and all.
     let board = Arc::new(MemoryBoard::new());
     let mut d = driver_on_board(&board);
-    let theirs = MinRttRecord { rtt: Duration::from_millis(80), at: d.now, alive: d.now };
+    let theirs =
+        MinRttRecord { rtt: Duration::from_millis(80), at: d.now, alive: d.now, writer: 1 };
     board.write(theirs);
     d.round(10, 0, false);
     assert_eq!(d.soku().min_rtt(), Some(Duration::from_millis(80)));
@@ -283,7 +284,12 @@ fn a_flow_takes_a_smaller_fresh_min_rtt_from_its_path_board_and_publishes_its_ow
     let board = Arc::new(MemoryBoard::new());
     let mut d = driver_on_board(&board);
     let stale = d.now.checked_sub(Duration::from_secs(11)).expect("a clock 11 s in");
-    board.write(MinRttRecord { rtt: Duration::from_millis(80), at: stale, alive: d.now });
+    board.write(MinRttRecord {
+        rtt: Duration::from_millis(80),
+        at: stale,
+        alive: d.now,
+        writer: 1,
+    });
     d.round(10, 0, false);
     assert_eq!(d.soku().min_rtt(), Some(RTT));
     assert_eq!(board.read().map(|r| r.rtt), Some(RTT));

@@ -1,5 +1,5 @@
 //! The board where concurrent copies from this host to one peer share the path's min
-//! RTT (the controller's side and the reasons are in `soku_cc::shared`): a 32-byte file
+//! RTT (the controller's side and the reasons are in `soku_cc::shared`): a 40-byte file
 //! per peer address and network namespace, under `$XDG_RUNTIME_DIR/soku/paths-now`
 //! (else `~/.cache/soku/paths-now`), read and written in place with `pread`/`pwrite`
 //! at most ten times a second per copy.
@@ -81,12 +81,14 @@ impl PathBoard for FileBoard {
     fn read(&self) -> Option<MinRttRecord> {
         let mut bytes = [0u8; RECORD_LEN];
         self.file.read_exact_at(&mut bytes, 0).ok()?;
-        let [rtt, at, alive] = decode(&bytes)?;
-        Some(MinRttRecord { rtt, at: self.instant_at(at)?, alive: self.instant_at(alive)? })
+        let ([rtt, at, alive], writer) = decode(&bytes)?;
+        let (at, alive) = (self.instant_at(at)?, self.instant_at(alive)?);
+        Some(MinRttRecord { rtt, at, alive, writer })
     }
 
     fn write(&self, record: MinRttRecord) {
-        let bytes = encode([record.rtt, self.clock_at(record.at), self.clock_at(record.alive)]);
+        let times = [record.rtt, self.clock_at(record.at), self.clock_at(record.alive)];
+        let bytes = encode(times, record.writer);
         // Best effort: a record that did not make it is written again next time.
         let _ = self.file.write_all_at(&bytes, 0);
     }
@@ -118,16 +120,21 @@ fn board_name(peer: IpAddr) -> String {
 }
 
 /// The record: min RTT, measured at, alive at (nanoseconds, the last two on the
-/// monotonic clock), then the check word; little-endian `u64`s.
-const RECORD_LEN: usize = 32;
+/// monotonic clock), the writer's id, then the check word; little-endian `u64`s.
+const RECORD_LEN: usize = 40;
 
-fn check_word(words: [u64; 3]) -> u64 {
-    let mixed = words[0].rotate_left(17) ^ words[1].rotate_left(31) ^ words[2] ^ CHECK_SALT;
+fn check_word(words: [u64; 4]) -> u64 {
+    let mixed = words[0].rotate_left(17)
+        ^ words[1].rotate_left(31)
+        ^ words[2].rotate_left(47)
+        ^ words[3]
+        ^ CHECK_SALT;
     mixed.wrapping_mul(0x9E37_79B9_7F4A_7C15)
 }
 
-fn encode(times: [Duration; 3]) -> [u8; RECORD_LEN] {
-    let words = times.map(|t| u64::try_from(t.as_nanos()).unwrap_or(u64::MAX));
+fn encode(times: [Duration; 3], writer: u64) -> [u8; RECORD_LEN] {
+    let [rtt, at, alive] = times.map(|t| u64::try_from(t.as_nanos()).unwrap_or(u64::MAX));
+    let words = [rtt, at, alive, writer];
     let mut bytes = [0u8; RECORD_LEN];
     for (i, word) in words.into_iter().chain([check_word(words)]).enumerate() {
         bytes[8 * i..8 * i + 8].copy_from_slice(&word.to_le_bytes());
@@ -135,14 +142,15 @@ fn encode(times: [Duration; 3]) -> [u8; RECORD_LEN] {
     bytes
 }
 
-fn decode(bytes: &[u8; RECORD_LEN]) -> Option<[Duration; 3]> {
+fn decode(bytes: &[u8; RECORD_LEN]) -> Option<([Duration; 3], u64)> {
     let word = |i: usize| {
         let mut w = [0u8; 8];
         w.copy_from_slice(&bytes[8 * i..8 * i + 8]);
         u64::from_le_bytes(w)
     };
-    let words = [word(0), word(1), word(2)];
-    (words[0] > 0 && word(3) == check_word(words)).then(|| words.map(Duration::from_nanos))
+    let words = [word(0), word(1), word(2), word(3)];
+    let times = [words[0], words[1], words[2]].map(Duration::from_nanos);
+    (words[0] > 0 && word(4) == check_word(words)).then_some((times, words[3]))
 }
 
 fn monotonic_now() -> Duration {
@@ -186,10 +194,10 @@ mod tests {
         assert_eq!(one.read(), None, "a new board is empty");
         let alive = Instant::now();
         let at = alive - Duration::from_secs(3);
-        let record = MinRttRecord { rtt: Duration::from_micros(20_412), at, alive };
+        let record = MinRttRecord { rtt: Duration::from_micros(20_412), at, alive, writer: 9 };
         one.write(record);
         let seen = two.read().expect("the other copy's record");
-        assert_eq!(seen.rtt, record.rtt);
+        assert_eq!((seen.rtt, seen.writer), (record.rtt, record.writer));
         // Both map through the monotonic clock; each board's anchor reads it and
         // `Instant` one after the other, so a stamp may move by that gap (microseconds;
         // the stamps are judged in tenths of seconds).
@@ -203,8 +211,8 @@ mod tests {
     #[test]
     fn a_torn_or_foreign_record_reads_as_empty() {
         let times = [Duration::from_millis(20), Duration::from_secs(100), Duration::from_secs(107)];
-        let good = encode(times);
-        assert_eq!(decode(&good), Some(times));
+        let good = encode(times, 42);
+        assert_eq!(decode(&good), Some((times, 42)));
         for i in 0..RECORD_LEN {
             let mut bad = good;
             bad[i] ^= 0x10;

@@ -11,7 +11,8 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Write};
+use std::path::PathBuf;
 use std::process::{Child, Stdio};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -56,7 +57,12 @@ fn eight_copies_at_once_in_both_directions_all_arrive_intact() {
             }
             let mut child = cmd.stdin(Stdio::null()).stderr(Stdio::piped()).spawn().expect("spawn");
             let stderr = child.stderr.take().expect("piped");
-            copies.push((way, n, child, std::thread::spawn(move || progress(stderr, t0))));
+            // SOKU_MANY_TRACE=DIR keeps each copy's events, stamped, for a look at how
+            // the copies' controllers behaved (`DIR/upload-0.jsonl`, ...).
+            let keep = std::env::var_os("SOKU_MANY_TRACE")
+                .map(|dir| std::path::PathBuf::from(dir).join(format!("{way}-{n}.jsonl")));
+            let reader = std::thread::spawn(move || progress(stderr, t0, keep));
+            copies.push((way, n, child, reader));
         }
     }
     let mut runs: Vec<(&str, usize, Samples)> = Vec::new();
@@ -108,6 +114,12 @@ fn eight_copies_at_once_in_both_directions_all_arrive_intact() {
         );
         let worst = rates.iter().map(|r| (r - mean).abs() / mean).fold(0.0, f64::max);
         eprintln!("  {way}s: the furthest from the mean is {:.0} % off it", worst * 100.0);
+        let (fastest, slowest) =
+            rates.iter().fold((0.0f64, f64::MAX), |(hi, lo), r| (hi.max(*r), lo.min(*r)));
+        eprintln!(
+            "  {way}s: the fastest is {:.0} % above the slowest",
+            (fastest / slowest - 1.0) * 100.0
+        );
         assert!(rates.iter().all(|r| *r > 0.0), "every {way} made progress while all ran");
         // The target is 20 %, met in 31 of 32 figures of sixteen runs on an idle machine
         // (the other: 33 %). Before the copies shared their min RTT, 3 of 6 runs had a
@@ -118,10 +130,15 @@ fn eight_copies_at_once_in_both_directions_all_arrive_intact() {
 }
 
 /// (seconds since `t0`, verified bytes) of each `verified` event of a copy's stderr,
-/// and the transport of each `connected` event, with its reason when it has one.
-fn progress(stderr: std::process::ChildStderr, t0: Instant) -> Said {
+/// and the transport of each `connected` event, with its reason when it has one; every
+/// line also to `keep`, stamped, if given.
+fn progress(stderr: std::process::ChildStderr, t0: Instant, keep: Option<PathBuf>) -> Said {
     let mut said = Said { samples: Vec::new(), transports: Vec::new() };
+    let mut kept = keep.map(|path| std::fs::File::create(path).expect("trace file"));
     for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+        if let Some(file) = kept.as_mut() {
+            writeln!(file, "{:.3} {line}", t0.elapsed().as_secs_f64()).expect("trace write");
+        }
         let Ok(v) = serde_json::from_str::<serde_json::Value>(&line) else { continue };
         if v["event"] == "verified" {
             if let Some(bytes) = v["bytes"].as_u64() {
