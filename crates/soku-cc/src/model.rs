@@ -102,6 +102,17 @@ const QUEUE_SHARE_MAX_BDP: f64 = 0.5;
 /// The shared min RTT ([`crate::shared`]) is looked at no more often than this (a
 /// board between processes is a file).
 const BOARD_SPACING: Duration = Duration::from_millis(100);
+/// While other flows write the path's board ([`crate::shared`]), the ack-aggregation
+/// allowance is at most the BDP divided by this. The allowance keeps the link busy while
+/// a flow waits for acks that come in clumps; with others on the bottleneck their queue
+/// does that, and each flow's allowance, estimated from its own clumps (a loaded host
+/// delays acks by milliseconds, much of a 20 ms round trip), set the flows' shares apart.
+/// Four copies each way at 100 Mbit/s x 20 ms through the emulator, fastest against
+/// slowest per direction: 6-40 % (10 of 24 within 20 %) at full allowance, 9-27 % (15
+/// of 18) with this cap (bench/results/2026-11-25/many-at-once). On long paths the cap
+/// seldom binds. Halving the allowance instead did as well at 20 ms but worse on a
+/// 200 ms path in the path simulator (four flows: 23 % largest deviation against 14 %).
+const SHARED_AGGREGATION_BDP_DIVISOR: u64 = 8;
 /// Startup ends after this many rounds without 25 % bandwidth growth.
 const FULL_BW_ROUNDS: u32 = 3;
 
@@ -189,6 +200,8 @@ pub struct SokuCc {
     /// This flow's id on the board, and when another flow last wrote there.
     board_id: u64,
     others_alive: Option<Instant>,
+    /// Whether other flows wrote the board within [`ALIVE`] when it was last looked at.
+    others_now: bool,
 }
 
 /// Bytes carried in `d` at `bw` bytes/s.
@@ -242,6 +255,7 @@ impl SokuCc {
             board_seen: None,
             board_id: flow_id(),
             others_alive: None,
+            others_now: false,
             config,
         }
     }
@@ -293,10 +307,20 @@ impl SokuCc {
 
     /// Bytes the window carries to ride out ack aggregation: the most data acknowledged
     /// beyond what the bandwidth estimate explains within one aggregation epoch, over
-    /// the last ten rounds, capped at 100 ms at the estimated bandwidth.
+    /// the last ten rounds, capped at 100 ms at the estimated bandwidth, and at an
+    /// eighth of the BDP while other soku flows share the path (see
+    /// `SHARED_AGGREGATION_BDP_DIVISOR`).
     pub fn ack_aggregation(&self) -> u64 {
         match (self.extra_acked.get(), self.max_bw.get()) {
-            (Some(extra), Some(bw)) => extra.min(bytes_in(bw, EXTRA_ACKED_MAX)),
+            (Some(extra), Some(bw)) => {
+                let allowance = extra.min(bytes_in(bw, EXTRA_ACKED_MAX));
+                match (self.others_now, self.min_rtt) {
+                    (true, Some(rtt)) => {
+                        allowance.min(bytes_in(bw, rtt) / SHARED_AGGREGATION_BDP_DIVISOR)
+                    }
+                    _ => allowance,
+                }
+            }
             _ => 0,
         }
     }
@@ -513,6 +537,8 @@ impl SokuCc {
         if let Some(t) = theirs.filter(|t| t.writer != self.board_id) {
             self.others_alive = Some(self.others_alive.map_or(t.alive, |seen| seen.max(t.alive)));
         }
+        self.others_now =
+            self.others_alive.is_some_and(|t| now.saturating_duration_since(t) <= ALIVE);
         let winner = match merge(mine, theirs, now, self.config.min_rtt_window) {
             Merge::Adopt(theirs) => {
                 self.min_rtt = Some(theirs.rtt);
