@@ -42,6 +42,12 @@
 //! Persistent congestion (RFC 9002 §7.6) collapses the window to its minimum and
 //! restarts startup with a fresh bandwidth estimate.
 //!
+//! Flows from one host to one peer share their min RTT ([`crate::shared`], RFC 9040
+//! ensemble sharing): a flow takes a smaller fresh value from the path's board, the
+//! shared stamp lines the flows' probe-RTTs up, a flow that drained first waits for the
+//! others' drain, and while others share the path the ack-aggregation allowance is at
+//! most an eighth of the BDP.
+//!
 //! Careful resume ([`crate::resume`], RFC 9959): with a remembered path that the first
 //! RTT sample confirms, startup begins at half the remembered bandwidth-delay product
 //! instead of ten packets, holds that window until the jump is acknowledged, and goes
@@ -197,8 +203,9 @@ pub struct SokuCc {
     resume: CarefulResume,
     /// When the shared min RTT was last looked at.
     board_seen: Option<Instant>,
-    /// This flow's id on the board, and when another flow last wrote there.
+    /// This flow's id on the board (`MinRttRecord::writer`).
     board_id: u64,
+    /// When another flow last wrote the board, as far as this one has seen.
     others_alive: Option<Instant>,
     /// Whether other flows wrote the board within [`ALIVE`] when it was last looked at.
     others_now: bool,
@@ -555,12 +562,12 @@ impl SokuCc {
     /// is about to end: other flows wrote the board within the last second, the shared
     /// min RTT expired (which started every flow's probe) less than
     /// `probe_rtt_duration + 2 min RTT` ago, nobody has published a fresh one, and this
-    /// probe saw more than it (plus a sixteenth, or 1 ms). A flow alone does not wait:
-    /// that cost a single copy on 100 Mbit/s x 50 ms with 1 % loss 2 points of the link
-    /// (its 10 s minimum is a lower tail its 0.3 s probe seldom reaches again). A flow that
-    /// drained first measures the queue the others still hold (346 ms on a 200 ms path
-    /// in the path simulator) and took that as the path's; it now holds its small
-    /// window until a flow that saw the queue drained publishes, or the grace ends.
+    /// probe saw more than it (plus a sixteenth, or 1 ms). A flow that drained first
+    /// measures the queue the others still hold (346 ms on a 200 ms path in the path
+    /// simulator) and took that as the path's; it now holds its small window until a
+    /// flow that saw the queue drained publishes, or the grace ends. A flow alone does
+    /// not wait: that cost a single copy on 100 Mbit/s x 50 ms with 1 % loss 2 points of
+    /// the link (its 10 s minimum is a lower tail its 0.3 s probe seldom reaches again).
     fn others_still_draining(&self, now: Instant) -> bool {
         let Some(theirs) = self.config.board.get().and_then(|board| board.read()) else {
             return false;
