@@ -544,8 +544,7 @@ impl SokuCc {
         if let Some(t) = theirs.filter(|t| t.writer != self.board_id) {
             self.others_alive = Some(self.others_alive.map_or(t.alive, |seen| seen.max(t.alive)));
         }
-        self.others_now =
-            self.others_alive.is_some_and(|t| now.saturating_duration_since(t) <= ALIVE);
+        self.others_now = self.others_running(now);
         let winner = match merge(mine, theirs, now, self.config.min_rtt_window) {
             Merge::Adopt(theirs) => {
                 self.min_rtt = Some(theirs.rtt);
@@ -556,6 +555,11 @@ impl SokuCc {
         };
         // Vouch for it: this flow is running (`shared::ALIVE`).
         board.write(MinRttRecord { alive: now, writer: self.board_id, ..winner });
+    }
+
+    /// Whether another flow wrote the path's board within [`ALIVE`] of `now`.
+    fn others_running(&self, now: Instant) -> bool {
+        self.others_alive.is_some_and(|t| now.saturating_duration_since(t) <= ALIVE)
     }
 
     /// Whether the other flows on this path are still draining in the probe-RTT this one
@@ -573,8 +577,7 @@ impl SokuCc {
             return false;
         };
         // Alone on the path there is nobody to wait for (our own record expired).
-        let others = self.others_alive.is_some_and(|t| now.saturating_duration_since(t) <= ALIVE);
-        if !others || now.saturating_duration_since(theirs.alive) > ALIVE {
+        if !self.others_running(now) || now.saturating_duration_since(theirs.alive) > ALIVE {
             return false;
         }
         let Some(probed) = self.probe_rtt_min else {

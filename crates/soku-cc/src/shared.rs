@@ -159,7 +159,7 @@ pub(crate) fn merge(
 
 /// Whether a record may be taken: measured within `window` and written by a running
 /// flow within [`ALIVE`].
-pub(crate) fn usable(record: &MinRttRecord, now: Instant, window: Duration) -> bool {
+fn usable(record: &MinRttRecord, now: Instant, window: Duration) -> bool {
     now.saturating_duration_since(record.at) <= window
         && now.saturating_duration_since(record.alive) <= ALIVE
 }

@@ -172,27 +172,18 @@ fn jain(shares: &[f64]) -> f64 {
 
 /// `n` flows started a second apart on 100 Mbit/s x `rtt_ms` (one-BDP drop-tail buffer),
 /// sharing their min RTT as soku's copies from one host do, measured over seconds 30-60;
-/// prints and returns each flow's share of the link.
-fn staggered(n: u64, rtt_ms: u64, seed: u64) -> Vec<f64> {
-    started(n, rtt_ms, seed, Duration::from_secs(1), 30, 60)
+/// prints and returns each flow's share of the link. `jittered`: each start up to 50 ms
+/// off the second (by seed); with the starts on the second, several seed sets play out
+/// alike.
+fn staggered(n: u64, rtt_ms: u64, seed: u64, jittered: bool) -> Vec<f64> {
+    started(n, rtt_ms, seed, Duration::from_secs(1), 30, 60, jittered)
 }
 
-/// [`staggered`], each start up to 50 ms off the second (by seed): with the starts on
-/// the second, several seed sets play out alike.
-fn staggered_jittered(n: u64, rtt_ms: u64, seed: u64) -> Vec<f64> {
-    started_jittered(n, rtt_ms, seed, Duration::from_secs(1), 30, 60, true)
-}
-
-/// `n` flows started `spacing` apart (plus up to 50 ms, by seed) on 100 Mbit/s x
-/// `rtt_ms` (one-BDP drop-tail buffer), sharing their min RTT on one board
+/// `n` flows started `spacing` apart (plus up to 50 ms, by seed, if `jittered`) on
+/// 100 Mbit/s x `rtt_ms` (one-BDP drop-tail buffer), sharing their min RTT on one board
 /// (`soku_cc::shared`), measured from second `from` to `until`; prints and returns each
 /// flow's share of the link.
-fn started(n: u64, rtt_ms: u64, seed: u64, spacing: Duration, from: u64, until: u64) -> Vec<f64> {
-    started_jittered(n, rtt_ms, seed, spacing, from, until, spacing < Duration::from_secs(1))
-}
-
-/// [`started`], with the starts jittered or not.
-fn started_jittered(
+fn started(
     n: u64,
     rtt_ms: u64,
     seed: u64,
@@ -233,6 +224,26 @@ fn started_jittered(
     u
 }
 
+/// Runs `shares` for each seed set and asserts what every fairness test asserts: the
+/// link at least 95 % used, no flow further than `each` from the mean share, and at most
+/// `mean` on average over the seed sets.
+fn assert_fair(seeds: &[u64], shares: impl Fn(u64) -> Vec<f64>, each: f64, mean: f64) {
+    let mut devs = Vec::new();
+    for &seed in seeds {
+        let u = shares(seed);
+        let total: f64 = u.iter().sum();
+        let dev = largest_deviation(&u);
+        assert!(total >= 0.95, "seeds {seed}: total {total}");
+        assert!(dev <= each, "seeds {seed}: shares {u:?}");
+        devs.push(dev);
+    }
+    let mean_dev = devs.iter().sum::<f64>() / devs.len() as f64;
+    assert!(mean_dev <= mean, "mean largest deviation {mean_dev}");
+}
+
+/// Eight seed sets.
+const EIGHT_SEEDS: [u64; 8] = [11, 22, 33, 44, 55, 66, 77, 88];
+
 /// The largest distance of one share from the mean share, relative to the mean.
 fn largest_deviation(shares: &[f64]) -> f64 {
     let mean = shares.iter().sum::<f64>() / shares.len() as f64;
@@ -249,17 +260,7 @@ fn largest_deviation(shares: &[f64]) -> f64 {
 /// `queue_share`): 7.2 % on average, 9.0 % at worst.
 #[test]
 fn t_four_staggered_flows_share_a_20ms_path() {
-    let mut devs = Vec::new();
-    for seed in [11u64, 22, 33] {
-        let u = staggered(4, 20, seed);
-        let total: f64 = u.iter().sum();
-        let dev = largest_deviation(&u);
-        assert!(total >= 0.95, "seeds {seed}: total {total}");
-        assert!(dev <= 0.15, "seeds {seed}: shares {u:?}");
-        devs.push(dev);
-    }
-    let mean_dev = devs.iter().sum::<f64>() / devs.len() as f64;
-    assert!(mean_dev <= 0.10, "mean largest deviation {mean_dev}");
+    assert_fair(&[11, 22, 33], |seed| staggered(4, 20, seed, false), 0.15, 0.10);
 }
 
 /// The long path: 200 ms, where a one-BDP buffer rarely overflows and loss cannot
@@ -273,22 +274,12 @@ fn t_four_staggered_flows_share_a_20ms_path() {
 /// tell.) Two flows: Jain's index at least 0.99.
 #[test]
 fn v_staggered_flows_share_a_200ms_path() {
-    let mut devs = Vec::new();
-    for seed in (1..=8).map(|s| 11 * s) {
-        let u = staggered_jittered(4, 200, seed);
-        let total: f64 = u.iter().sum();
-        let dev = largest_deviation(&u);
-        assert!(total >= 0.95, "seeds {seed}: total {total}");
-        assert!(dev <= 0.40, "seeds {seed}: shares {u:?}");
-        devs.push(dev);
-    }
+    assert_fair(&EIGHT_SEEDS, |seed| staggered(4, 200, seed, true), 0.40, 0.23);
     for seed in [11u64, 22, 33] {
-        let two = staggered(2, 200, seed);
+        let two = staggered(2, 200, seed, false);
         assert!(two.iter().sum::<f64>() >= 0.95, "seeds {seed}: two flows {two:?}");
         assert!(jain(&two) >= 0.99, "seeds {seed}: two flows {two:?}");
     }
-    let mean_dev = devs.iter().sum::<f64>() / devs.len() as f64;
-    assert!(mean_dev <= 0.23, "mean largest deviation {mean_dev}");
 }
 
 /// Copies started together, as parallel ssh logins start them (150 ms apart plus up
@@ -300,17 +291,8 @@ fn v_staggered_flows_share_a_200ms_path() {
 /// sharing (`model.rs`): 3.8 % and 8.8 %.
 #[test]
 fn w_copies_started_together_share_a_20ms_path() {
-    let mut devs = Vec::new();
-    for seed in (1..=8).map(|s| 11 * s) {
-        let u = started(4, 20, seed, Duration::from_millis(150), 3, 20);
-        let total: f64 = u.iter().sum();
-        let dev = largest_deviation(&u);
-        assert!(total >= 0.95, "seeds {seed}: total {total}");
-        assert!(dev <= 0.20, "seeds {seed}: shares {u:?}");
-        devs.push(dev);
-    }
-    let mean_dev = devs.iter().sum::<f64>() / devs.len() as f64;
-    assert!(mean_dev <= 0.10, "mean largest deviation {mean_dev}");
+    let together = |seed| started(4, 20, seed, Duration::from_millis(150), 3, 20, true);
+    assert_fair(&EIGHT_SEEDS, together, 0.20, 0.10);
 }
 
 #[test]
