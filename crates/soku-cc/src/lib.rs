@@ -55,6 +55,7 @@
 
 pub mod config;
 pub mod delivery;
+pub mod ensemble;
 pub mod filters;
 pub mod hint;
 pub mod model;
@@ -63,6 +64,7 @@ pub mod shared;
 pub mod startup_delay;
 
 pub use config::SokuCcConfig;
+pub use ensemble::ShareRecord;
 pub use hint::{ConnectionHint, HintSlot};
 pub use model::{Mode, SokuCc};
 pub use resume::RememberedPath;

@@ -64,6 +64,7 @@ use quinn_proto::RttEstimator;
 
 use crate::config::{splitmix64, SokuCcConfig};
 use crate::delivery::{DeliveryTracker, RoundSample};
+use crate::ensemble::{ensemble_cap, ShareRecord};
 use crate::filters::{Direction, WindowedFilter};
 use crate::resume::{CarefulResume, Phase, Verdict};
 use crate::shared::{flow_id, merge, Merge, MinRttRecord, ALIVE};
@@ -119,6 +120,11 @@ const BOARD_SPACING: Duration = Duration::from_millis(100);
 /// seldom binds. Halving the allowance instead did as well at 20 ms but worse on a
 /// 200 ms path in the path simulator (four flows: 23 % largest deviation against 14 %).
 const SHARED_AGGREGATION_BDP_DIVISOR: u64 = 8;
+/// Packets a flow may keep in flight beyond the others' mean share and margin
+/// ([`crate::ensemble`]): a window is filled to within a packet, so a share published
+/// as what was in flight is up to a packet short of the window, and without this slack
+/// windows near 20 packets could only shrink.
+const ENSEMBLE_SLACK_PACKETS: u64 = 2;
 /// Startup ends after this many rounds without 25 % bandwidth growth.
 const FULL_BW_ROUNDS: u32 = 3;
 
@@ -209,6 +215,15 @@ pub struct SokuCc {
     others_alive: Option<Instant>,
     /// Whether other flows wrote the board within [`ALIVE`] when it was last looked at.
     others_now: bool,
+    /// The most in flight over the last round, and whether that round was app-limited:
+    /// this flow's share of the path ([`crate::ensemble`]).
+    last_round_in_flight: u64,
+    last_round_app_limited: bool,
+    /// Whether the last round's smallest RTT showed a queue (see `share_in_flight`).
+    last_round_queued: bool,
+    /// The others' mean share plus a margin, while others send on the path and this flow
+    /// cruises ([`crate::ensemble`]).
+    ensemble_cap: Option<u64>,
 }
 
 /// Bytes carried in `d` at `bw` bytes/s.
@@ -263,6 +278,10 @@ impl SokuCc {
             board_id: flow_id(),
             others_alive: None,
             others_now: false,
+            last_round_in_flight: 0,
+            last_round_app_limited: true,
+            last_round_queued: false,
+            ensemble_cap: None,
             config,
         }
     }
@@ -506,6 +525,9 @@ impl SokuCc {
         if let Some(hi) = self.inflight_hi {
             window = window.min(hi);
         }
+        if let (Mode::ProbeBw, Some(cap)) = (self.mode, self.ensemble_cap) {
+            window = window.min(cap);
+        }
         if let (Some(cap), Some(rtt)) = (self.config.rate_cap_bps, self.min_rtt) {
             let cap_window = u128::from(cap / 8) * rtt.as_nanos() / 1_000_000_000;
             window = window.min(u64::try_from(cap_window).unwrap_or(u64::MAX));
@@ -555,6 +577,33 @@ impl SokuCc {
         };
         // Vouch for it: this flow is running (`shared::ALIVE`).
         board.write(MinRttRecord { alive: now, writer: self.board_id, ..winner });
+        self.share_in_flight(now);
+    }
+
+    /// Writes this flow's share to the path's board and takes the cap the others'
+    /// shares set ([`crate::ensemble`]). Only a flow cruising with its window in use
+    /// shows a share; any other withdraws its record and is not held.
+    fn share_in_flight(&mut self, now: Instant) {
+        let Some(board) = self.config.board.get() else {
+            return;
+        };
+        let capped_by_user = self.config.rate_cap_bps.is_some();
+        let sending = self.mode == Mode::ProbeBw
+            && !self.last_round_app_limited
+            && !self.config.background
+            && !capped_by_user;
+        let in_flight = if sending { self.last_round_in_flight } else { 0 };
+        board.write_share(ShareRecord { writer: self.board_id, in_flight, alive: now });
+        // Only a queue makes the flows' shares a contest: without one, every flow may
+        // grow, and held to the others' mean they all grew by the margin per look at
+        // the board at best (in the path simulator four flows that left startup
+        // together at 20 ms stayed at 24-38 % of the link between them).
+        self.ensemble_cap = if sending && self.last_round_queued {
+            ensemble_cap(self.board_id, &board.shares(), now)
+                .map(|cap| (cap + ENSEMBLE_SLACK_PACKETS * self.mtu).max(self.min_window()))
+        } else {
+            None
+        };
     }
 
     /// Whether another flow wrote the path's board within [`ALIVE`] of `now`.
@@ -814,6 +863,12 @@ impl SokuCc {
             Mode::ProbeBw => self.cycle_index = (self.cycle_index + 1) % CYCLE_LEN,
             _ => {}
         }
+        self.last_round_in_flight = self.round_max_in_flight;
+        self.last_round_app_limited = s.app_limited;
+        self.last_round_queued = match (s.min_rtt, self.min_rtt) {
+            (Some(round_min), Some(min)) => round_min > min + min / 8,
+            _ => false,
+        };
         self.round_max_in_flight = self.in_flight;
     }
 

@@ -28,6 +28,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+use crate::ensemble::ShareRecord;
+
 /// A min RTT, when it was measured, and when a running flow last vouched for it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MinRttRecord {
@@ -56,18 +58,27 @@ pub fn flow_id() -> u64 {
 /// same address) may have changed meanwhile.
 pub const ALIVE: Duration = Duration::from_secs(1);
 
-/// Where flows on one path keep their shared min RTT.
+/// Where flows on one path keep their shared min RTT, and the shares of the flows
+/// sending on it ([`crate::ensemble`]).
 pub trait PathBoard: Send + Sync + fmt::Debug {
     /// What the board holds, if anything readable.
     fn read(&self) -> Option<MinRttRecord>;
     /// Replaces what the board holds.
     fn write(&self, record: MinRttRecord);
+    /// The share records of the flows on the path, as each last wrote its own (stale
+    /// ones too: the reader judges).
+    fn shares(&self) -> Vec<ShareRecord>;
+    /// Replaces the writer's own share record.
+    fn write_share(&self, record: ShareRecord);
 }
 
 /// A board within one process (for several connections of one endpoint, and the
 /// path simulator).
 #[derive(Debug, Default)]
-pub struct MemoryBoard(Mutex<Option<MinRttRecord>>);
+pub struct MemoryBoard {
+    min_rtt: Mutex<Option<MinRttRecord>>,
+    shares: Mutex<Vec<ShareRecord>>,
+}
 
 impl MemoryBoard {
     /// An empty board.
@@ -78,11 +89,24 @@ impl MemoryBoard {
 
 impl PathBoard for MemoryBoard {
     fn read(&self) -> Option<MinRttRecord> {
-        *self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        *self.min_rtt.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     fn write(&self, record: MinRttRecord) {
-        *self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(record);
+        *self.min_rtt.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(record);
+    }
+
+    fn shares(&self) -> Vec<ShareRecord> {
+        self.shares.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clone()
+    }
+
+    fn write_share(&self, record: ShareRecord) {
+        let mut shares = self.shares.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        // Records of flows long gone go, so the board stays small.
+        shares.retain(|s| {
+            s.writer != record.writer && record.alive.saturating_duration_since(s.alive) <= ALIVE
+        });
+        shares.push(record);
     }
 }
 

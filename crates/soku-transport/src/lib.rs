@@ -66,7 +66,9 @@ pub use socket::{net_core_sysctl, udp_buffers, SocketReport, REQUESTED_BUFFER, W
 pub use soku_cc::resume::Phase as ResumePhase;
 /// The congestion controller's phases, as [`PathModel::phase`] reports them.
 pub use soku_cc::Mode as CcPhase;
-pub use soku_cc::{BoardSlot, ConnectionHint, HintSlot, MinRttRecord, PathBoard, RememberedPath};
+pub use soku_cc::{
+    BoardSlot, ConnectionHint, HintSlot, MinRttRecord, PathBoard, RememberedPath, ShareRecord,
+};
 pub use tcp::{
     Handshaker, TcpConnector, TcpReport, TcpServer, TlsClientStream, TlsServerStream,
     HANDSHAKE_TIMEOUT, TCP_BUFFER,

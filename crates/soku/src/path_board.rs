@@ -7,8 +7,10 @@
 //! The file holds the min RTT, when it was measured and when a running copy last wrote
 //! it, on the system's monotonic clock (`CLOCK_MONOTONIC`, the clock
 //! `std::time::Instant` reads on Linux, the same for every process of one boot), and a
-//! check word: a torn or foreign record reads as empty. A file that cannot be made or read only costs the sharing: a copy never fails
-//! for it.
+//! check word: a torn or foreign record reads as empty. After it, from byte
+//! [`SHARES_AT`], [`SHARE_SLOTS`] slots where the copies sending on the path keep their
+//! shares (`soku_cc::ensemble`), one slot per copy, each with its own check word. A
+//! file that cannot be made or read only costs the sharing: a copy never fails for it.
 
 use std::fs::{File, OpenOptions};
 use std::net::IpAddr;
@@ -17,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use soku_transport::{BoardSlot, MinRttRecord, PathBoard};
+use soku_transport::{BoardSlot, MinRttRecord, PathBoard, ShareRecord};
 
 use crate::private_dir::{netns_id, soku_runtime_dir};
 
@@ -28,6 +30,16 @@ const TIDY_ABOVE: usize = 256;
 const STALE: Duration = Duration::from_secs(24 * 3600);
 /// Mixed into the check word, so a file of other contents never reads as a record.
 const CHECK_SALT: u64 = 0x736f_6b75_5f62_7264;
+/// The same for a share slot, so the min-RTT record never reads as one.
+const SHARE_SALT: u64 = 0x736f_6b75_5f73_6872;
+/// Where the share slots start, and how many there are: more copies than this at once
+/// to one peer take over the slots of the ones that wrote longest ago.
+const SHARES_AT: u64 = 64;
+const SHARE_SLOTS: usize = 16;
+/// A share slot: writer, bytes in flight, alive at (monotonic), check word.
+const SHARE_LEN: usize = 32;
+/// A slot nobody wrote for this long is free.
+const SLOT_FREE_AFTER: Duration = Duration::from_secs(1);
 
 /// A board in a file, for one peer address.
 #[derive(Debug)]
@@ -92,6 +104,50 @@ impl PathBoard for FileBoard {
         // Best effort: a record that did not make it is written again next time.
         let _ = self.file.write_all_at(&bytes, 0);
     }
+
+    fn shares(&self) -> Vec<ShareRecord> {
+        self.share_slots().into_iter().flatten().collect()
+    }
+
+    fn write_share(&self, record: ShareRecord) {
+        let slots = self.share_slots();
+        let now = Instant::now();
+        let free = |slot: &Option<ShareRecord>| {
+            slot.is_none_or(|s| now.saturating_duration_since(s.alive) > SLOT_FREE_AFTER)
+        };
+        // Its own slot, else a free one, else the one written longest ago. Two copies
+        // that take one free slot at once: the one overwritten finds its slot taken at
+        // its next write and moves on, a tenth of a second unseen.
+        let index = slots
+            .iter()
+            .position(|s| s.is_some_and(|s| s.writer == record.writer))
+            .or_else(|| slots.iter().position(free))
+            .or_else(|| {
+                let oldest = slots.iter().enumerate().min_by_key(|(_, s)| s.map(|s| s.alive));
+                oldest.map(|(i, _)| i)
+            })
+            .unwrap_or(0);
+        let bytes = encode_share(record.writer, record.in_flight, self.clock_at(record.alive));
+        let _ = self.file.write_all_at(&bytes, SHARES_AT + (index * SHARE_LEN) as u64);
+    }
+}
+
+impl FileBoard {
+    /// Every slot, `None` where nothing readable is (past the end of a file written by
+    /// an older soku, too).
+    fn share_slots(&self) -> Vec<Option<ShareRecord>> {
+        let mut bytes = [0u8; SHARE_SLOTS * SHARE_LEN];
+        let read = self.file.read_at(&mut bytes, SHARES_AT).unwrap_or(0);
+        let mut slots = vec![None; SHARE_SLOTS];
+        for (i, slot) in slots.iter_mut().enumerate().take(read / SHARE_LEN) {
+            let mut one = [0u8; SHARE_LEN];
+            one.copy_from_slice(&bytes[i * SHARE_LEN..(i + 1) * SHARE_LEN]);
+            *slot = decode_share(&one).and_then(|(writer, in_flight, alive)| {
+                Some(ShareRecord { writer, in_flight, alive: self.instant_at(alive)? })
+            });
+        }
+        slots
+    }
 }
 
 /// Fills `slot` with the board for `peer`; leaves it empty (no sharing) when there is no
@@ -153,6 +209,28 @@ fn decode(bytes: &[u8; RECORD_LEN]) -> Option<([Duration; 3], u64)> {
     (words[0] > 0 && word(4) == check_word(words)).then_some((times, words[3]))
 }
 
+fn encode_share(writer: u64, in_flight: u64, alive: Duration) -> [u8; SHARE_LEN] {
+    let alive = u64::try_from(alive.as_nanos()).unwrap_or(u64::MAX);
+    let words = [writer, in_flight, alive];
+    let check = check_word([writer, in_flight, alive, SHARE_SALT]);
+    let mut bytes = [0u8; SHARE_LEN];
+    for (i, word) in words.into_iter().chain([check]).enumerate() {
+        bytes[8 * i..8 * i + 8].copy_from_slice(&word.to_le_bytes());
+    }
+    bytes
+}
+
+fn decode_share(bytes: &[u8; SHARE_LEN]) -> Option<(u64, u64, Duration)> {
+    let word = |i: usize| {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&bytes[8 * i..8 * i + 8]);
+        u64::from_le_bytes(w)
+    };
+    let [writer, in_flight, alive] = [word(0), word(1), word(2)];
+    let sound = alive > 0 && word(3) == check_word([writer, in_flight, alive, SHARE_SALT]);
+    sound.then_some((writer, in_flight, Duration::from_nanos(alive)))
+}
+
 fn monotonic_now() -> Duration {
     let now = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
     Duration::new(u64::try_from(now.tv_sec).unwrap_or(0), u32::try_from(now.tv_nsec).unwrap_or(0))
@@ -206,6 +284,49 @@ mod tests {
             assert!(off < Duration::from_millis(1), "stamp moved by {off:?}");
         }
         assert_eq!(other.read(), None, "another peer's board is another file");
+    }
+
+    #[test]
+    fn copies_keep_their_shares_in_slots_of_their_own() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let peer: IpAddr = "10.77.0.2".parse().expect("ip");
+        let one = FileBoard::open_in(dir.path(), peer).expect("board");
+        let two = FileBoard::open_in(dir.path(), peer).expect("board");
+        assert!(one.shares().is_empty(), "a new board has no shares");
+        let now = Instant::now();
+        let share = |writer, in_flight| ShareRecord { writer, in_flight, alive: now };
+        one.write_share(share(1, 100_000));
+        two.write_share(share(2, 150_000));
+        one.write_share(share(1, 120_000));
+        // The min-RTT record beside them changes nothing.
+        two.write(MinRttRecord { rtt: Duration::from_millis(20), at: now, alive: now, writer: 2 });
+        let mut seen: Vec<(u64, u64)> =
+            two.shares().iter().map(|s| (s.writer, s.in_flight)).collect();
+        seen.sort_unstable();
+        assert_eq!(seen, vec![(1, 120_000), (2, 150_000)], "one slot per writer, the latest");
+        // More writers than slots: the one written longest ago gives way.
+        for writer in 10..10 + SHARE_SLOTS as u64 {
+            one.write_share(ShareRecord {
+                writer,
+                in_flight: 1,
+                alive: now + Duration::from_millis(writer),
+            });
+        }
+        let writers: Vec<u64> = two.shares().iter().map(|s| s.writer).collect();
+        assert_eq!(writers.len(), SHARE_SLOTS);
+        assert!(!writers.contains(&1) && !writers.contains(&2), "the oldest went: {writers:?}");
+    }
+
+    #[test]
+    fn a_torn_share_slot_reads_as_empty() {
+        let good = encode_share(7, 123_456, Duration::from_secs(100));
+        assert_eq!(decode_share(&good), Some((7, 123_456, Duration::from_secs(100))));
+        for i in 0..SHARE_LEN {
+            let mut bad = good;
+            bad[i] ^= 0x10;
+            assert_eq!(decode_share(&bad), None, "byte {i} flipped");
+        }
+        assert_eq!(decode_share(&[0u8; SHARE_LEN]), None);
     }
 
     #[test]
