@@ -1,6 +1,7 @@
 //! Flows sending on one path keep their shares of it close: each writes to the path's
-//! board ([`crate::shared`]) the bytes it kept in flight over its last round, and keeps
-//! its own window within [`MARGIN`] of the others' mean. This is the other half of RFC
+//! board ([`crate::shared`]) the bytes it kept in flight over its last round and, while
+//! its last round met a queue, keeps its own window within [`MARGIN`] (plus two packets,
+//! `model.rs`) of the others' mean. This is the other half of RFC
 //! 9040 §8 ("ensemble sharing" of control-block state among connections to one host):
 //! there, the connections' aggregate window is divided among them; here each flow's own
 //! controller still finds the aggregate, and only the flows above the others' mean are
@@ -15,9 +16,10 @@
 //! 10-20 % below the others for seconds; a copy that started into the others' queue left
 //! startup at a fifth of its share and needed 2-3 s to catch up.
 //!
-//! **Safety.** Only flows above the others' mean are held, and only to the mean plus
-//! [`MARGIN`]: the flow with the smallest share is never held, so the aggregate still
-//! grows as fast as that flow probes, and every flow still answers its own losses. A
+//! **Safety.** Only flows above the others' mean are held, only to the mean plus
+//! [`MARGIN`], and only while a queue stands: the flow with the smallest share is never
+//! held, without a queue nobody is (the link has room for every flow to grow), and every
+//! flow still answers its own losses. A flow held never sends more than it would alone. A
 //! flow that is not using its window (app-limited, or under a user's rate cap) withdraws
 //! its record, so a slow copy never holds a fast one down; so does a flow in startup or
 //! probe-RTT, whose window is not its share.

@@ -25,6 +25,8 @@
 //! - [`shared`]: the min RTT that concurrent flows on one path share (RFC 9040
 //!   ensemble sharing), so a flow that starts or probes beside others does not take
 //!   their queue for the path.
+//! - [`ensemble`]: the shares of concurrent flows on one path, kept close: while a
+//!   queue stands, no flow keeps more than 5 % above the others' mean in flight.
 //! - [`model`]: the state machine (startup, drain, probe-bw, probe-rtt) and the
 //!   [`Controller`] implementation.
 //!

@@ -46,7 +46,8 @@
 //! ensemble sharing): a flow takes a smaller fresh value from the path's board, the
 //! shared stamp lines the flows' probe-RTTs up, a flow that drained first waits for the
 //! others' drain, and while others share the path the ack-aggregation allowance is at
-//! most an eighth of the BDP.
+//! most an eighth of the BDP. While a queue stands, a cruising flow keeps its window
+//! within 5 % (plus two packets) of the mean of the others' shares ([`crate::ensemble`]).
 //!
 //! Careful resume ([`crate::resume`], RFC 9959): with a remembered path that the first
 //! RTT sample confirms, startup begins at half the remembered bandwidth-delay product

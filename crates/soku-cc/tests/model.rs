@@ -9,7 +9,9 @@ use std::time::{Duration, Instant};
 
 use quinn_proto::congestion::{Controller, ControllerFactory};
 use quinn_proto::RttEstimator;
-use soku_cc::{BoardSlot, MemoryBoard, MinRttRecord, Mode, PathBoard, SokuCc, SokuCcConfig};
+use soku_cc::{
+    BoardSlot, MemoryBoard, MinRttRecord, Mode, PathBoard, ShareRecord, SokuCc, SokuCcConfig,
+};
 
 const MTU: u64 = 1200;
 const RTT: Duration = Duration::from_millis(100);
@@ -30,13 +32,18 @@ impl Driver {
     /// One round trip: send what the window allows (at most `cap` packets get through,
     /// `lost` of them are lost on the way), ack the rest one RTT later.
     fn round(&mut self, cap: u64, lost: u64, app_limited: bool) {
+        self.round_taking(RTT, cap, lost, app_limited);
+    }
+
+    /// [`Driver::round`] with acks `took` after the sends (a queue when above `RTT`).
+    fn round_taking(&mut self, took: Duration, cap: u64, lost: u64, app_limited: bool) {
         let sent_at = self.now;
         let n = (self.cc.window() / MTU).min(cap + lost).max(1);
         for _ in 0..n {
             self.cc.on_sent(sent_at, MTU, self.pn);
             self.pn += 1;
         }
-        self.now += RTT;
+        self.now += took;
         let first = self.pn - n;
         let delivered = n.saturating_sub(lost);
         let mut in_flight = n * MTU;
@@ -298,4 +305,47 @@ fn a_flow_takes_a_smaller_fresh_min_rtt_from_its_path_board_and_publishes_its_ow
     let mut d = Driver::new(SokuCcConfig::default());
     d.round(10, 0, false);
     assert_eq!(d.soku().min_rtt(), Some(RTT));
+}
+
+/// Flows sending on one path hold their windows near the others' mean share while a
+/// queue stands (`soku_cc::ensemble`), and only then.
+#[test]
+fn a_flow_in_a_queue_keeps_its_window_near_the_other_flows_share() {
+    let board = Arc::new(MemoryBoard::new());
+    let mut d = driver_on_board(&board);
+    for _ in 0..40 {
+        d.round(500, 0, false);
+    }
+    assert_eq!(d.soku().mode(), Mode::ProbeBw);
+    let theirs = 200_000;
+    let other = |at: Instant| ShareRecord { writer: 1, in_flight: theirs, alive: at };
+    let held = theirs + theirs / 20 + 2 * MTU;
+    // No queue: another flow's smaller share holds nobody back.
+    for _ in 0..3 {
+        board.write_share(other(d.now));
+        d.round(500, 0, false);
+    }
+    assert!(d.cc.window() > 2 * held, "held without a queue: {}", d.cc.window());
+    // A queue (acks after 150 ms on a 100 ms path): held to the other's share + 5 % + 2 packets.
+    let queued = RTT * 3 / 2;
+    for _ in 0..3 {
+        board.write_share(other(d.now));
+        d.round_taking(queued, 500, 0, false);
+    }
+    assert_eq!(d.cc.window(), held);
+    let ours = board.shares().into_iter().find(|s| s.writer != 1).expect("our share");
+    assert!(ours.in_flight >= held, "our share {} is what we had in flight", ours.in_flight);
+    // Gone quiet (no write for 0.3 s): not held.
+    for _ in 0..3 {
+        d.round_taking(queued, 500, 0, false);
+    }
+    assert!(d.cc.window() > 2 * held, "held by a quiet flow: {}", d.cc.window());
+    // App-limited: this flow withdraws its share and is not held.
+    for _ in 0..3 {
+        board.write_share(other(d.now));
+        d.round_taking(queued, 500, 0, true);
+    }
+    let ours = board.shares().into_iter().find(|s| s.writer != 1).expect("our share");
+    assert_eq!(ours.in_flight, 0, "an app-limited flow shows no share");
+    assert!(d.cc.window() > 2 * held, "app-limited and held: {}", d.cc.window());
 }

@@ -1,11 +1,12 @@
 //! Many copies at once against one server, over an emulated 100 Mbit/s x 20 ms path
 //! (see `common/emulated.rs`): four uploads and four downloads started together, each
 //! its own `soku` with its own ssh login, `soku serve` and QUIC connection. All must
-//! arrive intact. How evenly the copies sharing a direction share it is printed: each
-//! one's rate over the time all of them were running (from the last one's first
-//! verified bytes to the first one's end) against their mean. The target is within 20 %
-//! of the mean, reported; the test fails beyond 50 %, which copies that did not share
-//! their min RTT (`soku_cc::shared`) reached in a third of the runs (see
+//! arrive intact, and the copies sharing a direction must share it within 20 % of each
+//! other: each one's rate over the time all of them were running (from the last one's
+//! first verified bytes to the first one's end), the fastest against the slowest. Copies
+//! that shared only their min RTT (`soku_cc::shared`) were 9-28 % apart (26 of 30
+//! figures within 20 %); holding each window near the others' mean share
+//! (`soku_cc::ensemble`) brought them to a few per cent (see
 //! bench/results/2026-11-25/many-at-once). Every copy must stay on QUIC: a full shared
 //! queue is not a UDP rate limit.
 
@@ -121,12 +122,11 @@ fn eight_copies_at_once_in_both_directions_all_arrive_intact() {
             (fastest / slowest - 1.0) * 100.0
         );
         assert!(rates.iter().all(|r| *r > 0.0), "every {way} made progress while all ran");
-        // The target is 20 % (of the mean: 5-13 % in every figure of the final build's
-        // runs on an idle machine; fastest against slowest: 15 of 18 within 20 %). Before
-        // the copies shared their min RTT, 3 of 6 runs had a direction beyond 50 % (up to
-        // 191 %): this bound catches that, with room for a loaded CI machine
-        // (bench/results/2026-11-25/many-at-once).
-        assert!(worst <= 0.5, "a {way} was {:.0} % off the mean share", worst * 100.0);
+        assert!(
+            fastest <= 1.2 * slowest,
+            "the fastest {way} was {:.0} % above the slowest",
+            (fastest / slowest - 1.0) * 100.0
+        );
     }
 }
 
