@@ -8,9 +8,10 @@ as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 
 need_pkgs=()
 # chromium-headless-shell: the report's browser test (crates/soku/tests/report_e2e.rs)
-# fails without it, so that it never silently skips here.
+# fails without it, so that it never silently skips here; btrfs-progs: the quota test
+# (crates/soku/tests/failure_lines_e2e.rs) makes a small btrfs with a quota group.
 for pair in git:git sshd:openssh-server ssh:openssh-client rsync:rsync iperf3:iperf3 ip:iproute2 tc:iproute2 \
-    chromium-headless-shell:chromium-headless-shell; do
+    chromium-headless-shell:chromium-headless-shell mkfs.btrfs:btrfs-progs; do
     cmd=${pair%%:*}; pkg=${pair#*:}
     if ! command -v "$cmd" >/dev/null 2>&1 && ! [ -x "/usr/sbin/$cmd" ]; then need_pkgs+=("$pkg"); fi
 done

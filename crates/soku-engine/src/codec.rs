@@ -76,8 +76,7 @@ pub(crate) fn read_exact_at(
         let at = offset + buf.len() as u64;
         let n = rustix::io::pread(file, rustix::buffer::spare_capacity(&mut *buf), at)?;
         if n == 0 {
-            let eof = std::io::ErrorKind::UnexpectedEof;
-            return Err(std::io::Error::new(eof, "file shrank while being read"));
+            return Err(crate::failure::SourceShrank::io());
         }
     }
     // The allocator may have granted more capacity than asked; bytes read past the

@@ -46,9 +46,10 @@ pub enum TransferEvent {
         /// Bytes.
         bytes: u64,
     },
-    /// One file failed; the copy goes on.
+    /// One file failed on this side (its source could not be read, or its target not
+    /// written); the copy goes on.
     FileFailed {
-        /// Path as the user knows it.
+        /// Path on this side, as the user knows it.
         path: String,
         /// Why.
         message: String,
@@ -59,6 +60,14 @@ pub enum TransferEvent {
         /// The source, as the sender knows it.
         source: String,
         /// The receiver's line: its path, the problem, what to do.
+        message: String,
+    },
+    /// The sending side could not read a file (the receiver hears it from the sender:
+    /// a source missing, unreadable or changed during the copy); the copy goes on.
+    SourceFailed {
+        /// The file's target, as the receiver knows it (empty if it was never announced).
+        target: String,
+        /// The sender's line: its path, the problem, what to do.
         message: String,
     },
     /// A warning to show unless quiet.

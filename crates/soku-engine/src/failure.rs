@@ -5,6 +5,9 @@
 //! Some failures end the whole copy rather than one file ([`Failure::ends_copy`]): a full
 //! disk, a quota or a read-only file system would fail every file after this one too, so
 //! the copy stops at once and keeps what it holds for a resume.
+//!
+//! The sender's side is here too ([`describe_source`]): a source that cannot be read,
+//! or that changed while it was read, is that file's failure, and the line says so.
 
 use std::io::ErrorKind;
 use std::path::Path;
@@ -31,6 +34,47 @@ pub struct Failure {
     pub problem: String,
     /// The failure will recur for every other file: stop the copy.
     pub ends_copy: bool,
+}
+
+/// A source file that got shorter while it was being read: what was sent no longer
+/// matches it, so the file fails rather than arriving torn (see [`describe_source`]).
+#[derive(Debug, thiserror::Error)]
+#[error("the file shrank while it was being read")]
+pub struct SourceShrank;
+
+impl SourceShrank {
+    /// As the I/O error a read returns.
+    pub fn io() -> std::io::Error {
+        std::io::Error::new(ErrorKind::UnexpectedEof, SourceShrank)
+    }
+}
+
+/// Describes `err`, met while reading the source file `path` (opening it, walking to it,
+/// reading its chunks). The file fails; the copy goes on.
+pub fn describe_source(path: &Path, err: &std::io::Error) -> Failure {
+    let shrank = err.get_ref().is_some_and(|inner| inner.is::<SourceShrank>());
+    let (problem, ends_copy) = match (err.raw_os_error(), err.kind()) {
+        _ if shrank => (
+            "it changed during the copy (it shrank while it was read): run the same command \
+             again once nothing writes to it"
+                .into(),
+            false,
+        ),
+        (Some(libc::EMFILE | libc::ENFILE), _) => (
+            "cannot open: too many open files: raise the limit (ulimit -n), then run the same \
+             command again to resume"
+                .into(),
+            true,
+        ),
+        // scp's words, which scripts match; the name is what to check.
+        (_, ErrorKind::NotFound) => ("No such file or directory".into(), false),
+        (_, ErrorKind::PermissionDenied) => (
+            "cannot read: permission denied: make it readable by this user, or leave it out".into(),
+            false,
+        ),
+        _ => (format!("cannot read: {}", crate::walk::describe(err)), false),
+    };
+    Failure { message: format!("{}: {problem}", path.display()), problem, ends_copy }
 }
 
 /// Describes `err`, met while doing `action` at `path`.
@@ -121,6 +165,22 @@ mod tests {
              it first, or name an existing one"
         );
         assert!(!f.ends_copy, "other files may go elsewhere");
+    }
+
+    #[test]
+    fn a_source_that_shrank_or_is_unreadable_says_what_to_do() {
+        let shrank = describe_source(Path::new("/var/log/big"), &SourceShrank::io());
+        assert_eq!(
+            shrank.message,
+            "/var/log/big: it changed during the copy (it shrank while it was read): run the \
+             same command again once nothing writes to it"
+        );
+        assert!(!shrank.ends_copy, "the other files are fine");
+        let denied = describe_source(Path::new("s"), &os(libc::EACCES)).message;
+        assert!(denied.starts_with("s: cannot read: permission denied: make it readable"));
+        let gone = describe_source(Path::new("s"), &os(libc::ENOENT)).message;
+        assert_eq!(gone, "s: No such file or directory");
+        assert!(describe_source(Path::new("s"), &os(libc::EMFILE)).ends_copy);
     }
 
     #[test]

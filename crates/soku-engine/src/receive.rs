@@ -286,17 +286,19 @@ impl Shared {
                 let outcome = lock(&self.state).on_summary(file, root, sent)?;
                 self.settle(outcome).await?;
             }
+            // The sender's own failures: its line names its path (`SourceFailed`).
             Message::FileAborted { file, message } => {
                 if let Some(local) = lock(&self.state).on_file_failed(file) {
                     lock(&self.files).remove(&file);
                     self.temps.discard(&local);
-                    let path = local.display().to_string();
-                    self.events.event(TransferEvent::FileFailed { path, message });
+                    let target = local.display().to_string();
+                    self.events.event(TransferEvent::SourceFailed { target, message });
                 }
             }
             Message::SourceError { path, message } => {
                 *lock(&self.other_failures) += 1;
-                self.events.event(TransferEvent::FileFailed { path, message });
+                let message = format!("{path}: {message}");
+                self.events.event(TransferEvent::SourceFailed { target: String::new(), message });
             }
             Message::EndOfManifest { files, bytes } => {
                 lock(&self.state).on_end(files, bytes)?;
@@ -384,6 +386,8 @@ impl Shared {
                 }
                 self.settle(outcome).await
             }
+            // The copy is ending for a reason of its own, told once: no line per file.
+            Err(e) if files::CopyStopped::is(&e) => Ok(()),
             Err(e) => {
                 let failure = failure::describe(&local, Action::Create, &e);
                 self.store_failed(id, &local, failure).await

@@ -15,6 +15,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::fs::File;
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -29,9 +30,10 @@ use tokio::task::JoinSet;
 use crate::ahead::{ChunkHashes, Walked};
 use crate::compress_policy::{self, CompressPolicy};
 use crate::events::{EventSink, TransferEvent};
+use crate::failure;
 use crate::link::{Inbound, Link, Transport};
 use crate::throttle::Throttle;
-use crate::walk::{self, Item};
+use crate::walk::Item;
 use crate::{codec, lock, CopyOptions, EngineError, Outcome};
 
 /// Files announced ahead of the one being read, at least: enough for the receiver's
@@ -78,7 +80,7 @@ enum ChunkDone {
     /// The receiver holds exactly these bytes already: not sent.
     Held { file: u32, index: u32, hash: [u8; 32], len: u32 },
     /// The source could not be read: the file is aborted, the copy goes on.
-    ReadFailed { file: u32, message: String, len: u32 },
+    ReadFailed { file: u32, error: std::io::Error, len: u32 },
 }
 
 /// A chunk read and hashed, about to be sent: its hash counts towards its file's root
@@ -337,7 +339,8 @@ impl Copy {
                         }
                         Err(e) => {
                             let path = local.display().to_string();
-                            self.source_error(link, path, walk::describe(&e)).await?;
+                            let problem = failure::describe_source(&local, &e).problem;
+                            self.source_error(link, path, problem).await?;
                             continue;
                         }
                     };
@@ -430,9 +433,12 @@ impl Copy {
                     link.tx.send_control(summary).await?;
                 }
             }
-            ChunkDone::ReadFailed { file, message, .. } => {
-                if let Some(abort) = self.rules.on_read_failed(file, message.clone()) {
-                    let path = self.name(file);
+            ChunkDone::ReadFailed { file, error, .. } => {
+                let path = self.name(file);
+                let failure = failure::describe_source(Path::new(&path), &error);
+                // The receiver shows the whole line: it knows the file by its own name.
+                if let Some(abort) = self.rules.on_read_failed(file, failure.message) {
+                    let message = failure.problem;
                     self.events.event(TransferEvent::FileFailed { path, message });
                     link.tx.send_control(abort).await?;
                 }
@@ -557,9 +563,8 @@ impl ChunkTask {
         drop(permit);
         let encoded = match read {
             Ok(encoded) => encoded,
-            Err(e) => {
-                let message = walk::describe(&e);
-                return Ok(ChunkDone::ReadFailed { file: id, message, len });
+            Err(error) => {
+                return Ok(ChunkDone::ReadFailed { file: id, error, len });
             }
         };
         let ChunkHeader { hash, wire_len, .. } = encoded.header;

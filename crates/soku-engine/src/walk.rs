@@ -80,7 +80,7 @@ pub fn walk(sources: &[String], recursive: bool, emit: &mut dyn FnMut(Item) -> b
         let md = match std::fs::metadata(source) {
             Ok(md) => md,
             Err(e) => {
-                if !emit(error(describe(&e))) {
+                if !emit(error(source_problem(Path::new(source), &e))) {
                     return;
                 }
                 continue;
@@ -117,7 +117,7 @@ fn walk_dir(
     }
     let entries = match std::fs::read_dir(dir) {
         Ok(entries) => entries,
-        Err(e) => return emit(Item::Error { path: shown, message: describe(&e) }),
+        Err(e) => return emit(Item::Error { message: source_problem(dir, &e), path: shown }),
     };
     if !emit(Item::Dir { wire: wire.clone(), meta: meta_of(md) }) {
         return false;
@@ -136,7 +136,7 @@ fn walk_dir(
         let mut child_wire = wire.clone();
         child_wire.0.push(name);
         let keep_going = match std::fs::metadata(&child) {
-            Err(e) => emit(Item::Error { path: shown, message: describe(&e) }),
+            Err(e) => emit(Item::Error { message: source_problem(&child, &e), path: shown }),
             Ok(md) if md.is_dir() => walk_dir(&child, child_wire, &md, depth + 1, emit),
             Ok(md) if md.is_file() => emit(Item::File {
                 wire: child_wire,
@@ -151,6 +151,11 @@ fn walk_dir(
         }
     }
     true
+}
+
+/// What went wrong with a source, with what to do ([`crate::failure::describe_source`]).
+fn source_problem(path: &Path, e: &std::io::Error) -> String {
+    crate::failure::describe_source(path, e).problem
 }
 
 /// An I/O error in scp's words ("No such file or directory").

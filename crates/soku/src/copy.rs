@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use soku_engine::ahead::{HashAhead, Walked};
 use soku_engine::events::{EventSink, PathReport, TransferEvent, PATH_SAMPLE_INTERVAL};
 use soku_engine::link::Link;
-use soku_engine::{CopyOptions, Role};
+use soku_engine::{CopyOptions, EngineError, Role};
 use soku_proto::chunk::DEFAULT_CHUNK_SIZE;
 use soku_proto::hello::ServerSummary;
 use soku_proto::message::{Job, Message};
@@ -133,9 +133,9 @@ pub async fn run_with(args: CopyArgs, events: Arc<dyn EventSink>) -> anyhow::Res
             let path = Path::new(target);
             let is_dir = std::fs::metadata(path).is_ok_and(|md| md.is_dir());
             let count = u32::try_from(sources.len()).unwrap_or(u32::MAX);
-            let target = Target::resolve(path, is_dir, count)?;
+            let target = Target::resolve(path, is_dir, count).map_err(on_this_side)?;
             if let Some(missing) = target.missing_root() {
-                return Err(TargetError::NoSuchDirectory(missing).into());
+                return Err(on_this_side(TargetError::NoSuchDirectory(missing)));
             }
             Some(target)
         }
@@ -383,6 +383,12 @@ async fn sample_path(conn: quinn::Connection, events: Arc<dyn EventSink>) {
     }
 }
 
+/// A failure of this side's files (a copy's own target or sources): one line that says
+/// `local:` before its path, problem and remedy, exit 1.
+fn on_this_side(line: impl std::fmt::Display) -> anyhow::Error {
+    Exit::failure(format!("local: {line}")).into()
+}
+
 /// Asks the server for its part of the copy and runs ours.
 async fn drive(
     link: &mut Link,
@@ -414,7 +420,11 @@ async fn drive(
             Role::Receive { receiver: Box::new(receiver), root }
         }
     };
-    let outcome = soku_engine::run(role, link, opts, events).await?;
+    let outcome = soku_engine::run(role, link, opts, events).await.map_err(|e| match e {
+        // This side's file system: the line says so, as the remote's say `remote:`.
+        EngineError::Target(line) => on_this_side(line),
+        other => other.into(),
+    })?;
     let (files, bytes, failures) = (outcome.files, outcome.bytes, outcome.failures);
     if failures > 0 {
         return Err(Exit::failure(format!(

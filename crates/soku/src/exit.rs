@@ -32,6 +32,13 @@ impl Exit {
     }
 }
 
+/// A failure of `soku serve` that the client has been told of and shows as
+/// `remote: ...`: the server exits 1 without printing it (its error output reaches the
+/// user's terminal too).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct Told(pub String);
+
 /// Prints the error, if any, as one line `soku: ...` and picks the exit code.
 pub fn report(result: anyhow::Result<()>) -> ExitCode {
     match result {
@@ -41,7 +48,10 @@ pub fn report(result: anyhow::Result<()>) -> ExitCode {
                 return ExitCode::SUCCESS;
             }
             let code = err.downcast_ref::<Exit>().map_or(FAILURE, |e| e.code);
-            eprintln!("soku: {}", one_line(&err));
+            // Its one line is the client's to show: printed here too, it came out twice.
+            if err.downcast_ref::<Told>().is_none() {
+                eprintln!("soku: {}", one_line(&err));
+            }
             ExitCode::from(code)
         }
     }

@@ -27,9 +27,10 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use soku_engine::ahead::Walked;
 use soku_engine::events::Silent;
 use soku_engine::link::{self, Link};
-use soku_engine::{CopyOptions, LinkError, Role};
+use soku_engine::{CopyOptions, EngineError, LinkError, Role};
 
 use crate::cli::ServeArgs;
+use crate::exit::Told;
 use crate::ports::{self, Bound};
 use crate::report::ServerSampler;
 use crate::{path_board, policing, tcp_path};
@@ -319,10 +320,16 @@ async fn serve_job(link: &mut Link, quic: Option<&quinn::Connection>) -> anyhow:
     };
     let role = match role {
         Ok(role) => role,
-        Err(err) => return Err(tell_client(link, format!("{err:#}")).await),
+        Err(err) => return Err(tell_client_only(link, format!("{err:#}")).await),
     };
     let sent_data = matches!(role, Role::Send(_));
-    soku_engine::run(role, link, opts, Arc::new(Silent)).await?;
+    soku_engine::run(role, link, opts, Arc::new(Silent)).await.map_err(|e| match e {
+        // A failure of this side's files, sent to the client as `Fatal` by the engine
+        // (`soku_engine::role::run`), which shows it. A broken protocol is printed here
+        // too: it may be no client of ours at the other end.
+        EngineError::Target(line) => Told(line).into(),
+        other => anyhow::Error::from(other),
+    })?;
     Ok(sent_data)
 }
 
@@ -350,6 +357,17 @@ async fn tell_client(link: &Link, message: impl Into<String>) -> anyhow::Error {
     let message = message.into();
     let _ = link.tx.send_control(Message::Fatal { message: message.clone() }).await;
     anyhow::anyhow!(message)
+}
+
+/// The same for a failure of the job's files (its target, its sources), which the
+/// client shows as `remote: ...`: once the client has it, the server does not print it
+/// again (its error output reaches the user's terminal too).
+async fn tell_client_only(link: &Link, message: String) -> anyhow::Error {
+    match link.tx.send_control(Message::Fatal { message: message.clone() }).await {
+        Ok(()) => Told(message).into(),
+        // The client did not hear it: the error output is the only way left.
+        Err(_) => anyhow::anyhow!(message),
+    }
 }
 
 /// Remote paths are relative to the home directory, where ssh starts us; `~/x` is `x`.

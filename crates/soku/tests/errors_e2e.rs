@@ -1,10 +1,10 @@
 //! End-to-end failures: each asserts the exit code (0 ok, 1 copy failed, 2 usage,
 //! 255 connection) and the message the user sees, and that soku did not panic.
 //!
-//! Running as root limits what can be tested: root reads a mode-000 file, so
-//! "Permission denied" on a source is covered only when the suite runs as a normal user
-//! ([`unreadable_file_as_a_normal_user`]); the other "cannot read" paths use a
-//! directory without `-r` and a FIFO, which fail the same way for everyone.
+//! A source that cannot be read for its permissions (root reads any file unless its
+//! powers are taken away) and the failures of the file systems on either side are in
+//! `failure_lines_e2e.rs`; here "cannot read" is a directory without `-r` and a FIFO,
+//! which fail the same way for everyone.
 
 mod common;
 
@@ -87,26 +87,6 @@ fn fifo_is_not_a_regular_file_both_ways() {
     std::fs::create_dir(&back).expect("mkdir");
     fails_with(env.soku().arg(env.remote(&fifo)).arg(&back), 1, &["pipe", "not a regular file"]);
     assert_eq!(common::listing(&back), Vec::<String>::new());
-}
-
-#[test]
-fn unreadable_file_as_a_normal_user() {
-    let euid = soku_testkit::run(Command::new("id").arg("-u"));
-    if String::from_utf8_lossy(&euid.stdout).trim() == "0" {
-        // Root reads mode-000 files: nothing to test here (see the module doc).
-        eprintln!("skipped: running as root, which can read a mode-000 file");
-        return;
-    }
-    let env = Env::new();
-    let file = env.src().join("locked.txt");
-    write(&file, b"secret");
-    common::chmod(&file, 0o000);
-    fails_with(
-        env.soku().arg(&file).arg(env.remote(&env.dst())),
-        1,
-        &["locked.txt", "Permission denied"],
-    );
-    assert!(!env.dst().join("locked.txt").exists());
 }
 
 #[test]

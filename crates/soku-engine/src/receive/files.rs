@@ -129,6 +129,19 @@ pub(super) struct TempFiles {
     keep: bool,
 }
 
+/// A temporary file not made, or let go, because the receiver stopped: not that file's
+/// failure (the reason the copy stopped is told once, on its own).
+#[derive(Debug, thiserror::Error)]
+#[error("the copy was stopped")]
+pub(crate) struct CopyStopped;
+
+impl CopyStopped {
+    /// Whether `err` is this.
+    pub(crate) fn is(err: &std::io::Error) -> bool {
+        err.get_ref().is_some_and(|inner| inner.is::<CopyStopped>())
+    }
+}
+
 #[derive(Debug, Default)]
 struct TempState {
     stopped: bool,
@@ -159,7 +172,7 @@ impl TempFiles {
         {
             let mut state = lock(&self.state);
             if state.stopped {
-                return Err(std::io::Error::other("the copy was stopped"));
+                return Err(std::io::Error::other(CopyStopped));
             }
             state.making += 1;
         }
@@ -172,7 +185,7 @@ impl TempFiles {
             if state.discard_all || !self.keep {
                 self.dir.discard(local);
             }
-            return Err(std::io::Error::other("the copy was stopped"));
+            return Err(std::io::Error::other(CopyStopped));
         }
         state.paths.insert(local.to_path_buf());
         Ok(file)

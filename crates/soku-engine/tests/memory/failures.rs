@@ -84,7 +84,10 @@ async fn a_source_that_shrinks_mid_copy_fails_alone() {
         assert_same(&good, &scene.dst().join("good.bin"));
         assert_eq!(listing(&scene.dst()), ["good.bin"]);
         assert_eq!(ran.sender_events.failed(), [bad.display().to_string()]);
-        assert_eq!(ran.receiver_events.failed().len(), 1);
+        let heard = ran.receiver_events.source_failures();
+        let want = format!("{}: it changed during the copy", bad.display());
+        assert!(heard.len() == 1 && heard[0].starts_with(&want), "{heard:?}");
+        assert!(heard[0].ends_with("run the same command again once nothing writes to it"));
     }
 }
 

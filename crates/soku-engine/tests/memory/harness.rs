@@ -56,6 +56,18 @@ impl Recorder {
             })
             .collect()
     }
+
+    /// The sender's lines about files it could not read, as the receiver heard them.
+    pub fn source_failures(&self) -> Vec<String> {
+        let events = self.0.lock().unwrap();
+        events
+            .iter()
+            .filter_map(|e| match e {
+                TransferEvent::SourceFailed { message, .. } => Some(message.clone()),
+                _ => None,
+            })
+            .collect()
+    }
 }
 
 /// A source directory and a target directory side by side.

@@ -190,6 +190,9 @@ impl Recorder {
             TransferEvent::TargetFailed { source, message } => {
                 note_failure(&mut r, source, message);
             }
+            TransferEvent::SourceFailed { target, message } => {
+                note_failure(&mut r, target, message);
+            }
             TransferEvent::Warning(message) => {
                 if r.warnings.len() < MAX_NOTES {
                     r.warnings.push(message.clone());

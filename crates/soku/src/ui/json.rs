@@ -43,6 +43,10 @@ enum Line<'a> {
         source: &'a str,
         message: &'a str,
     },
+    SourceFailed {
+        target: &'a str,
+        message: &'a str,
+    },
     Warning {
         message: &'a str,
     },
@@ -129,6 +133,7 @@ fn line(event: &TransferEvent) -> String {
         TransferEvent::File { path, bytes } => Line::File { path, bytes: *bytes },
         TransferEvent::FileFailed { path, message } => Line::FileFailed { path, message },
         TransferEvent::TargetFailed { source, message } => Line::TargetFailed { source, message },
+        TransferEvent::SourceFailed { target, message } => Line::SourceFailed { target, message },
         TransferEvent::Warning(message) => Line::Warning { message },
         TransferEvent::Reconnecting { reason, attempt, wait } => Line::Reconnecting {
             reason,

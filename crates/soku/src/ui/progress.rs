@@ -176,8 +176,13 @@ impl EventSink for ProgressMeter {
                     self.line(&format!("soku: data over {transport}"));
                 }
             }
+            // Each failure says which side it happened on: this one's paths, or the line
+            // the remote side sent (which names its own path).
             TransferEvent::FileFailed { path, message } => {
-                self.line(&format!("soku: {path}: {message}"));
+                self.line(&format!("soku: local: {path}: {message}"));
+            }
+            TransferEvent::SourceFailed { message, .. } => {
+                self.line(&format!("soku: remote: {message}"));
             }
             TransferEvent::TargetFailed { message, .. } => {
                 self.line(&format!("soku: remote: {message}"));
