@@ -57,6 +57,8 @@ const KEEP_ALIVE: Duration = Duration::from_secs(5);
 /// Give up after a minute without hearing from the peer (ssh still tells us sooner if
 /// the session itself dies). In milliseconds, as QUIC encodes it.
 const IDLE_TIMEOUT_MS: u32 = 60_000;
+/// The same idle timeout, for what tells the user how long a silent path is waited for.
+pub const IDLE_TIMEOUT: Duration = Duration::from_millis(IDLE_TIMEOUT_MS as u64);
 /// RFC 9002 §6.2.2: 333 ms before any sample; errs long so 300 ms paths do not resend
 /// their Initial packets spuriously.
 const INITIAL_RTT: Duration = Duration::from_millis(333);

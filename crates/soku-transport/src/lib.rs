@@ -54,8 +54,8 @@ mod tls;
 
 pub use cipher::{seal_speed, Cipher};
 pub use config::{
-    congestion_factory, transport_config, TransportOptions, BULK_BUDGET, RECEIVE_WINDOW,
-    STREAM_RECEIVE_WINDOW,
+    congestion_factory, transport_config, TransportOptions, BULK_BUDGET, IDLE_TIMEOUT,
+    RECEIVE_WINDOW, STREAM_RECEIVE_WINDOW,
 };
 pub use endpoint::{accept, accept_with, client_endpoint, connect, server_endpoint};
 pub use error::TransportError;

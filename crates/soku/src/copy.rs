@@ -24,7 +24,7 @@ use crate::report::{self, Recorder};
 use crate::retry::{Next, Retry, WholeCopy};
 use crate::session::{MasterSilent, Policed, Session, SessionOptions, TransportMode};
 use crate::spec::{self, Location, Remote};
-use crate::ui::{JsonLines, ProgressMeter};
+use crate::ui::{JsonLines, ProgressMeter, SilenceWatch};
 
 /// Which way the data flows.
 enum Direction {
@@ -55,10 +55,12 @@ pub async fn run(args: CopyArgs) -> anyhow::Result<CopyReport> {
         Direction::Download { remote, .. } => Some(remote.host),
     };
     let args = crate::config::apply(args, host.as_deref())?;
+    // The silence watch tells the user when nothing has been verified for a while (see
+    // `ui::silence`): a frozen meter alone does not say whether soku waits or hangs.
     let events: Arc<dyn EventSink> = if args.json {
-        Arc::new(JsonLines)
+        SilenceWatch::start(Arc::new(JsonLines))
     } else {
-        Arc::new(ProgressMeter::new(args.quiet, args.verbose > 0))
+        SilenceWatch::start(Arc::new(ProgressMeter::new(args.quiet, args.verbose > 0)))
     };
     let Some(path) = args.report.clone() else { return run_with(args, events).await };
     // A report that cannot be written is found out before the copy, not after it.
@@ -217,6 +219,9 @@ pub async fn run_with(args: CopyArgs, events: Arc<dyn EventSink>) -> anyhow::Res
     let retry_for = Duration::from_secs(args.retry_for.unwrap_or(DEFAULT_RETRY_FOR_SECS));
     let limit = if opts.resume { retry_for } else { Duration::ZERO };
     let mut retry = Retry::new(limit);
+    // What cut the connection, for the line that gives up (the last attempt's error
+    // is often only the login that did not get through).
+    let mut lost_because: Option<String> = None;
     loop {
         let reconnecting = retry.down_for(Instant::now()).is_some();
         let cmd = launcher.command(remote.as_ref(), &serve, reconnecting)?;
@@ -253,16 +258,27 @@ pub async fn run_with(args: CopyArgs, events: Arc<dyn EventSink>) -> anyhow::Res
         match retry.after_failure(&err, Instant::now()) {
             Next::Retry { wait, attempt } => {
                 let reason = crate::exit::one_line(&err);
+                if attempt == 1 {
+                    lost_because = Some(reason.clone());
+                }
                 events.event(TransferEvent::Reconnecting { reason, attempt, wait });
                 tokio::time::sleep(wait).await;
             }
             Next::GiveUp => {
                 let Some(down) = retry.down_for(Instant::now()) else { return Err(err) };
-                return Err(err.context(format!(
-                    "gave up reconnecting after {} s (--retry-for); run the same command \
-                     again to resume",
-                    down.as_secs()
-                )));
+                // The connection failed, not the copy: exit 255 as for a failed login,
+                // whichever attempt failed last.
+                let last = crate::exit::one_line(&err);
+                let lost = lost_because.take().filter(|first| *first != last);
+                let lost = lost.map_or(String::new(), |first| format!(" ({first})"));
+                return Err(Exit::connection(format!(
+                    "the connection was lost{lost} and did not come back: gave up \
+                     reconnecting after {} s (--retry-for {}); last attempt: {last}; the \
+                     partial files are kept: run the same command again to resume",
+                    down.as_secs(),
+                    retry_for.as_secs()
+                ))
+                .into());
             }
         }
     }

@@ -6,6 +6,8 @@ use std::io::Write;
 use serde::Serialize;
 use soku_engine::events::{EventSink, PathReport, TransferEvent};
 
+use super::silence::{Notice, Silence};
+
 /// Writes each event as a JSON line on stderr.
 #[derive(Debug, Default)]
 pub struct JsonLines;
@@ -54,6 +56,16 @@ enum Line<'a> {
         reason: &'a str,
         attempt: u32,
         wait_seconds: f64,
+    },
+    /// Nothing verified for `seconds`: the copy waits; it reconnects if the remote stays
+    /// silent for `reconnect_after_seconds` (see `ui::silence`).
+    Waiting {
+        seconds: f64,
+        reconnect_after_seconds: f64,
+    },
+    /// Bytes verified again after `after_seconds` without.
+    Flowing {
+        after_seconds: f64,
     },
     /// The final `path` report.
     Path(PathLine),
@@ -154,6 +166,28 @@ fn line(event: &TransferEvent) -> String {
     serde_json::to_string(&line).unwrap_or_default()
 }
 
+/// The JSON line for a silence notice, without the newline.
+fn silence_line(silence: Silence) -> String {
+    let line = match silence {
+        Silence::Waiting { silent, reconnect_after } => Line::Waiting {
+            seconds: round(silent.as_secs_f64(), 3),
+            reconnect_after_seconds: round(reconnect_after.as_secs_f64(), 3),
+        },
+        Silence::Flowing { silent } => {
+            Line::Flowing { after_seconds: round(silent.as_secs_f64(), 3) }
+        }
+    };
+    serde_json::to_string(&line).unwrap_or_default()
+}
+
+/// Writes `line` and a newline to stderr in one write (stderr is unbuffered), so that
+/// other writers to the same stderr cannot cut into a line.
+fn write_line(line: String) {
+    let mut bytes = line.into_bytes();
+    bytes.push(b'\n');
+    let _ = std::io::stderr().lock().write_all(&bytes);
+}
+
 impl EventSink for JsonLines {
     fn event(&self, event: TransferEvent) {
         // One line per file would multiply the output of a copy of many small files,
@@ -162,11 +196,13 @@ impl EventSink for JsonLines {
         if let TransferEvent::File { .. } | TransferEvent::Sent { .. } = event {
             return;
         }
-        let mut bytes = line(&event).into_bytes();
-        bytes.push(b'\n');
-        // One write per line (stderr is unbuffered), so that other writers to the same
-        // stderr cannot cut into a line.
-        let _ = std::io::stderr().lock().write_all(&bytes);
+        write_line(line(&event));
+    }
+}
+
+impl Notice for JsonLines {
+    fn silence(&self, silence: Silence) {
+        write_line(silence_line(silence));
     }
 }
 
@@ -282,6 +318,23 @@ mod tests {
             line(&TransferEvent::FileFailed { path: "p".into(), message: "m".into() }),
             r#"{"event":"file_failed","path":"p","message":"m"}"#
         );
+    }
+
+    /// Catches: a silence notice missing from `--json`, or in other units.
+    #[test]
+    fn silences_have_their_lines() {
+        let waiting = Silence::Waiting {
+            silent: Duration::from_millis(10_250),
+            reconnect_after: Duration::from_secs(60),
+        };
+        let v: Value = serde_json::from_str(&silence_line(waiting)).expect("json");
+        assert_eq!(
+            v,
+            json!({"event": "waiting", "seconds": 10.25, "reconnect_after_seconds": 60.0})
+        );
+        let flowing = Silence::Flowing { silent: Duration::from_secs(14) };
+        let v: Value = serde_json::from_str(&silence_line(flowing)).expect("json");
+        assert_eq!(v, json!({"event": "flowing", "after_seconds": 14.0}));
     }
 
     #[test]

@@ -2,9 +2,11 @@
 
 mod json;
 mod progress;
+mod silence;
 
 pub use json::JsonLines;
 pub use progress::ProgressMeter;
+pub use silence::SilenceWatch;
 
 /// Formats bytes with binary units: `1.5 GiB`.
 pub fn human_bytes(bytes: u64) -> String {

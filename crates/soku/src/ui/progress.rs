@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
 
+use super::silence::{self, Notice, Silence};
 use super::{human_bytes, human_rate};
 use soku_engine::events::{EventSink, TransferEvent};
 
@@ -259,6 +260,16 @@ impl EventSink for ProgressMeter {
                 }
                 self.line(&text);
             }
+        }
+    }
+}
+
+impl Notice for ProgressMeter {
+    /// A line above the meter, as a reconnect gets: a frozen meter alone does not say
+    /// whether soku is waiting or hung.
+    fn silence(&self, silence: Silence) {
+        if !self.quiet {
+            self.line(&format!("soku: {}", silence::describe(silence)));
         }
     }
 }
