@@ -39,7 +39,9 @@ pub enum TransferEvent {
     },
     /// Bytes that crossed the network in this session so far, cumulative within it
     /// (what the receiver held already does not count): on the sender the chunks handed
-    /// to the transport, on the receiver the chunks verified. A session's
+    /// to the transport (told as each is handed over, by concurrent tasks: a later
+    /// event may carry a smaller figure, and the largest is the count), on the receiver
+    /// the chunks verified. A session's
     /// `Finished` knows only its own figures; a copy that reconnects adds these up so
     /// that what an earlier session sent is not taken for what the target held.
     Sent {

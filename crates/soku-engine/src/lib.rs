@@ -35,6 +35,7 @@ pub mod partial;
 pub mod receive;
 pub mod role;
 pub mod send;
+mod sent_log;
 pub mod throttle;
 pub mod walk;
 

@@ -102,6 +102,8 @@ pub async fn run(
     link: &mut Link,
     events: Arc<dyn EventSink>,
 ) -> Result<Outcome, EngineError> {
+    // The measurement switch `SOKU_SENT_LOG` (see `crate::sent_log`).
+    let events = crate::sent_log::wrap(events);
     let Walked { items, mut known } = walked;
     let (files, bytes) = items.iter().fold((0u32, 0u64), |(n, b), item| match item {
         Item::File { size, .. } => (n.saturating_add(1), b.saturating_add(*size)),
@@ -396,6 +398,7 @@ impl Copy {
             tx,
             hashed: self.hashed.clone(),
             handed: self.handed.clone(),
+            events: self.events.clone(),
         };
         self.order += 1;
         self.in_flight_bytes += u64::from(span.len);
@@ -422,10 +425,8 @@ impl Copy {
         };
         self.in_flight_bytes = self.in_flight_bytes.saturating_sub(u64::from(len));
         match done {
-            ChunkDone::Sent { .. } => {
-                let bytes = self.handed.load(Ordering::Relaxed);
-                self.events.event(TransferEvent::Sent { bytes });
-            }
+            // Told when it was handed over (`ChunkTask::run`).
+            ChunkDone::Sent { .. } => {}
             ChunkDone::Held { file, index, hash, len } => {
                 self.resumed += u64::from(len);
                 if let Some(summary) = self.rules.on_chunk_held(file, index, hash)? {
@@ -546,6 +547,8 @@ struct ChunkTask {
     hashed: tokio::sync::mpsc::UnboundedSender<Hashed>,
     /// The copy's count of bytes handed to the transport.
     handed: Arc<AtomicU64>,
+    /// Told the new count as each chunk is handed over.
+    events: Arc<dyn EventSink>,
 }
 
 impl ChunkTask {
@@ -580,7 +583,12 @@ impl ChunkTask {
         // The loop outlives its tasks: a closed channel means the copy is over anyway.
         let _ = self.hashed.send(Hashed { file: id, index, hash, claimed: claimed.is_some() });
         // Counted before it goes: a chunk cut off mid-way may still reach the target.
-        self.handed.fetch_add(u64::from(len), Ordering::Relaxed);
+        let handed = self.handed.fetch_add(u64::from(len), Ordering::Relaxed) + u64::from(len);
+        // Told now, not when the send returns: a process killed while chunks are on their
+        // way has reported them (the crash suite's "in flight at the kill"). Tasks run
+        // concurrently, so these may arrive slightly out of order; the count is the
+        // largest seen.
+        self.events.event(TransferEvent::Sent { bytes: handed });
         self.tx.send_chunk(encoded.header, encoded.wire, self.order).await?;
         Ok(ChunkDone::Sent { len })
     }

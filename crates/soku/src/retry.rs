@@ -170,7 +170,8 @@ impl Sessions {
     /// Notes `event`, making a `Finished` the whole command's.
     fn note(&mut self, event: &mut TransferEvent, now: Instant) {
         match event {
-            TransferEvent::Sent { bytes } => self.current = *bytes,
+            // The sender's chunk tasks tell their counts concurrently: the largest wins.
+            TransferEvent::Sent { bytes } => self.current = self.current.max(*bytes),
             TransferEvent::Planned { .. } => {
                 self.first_plan.get_or_insert(now);
             }
@@ -266,6 +267,20 @@ mod tests {
         s.note(&mut TransferEvent::Sent { bytes: 70 }, t0 + Duration::from_secs(10));
         let end = t0 + Duration::from_secs(10);
         assert_eq!(noted(&mut s, finished(30, Duration::from_secs(1)), end), (0, end - t0));
+    }
+
+    /// Catches: a sender's counts told out of order (its chunk tasks run at once)
+    /// lowering what the session sent, so that the next session's held bytes, sent by
+    /// this one, would be called resumed.
+    #[test]
+    fn a_smaller_count_told_late_does_not_lower_what_was_sent() {
+        let t0 = Instant::now();
+        let mut s = Sessions::default();
+        s.begin();
+        s.note(&mut TransferEvent::Sent { bytes: 50 }, t0);
+        s.note(&mut TransferEvent::Sent { bytes: 40 }, t0);
+        s.begin();
+        assert_eq!(noted(&mut s, finished(50, Duration::from_secs(1)), t0).0, 0);
     }
 
     /// Catches: losing what the target held before the command (an earlier run's).
