@@ -121,3 +121,135 @@ pub fn soku_serve(sshd_pid: u32) -> u32 {
 pub fn ssh_of(client_pid: u32) -> u32 {
     descendant(client_pid, &|cmdline| cmdline.starts_with("ssh ")).expect("ssh is running")
 }
+
+/// When [`kill_at`] kills.
+#[derive(Clone, Copy, Debug)]
+pub enum KillPoint {
+    /// Once the client's `--json` output reports at least this many bytes verified.
+    Verified(u64),
+    /// This long after the client started (during the login, the handshake, the copy
+    /// or its end, wherever that falls).
+    After(Duration),
+}
+
+/// How a run killed by [`kill_at`] went.
+pub struct KillRun {
+    /// A process was killed; false when the copy ended (or the victim was gone) first.
+    pub killed: bool,
+    /// The client exited with success.
+    pub ok: bool,
+    /// Its stderr (JSON lines with `--json`).
+    pub stderr: String,
+    /// The last verified byte count the client reported before the kill.
+    pub verified_at_kill: u64,
+    /// The length of the file `log` just before the kill: what was written to it before.
+    pub log_len_at_kill: u64,
+    /// From the kill (or, without one, from the start) to the client's exit.
+    pub kill_to_exit: Duration,
+}
+
+/// Runs `cmd` (a `soku --json` copy) until `point`, then sends SIGKILL to the process
+/// `victim` names (given the client's PID; `None` while it does not exist, as `soku
+/// serve` before the login, and then the kill waits for it), noting first how long the
+/// file `log` is. Then waits (at most 120 s) for the client to end.
+pub fn kill_at(
+    mut cmd: Command,
+    point: KillPoint,
+    victim: impl Fn(u32) -> Option<u32>,
+    log: &std::path::Path,
+) -> KillRun {
+    let started = Instant::now();
+    let mut child = cmd.stdin(Stdio::null()).stderr(Stdio::piped()).spawn().expect("spawn soku");
+    let stderr = child.stderr.take().expect("piped");
+    let (tx, rx) = mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let mut all = String::new();
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if let Some(bytes) = bytes_of(&line, "verified") {
+                let _ = tx.send(bytes);
+            }
+            all.push_str(&line);
+            all.push('\n');
+        }
+        all
+    });
+    let mut verified = 0;
+    let drain = |verified: &mut u64| {
+        while let Ok(bytes) = rx.try_recv() {
+            *verified = (*verified).max(bytes);
+        }
+    };
+    let mut killed_at = None;
+    let mut victim_pid = None;
+    let mut log_len = 0;
+    let give_up = started + Duration::from_secs(90);
+    loop {
+        drain(&mut verified);
+        let due = match point {
+            KillPoint::Verified(at) => verified >= at,
+            KillPoint::After(delay) => started.elapsed() >= delay,
+        };
+        if child.try_wait().expect("wait").is_some() {
+            break;
+        }
+        if due {
+            if let Some(pid) = victim(child.id()) {
+                drain(&mut verified);
+                log_len = std::fs::metadata(log).map_or(0, |m| m.len());
+                // The victim may have exited since it was found (ssh at the copy's end):
+                // then nothing is killed. A zombie takes the signal without effect.
+                let status = (!is_zombie(pid)).then(|| {
+                    Command::new("kill")
+                        .arg("-9")
+                        .arg(pid.to_string())
+                        .stderr(Stdio::null())
+                        .status()
+                        .expect("kill")
+                });
+                if status.is_some_and(|s| s.success()) {
+                    killed_at = Some(Instant::now());
+                    victim_pid = Some(pid);
+                }
+                break;
+            }
+        }
+        if Instant::now() > give_up {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("no kill point {point:?} within 90 s:\n{}", reader.join().unwrap_or_default());
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "the client hung after the kill");
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let ended = Instant::now();
+    let stderr = reader.join().expect("reader");
+    // The client killed counts only if it died of it (it may have been exiting).
+    use std::os::unix::process::ExitStatusExt;
+    let killed = match victim_pid {
+        Some(pid) if pid == child.id() => status.signal() == Some(9),
+        Some(_) => true,
+        None => false,
+    };
+    KillRun {
+        killed,
+        ok: status.success(),
+        stderr,
+        verified_at_kill: verified,
+        log_len_at_kill: log_len,
+        kill_to_exit: ended.saturating_duration_since(killed_at.unwrap_or(started)),
+    }
+}
+
+/// Whether `pid` has exited and waits to be reaped (or is gone).
+fn is_zombie(pid: u32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return true };
+    // The state follows the command name, which is in parentheses and may hold spaces.
+    stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().next()) == Some("Z")
+}
