@@ -55,6 +55,10 @@ pub enum EngineError {
     /// read-only); the line names the path and what to do.
     #[error("{0}")]
     Target(String),
+    /// The sources cannot be opened in a way that fails every file (too many open
+    /// files); the line names the path and what to do.
+    #[error("{0}")]
+    Source(String),
     /// The sources could not be walked.
     #[error("reading the sources: {0}")]
     Walk(std::io::Error),

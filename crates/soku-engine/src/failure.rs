@@ -50,7 +50,8 @@ impl SourceShrank {
 }
 
 /// Describes `err`, met while reading the source file `path` (opening it, walking to it,
-/// reading its chunks). The file fails; the copy goes on.
+/// reading its chunks). The file fails and the copy goes on, unless every file after it
+/// would fail the same way (too many open files: [`Failure::ends_copy`]).
 pub fn describe_source(path: &Path, err: &std::io::Error) -> Failure {
     let shrank = err.get_ref().is_some_and(|inner| inner.is::<SourceShrank>());
     let (problem, ends_copy) = match (err.raw_os_error(), err.kind()) {

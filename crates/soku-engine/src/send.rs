@@ -121,8 +121,16 @@ pub async fn run(
         link.traits.chunks_in_flight.min(usize::try_from(budget).unwrap_or(usize::MAX)).max(1);
     let pipeline = in_flight as u64 * u64::from(opts.chunk_size);
     let descriptors = crate::limits::open_files();
-    let ahead_max = (descriptors / 8).clamp(ANNOUNCE_AHEAD, ANNOUNCE_AHEAD_MAX);
-    let tasks_max = (descriptors / 4).clamp(in_flight, CHUNK_TASKS_MAX.max(in_flight));
+    // Each file ahead holds a descriptor until it is all handed out, and each chunk task
+    // its file's until the chunk is acknowledged: under a low hard limit (which no
+    // process can raise) fewer of both keep the copy going, a little slower on small
+    // files, where opening more would fail them. With the usual limits (raised to 65536
+    // where allowed) neither bound is the one that binds.
+    let ahead_min = ANNOUNCE_AHEAD.min(descriptors / 8).max(1);
+    let ahead_max = (descriptors / 8).clamp(ahead_min, ANNOUNCE_AHEAD_MAX);
+    let tasks_max = (descriptors / 4)
+        .clamp(in_flight, CHUNK_TASKS_MAX.max(in_flight))
+        .min((descriptors / 4).max(1));
     let policy =
         opts.compress.then(|| Arc::new(Mutex::new(CompressPolicy::new(Instant::now(), pipeline))));
     let (hashed_tx, hashed_rx) = tokio::sync::mpsc::unbounded_channel();
@@ -155,8 +163,7 @@ pub async fn run(
     loop {
         // Announce more while the window allows, a batch at a time.
         loop {
-            let room =
-                |n: usize, bytes: u64| n < ANNOUNCE_AHEAD || (n < ahead_max && bytes < pipeline);
+            let room = |n: usize, bytes: u64| n < ahead_min || (n < ahead_max && bytes < pipeline);
             let (mut n, mut bytes) = (announced.len(), ahead_bytes);
             let mut batch = Vec::new();
             while batch.len() < OPEN_BATCH && room(n, bytes) {
@@ -340,9 +347,13 @@ impl Copy {
                             (Arc::new(file), known.take(&local, &md).unwrap_or_default())
                         }
                         Err(e) => {
+                            let failure = failure::describe_source(&local, &e);
+                            // Every file after this one would fail the same way.
+                            if failure.ends_copy {
+                                return Err(EngineError::Source(failure.message));
+                            }
                             let path = local.display().to_string();
-                            let problem = failure::describe_source(&local, &e).problem;
-                            self.source_error(link, path, problem).await?;
+                            self.source_error(link, path, failure.problem).await?;
                             continue;
                         }
                     };

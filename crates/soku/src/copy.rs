@@ -438,7 +438,7 @@ async fn drive(
     };
     let outcome = soku_engine::run(role, link, opts, events).await.map_err(|e| match e {
         // This side's file system: the line says so, as the remote's say `remote:`.
-        EngineError::Target(line) => on_this_side(line),
+        EngineError::Target(line) | EngineError::Source(line) => on_this_side(line),
         other => other.into(),
     })?;
     let (files, bytes, failures) = (outcome.files, outcome.bytes, outcome.failures);

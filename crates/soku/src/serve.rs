@@ -327,7 +327,7 @@ async fn serve_job(link: &mut Link, quic: Option<&quinn::Connection>) -> anyhow:
         // A failure of this side's files, sent to the client as `Fatal` by the engine
         // (`soku_engine::role::run`), which shows it. A broken protocol is printed here
         // too: it may be no client of ours at the other end.
-        EngineError::Target(line) => Told(line).into(),
+        EngineError::Target(line) | EngineError::Source(line) => Told(line).into(),
         other => anyhow::Error::from(other),
     })?;
     Ok(sent_data)

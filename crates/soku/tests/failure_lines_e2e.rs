@@ -351,3 +351,18 @@ fn a_read_only_local_file_system_stops_a_download() {
     let line = line_about(&stderr, "local", &ro.join("a.txt"));
     assert!(line.contains("read-only file system"), "{line}");
 }
+
+/// The sending side keeps open only as many files as its limit allows: the copy goes
+/// through where the same limit at the receiving side stops it (the tests above).
+#[test]
+fn a_sender_with_few_descriptors_keeps_fewer_files_open_and_copies_the_tree() {
+    let env = Env::new();
+    let tree = tree_of(&env.src(), 600);
+    env.ok(soku_under(&env, FEW_FDS).arg("-r").arg(&tree).arg(env.remote(&env.dst())));
+    common::assert_same_tree(&tree, &env.dst().join("tree"));
+    let server = wrapper(&env.path("soku-few-fds"), FEW_FDS);
+    let back = env.path("back");
+    std::fs::create_dir(&back).expect("mkdir");
+    env.ok(soku_to(&env, &server).arg("-r").arg(env.remote(&tree)).arg(&back));
+    common::assert_same_tree(&tree, &back.join("tree"));
+}
