@@ -9,6 +9,7 @@
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -118,9 +119,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     // incoming connection is accepted, and the client decides after its handshake.
     let accepting = endpoint.clone().map(|endpoint| {
         tokio::spawn(async move {
-            let share = |peer: SocketAddr| path_board::share_on(&board, peer.ip());
-            tokio::time::timeout(ACCEPT_TIMEOUT, soku_transport::accept_with(&endpoint, share))
-                .await
+            tokio::time::timeout(ACCEPT_TIMEOUT, accept_client(&endpoint, &board)).await
         })
     });
     // The client may connect over TCP meanwhile too (it tries both at once); the
@@ -178,20 +177,36 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             result.map(drop)
         }
         (TransportChoice::Quic { tcp_ready }, Some(endpoint), Some(accepting)) => {
-            let conn = accepting.await?.context("the client chose QUIC but never connected")??;
+            // The client chooses QUIC once its handshake is done, so ours is done too
+            // or about to be: a client that says so and stays away is stalled.
+            let never = || {
+                format!("the client chose QUIC but never connected (waited {} s)", stall.as_secs())
+            };
+            let accepted = within(stall, accepting).await.map_err(|_| anyhow::anyhow!(never()))?;
+            let conn = accepted?.map_err(|_| anyhow::anyhow!(never()))??;
             // If we send the data and UDP turns out rate-limited, the client moves to TCP.
             let watching = tcp_ready.then(|| tokio::spawn(policing::watch(conn.clone())));
             // The ssh channel's end means the client is gone: stop at once.
-            let watched = conn.clone();
+            let (watched, gone) = (conn.clone(), Arc::new(AtomicBool::new(false)));
+            let channel_gone = gone.clone();
             tokio::spawn(async move {
                 channel_closed(stdin).await;
+                channel_gone.store(true, Ordering::SeqCst);
                 watched.close(1u32.into(), b"ssh channel closed");
             });
-            let (send, recv) = within(stall, conn.accept_bi()).await??;
+            // What failed because of that says so (not QUIC's "closed").
+            let why = |err: anyhow::Error| {
+                if gone.load(Ordering::SeqCst) {
+                    anyhow::anyhow!("ssh channel closed")
+                } else {
+                    err
+                }
+            };
+            let (send, recv) = within(stall, conn.accept_bi()).await?.map_err(|e| why(e.into()))?;
             let mut link = link::quic::link(conn.clone(), send, recv);
             link.set_stall_limit(Some(stall));
             let sampler = ServerSampler::start(started, Some(&conn));
-            let result = serve_job(&mut link, Some(&conn)).await;
+            let result = serve_job(&mut link, Some(&conn)).await.map_err(why);
             // A copy cut short may have been cut by the watch (whose task can still be
             // returning its verdict: it ends within one look once QUIC is closed).
             let policed = match watching {
@@ -219,6 +234,12 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             }
             // The client closes the connection once it has what it needs.
             let _ = link.close(CLOSE_PATIENCE).await;
+            if result.is_err() {
+                // A client that took our reason (a `Fatal`) has closed by now, in
+                // `link.close`; one that did not (a broken or hostile one) is not given
+                // the patience a second time.
+                conn.close(1u32.into(), b"aborted");
+            }
             let _ = tokio::time::timeout(CLOSE_PATIENCE, conn.closed()).await;
             endpoint.close(0u32.into(), b"");
             result.map(drop)
@@ -236,6 +257,29 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         }
         (TransportChoice::Quic { .. }, _, _) => {
             anyhow::bail!("client chose QUIC after asking for none")
+        }
+    }
+}
+
+/// Accepts the client's QUIC connection. A handshake that fails (a certificate other
+/// than the one the client announced, a forged Initial packet) is refused and the wait
+/// goes on: anyone can send to the UDP port, and a stranger's attempt must not end the
+/// session before the client connects. The caller bounds the wait.
+async fn accept_client(
+    endpoint: &quinn::Endpoint,
+    board: &BoardSlot,
+) -> Result<quinn::Connection, soku_transport::TransportError> {
+    loop {
+        // The board is named after the first address seen (the slot keeps its first).
+        let share = |peer: SocketAddr| {
+            if board.get().is_none() {
+                path_board::share_on(board, peer.ip());
+            }
+        };
+        match soku_transport::accept_with(endpoint, share).await {
+            Ok(conn) => return Ok(conn),
+            Err(err @ soku_transport::TransportError::EndpointClosed) => return Err(err),
+            Err(_) => continue,
         }
     }
 }
