@@ -425,6 +425,7 @@ struct Row {
     fault: Fault,
     way: Way,
     outcome: String,
+    waiting: usize,
     reconnects: usize,
     wire: u64,
     recover: Option<Duration>,
@@ -471,12 +472,15 @@ fn outage_table() {
                 (_, Some(0), true) => "completed, verified".to_string(),
                 (Fault::GiveUp(_), Some(255), false) => {
                     // Both ends see one file system here: an upload's partial file
-                    // (the server's) is in the same place as a download's.
+                    // (the server's) is in the same place as a download's. Its length
+                    // is the whole file's from the start: what it holds is what the
+                    // receiver verified.
                     let part = host.dst().join(".src.bin.soku-part");
-                    let held = std::fs::metadata(&part).map(|m| m.len()).ok();
+                    let verified = run.json().lines().filter_map(|l| bytes_of(l, "verified")).max();
                     format!(
-                        "gave up, exit 255, partial file kept ({:.1} MiB)",
-                        mib(held.unwrap_or(0))
+                        "gave up, exit 255, partial file {} ({:.1} MiB verified)",
+                        if part.exists() { "kept" } else { "MISSING" },
+                        mib(verified.unwrap_or(0))
                     )
                 }
                 (_, code, _) => {
@@ -488,6 +492,7 @@ fn outage_table() {
                 fault,
                 way,
                 outcome,
+                waiting: run.events("waiting").len(),
                 reconnects: run.events("reconnecting").len(),
                 wire: run.wire,
                 recover: run.recovered_at().map(|t| t.saturating_sub(run.restored_at)),
@@ -497,26 +502,34 @@ fn outage_table() {
         }
     }
     println!(
-        "\n| fault | direction | outcome | reconnects | MiB on the wire (data direction) | \
-         extra over no fault | data again after | end after fault | total |"
+        "\n| fault | direction | outcome | `waiting` notices | reconnects | MiB on the wire \
+         (data direction) | extra over no fault | data again after the fault | end after the \
+         fault | total |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
     for row in &rows {
         let base =
             rows.iter().find(|r| r.way == row.way && r.fault == Fault::None).map_or(0, |r| r.wire);
         let secs = |d: Duration| format!("{:.1} s", d.as_secs_f64());
+        let (extra, again) = match row.fault {
+            Fault::None => ("-".to_string(), "-".to_string()),
+            Fault::GiveUp(_) => ("-".to_string(), "-".to_string()),
+            _ => (
+                format!("{:+.1} MiB", (row.wire as f64 - base as f64) / 1048576.0),
+                row.recover.map_or("-".into(), secs),
+            ),
+        };
         println!(
-            "| {} | {} | {} | {} | {:.1} | {:+.1} MiB | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {:.1} | {extra} | {again} | {} | {} |",
             row.fault.name(),
             match row.way {
                 Way::Up => "upload",
                 Way::Down => "download",
             },
             row.outcome,
+            row.waiting,
             row.reconnects,
             mib(row.wire),
-            (row.wire as f64 - base as f64) / 1048576.0,
-            row.recover.map_or("-".into(), secs),
             secs(row.after_fault),
             secs(row.took),
         );
