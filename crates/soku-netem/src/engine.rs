@@ -128,13 +128,34 @@ impl DirCounters {
 
 /// Faults switched on and off while the path runs, shared by both directions: what a
 /// test needs beyond the statistical model (an outage of the whole path; a network
-/// that blocks UDP).
+/// that blocks, polices or shapes UDP).
 #[derive(Debug, Default)]
 pub struct Faults {
     blackout: AtomicBool,
     drop_udp: AtomicBool,
-    /// UDP's rate limit per direction in bits per second; 0 for none.
+    /// UDP's policed rate per direction in bits per second; 0 for none.
     udp_rate_bps: AtomicU64,
+    /// UDP's shaped rate per direction in bits per second; 0 for none.
+    udp_shape_bps: AtomicU64,
+}
+
+/// What the faults do to one packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FaultVerdict {
+    /// On to the link model untouched.
+    Pass,
+    /// On to the link model, delivered this many ns later than it would be (it waited
+    /// in a UDP shaper's queue).
+    Delay(u64),
+    /// Dropped.
+    Drop,
+}
+
+/// One direction's state for the UDP faults that keep some.
+#[derive(Debug, Default)]
+pub(crate) struct UdpLimits {
+    pub(crate) policer: UdpPolicer,
+    pub(crate) shaper: UdpShaper,
 }
 
 impl Faults {
@@ -155,22 +176,42 @@ impl Faults {
         self.udp_rate_bps.store(bps.unwrap_or(0), Relaxed);
     }
 
-    /// Whether the IP `packet` is dropped by a fault now; `policer` is this direction's.
-    fn drops(&self, packet: &[u8], policer: &mut UdpPolicer, now_ns: u64) -> bool {
+    /// Shapes UDP to `bps` bits per second in each direction (`None`: no shaping): UDP
+    /// packets beyond the rate wait in a queue of their own (dropped only when it holds
+    /// [`UdpShaper::QUEUE`] of the rate), TCP is untouched and never waits behind them
+    /// (a middlebox that throttles UDP with a shaper rather than a policer). See
+    /// [`UdpShaper`].
+    pub fn set_udp_shape(&self, bps: Option<u64>) {
+        self.udp_shape_bps.store(bps.unwrap_or(0), Relaxed);
+    }
+
+    /// What the faults do to the IP `packet` now; `udp` is this direction's state.
+    pub(crate) fn judge(&self, packet: &[u8], udp: &mut UdpLimits, now_ns: u64) -> FaultVerdict {
         if self.blackout.load(Relaxed) {
-            return true;
+            return FaultVerdict::Drop;
         }
         // IPv4 protocol field (RFC 791): 17 is UDP. The namespaces carry no IPv6.
-        let udp = packet.len() > 9 && packet[0] >> 4 == 4 && packet[9] == 17;
-        if !udp {
-            return false;
+        let is_udp = packet.len() > 9 && packet[0] >> 4 == 4 && packet[9] == 17;
+        if !is_udp {
+            return FaultVerdict::Pass;
         }
         if self.drop_udp.load(Relaxed) {
-            return true;
+            return FaultVerdict::Drop;
         }
-        match self.udp_rate_bps.load(Relaxed) {
+        let policed = match self.udp_rate_bps.load(Relaxed) {
             0 => false,
-            bps => !policer.admit(now_ns, packet.len(), bps),
+            bps => !udp.policer.admit(now_ns, packet.len(), bps),
+        };
+        if policed {
+            return FaultVerdict::Drop;
+        }
+        match self.udp_shape_bps.load(Relaxed) {
+            0 => FaultVerdict::Pass,
+            bps => match udp.shaper.admit(now_ns, packet.len(), bps) {
+                Some(0) => FaultVerdict::Pass,
+                Some(wait) => FaultVerdict::Delay(wait),
+                None => FaultVerdict::Drop,
+            },
         }
     }
 }
@@ -204,6 +245,34 @@ impl UdpPolicer {
     }
 }
 
+/// A shaper (as Linux's `tbf` with a latency limit, on UDP alone): packets leave one
+/// after another at the rate, each waiting until the ones before it have left; a packet
+/// that would wait longer than [`UdpShaper::QUEUE`] is dropped (the queue is full).
+/// Its queue is its own: other traffic does not wait behind it.
+#[derive(Debug, Default)]
+pub(crate) struct UdpShaper {
+    /// When the last admitted packet has left the shaper (ns).
+    free_at_ns: u64,
+}
+
+impl UdpShaper {
+    /// The longest wait in the queue, in time at the rate (a typical `tbf` latency).
+    const QUEUE: Duration = Duration::from_millis(100);
+
+    /// The wait of a packet of `len` bytes arriving at `now_ns`, or `None` if the queue
+    /// is full.
+    fn admit(&mut self, now_ns: u64, len: usize, bps: u64) -> Option<u64> {
+        let start = self.free_at_ns.max(now_ns);
+        let wait = start - now_ns;
+        if wait > Self::QUEUE.as_nanos() as u64 {
+            return None;
+        }
+        let send_ns = (len as u64 * 8).saturating_mul(1_000_000_000) / bps.max(1);
+        self.free_at_ns = start + send_ns;
+        Some(wait + send_ns)
+    }
+}
+
 /// Shutdown signal shared by both directions.
 #[derive(Debug)]
 pub(crate) struct Stop {
@@ -227,7 +296,7 @@ pub(crate) struct Direction {
     pub(crate) line: DelayLine,
     pub(crate) counters: Arc<DirCounters>,
     pub(crate) faults: Arc<Faults>,
-    pub(crate) udp_policer: UdpPolicer,
+    pub(crate) udp_limits: UdpLimits,
     pub(crate) stop: Arc<Stop>,
     pub(crate) epoch: Instant,
     pub(crate) realtime: bool,
@@ -276,14 +345,20 @@ impl Direction {
                         };
                         let now = self.now();
                         let packet = self.pool.data(slot, n as u32);
-                        if self.faults.drops(packet, &mut self.udp_policer, now) {
-                            self.pool.free(slot);
-                            st.dropped_fault += 1;
-                            continue;
-                        }
+                        let waited = match self.faults.judge(packet, &mut self.udp_limits, now) {
+                            FaultVerdict::Pass => 0,
+                            FaultVerdict::Delay(ns) => ns,
+                            FaultVerdict::Drop => {
+                                self.pool.free(slot);
+                                st.dropped_fault += 1;
+                                continue;
+                            }
+                        };
                         match self.model.offer(now, n) {
+                            // A packet that waited in a shaper leaves after others that
+                            // came later: out of the FIFO's order.
                             Verdict::Deliver { at, reordered } => {
-                                self.line.push(at, slot, n as u32, reordered)
+                                self.line.push(at + waited, slot, n as u32, reordered || waited > 0)
                             }
                             Verdict::Drop(reason) => {
                                 self.pool.free(slot);
@@ -379,29 +454,72 @@ mod tests {
         packet
     }
 
+    fn drops(faults: &Faults, packet: &[u8], udp: &mut UdpLimits, now: u64) -> bool {
+        faults.judge(packet, udp, now) == FaultVerdict::Drop
+    }
+
     /// Over 10 s of 1500-byte UDP packets offered at 100 Mbit/s, a 5 Mbit/s policer lets
     /// 5 Mbit/s through (plus its one burst); TCP passes whatever the rate.
     #[test]
     fn the_udp_policer_passes_its_rate_and_leaves_tcp_alone() {
         let faults = Faults::default();
         faults.set_udp_rate(Some(5_000_000));
-        let mut policer = UdpPolicer::default();
+        let mut udp_state = UdpLimits::default();
         let (udp, tcp) = (ipv4(17, 1500), ipv4(6, 1500));
         let gap_ns = 1500 * 8 * 1_000_000_000 / 100_000_000; // 120 us at 100 Mbit/s
         let mut passed = 0u64;
         for k in 0..(10_000_000_000 / gap_ns) {
             let now = k * gap_ns;
-            if !faults.drops(&udp, &mut policer, now) {
+            if !drops(&faults, &udp, &mut udp_state, now) {
                 passed += 1500;
             }
-            assert!(!faults.drops(&tcp, &mut policer, now), "TCP was dropped");
+            assert!(!drops(&faults, &tcp, &mut udp_state, now), "TCP was dropped");
         }
         let rate = passed as f64 * 8.0 / 10.0;
         assert!((4.9e6..=5.2e6).contains(&rate), "passed {rate} bit/s");
         faults.set_udp_rate(None);
-        assert!(!faults.drops(&udp, &mut policer, 0));
+        assert!(!drops(&faults, &udp, &mut udp_state, 0));
         faults.set_drop_udp(true);
-        assert!(faults.drops(&udp, &mut policer, 0));
-        assert!(!faults.drops(&tcp, &mut policer, 0));
+        assert!(drops(&faults, &udp, &mut udp_state, 0));
+        assert!(!drops(&faults, &tcp, &mut udp_state, 0));
+    }
+
+    /// UDP offered at 100 Mbit/s to a 5 Mbit/s shaper: what passes leaves at 5 Mbit/s,
+    /// each packet after the ones before it, waiting at most the queue's 100 ms (plus its
+    /// own send time); the rest is dropped. TCP neither waits nor drops.
+    #[test]
+    fn the_udp_shaper_queues_to_its_rate_and_leaves_tcp_alone() {
+        let faults = Faults::default();
+        faults.set_udp_shape(Some(5_000_000));
+        let mut udp_state = UdpLimits::default();
+        let (udp, tcp) = (ipv4(17, 1500), ipv4(6, 1500));
+        let gap_ns = 1500 * 8 * 1_000_000_000 / 100_000_000;
+        let send_ns = 1500 * 8 * 1_000_000_000 / 5_000_000; // 2.4 ms at 5 Mbit/s
+        let (mut passed, mut last_leave, mut worst_wait) = (0u64, 0u64, 0u64);
+        for k in 0..(10_000_000_000 / gap_ns) {
+            let now = k * gap_ns;
+            match faults.judge(&udp, &mut udp_state, now) {
+                FaultVerdict::Drop => {}
+                FaultVerdict::Pass => panic!("a packet skipped the shaper"),
+                FaultVerdict::Delay(wait) => {
+                    passed += 1500;
+                    let leave = now + wait;
+                    assert!(leave >= last_leave + send_ns, "packets left closer than the rate");
+                    last_leave = leave;
+                    worst_wait = worst_wait.max(wait);
+                }
+            }
+            assert_eq!(faults.judge(&tcp, &mut udp_state, now), FaultVerdict::Pass);
+        }
+        let rate = passed as f64 * 8.0 / 10.0;
+        assert!((4.9e6..=5.1e6).contains(&rate), "passed {rate} bit/s");
+        let limit = UdpShaper::QUEUE.as_nanos() as u64 + send_ns;
+        assert!(worst_wait <= limit && worst_wait > limit / 2, "worst wait {worst_wait} ns");
+        // Below the rate nothing waits beyond its own send time, nothing is dropped.
+        faults.set_udp_shape(Some(1_000_000_000));
+        let later = 20_000_000_000;
+        assert!(matches!(faults.judge(&udp, &mut udp_state, later), FaultVerdict::Delay(12_000)));
+        faults.set_udp_shape(None);
+        assert_eq!(faults.judge(&udp, &mut udp_state, later), FaultVerdict::Pass);
     }
 }

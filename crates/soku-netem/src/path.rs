@@ -150,7 +150,7 @@ impl Path {
                 line: DelayLine::with_capacity(slots as usize),
                 counters: Arc::clone(&path.counters[i]),
                 faults: Arc::clone(&path.faults),
-                udp_policer: Default::default(),
+                udp_limits: Default::default(),
                 stop: Arc::clone(&path.stop),
                 epoch,
                 realtime: spec.realtime,

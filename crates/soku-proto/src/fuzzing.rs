@@ -21,8 +21,8 @@ use crate::chunk::{check_chunk_size, max_wire_len, ChunkHeader, ChunkPlan};
 use crate::chunk::{MAX_CHUNK_SIZE, MIN_CHUNK_SIZE};
 use crate::frame::{self, Decoder, MAX_CONTROL_FRAME, PREFIX_LEN};
 use crate::hello::{
-    decode_hello, decode_server_hello, ClientHello, HelloScanner, Scan, ServerNote,
-    TransportChoice, MAX_NOISE,
+    decode_hello, decode_server_hello, ClientHello, ClientNote, HelloScanner, Scan, ServerNote,
+    TransportChoice, MAX_CLIENT_NOTE, MAX_NOISE,
 };
 use crate::message::Message;
 use crate::path::{Target, WirePath};
@@ -140,9 +140,14 @@ pub fn hello(data: &[u8]) {
     let Ok(client) = decode_hello::<ClientHello>(payload) else { return };
     round_trip_hello(&client, decode_hello::<ClientHello>);
     check_negotiation(client.negotiate(), client.versions());
-    if let Some(payload) = read_small_frame(&mut input) {
-        if let Ok(choice) = decode_hello::<TransportChoice>(payload) {
-            round_trip_hello(&choice, decode_hello::<TransportChoice>);
+    let Some(payload) = read_small_frame(&mut input) else { return };
+    if let Ok(choice) = decode_hello::<TransportChoice>(payload) {
+        round_trip_hello(&choice, decode_hello::<TransportChoice>);
+    }
+    // Then the client's notes (pings) on the ssh channel, as `soku serve` reads them.
+    for payload in decode_payloads([input], MAX_CLIENT_NOTE).messages {
+        if let Ok(note) = decode_hello::<ClientNote>(&payload) {
+            round_trip_hello(&note, decode_hello::<ClientNote>);
         }
     }
 }

@@ -146,7 +146,30 @@ pub enum ServerNote {
     /// hello asked, with `diagnose`): the client times the round trip over ssh. An older
     /// client would ignore it, as it ignores any note it cannot decode.
     ChoiceSeen,
+    /// The answer to the client's [`ClientNote::Ping`] with the same number, written as
+    /// soon as the ping is read: the client times round trips over ssh (a TCP path)
+    /// beside QUIC's (see `crates/soku/src/shaping.rs`). An older client ignores it.
+    Pong {
+        /// The ping's number.
+        seq: u32,
+    },
 }
+
+/// What the client may say on the ssh channel once the data moves over QUIC, after its
+/// [`TransportChoice`]: frames like the hellos'. A server from before these notes reads
+/// and drops everything there (it only waits for the channel's end), so a client needs
+/// no version gate: it simply gets no answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ClientNote {
+    /// Asks for a [`ServerNote::Pong`] with the same number at once.
+    Ping {
+        /// Chosen by the client to match the answer.
+        seq: u32,
+    },
+}
+
+/// Largest frame payload of a [`ClientNote`] a server reads (a ping takes a few bytes).
+pub const MAX_CLIENT_NOTE: usize = 64;
 
 /// Most path samples a [`ServerSummary`] carries (about 10 kB on the wire): a longer
 /// copy's samples are thinned to every second, fourth, ... one.

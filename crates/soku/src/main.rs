@@ -32,6 +32,7 @@ mod private_dir;
 mod report;
 mod retry;
 mod serve;
+mod shaping;
 mod session;
 mod spec;
 mod tcp_path;

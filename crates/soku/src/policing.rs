@@ -23,12 +23,17 @@
 //!
 //! Whichever side sends the data watches its connection for [`WATCH_FOR`]; on the
 //! signature it closes QUIC with [`POLICED`] and the reason, and the client moves the
-//! copy to TCP, resuming what QUIC delivered.
+//! copy to TCP, resuming what QUIC delivered. The client also looks for a shaper's
+//! signature (a queue UDP alone waits in, `crate::shaping`), in either direction: its
+//! RTT samples carry the queue both ways, since the server's acks wait in it too.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use soku_engine::events::PathReport;
 use soku_transport::ResumePhase;
+
+use crate::shaping::{self, SshPings};
 
 /// QUIC application close code: UDP looks rate-limited, move to TCP.
 pub const POLICED: u32 = 3;
@@ -50,6 +55,9 @@ const NO_QUEUE_FACTOR: f64 = 1.05;
 const SETTLE_RTTS: u32 = 4;
 /// Absolute slack for short paths, where scheduling noise exceeds half the RTT.
 const RTT_SLACK: Duration = Duration::from_millis(2);
+/// Looks in a row (two seconds) that must show a shaper's signature: a queue that
+/// stands, not one round's burst.
+const SHAPED_LOOKS: u32 = 4;
 
 /// The reason, if `report` (the data sender's side of a connection) shows a policer.
 pub fn looks_policed(report: &PathReport) -> Option<String> {
@@ -80,9 +88,20 @@ pub fn looks_policed(report: &PathReport) -> Option<String> {
 /// starts over once the jump is judged, and, after a retreat, once the losses it caused
 /// have been declared ([`SETTLE_RTTS`] round trips).
 pub async fn watch(conn: quinn::Connection) -> Option<String> {
+    watch_beside_ssh(conn, None).await
+}
+
+/// [`watch`], and with the ssh round trips that `pings` times (the client's side,
+/// `crate::shaping`) also for a shaper's signature: QUIC in a queue that ssh does not
+/// see, in [`SHAPED_LOOKS`] looks in a row.
+pub async fn watch_beside_ssh(
+    conn: quinn::Connection,
+    pings: Option<Arc<SshPings>>,
+) -> Option<String> {
     let started = tokio::time::Instant::now();
     let mut baseline = (0, 0);
     let mut settle_until = None;
+    let mut shaped_looks = 0;
     while started.elapsed() < WATCH_FOR {
         tokio::time::sleep(LOOK_EVERY).await;
         if conn.close_reason().is_some() {
@@ -102,7 +121,17 @@ pub async fn watch(conn: quinn::Connection) -> Option<String> {
         };
         if settling {
             baseline = (report.sent_packets, report.lost_packets);
+            shaped_looks = 0;
             continue;
+        }
+        let shaped = pings
+            .as_ref()
+            .and_then(|pings| pings.rtt(now))
+            .and_then(|ssh| shaping::looks_shaped(&report, ssh));
+        shaped_looks = if shaped.is_some() { shaped_looks + 1 } else { 0 };
+        if let Some(why) = shaped.filter(|_| shaped_looks >= SHAPED_LOOKS) {
+            conn.close(POLICED.into(), why.as_bytes());
+            return Some(why);
         }
         report.sent_packets -= baseline.0.min(report.sent_packets);
         report.lost_packets -= baseline.1.min(report.lost_packets);

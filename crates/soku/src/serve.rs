@@ -15,7 +15,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use soku_proto::frame;
-use soku_proto::hello::{ServerHello, ServerNote, ServerSummary, TransportChoice};
+use soku_proto::hello::{
+    ClientNote, ServerHello, ServerNote, ServerSummary, TransportChoice, MAX_CLIENT_NOTE,
+};
 use soku_proto::message::{Job, Message};
 use soku_proto::path::{Target, TargetError};
 use soku_proto::receive::Receiver;
@@ -189,8 +191,12 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             // The ssh channel's end means the client is gone: stop at once.
             let (watched, gone) = (conn.clone(), Arc::new(AtomicBool::new(false)));
             let channel_gone = gone.clone();
+            // Meanwhile the client's pings there are answered (`crate::shaping`): our
+            // stdout is shared with the notes below from here on.
+            let stdout = Arc::new(tokio::sync::Mutex::new(stdout));
+            let answering = stdout.clone();
             tokio::spawn(async move {
-                channel_closed(stdin).await;
+                answer_pings_until_closed(stdin, answering).await;
                 channel_gone.store(true, Ordering::SeqCst);
                 watched.close(1u32.into(), b"ssh channel closed");
             });
@@ -224,13 +230,14 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
                 // only ssh end, and take it for an outage.
                 let mut note = Vec::new();
                 frame::encode(&ServerNote::Policed { why }, &mut note)?;
+                let mut stdout = stdout.lock().await;
                 stdout.write_all(&note).await?;
                 stdout.flush().await?;
                 let _ = tokio::time::timeout(CLOSE_PATIENCE, endpoint.wait_idle()).await;
                 return Ok(());
             }
             if let Ok(sent_data) = result {
-                send_summary(&mut stdout, sampler.finish(sent_data)).await;
+                send_summary(&mut *stdout.lock().await, sampler.finish(sent_data)).await;
             }
             // The client closes the connection once it has what it needs.
             let _ = link.close(CLOSE_PATIENCE).await;
@@ -288,6 +295,47 @@ async fn accept_client(
 async fn channel_closed<R: AsyncRead + Unpin>(mut stdin: R) {
     let mut sink = [0u8; 256];
     while stdin.read(&mut sink).await.is_ok_and(|n| n > 0) {}
+}
+
+/// [`channel_closed`], answering each of the client's pings there with a pong on
+/// `stdout` at once (the client times round trips over ssh beside QUIC's, see
+/// `crate::shaping`). Pings are the only notes a client sends; anything that does not
+/// decode as one is not answered, and once the framing breaks nothing more is (the
+/// reading goes on, to see the channel end). The decoder holds at most one small frame.
+async fn answer_pings_until_closed<R: AsyncRead + Unpin>(
+    mut stdin: R,
+    stdout: Arc<tokio::sync::Mutex<tokio::io::Stdout>>,
+) {
+    let mut decoder = frame::Decoder::new(MAX_CLIENT_NOTE);
+    let mut buf = [0u8; 256];
+    let mut answering = true;
+    while let Ok(n @ 1..) = stdin.read(&mut buf).await {
+        if !answering {
+            continue;
+        }
+        decoder.feed(&buf[..n]);
+        loop {
+            match decoder.next_payload() {
+                Ok(Some(payload)) => {
+                    let Ok(ClientNote::Ping { seq }) = soku_proto::hello::decode_hello(&payload)
+                    else {
+                        continue;
+                    };
+                    let Ok(pong) = frame::to_vec(&ServerNote::Pong { seq }) else { continue };
+                    let mut out = stdout.lock().await;
+                    if out.write_all(&pong).await.is_err() || out.flush().await.is_err() {
+                        answering = false;
+                        break;
+                    }
+                }
+                Ok(None) => break,
+                Err(_) => {
+                    answering = false;
+                    break;
+                }
+            }
+        }
+    }
 }
 
 /// `work`, unless the client lets `stall` pass first: the link's own stall error, so a

@@ -25,6 +25,7 @@ use self::choose::{Chosen, Offer};
 use crate::exit::Exit;
 use crate::launch::Forward;
 use crate::policing;
+use crate::shaping::{self, SshPings};
 
 /// A QUIC connection and the endpoint that made it.
 pub struct QuicPath {
@@ -40,8 +41,12 @@ pub struct Session {
     child: Child,
     /// Over QUIC or TCP: ends when ssh's output does (see `watch_ssh`).
     ssh_watch: Option<tokio::task::JoinHandle<()>>,
-    /// Kept open over QUIC or TCP: closing it tells the server to exit.
-    ssh_stdin: Option<ChildStdin>,
+    /// Kept open over QUIC or TCP: closing it tells the server to exit. Shared only with
+    /// the pinger, which holds it weakly (see `crate::shaping`).
+    ssh_stdin: Option<Arc<tokio::sync::Mutex<ChildStdin>>>,
+    /// Over QUIC with TCP as a way out: round trips over ssh, timed beside QUIC's to tell
+    /// a UDP shaper (see `crate::shaping`), and the task that pings.
+    pings: Option<(Arc<SshPings>, tokio::task::JoinHandle<()>)>,
     /// The QUIC connection, if the data moves over QUIC.
     pub quic: Option<QuicPath>,
     /// Why the data does not move over QUIC, when it does not (the user asked, or UDP
@@ -203,12 +208,23 @@ impl Session {
                     reason: None,
                 });
                 let notes = std::io::Cursor::new(leftover).chain(stdout);
+                let stdin = Arc::new(tokio::sync::Mutex::new(stdin));
+                // Only a copy that could move to TCP has a use for the round trips.
+                let pings = tcp_check.as_ref().map(|_| {
+                    let pings = Arc::new(SshPings::default());
+                    let pinging =
+                        shaping::ping(Arc::downgrade(&stdin), pings.clone(), policing::WATCH_FOR);
+                    (pings, tokio::spawn(pinging))
+                });
                 let watch = watch_ssh(
                     notes,
                     Some(conn.clone()),
-                    note.clone(),
-                    summary.clone(),
-                    choice_seen.clone(),
+                    SshNotes {
+                        policed: note.clone(),
+                        summary: summary.clone(),
+                        choice_seen: choice_seen.clone(),
+                        pings: pings.as_ref().map(|(pings, _)| pings.clone()),
+                    },
                 );
                 let ssh_watch = Some(tokio::spawn(watch));
                 let quic = Some(QuicPath { _endpoint: won.endpoint, conn });
@@ -216,6 +232,7 @@ impl Session {
                     child,
                     ssh_watch,
                     ssh_stdin: Some(stdin),
+                    pings,
                     quic,
                     fallback: None,
                     tcp_check,
@@ -255,14 +272,19 @@ impl Session {
                     ),
                     reason: why.clone(),
                 });
-                let watch =
-                    watch_ssh(stdout, None, note.clone(), summary.clone(), choice_seen.clone());
-                let ssh_watch = Some(tokio::spawn(watch));
+                let notes = SshNotes {
+                    policed: note.clone(),
+                    summary: summary.clone(),
+                    choice_seen: choice_seen.clone(),
+                    pings: None,
+                };
+                let ssh_watch = Some(tokio::spawn(watch_ssh(stdout, None, notes)));
                 let fallback = Some(why.unwrap_or_else(|| "--transport tcp".into()));
                 let session = Session {
                     child,
                     ssh_watch,
-                    ssh_stdin: Some(stdin),
+                    ssh_stdin: Some(Arc::new(tokio::sync::Mutex::new(stdin))),
+                    pings: None,
                     quic: None,
                     fallback,
                     tcp_check: None,
@@ -289,6 +311,7 @@ impl Session {
                     child,
                     ssh_watch: None,
                     ssh_stdin: None,
+                    pings: None,
                     quic: None,
                     fallback: Some(why),
                     tcp_check: None,
@@ -307,7 +330,8 @@ impl Session {
     pub fn watch_policing(&self) -> Option<tokio::task::JoinHandle<Option<String>>> {
         let conn = self.connection()?;
         self.tcp_check.as_ref()?;
-        Some(tokio::spawn(crate::policing::watch(conn.clone())))
+        let pings = self.pings.as_ref().map(|(pings, _)| pings.clone());
+        Some(tokio::spawn(crate::policing::watch_beside_ssh(conn.clone(), pings)))
     }
 
     /// After a QUIC copy failed: whether it was closed for a UDP rate limit, by our
@@ -379,7 +403,10 @@ impl Session {
     }
 
     async fn close_with(self, link: Link, summary: bool) -> anyhow::Result<Option<ServerSummary>> {
-        let Session { mut child, ssh_stdin, quic, ssh_watch, summary: said, .. } = self;
+        let Session { mut child, ssh_stdin, quic, ssh_watch, summary: said, pings, .. } = self;
+        if let Some((_, pinging)) = pings {
+            pinging.abort();
+        }
         // Over QUIC or TCP the data did not travel in the ssh channel.
         let off_channel = ssh_watch.is_some();
         // Without a report nothing waits for the watch: it is stopped at once.
@@ -434,11 +461,26 @@ impl Session {
         if let Some(watch) = self.ssh_watch.take() {
             watch.abort();
         }
+        if let Some((_, pinging)) = self.pings.take() {
+            pinging.abort();
+        }
         if let Some(quic) = &self.quic {
             quic.conn.close(1u32.into(), b"aborted");
         }
         let _ = self.child.kill().await;
     }
+}
+
+/// Where [`watch_ssh`] keeps what the server says on the ssh channel.
+struct SshNotes {
+    /// Why the server closed QUIC for a UDP rate limit.
+    policed: Arc<OnceLock<String>>,
+    /// The server's figures at the end of its job.
+    summary: Arc<OnceLock<ServerSummary>>,
+    /// When the server's [`ServerNote::ChoiceSeen`] came.
+    choice_seen: Arc<OnceLock<tokio::time::Instant>>,
+    /// The round trips its pongs complete, when we ping.
+    pings: Option<Arc<SshPings>>,
 }
 
 /// Code of the QUIC close when the ssh session ended under a running copy.
@@ -449,15 +491,14 @@ pub const SSH_ENDED: u32 = 2;
 /// when its ssh channel ends (`serve.rs`), and ssh ends when the server does: so either
 /// side stopping (killed, or its login dropped) is noticed at once, not after QUIC's
 /// idle timeout of a minute (TCP connections end with the server anyway;
-/// [`Session::ssh_ended`] then says why). A policed note is kept in `note` and closes
-/// QUIC with the policed code at once.
+/// [`Session::ssh_ended`] then says why). A policed note is kept and closes QUIC with
+/// the policed code at once.
 async fn watch_ssh<R: AsyncRead + Unpin>(
     mut stdout: R,
     conn: Option<quinn::Connection>,
-    note: Arc<OnceLock<String>>,
-    summary: Arc<OnceLock<ServerSummary>>,
-    seen: Arc<OnceLock<tokio::time::Instant>>,
+    notes: SshNotes,
 ) {
+    let SshNotes { policed: note, summary, choice_seen: seen, pings } = notes;
     let mut decoder = frame::Decoder::new(64 * 1024);
     let mut buf = [0u8; 4096];
     while let Ok(n @ 1..) = stdout.read(&mut buf).await {
@@ -477,6 +518,11 @@ async fn watch_ssh<R: AsyncRead + Unpin>(
                 }
                 Ok(ServerNote::ChoiceSeen) => {
                     let _ = seen.set(tokio::time::Instant::now());
+                }
+                Ok(ServerNote::Pong { seq }) => {
+                    if let Some(pings) = &pings {
+                        pings.answered(seq, tokio::time::Instant::now());
+                    }
                 }
                 Err(_) => {}
             }
@@ -548,7 +594,12 @@ async fn explain_startup_failure(
         Some(126) => "the remote soku could not be executed (permission denied?): check \
                       --remote-soku or the file's mode on the remote host"
             .to_string(),
-        Some(255) => "ssh could not connect (see its message above)".to_string(),
+        // ssh exits 255 both when it cannot connect (and says why) and when the remote
+        // command is killed by a signal (and says nothing): the crash suite's kill -9 of
+        // `soku serve` during the handshake was told "could not connect".
+        Some(255) => "ssh could not connect, or the remote soku was killed before it \
+                      started (ssh exited with status 255; its message, if any, is above)"
+            .to_string(),
         Some(code) => format!("the remote command exited with status {code} before soku started"),
         None => "the remote side ended before soku started".to_string(),
     };

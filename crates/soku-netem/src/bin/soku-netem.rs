@@ -108,6 +108,11 @@ struct UpArgs {
     /// dropped, TCP is untouched (a middlebox that rate-limits UDP).
     #[arg(long, value_parser = parse_rate)]
     udp_rate: Option<u64>,
+    /// Shape UDP alone to this rate per direction (e.g. 5mbit): UDP beyond it waits in a
+    /// queue of its own (up to 100 ms of the rate, then dropped), TCP is untouched (a
+    /// middlebox that throttles UDP with a shaper).
+    #[arg(long, value_parser = parse_rate)]
+    udp_shape: Option<u64>,
     /// Statistics interval (0 to disable).
     #[arg(long, default_value = "2s", value_parser = parse_duration)]
     stats_every: Duration,
@@ -243,6 +248,7 @@ fn up(args: UpArgs) -> anyhow_free::Result {
     println!("  soku-netem exec {0} a -- CMD   |   ip netns exec {1} CMD", args.name, path.ns_a());
     path.faults().set_drop_udp(args.drop_udp);
     path.faults().set_udp_rate(args.udp_rate);
+    path.faults().set_udp_shape(args.udp_shape);
     if !args.outage.is_empty() {
         schedule_outages(path.faults(), args.outage.clone());
     }

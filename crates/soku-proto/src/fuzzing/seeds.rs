@@ -9,7 +9,7 @@ use super::sender as tx;
 use crate::chunk::{ChunkHeader, MIN_CHUNK_SIZE};
 use crate::frame::{self, PREFIX_LEN};
 use crate::hello::{
-    ClientHello, PathPoint, ServerHello, ServerNote, ServerSummary, TransportChoice,
+    ClientHello, ClientNote, PathPoint, ServerHello, ServerNote, ServerSummary, TransportChoice,
 };
 use crate::manifest::{Entry, Meta};
 use crate::message::{Held, HeldBase, HeldChunk, Job, Message, Request};
@@ -197,6 +197,17 @@ fn hello() -> Vec<Vec<u8>> {
             &framed(&ServerNote::Summary(summary())),
         ]
         .concat(),
+        // Pings after a QUIC choice, and the server's pongs after its hello.
+        [
+            &[3][..],
+            MAGIC,
+            &framed(&client),
+            &framed(&TransportChoice::Quic { tcp_ready: true }),
+            &framed(&ClientNote::Ping { seq: 1 }),
+            &framed(&ClientNote::Ping { seq: u32::MAX }),
+        ]
+        .concat(),
+        [&[9][..], MAGIC, &framed(&ready), &framed(&ServerNote::Pong { seq: 7 })].concat(),
     ]
 }
 

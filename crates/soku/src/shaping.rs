@@ -1,0 +1,235 @@
+//! Telling a UDP shaper from a slow path: round trips over ssh (a TCP connection on the
+//! same path) timed beside QUIC's, so that a copy whose TLS-over-TCP connections are
+//! ready can move to them.
+//!
+//! Some networks throttle UDP with a shaper rather than a policer (`policing.rs`):
+//! packets beyond the rate wait in a queue of their own instead of being dropped.
+//! Nothing is lost, so the policer's signature never shows; soku's controller sees a
+//! slow path and runs at the shaper's rate, where TCP would get the whole link. What
+//! does show is the queue, and that it is UDP's alone: QUIC's RTT stands well above
+//! its minimum while a round trip over ssh, taken at the same moment, stays at its
+//! own. A queue at a bottleneck that both share (a slow link, other copies, cross
+//! traffic) delays the ssh round trips as much, and moves nothing.
+//!
+//! The cost is a ping of a few bytes over ssh every [`PING_EVERY`] while the watch
+//! runs; no probe traffic. Measured on the project's emulator (100 Mbit/s x 50 ms, UDP
+//! shaped to 5 Mbit/s with a 100 ms queue): QUIC's RTT 108-143 ms against a minimum of
+//! 52 ms from the second second on, while ssh's stayed within a few ms of its own.
+//!
+//! A server from before the pings never answers them: no ssh samples, no verdict.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use soku_engine::events::PathReport;
+use soku_proto::frame;
+use soku_proto::hello::ClientNote;
+use tokio::io::AsyncWriteExt;
+use tokio::process::ChildStdin;
+use tokio::time::Instant;
+
+/// How often the client pings over ssh while the watch runs.
+pub const PING_EVERY: Duration = Duration::from_millis(250);
+/// QUIC's queueing delay (its RTT above its minimum) that may mark a shaper, at least:
+/// well above scheduling noise and a loaded host's ack delays...
+const MIN_QUEUE: Duration = Duration::from_millis(20);
+/// ... and at least this share of the path's minimum RTT (a standing queue of half the
+/// path, where soku's controller keeps at most a fraction of one on a shared path).
+const MIN_QUEUE_SHARE: f64 = 0.5;
+/// ssh's queueing delay must stay below QUIC's divided by this: a queue both share
+/// delays both alike.
+const SSH_QUEUE_DIVISOR: u32 = 4;
+/// ssh round trips needed before a verdict: its minimum must be known.
+const MIN_PONGS: usize = 4;
+/// How recent ssh's round trips must be to stand beside QUIC's RTT now.
+const RECENT: Duration = Duration::from_secs(1);
+/// Pings awaiting their answer, at most (older ones are forgotten: lost or very late).
+const MAX_OUTSTANDING: usize = 64;
+
+/// Round trips over ssh: pings sent and their answers.
+#[derive(Debug, Default)]
+pub struct SshPings {
+    inner: Mutex<Pings>,
+}
+
+#[derive(Debug, Default)]
+struct Pings {
+    next_seq: u32,
+    outstanding: VecDeque<(u32, Instant)>,
+    /// (when the answer came, the round trip), the last [`RECENT`] of them.
+    recent: VecDeque<(Instant, Duration)>,
+    min: Option<Duration>,
+    answered: usize,
+}
+
+/// What the ssh round trips show now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SshRtt {
+    /// The smallest round trip of the last [`RECENT`] (the queue, if any, delays all).
+    pub recent: Duration,
+    /// The smallest ever.
+    pub min: Duration,
+}
+
+impl SshPings {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Pings> {
+        // A poisoned lock only means a panic elsewhere mid-update of plain numbers.
+        self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// A new ping's number, noted as sent at `now`.
+    fn sent(&self, now: Instant) -> u32 {
+        let mut p = self.lock();
+        let seq = p.next_seq;
+        p.next_seq = p.next_seq.wrapping_add(1);
+        if p.outstanding.len() == MAX_OUTSTANDING {
+            p.outstanding.pop_front();
+        }
+        p.outstanding.push_back((seq, now));
+        seq
+    }
+
+    /// The server answered ping `seq` at `now`; an answer to no ping of ours is ignored.
+    pub fn answered(&self, seq: u32, now: Instant) {
+        let mut p = self.lock();
+        let Some(at) = p.outstanding.iter().position(|(s, _)| *s == seq) else { return };
+        let Some((_, sent)) = p.outstanding.remove(at) else { return };
+        let rtt = now.saturating_duration_since(sent);
+        p.min = Some(p.min.map_or(rtt, |m| m.min(rtt)));
+        p.answered += 1;
+        p.recent.push_back((now, rtt));
+        while p.recent.front().is_some_and(|(t, _)| now.saturating_duration_since(*t) > RECENT) {
+            p.recent.pop_front();
+        }
+    }
+
+    /// The round trips as of `now`, once there are enough of them and recent ones.
+    pub fn rtt(&self, now: Instant) -> Option<SshRtt> {
+        let p = self.lock();
+        if p.answered < MIN_PONGS {
+            return None;
+        }
+        let recent = p
+            .recent
+            .iter()
+            .filter(|(t, _)| now.saturating_duration_since(*t) <= RECENT)
+            .map(|(_, rtt)| *rtt)
+            .min()?;
+        Some(SshRtt { recent, min: p.min? })
+    }
+}
+
+/// Pings over ssh every [`PING_EVERY`] for `watch_for`, through `stdin` while the session
+/// still holds it (a [`Weak`]: the session's drop of its handle closes the channel, which
+/// tells the server to exit; this task must not keep it open).
+pub async fn ping(
+    stdin: Weak<tokio::sync::Mutex<ChildStdin>>,
+    pings: Arc<SshPings>,
+    watch_for: Duration,
+) {
+    let started = Instant::now();
+    let mut tick = tokio::time::interval(PING_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    while started.elapsed() < watch_for {
+        tick.tick().await;
+        let Some(stdin) = stdin.upgrade() else { return };
+        let seq = pings.sent(Instant::now());
+        let Ok(ping) = frame::to_vec(&ClientNote::Ping { seq }) else { return };
+        let mut stdin = stdin.lock().await;
+        if stdin.write_all(&ping).await.is_err() || stdin.flush().await.is_err() {
+            return;
+        }
+    }
+}
+
+/// The reason, if QUIC's path (`quic`, as this side sees it) stands in a queue that the
+/// ssh round trips (`ssh`, taken at the same time) do not see.
+pub fn looks_shaped(quic: &PathReport, ssh: SshRtt) -> Option<String> {
+    let queue = quic.rtt.saturating_sub(quic.min_rtt);
+    // The path's own round trip is the smaller of the two minima: pings that started
+    // while a shared queue already stood (other copies keep it full) never saw ssh's,
+    // where QUIC's minimum may come from the copies' shared record (`soku_cc::shared`).
+    let ssh_queue = ssh.recent.saturating_sub(ssh.min.min(quic.min_rtt));
+    let deep =
+        queue >= MIN_QUEUE && queue.as_secs_f64() >= quic.min_rtt.as_secs_f64() * MIN_QUEUE_SHARE;
+    (deep && ssh_queue <= queue / SSH_QUEUE_DIVISOR).then(|| {
+        format!(
+            "UDP looks throttled on this path: QUIC's packets wait {:.0} ms in a queue that \
+             TCP (the ssh connection) does not see (QUIC rtt {:.1} ms, min {:.1} ms; ssh rtt \
+             {:.1} ms, min {:.1} ms)",
+            queue.as_secs_f64() * 1e3,
+            quic.rtt.as_secs_f64() * 1e3,
+            quic.min_rtt.as_secs_f64() * 1e3,
+            ssh.recent.as_secs_f64() * 1e3,
+            ssh.min.as_secs_f64() * 1e3,
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(rtt_ms: f64, min_ms: f64) -> PathReport {
+        PathReport {
+            rtt: Duration::from_secs_f64(rtt_ms / 1e3),
+            min_rtt: Duration::from_secs_f64(min_ms / 1e3),
+            mtu: 1472,
+            sent_packets: 5000,
+            lost_packets: 20,
+            congestion_events: 0,
+            cwnd: 0,
+            model: None,
+        }
+    }
+
+    fn ssh(recent_ms: u64, min_ms: u64) -> SshRtt {
+        SshRtt { recent: Duration::from_millis(recent_ms), min: Duration::from_millis(min_ms) }
+    }
+
+    /// Figures seen on the emulator (see the module docs) and their neighbours.
+    #[test]
+    fn a_queue_of_udp_alone_is_told_from_a_shared_one() {
+        // UDP shaped to 5 Mbit/s at 100 Mbit/s x 50 ms: QUIC queues, ssh does not.
+        assert!(looks_shaped(&report(120.0, 52.2), ssh(51, 50)).is_some());
+        // A slow link both share: ssh waits in the same queue.
+        assert_eq!(looks_shaped(&report(120.0, 52.2), ssh(118, 50)), None);
+        // Partly shared: ssh waits over a quarter of QUIC's queue.
+        assert_eq!(looks_shaped(&report(120.0, 52.0), ssh(70, 50)), None);
+        // Eight copies keep a 20 ms path's queue full from before the pings began: ssh's
+        // own minimum carries the queue, QUIC's (shared among the copies) does not
+        // (seen in `tests/many_e2e.rs` before the smaller minimum was the baseline).
+        assert_eq!(looks_shaped(&report(42.5, 20.3), ssh(36, 35)), None);
+        // A small queue of QUIC's own (a fair queue at the bottleneck, soku-cc's
+        // probing): below 20 ms, or below half the path's RTT, says nothing.
+        assert_eq!(looks_shaped(&report(18.0, 1.0), ssh(1, 1)), None);
+        assert_eq!(looks_shaped(&report(280.0, 200.0), ssh(200, 200)), None);
+        // A long path with a deep UDP queue.
+        assert!(looks_shaped(&report(330.0, 200.0), ssh(203, 200)).is_some());
+        let why = looks_shaped(&report(120.0, 52.2), ssh(51, 50)).unwrap();
+        assert!(why.contains("wait 68 ms in a queue that TCP"), "{why}");
+    }
+
+    /// Round trips need their answers, enough of them, and recent ones; an answer to no
+    /// ping is ignored; the minimum and the recent smallest are kept apart.
+    #[test]
+    fn ssh_round_trips_are_matched_and_aged() {
+        let pings = SshPings::default();
+        let t0 = Instant::now();
+        pings.answered(999, t0);
+        for k in 0..4u64 {
+            let sent = t0 + Duration::from_millis(250 * k);
+            let seq = pings.sent(sent);
+            assert_eq!(pings.rtt(sent), None, "a verdict before {MIN_PONGS} answers");
+            pings.answered(seq, sent + Duration::from_millis(50 + 10 * k));
+        }
+        let now = t0 + Duration::from_millis(900);
+        assert_eq!(pings.rtt(now), Some(ssh(50, 50)));
+        // A second later only the last answer (80 ms) is recent.
+        let later = t0 + Duration::from_millis(1800);
+        assert_eq!(pings.rtt(later), Some(ssh(80, 50)));
+        // Nothing recent: no figure to set beside QUIC's.
+        assert_eq!(pings.rtt(t0 + Duration::from_secs(5)), None);
+    }
+}
