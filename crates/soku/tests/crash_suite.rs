@@ -516,3 +516,25 @@ fn one_gib_killed_at_half_resumes() {
         assert!(first_total + second - SIZE <= at_kill - v + after, "sent again beyond in flight");
     }
 }
+
+/// Catches: a `soku serve` killed before its hello (the crash suite's kill -9 during the
+/// handshake) reported as "ssh could not connect (see its message above)" with no message
+/// above: ssh exits 255 for a remote command killed by a signal, as for a failed login.
+#[test]
+fn a_server_killed_before_its_hello_is_named() {
+    let env = Env::new();
+    let src = env.src().join("a.bin");
+    write(&src, &data(1000, 7));
+    // The remote soku kills itself with SIGKILL as soon as it runs.
+    let remote = env.path("killed-soku");
+    write(&remote, b"#!/bin/sh\nkill -9 $$\n");
+    chmod(&remote, 0o755);
+    let mut cmd = common::bounded_soku(60);
+    cmd.args(env.sshd.scp_port_args()).args(env.sshd.ssh_args());
+    cmd.arg("--remote-soku").arg(&remote).arg(&src).arg(env.remote(&env.dst()));
+    let out = cmd.stdin(Stdio::null()).output().expect("run soku");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(255), "{stderr}");
+    assert!(stderr.contains("the remote soku was killed before it started"), "{stderr}");
+    assert!(!env.dst().join("a.bin").exists());
+}
