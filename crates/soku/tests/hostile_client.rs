@@ -7,8 +7,8 @@
 //! attack asserts: the server ends by itself within a bound (a refusal or a timeout,
 //! never a hang), with a one-line reason and no panic, and nothing lands outside the
 //! target directory (a canary beside it stays as it was) or under a final name.
-//! Datagrams at the UDP port and a QUIC client with the wrong certificate are covered
-//! by soku-transport's tests (`random_datagrams_...`, `rogue_client_certificate_...`).
+//! The same attacks over QUIC, with datagrams at the UDP port and a QUIC client with
+//! the wrong certificate, are in `hostile_client_quic.rs`.
 
 mod common;
 
