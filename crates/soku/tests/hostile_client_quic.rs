@@ -392,19 +392,16 @@ impl Noise {
     }
 }
 
+/// How a flood makes each datagram.
+type Make = fn(&mut Noise) -> Vec<u8>;
+
 /// Sends `count` hostile datagrams at `addr` from a few sockets of our own, pausing
 /// now and then so the server's loop has the CPU to serve its real client meanwhile.
 fn spray(addr: SocketAddr, count: usize, seed: u64, stop: &AtomicBool) -> usize {
     spray_with(addr, count, seed, stop, Noise::datagram)
 }
 
-fn spray_with(
-    addr: SocketAddr,
-    count: usize,
-    seed: u64,
-    stop: &AtomicBool,
-    make: fn(&mut Noise) -> Vec<u8>,
-) -> usize {
+fn spray_with(addr: SocketAddr, count: usize, seed: u64, stop: &AtomicBool, make: Make) -> usize {
     let sockets: Vec<UdpSocket> =
         (0..8).map(|_| UdpSocket::bind("127.0.0.1:0").expect("bind")).collect();
     let mut noise = Noise(seed | 1);
@@ -458,12 +455,11 @@ async fn forged_initials_during_a_copy_cost_no_more_than_any_datagram() {
     // Once its client is connected the server takes no other connection: attempts must
     // not queue up while the copy runs (quinn holds up to 65 536 unaccepted ones, each
     // with its first datagram). The same number of datagrams of the same size that are
-    // no connection attempt at all is the yardstick.
-    // A flood's cost levels off: 60 000 and 150 000 datagrams of either kind both
+    // no connection attempt at all is the yardstick. A flood's cost levels off: 60 000 and 150 000 datagrams of either kind both
     // peaked at 85-89 MiB here (the receive path's buffers), not more.
     let count = 60_000;
     let mut peaks = Vec::new();
-    let kinds: [(&str, fn(&mut Noise) -> Vec<u8>); 2] = [
+    let kinds: [(&str, Make); 2] = [
         ("random short-header datagrams", Noise::short_header),
         ("forged Initial packets", Noise::initial),
     ];
