@@ -49,16 +49,98 @@ impl SourceShrank {
     }
 }
 
+/// A source file that changed while its chunks were read, without shrinking (a log
+/// appended to, a file rewritten in place): the chunks sent are a mix of before and
+/// after, a file that never existed, so it fails rather than taking its final name.
+/// Found by comparing the open file's status when its last chunk has been read with its
+/// status when it was opened ([`SourceStamp::check`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum SourceChanged {
+    /// It got longer.
+    #[error("the file grew while it was being read")]
+    Grew,
+    /// Same size or longer, but written to: a new modification or change time.
+    #[error("the file was written to while it was being read")]
+    Rewritten,
+}
+
+impl SourceChanged {
+    /// As the I/O error a read returns.
+    pub fn io(self) -> std::io::Error {
+        std::io::Error::other(self)
+    }
+}
+
+/// What a source file's status said when the sender opened it: what
+/// [`SourceStamp::check`] compares once its last chunk has been read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SourceStamp {
+    size: u64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+    nlink: u64,
+}
+
+impl SourceStamp {
+    /// The stamp of the file `md` describes.
+    pub fn of(md: &std::fs::Metadata) -> SourceStamp {
+        use std::os::unix::fs::MetadataExt;
+        SourceStamp {
+            size: md.size(),
+            mtime: (md.mtime(), md.mtime_nsec()),
+            ctime: (md.ctime(), md.ctime_nsec()),
+            nlink: md.nlink(),
+        }
+    }
+
+    /// Whether the file stamped `self` when it was opened is still as it was (`now` is
+    /// its status after its last chunk was read): an error if it shrank
+    /// ([`SourceShrank`]: its tail went while earlier chunks were read), grew, or was
+    /// written to ([`SourceChanged`]).
+    ///
+    /// The change time is compared too because it is the one time no program can set
+    /// back: a file rewritten at the same size with its modification time restored
+    /// (`touch -r`, a tool that preserves times) moves only it. But removing the file or
+    /// renaming another over it moves it as well, and those leave the open file's bytes
+    /// as they were (the sender reads on through its descriptor, docs/durability.md), so
+    /// a change time moved along with the link count is not taken for a write. A chmod
+    /// or a rename of the file itself moves it too and cannot be told from such a write:
+    /// that file fails, and the same command copies it.
+    pub fn check(&self, now: &std::fs::Metadata) -> std::io::Result<()> {
+        let now = SourceStamp::of(now);
+        if now.size < self.size {
+            return Err(SourceShrank::io());
+        }
+        if now.size > self.size {
+            return Err(SourceChanged::Grew.io());
+        }
+        let rewritten =
+            now.mtime != self.mtime || (now.ctime != self.ctime && now.nlink == self.nlink);
+        if rewritten {
+            return Err(SourceChanged::Rewritten.io());
+        }
+        Ok(())
+    }
+}
+
 /// Describes `err`, met while reading the source file `path` (opening it, walking to it,
 /// reading its chunks). The file fails and the copy goes on, unless every file after it
 /// would fail the same way (too many open files: [`Failure::ends_copy`]).
 pub fn describe_source(path: &Path, err: &std::io::Error) -> Failure {
-    let shrank = err.get_ref().is_some_and(|inner| inner.is::<SourceShrank>());
+    let inner = err.get_ref();
+    let shrank = inner.is_some_and(|inner| inner.is::<SourceShrank>());
+    let changed = inner.and_then(|inner| inner.downcast_ref::<SourceChanged>()).copied();
+    // The same words for every change, so that one pattern matches them all.
+    let again = "run the same command again once nothing writes to it";
     let (problem, ends_copy) = match (err.raw_os_error(), err.kind()) {
-        _ if shrank => (
-            "it changed during the copy (it shrank while it was read): run the same command \
-             again once nothing writes to it"
-                .into(),
+        _ if shrank => {
+            (format!("it changed during the copy (it shrank while it was read): {again}"), false)
+        }
+        _ if changed == Some(SourceChanged::Grew) => {
+            (format!("it changed during the copy (it grew while it was read): {again}"), false)
+        }
+        _ if changed == Some(SourceChanged::Rewritten) => (
+            format!("it changed during the copy (it was written to while it was read): {again}"),
             false,
         ),
         (Some(libc::EMFILE | libc::ENFILE), _) => (
@@ -182,6 +264,60 @@ mod tests {
         let gone = describe_source(Path::new("s"), &os(libc::ENOENT)).message;
         assert_eq!(gone, "s: No such file or directory");
         assert!(describe_source(Path::new("s"), &os(libc::EMFILE)).ends_copy);
+    }
+
+    #[test]
+    fn a_source_that_grew_or_was_rewritten_says_so_in_the_same_words() {
+        let grew = describe_source(Path::new("/var/log/app.log"), &SourceChanged::Grew.io());
+        assert_eq!(
+            grew.message,
+            "/var/log/app.log: it changed during the copy (it grew while it was read): run \
+             the same command again once nothing writes to it"
+        );
+        assert!(!grew.ends_copy, "the other files are fine");
+        let rewritten = describe_source(Path::new("db"), &SourceChanged::Rewritten.io());
+        assert_eq!(
+            rewritten.problem,
+            "it changed during the copy (it was written to while it was read): run the same \
+             command again once nothing writes to it"
+        );
+    }
+
+    #[test]
+    fn a_stamp_tells_growth_a_rewrite_and_a_removal_apart() {
+        use std::os::unix::fs::FileExt;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("f");
+        std::fs::write(&path, [1u8; 100]).expect("write");
+        let file = std::fs::OpenOptions::new().read(true).write(true).open(&path).expect("open");
+        let md = || file.metadata().expect("md");
+        let changed = |stamp: SourceStamp| {
+            let err = stamp.check(&md()).expect_err("a change");
+            err.get_ref().and_then(|i| i.downcast_ref::<SourceChanged>()).copied()
+        };
+        // Past the coarse clock tick some kernels stamp change times with.
+        let tick = || std::thread::sleep(std::time::Duration::from_millis(20));
+        let stamp = SourceStamp::of(&md());
+        assert!(stamp.check(&md()).is_ok(), "unchanged");
+        // Written at the same size with its modification time set back: the change time
+        // tells.
+        let mtime = md().modified().expect("mtime");
+        tick();
+        file.write_all_at(&[2u8; 10], 0).expect("rewrite");
+        file.set_modified(mtime).expect("set the time back");
+        assert_eq!(md().modified().expect("mtime"), mtime);
+        assert_eq!(changed(stamp), Some(SourceChanged::Rewritten));
+        let stamp = SourceStamp::of(&md());
+        file.write_all_at(&[3u8; 10], 100).expect("append");
+        assert_eq!(changed(stamp), Some(SourceChanged::Grew));
+        // Removed: its change time moves, its bytes (read through the descriptor) do not.
+        let stamp = SourceStamp::of(&md());
+        tick();
+        std::fs::remove_file(&path).expect("remove");
+        assert!(stamp.check(&md()).is_ok(), "removed, not changed");
+        file.set_len(50).expect("truncate");
+        let err = stamp.check(&md()).expect_err("shrank");
+        assert!(err.get_ref().is_some_and(|i| i.is::<SourceShrank>()), "{err}");
     }
 
     #[test]

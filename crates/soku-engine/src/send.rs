@@ -16,7 +16,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::fs::File;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -218,7 +218,7 @@ pub async fn run(
                     copy.step(link).await?;
                 }
                 let file = &announced[i];
-                copy.start_chunk(span, &file.file, &file.ahead, link.tx.clone());
+                copy.start_chunk(span, file, link.tx.clone());
             }
             None if let_go => {}
             // Every file looked at waits for the receiver's report.
@@ -303,6 +303,36 @@ struct Announced {
     size: u64,
     file: Arc<File>,
     ahead: ChunkHashes,
+    watch: Arc<SourceWatch>,
+}
+
+/// A source file being read: its status when it was opened, and how many of its chunks
+/// are still to be read. The read that completes the file checks its status again (one
+/// `fstat` per file, no extra reads) before its hash can go into the file's root, so a
+/// file changed while it was read fails instead of arriving as a mix of old and new
+/// bytes. A change after its last chunk was read (a log appended to later in the copy)
+/// is not one: what was sent is the file as it was then, read whole.
+struct SourceWatch {
+    opened: failure::SourceStamp,
+    unread: AtomicU32,
+}
+
+impl SourceWatch {
+    fn new(opened: &std::fs::Metadata, chunks: u32) -> SourceWatch {
+        SourceWatch { opened: failure::SourceStamp::of(opened), unread: AtomicU32::new(chunks) }
+    }
+
+    /// One chunk of `file` was read; after the last, whether the file is as it was
+    /// opened. Every other read completed before its count went down (the count is one
+    /// atomic), so the status is taken once nothing more of the file is read.
+    fn chunk_read(&self, file: &File) -> std::io::Result<()> {
+        let last =
+            self.unread.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
+        if last != Ok(1) {
+            return Ok(());
+        }
+        self.opened.check(&file.metadata()?)
+    }
 }
 
 impl Copy {
@@ -342,9 +372,10 @@ impl Copy {
                     let Some(opened) = opened.next() else {
                         return Err(EngineError::Internal("a file was not opened".into()));
                     };
-                    let (file, ahead) = match opened {
+                    let (file, ahead, md) = match opened {
                         Ok((file, md)) => {
-                            (Arc::new(file), known.take(&local, &md).unwrap_or_default())
+                            let ahead = known.take(&local, &md).unwrap_or_default();
+                            (Arc::new(file), ahead, md)
                         }
                         Err(e) => {
                             let failure = failure::describe_source(&local, &e);
@@ -365,7 +396,10 @@ impl Copy {
                     if let Some(summary) = start.summary {
                         link.tx.send_control(summary).await?;
                     }
-                    files.push(Announced { id: start.id, size, file, ahead });
+                    // The rules refuse a file of more chunks than a u32 counts.
+                    let chunks = u32::try_from(start.chunks).unwrap_or(u32::MAX);
+                    let watch = Arc::new(SourceWatch::new(&md, chunks));
+                    files.push(Announced { id: start.id, size, file, ahead, watch });
                 }
             }
         }
@@ -384,13 +418,7 @@ impl Copy {
     }
 
     /// Starts the task that reads, hashes, maybe compresses and sends one chunk.
-    fn start_chunk(
-        &mut self,
-        span: ChunkSpan,
-        file: &Arc<std::fs::File>,
-        ahead: &ChunkHashes,
-        tx: Arc<dyn Transport>,
-    ) {
+    fn start_chunk(&mut self, span: ChunkSpan, file: &Announced, tx: Arc<dyn Transport>) {
         // A chunk the receiver may hold is compressed only if it has to be sent, which
         // is rare: not at all.
         let mode = match span.claimed {
@@ -398,9 +426,10 @@ impl Copy {
             None => self.policy.as_ref().map(|p| lock(p).next_chunk(Instant::now())),
         };
         let task = ChunkTask {
-            file: file.clone(),
+            file: file.file.clone(),
+            watch: file.watch.clone(),
             span,
-            known: ahead.get(span.index as usize).copied().flatten(),
+            known: file.ahead.get(span.index as usize).copied().flatten(),
             order: self.order,
             compress: mode == Some(compress_policy::Mode::Compress),
             policy: self.policy.clone(),
@@ -543,6 +572,8 @@ impl Copy {
 /// One chunk: read, hash, maybe compress (on the blocking pool), pace, send.
 struct ChunkTask {
     file: Arc<std::fs::File>,
+    /// Checks the file once its last chunk is read.
+    watch: Arc<SourceWatch>,
     span: ChunkSpan,
     /// Its hash, if hashed ahead of the copy ([`crate::ahead`]).
     known: Option<[u8; 32]>,
@@ -568,10 +599,15 @@ impl ChunkTask {
     async fn run(self) -> Result<ChunkDone, EngineError> {
         let ChunkSpan { file: id, index, offset, len, claimed } = self.span;
         let (file, known, compress) = (self.file.clone(), self.known, self.compress);
+        let watch = self.watch.clone();
         // The semaphore is never closed; if it were, reading without a permit is safe.
         let permit = self.reads.acquire().await.ok();
         let read = tokio::task::spawn_blocking(move || {
-            codec::read_chunk(&file, id, index, (offset, len), known, compress)
+            let encoded = codec::read_chunk(&file, id, index, (offset, len), known, compress)?;
+            // Before its hash is told: a file that changed while it was read never gets
+            // the summary that would let the receiver name it (`ReadFailed` aborts it).
+            watch.chunk_read(&file)?;
+            Ok::<_, std::io::Error>(encoded)
         })
         .await?;
         drop(permit);
