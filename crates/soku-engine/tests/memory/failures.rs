@@ -2,6 +2,7 @@
 //! source that breaks mid-copy, a peer that sends garbage, lies about a chunk, stops
 //! answering or hangs up, and a copy cancelled midway.
 
+use std::path::Path;
 use std::time::Duration;
 
 use soku_engine::link::memory;
@@ -88,6 +89,150 @@ async fn a_source_that_shrinks_mid_copy_fails_alone() {
         let want = format!("{}: it changed during the copy", bad.display());
         assert!(heard.len() == 1 && heard[0].starts_with(&want), "{heard:?}");
         assert!(heard[0].ends_with("run the same command again once nothing writes to it"));
+    }
+}
+
+/// The sender's events, recorded, with `change` run (in the chunk task that tells it)
+/// on the first `Sent` event that counts at least `at` bytes.
+struct ChangeWhenSent {
+    recorder: std::sync::Arc<Recorder>,
+    at: u64,
+    change: std::sync::Mutex<Option<Box<dyn FnOnce() + Send>>>,
+}
+
+impl soku_engine::events::EventSink for ChangeWhenSent {
+    fn event(&self, event: soku_engine::events::TransferEvent) {
+        if let soku_engine::events::TransferEvent::Sent { bytes } = &event {
+            if *bytes >= self.at {
+                let change = self.change.lock().unwrap().take();
+                if let Some(change) = change {
+                    change();
+                }
+            }
+        }
+        self.recorder.event(event);
+    }
+}
+
+/// Copies `bad` (200 small chunks) and `good` over `pair`, running `change` once the
+/// sender has handed `at` bytes of `bad` to the link; returns both sides' outcomes and
+/// events.
+async fn copy_changing(
+    pair: (soku_engine::link::Link, soku_engine::link::Link),
+    scene: &Scene,
+    files: &[std::path::PathBuf],
+    at: u64,
+    change: Box<dyn FnOnce() + Send>,
+) -> Ran {
+    // The last write to the files moves their times past the coarse clock tick some
+    // kernels stamp them with: a change made within the same tick as the file's
+    // creation would show no new time (a limit of any status check, not of this one).
+    std::thread::sleep(Duration::from_millis(20));
+    let send = sender(files, false).await;
+    let receive = receiver(&scene.dst(), files.len() as u32, false, None);
+    let (mut a, mut b) = pair;
+    let (sender_events, receiver_events) =
+        (std::sync::Arc::new(Recorder::default()), std::sync::Arc::new(Recorder::default()));
+    let sink = std::sync::Arc::new(ChangeWhenSent {
+        recorder: sender_events.clone(),
+        at,
+        change: std::sync::Mutex::new(Some(change)),
+    });
+    let re = receiver_events.clone();
+    let (sent, received) = tokio::join!(
+        async {
+            let out = soku_engine::run(send, &mut a, options(false), sink).await;
+            let _ = a.close(Duration::from_secs(5)).await;
+            out
+        },
+        async {
+            let out = soku_engine::run(receive, &mut b, options(false), re).await;
+            let _ = b.close(Duration::from_secs(5)).await;
+            out
+        },
+    );
+    Ran { sent, received, sender_events, receiver_events }
+}
+
+/// The pairs every copy runs over: ordered bytes, QUIC-like streams, striped lanes.
+fn pairs() -> [fn() -> (soku_engine::link::Link, soku_engine::link::Link); 3] {
+    [memory::ordered_pair, || memory::streams_pair(Duration::ZERO), || memory::striped_pair(2)]
+}
+
+/// Bytes of the file changed during the copy: far more than any link keeps in flight
+/// (64 chunks at most), so most of its chunks are read after the change.
+const CHANGING: usize = 200 * SMALL_CHUNKS as usize;
+
+/// `bad` failed alone with the one line about a change (`how`), and nothing of it took
+/// a name at the target: neither the final name nor a partial file.
+fn assert_changed_alone(ran: Ran, scene: &Scene, bad: &Path, good: &Path, how: &str) {
+    let received = ran.received.unwrap();
+    assert_eq!((received.files, received.failures), (1, 1));
+    assert_eq!(ran.sent.unwrap(), received);
+    assert_same(good, &scene.dst().join("good.bin"));
+    assert_eq!(listing(&scene.dst()), ["good.bin"]);
+    assert_eq!(ran.sender_events.failed(), [bad.display().to_string()]);
+    let heard = ran.receiver_events.source_failures();
+    let want = format!(
+        "{}: it changed during the copy ({how} while it was read): run the same command \
+         again once nothing writes to it",
+        bad.display()
+    );
+    assert_eq!(heard, [want]);
+}
+
+#[tokio::test]
+async fn a_source_rewritten_in_place_at_the_same_size_mid_copy_fails_alone() {
+    for pair in pairs() {
+        let scene = Scene::new();
+        let bad = scene.file("bad.bin", CHANGING, 3);
+        let good = scene.file("good.bin", 100_000, 4);
+        let at = bad.clone();
+        // Every byte replaced, the size kept: only the file's times tell.
+        let change = Box::new(move || std::fs::write(&at, pattern(CHANGING, 5)).unwrap());
+        let ran = copy_changing(pair(), &scene, &[bad.clone(), good.clone()], 1, change).await;
+        assert_changed_alone(ran, &scene, &bad, &good, "it was written to");
+    }
+}
+
+#[tokio::test]
+async fn a_source_that_grows_mid_copy_fails_alone() {
+    for pair in pairs() {
+        let scene = Scene::new();
+        let bad = scene.file("bad.bin", CHANGING, 6);
+        let good = scene.file("good.bin", 100_000, 7);
+        let at = bad.clone();
+        // A log appended to: what was there is untouched, the file is longer.
+        let change = Box::new(move || {
+            use std::io::Write;
+            let mut log = std::fs::OpenOptions::new().append(true).open(&at).unwrap();
+            log.write_all(b"one more line\n").unwrap();
+        });
+        let ran = copy_changing(pair(), &scene, &[bad.clone(), good.clone()], 1, change).await;
+        assert_changed_alone(ran, &scene, &bad, &good, "it grew");
+    }
+}
+
+#[tokio::test]
+async fn a_source_appended_to_after_its_last_chunk_was_read_arrives_as_it_was_read() {
+    for pair in pairs() {
+        let scene = Scene::new();
+        let log = scene.file("app.log", CHANGING, 8);
+        let before = std::fs::read(&log).unwrap();
+        let at = log.clone();
+        // Once every byte of it was handed to the link, so read: the copy is not over
+        // (the receiver has still to verify it), but the file was read whole, unchanged.
+        let change = Box::new(move || {
+            use std::io::Write;
+            let mut log = std::fs::OpenOptions::new().append(true).open(&at).unwrap();
+            log.write_all(b"written after the copy read it\n").unwrap();
+        });
+        let ran = copy_changing(pair(), &scene, &[log.clone()], CHANGING as u64, change).await;
+        let received = ran.received.unwrap();
+        assert_eq!((received.files, received.failures), (1, 0));
+        assert!(std::fs::metadata(&log).unwrap().len() > CHANGING as u64, "it was appended to");
+        assert_eq!(std::fs::read(scene.dst().join("app.log")).unwrap(), before);
+        assert_eq!(listing(&scene.dst()), ["app.log"]);
     }
 }
 
