@@ -325,10 +325,16 @@ impl SourceWatch {
     /// One chunk of `file` was read; after the last, whether the file is as it was
     /// opened. Every other read completed before its count went down (the count is one
     /// atomic), so the status is taken once nothing more of the file is read.
-    fn chunk_read(&self, file: &File) -> std::io::Result<()> {
+    ///
+    /// A chunk whose hash was `known_ahead` ([`crate::ahead`]) is checked at once too:
+    /// that hash is of the bytes the file held when it had the status it was opened
+    /// with, and once that status moved the bytes just read may be others, which the
+    /// receiver would refuse as damaged ("failed verification") before the file's last
+    /// read could say what happened. Its `fstat` costs far less than the hash it saves.
+    fn chunk_read(&self, file: &File, known_ahead: bool) -> std::io::Result<()> {
         let last =
             self.unread.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
-        if last != Ok(1) {
+        if last != Ok(1) && !known_ahead {
             return Ok(());
         }
         self.opened.check(&file.metadata()?)
@@ -606,7 +612,7 @@ impl ChunkTask {
             let encoded = codec::read_chunk(&file, id, index, (offset, len), known, compress)?;
             // Before its hash is told: a file that changed while it was read never gets
             // the summary that would let the receiver name it (`ReadFailed` aborts it).
-            watch.chunk_read(&file)?;
+            watch.chunk_read(&file, known.is_some())?;
             Ok::<_, std::io::Error>(encoded)
         })
         .await?;

@@ -254,6 +254,17 @@ const SLOW: [&str; 4] = ["-l", "8000", "--chunk-size", "16K"];
 /// a tenth once the receiver's partial file `part` holds data; returns stderr and the
 /// exit code.
 fn shrink_during(cmd: &mut Command, source: &Path, part: &Path) -> (String, Option<i32>) {
+    change_during(cmd, part, || {
+        let len = std::fs::metadata(source).expect("source").len();
+        let f = std::fs::OpenOptions::new().write(true).open(source).expect("open source");
+        f.set_len(len / 10).expect("truncate");
+    })
+}
+
+/// Runs `cmd` (a copy rate-limited so that it takes seconds) and runs `change` once the
+/// receiver's partial file `part` holds data, so while the sender reads the source;
+/// returns stderr and the exit code.
+fn change_during(cmd: &mut Command, part: &Path, change: impl FnOnce()) -> (String, Option<i32>) {
     let mut child = cmd
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -273,9 +284,7 @@ fn shrink_during(cmd: &mut Command, source: &Path, part: &Path) -> (String, Opti
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    let len = std::fs::metadata(source).expect("source").len();
-    let f = std::fs::OpenOptions::new().write(true).open(source).expect("open source");
-    f.set_len(len / 10).expect("truncate");
+    change();
     let out = child.wait_with_output().expect("wait");
     (String::from_utf8_lossy(&out.stderr).into_owned(), out.status.code())
 }
@@ -310,6 +319,97 @@ fn a_remote_source_that_shrinks_during_a_download_is_named() {
     let line = line_about(&stderr, "remote", &src);
     assert!(line.ends_with(CHANGED), "{line}");
     assert!(!env.dst().join("growing.log").exists());
+}
+
+/// What a source that was written to in place during the copy is told.
+const REWRITTEN: &str = ": it changed during the copy (it was written to while it was read): run \
+                         the same command again once nothing writes to it";
+
+/// What a source that grew during the copy is told.
+const GREW: &str = ": it changed during the copy (it grew while it was read): run the same \
+                    command again once nothing writes to it";
+
+/// Rewrites every byte of `source` in place, keeping its size (no truncation on the way).
+fn rewrite_in_place(source: &Path, seed: u64) {
+    use std::os::unix::fs::FileExt;
+    let len = std::fs::metadata(source).expect("source").len();
+    let f = std::fs::OpenOptions::new().write(true).open(source).expect("open source");
+    f.write_all_at(&data(len as usize, seed), 0).expect("rewrite");
+}
+
+/// Appends a line to `source`, as a program logging to it would.
+fn append_to(source: &Path) {
+    use std::io::Write;
+    let mut f = std::fs::OpenOptions::new().append(true).open(source).expect("open source");
+    f.write_all(b"one more line\n").expect("append");
+}
+
+/// Exit 1, the one line on `side` about `src` ending in `problem`, and nothing of the
+/// file under its final name or as a partial file.
+fn assert_changed(
+    stderr: &str,
+    code: Option<i32>,
+    side: &str,
+    src: &Path,
+    dst: &Path,
+    problem: &str,
+) {
+    assert_eq!(code, Some(1), "{stderr}");
+    let line = line_about(stderr, side, src);
+    assert!(line.ends_with(problem), "{line}");
+    assert_eq!(listing(dst), Vec::<String>::new(), "{stderr}");
+}
+
+#[test]
+fn a_local_source_rewritten_during_an_upload_is_named() {
+    let env = Env::new();
+    let src = env.src().join("table.db");
+    write(&src, &data(4 << 20, 12));
+    let part = env.dst().join(".table.db.soku-part");
+    let (stderr, code) =
+        change_during(env.soku().args(SLOW).arg(&src).arg(env.remote(&env.dst())), &part, || {
+            rewrite_in_place(&src, 13)
+        });
+    assert_changed(&stderr, code, "local", &src, &env.dst(), REWRITTEN);
+}
+
+#[test]
+fn a_remote_source_rewritten_during_a_download_is_named() {
+    let env = Env::new();
+    let src = env.src().join("table.db");
+    write(&src, &data(4 << 20, 14));
+    let part = env.dst().join(".table.db.soku-part");
+    let (stderr, code) =
+        change_during(env.soku().args(SLOW).arg(env.remote(&src)).arg(env.dst()), &part, || {
+            rewrite_in_place(&src, 15)
+        });
+    assert_changed(&stderr, code, "remote", &src, &env.dst(), REWRITTEN);
+}
+
+#[test]
+fn a_local_source_that_grows_during_an_upload_is_named() {
+    let env = Env::new();
+    let src = env.src().join("growing.log");
+    write(&src, &data(4 << 20, 16));
+    let part = env.dst().join(".growing.log.soku-part");
+    let (stderr, code) =
+        change_during(env.soku().args(SLOW).arg(&src).arg(env.remote(&env.dst())), &part, || {
+            append_to(&src)
+        });
+    assert_changed(&stderr, code, "local", &src, &env.dst(), GREW);
+}
+
+#[test]
+fn a_remote_source_that_grows_during_a_download_is_named() {
+    let env = Env::new();
+    let src = env.src().join("growing.log");
+    write(&src, &data(4 << 20, 17));
+    let part = env.dst().join(".growing.log.soku-part");
+    let (stderr, code) =
+        change_during(env.soku().args(SLOW).arg(env.remote(&src)).arg(env.dst()), &part, || {
+            append_to(&src)
+        });
+    assert_changed(&stderr, code, "remote", &src, &env.dst(), GREW);
 }
 
 // --- A download's target ------------------------------------------------------------
