@@ -536,3 +536,37 @@ fn outage_table() {
     }
     assert!(wrong.is_empty(), "these did not end as they should: {wrong:?}");
 }
+
+/// After a blackout, how soon data is verified again: `SOKU_BLACKOUT_RUNS` (default 3)
+/// 10 s blackouts and one 40 s blackout each way, printed as one line per run. The
+/// figure users feel ("data again after the path came back"); the before/after numbers
+/// of the results README come from it:
+/// `cargo test --release -p soku --test outage_e2e -- --ignored --nocapture blackout_recovery`.
+#[test]
+#[ignore = "about six minutes: cargo test --release -p soku --test outage_e2e -- --ignored --nocapture blackout_recovery"]
+fn blackout_recovery() {
+    let runs: usize =
+        std::env::var("SOKU_BLACKOUT_RUNS").ok().and_then(|v| v.parse().ok()).unwrap_or(3);
+    let mut faults = vec![Duration::from_secs(10); runs];
+    faults.push(Duration::from_secs(40));
+    let mut lines = Vec::new();
+    for way in [Way::Up, Way::Down] {
+        for &length in &faults {
+            let host = host(match way {
+                Way::Up => "rcvu",
+                Way::Down => "rcvd",
+            });
+            let run = copy_through(&host, way, Fault::Blackout(length), &[]);
+            report(&format!("{} s blackout, {way:?}", length.as_secs()), &run);
+            run.assert_complete();
+            let again = run.recovered_at().map(|t| t.saturating_sub(run.restored_at));
+            lines.push(format!(
+                "{} s blackout, {way:?}: data again {} after the path came back, {} reconnect(s)",
+                length.as_secs(),
+                again.map_or("never".into(), |d| format!("{:.1} s", d.as_secs_f64())),
+                run.events("reconnecting").len()
+            ));
+        }
+    }
+    println!("\n{}", lines.join("\n"));
+}
