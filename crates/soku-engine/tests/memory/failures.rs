@@ -227,7 +227,9 @@ async fn a_source_appended_to_after_its_last_chunk_was_read_arrives_as_it_was_re
             let mut log = std::fs::OpenOptions::new().append(true).open(&at).unwrap();
             log.write_all(b"written after the copy read it\n").unwrap();
         });
-        let ran = copy_changing(pair(), &scene, &[log.clone()], CHANGING as u64, change).await;
+        let ran =
+            copy_changing(pair(), &scene, std::slice::from_ref(&log), CHANGING as u64, change)
+                .await;
         let received = ran.received.unwrap();
         assert_eq!((received.files, received.failures), (1, 0));
         assert!(std::fs::metadata(&log).unwrap().len() > CHANGING as u64, "it was appended to");
