@@ -61,6 +61,11 @@ pub struct SokuCcConfig {
     /// Where the flows on this connection's path share their min RTT
     /// ([`crate::shared`]); empty (no sharing) by default.
     pub board: BoardSlot,
+    /// Whether a sender whose path stopped acknowledging probes it every half second
+    /// instead of on quinn's doubling probe timeout ([`crate::stall`]). `window()` has
+    /// no clock of its own, so this reads the wall clock: off by default, so that
+    /// simulations on a synthetic clock are not touched; `soku-transport` turns it on.
+    pub stall_probes: bool,
 }
 
 impl Default for SokuCcConfig {
@@ -91,6 +96,7 @@ impl Default for SokuCcConfig {
             seed: 0x5045_4b55,
             hint: HintSlot::new(),
             board: BoardSlot::new(),
+            stall_probes: false,
         }
     }
 }

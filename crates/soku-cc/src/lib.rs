@@ -63,6 +63,7 @@ pub mod hint;
 pub mod model;
 pub mod resume;
 pub mod shared;
+pub mod stall;
 pub mod startup_delay;
 
 pub use config::SokuCcConfig;

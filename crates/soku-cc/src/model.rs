@@ -69,6 +69,7 @@ use crate::ensemble::{ensemble_cap, ShareRecord};
 use crate::filters::{Direction, WindowedFilter};
 use crate::resume::{CarefulResume, Phase, Verdict};
 use crate::shared::{flow_id, merge, Merge, MinRttRecord, ALIVE};
+use crate::stall::StallProbe;
 use crate::startup_delay::StartupDelay;
 
 /// quinn's pacer releases the window in bursts of this much time's worth, clamped to
@@ -225,6 +226,8 @@ pub struct SokuCc {
     /// The others' mean share plus a margin, while others send on the path and this flow
     /// cruises ([`crate::ensemble`]).
     ensemble_cap: Option<u64>,
+    /// Probes a path that stopped acknowledging ([`crate::stall`]), if configured.
+    stall: StallProbe,
 }
 
 /// Bytes carried in `d` at `bw` bytes/s.
@@ -283,6 +286,7 @@ impl SokuCc {
             last_round_app_limited: true,
             last_round_queued: false,
             ensemble_cap: None,
+            stall: StallProbe::default(),
             config,
         }
     }
@@ -921,6 +925,7 @@ impl SokuCc {
 impl Controller for SokuCc {
     fn on_sent(&mut self, now: Instant, bytes: u64, last_packet_number: u64) {
         self.in_flight += bytes;
+        self.stall.on_sent(now, bytes);
         self.last_sent_at = Some(self.last_sent_at.map_or(now, |t| t.max(now)));
         self.round_max_in_flight = self.round_max_in_flight.max(self.in_flight);
         self.delivery.on_sent(now, last_packet_number);
@@ -933,8 +938,9 @@ impl Controller for SokuCc {
         sent: Instant,
         bytes: u64,
         app_limited: bool,
-        _rtt: &RttEstimator,
+        rtt: &RttEstimator,
     ) {
+        self.stall.on_rtt(rtt.get());
         self.delivery.on_ack(now, sent, bytes, app_limited);
         self.resume.on_ack(bytes);
         self.batch_acked += bytes;
@@ -982,6 +988,7 @@ impl Controller for SokuCc {
         largest_packet_num_acked: Option<u64>,
     ) {
         self.in_flight = in_flight;
+        self.stall.on_acked(now, in_flight);
         // One sample per ack frame: the packets it acknowledges share its ack delay,
         // which at small windows (an ack every ten packets or 25 ms) is most of the
         // spread between samples.
@@ -1039,6 +1046,7 @@ impl Controller for SokuCc {
     ) {
         // An ECN mark reports no bytes: count it as one lost packet.
         let lost = if lost_bytes == 0 { self.mtu } else { lost_bytes };
+        self.stall.on_lost(lost_bytes);
         self.delivery.on_loss(lost);
         self.resume.on_loss(lost);
         if is_persistent_congestion {
@@ -1053,7 +1061,12 @@ impl Controller for SokuCc {
     }
 
     fn window(&self) -> u64 {
-        self.window
+        if self.config.stall_probes {
+            // quinn asks without a time; its own clock is `Instant::now()` too.
+            self.stall.window(self.window, self.mtu, Instant::now())
+        } else {
+            self.window
+        }
     }
 
     fn metrics(&self) -> ControllerMetrics {

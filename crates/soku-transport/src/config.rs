@@ -45,7 +45,7 @@ pub const BULK_BUDGET: u64 = SEND_WINDOW / 4 * 3;
 pub const STREAM_RECEIVE_WINDOW: u32 = 8 << 20;
 /// Chunks travel one per uni stream; 64-256 are in flight at once, so 512 leaves slack
 /// for the credit (MAX_STREAMS) to arrive before it runs out.
-const MAX_UNI_STREAMS: u32 = 512;
+pub(crate) const MAX_UNI_STREAMS: u32 = 512;
 /// Bytes of unreliable datagrams held for the application: a diagnose probe's tags are
 /// 8 bytes each, one per millisecond, read as they come.
 const DATAGRAM_RECEIVE_BUFFER: usize = 64 << 10;
@@ -159,6 +159,9 @@ pub fn congestion_factory(opts: &TransportOptions) -> Arc<dyn ControllerFactory 
         rate_cap_bps: opts.rate_limit_bps,
         hint: opts.hint.clone(),
         board: opts.board.clone(),
+        // A stalled path is probed every half second, not on a doubling timeout, so a
+        // copy goes on within about a second of a blackout's end (`soku_cc::stall`).
+        stall_probes: true,
         ..SokuCcConfig::default()
     };
     Arc::new(cc)

@@ -47,6 +47,7 @@ mod identity;
 mod pinning;
 #[cfg(target_os = "linux")]
 mod quiet;
+mod silence;
 mod socket;
 mod tcp;
 mod tcp_gauge;
@@ -61,6 +62,7 @@ pub use endpoint::{accept, accept_with, client_endpoint, connect, server_endpoin
 pub use error::TransportError;
 pub use identity::{Fingerprint, Identity};
 pub use pinning::ClientPin;
+pub use silence::{wake_when_silent, SilenceWake, WAKE_EVERY};
 pub use socket::{net_core_sysctl, udp_buffers, SocketReport, REQUESTED_BUFFER, WARN_BELOW};
 /// Careful resume's phases, as [`PathModel::resume`] reports them.
 pub use soku_cc::resume::Phase as ResumePhase;

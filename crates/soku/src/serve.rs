@@ -186,6 +186,9 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             };
             let accepted = within(stall, accepting).await.map_err(|_| anyhow::anyhow!(never()))?;
             let conn = accepted?.map_err(|_| anyhow::anyhow!(never()))??;
+            // Woken while the path is silent, so that a blackout's end is noticed within
+            // half a second (`soku_transport::wake_when_silent`); kept for the session.
+            let _wake = soku_transport::wake_when_silent(&conn);
             // If we send the data and UDP turns out rate-limited, the client moves to TCP.
             let watching = tcp_ready.then(|| tokio::spawn(policing::watch(conn.clone())));
             // The ssh channel's end means the client is gone: stop at once.

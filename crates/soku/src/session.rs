@@ -33,6 +33,9 @@ pub struct QuicPath {
     _endpoint: quinn::Endpoint,
     /// The connection.
     pub conn: quinn::Connection,
+    /// Wakes the connection while its path is silent, so a blackout's end is noticed
+    /// within half a second (`soku_transport::wake_when_silent`).
+    _wake: soku_transport::SilenceWake,
 }
 
 /// A running session with the remote `soku serve`. The data moves over the [`Link`]
@@ -227,7 +230,8 @@ impl Session {
                     },
                 );
                 let ssh_watch = Some(tokio::spawn(watch));
-                let quic = Some(QuicPath { _endpoint: won.endpoint, conn });
+                let _wake = soku_transport::wake_when_silent(&conn);
+                let quic = Some(QuicPath { _endpoint: won.endpoint, conn, _wake });
                 let session = Session {
                     child,
                     ssh_watch,
