@@ -202,6 +202,12 @@ impl DeliveryTracker {
         self.lost += bytes;
     }
 
+    /// The losses counted in the current round so far are not the path's answer to what
+    /// the round sends (they were already answered, by a collapse of the window).
+    pub fn forget_losses(&mut self) {
+        self.lost = 0;
+    }
+
     /// The sender is app-limited now; the current round's rate is not a path limit.
     pub fn mark_app_limited(&mut self) {
         self.app_limited = true;

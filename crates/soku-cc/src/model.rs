@@ -1051,6 +1051,14 @@ impl Controller for SokuCc {
         self.resume.on_loss(lost);
         if is_persistent_congestion {
             self.collapse();
+            // The losses that established persistent congestion (RFC 9002 §7.6: after a
+            // blackout, the whole window at once) are answered by the collapse to the
+            // minimum window (§7.6.2). Counted again in the round under way, they
+            // judged the restart's first round congested: startup ended at once with
+            // an inflight bound at a dozen packets, and after a 10 s blackout on a
+            // 100 Mbit/s x 50 ms path a copy took seconds to find the link's rate
+            // again. The restart's own losses still count.
+            self.delivery.forget_losses();
         }
         self.update_window();
     }

@@ -349,3 +349,29 @@ fn a_flow_in_a_queue_keeps_its_window_near_the_other_flows_share() {
     assert_eq!(ours.in_flight, 0, "an app-limited flow shows no share");
     assert!(d.cc.window() > 2 * held, "app-limited and held: {}", d.cc.window());
 }
+
+/// A blackout's end: the first ack after it declares the whole window lost at once, as
+/// persistent congestion (RFC 9002 §7.6). Those losses are answered by the collapse;
+/// counted again in the first round after it, they ended the restart's startup at the
+/// minimum window with an inflight bound there (a copy then took seconds, not round
+/// trips, to come back to the link's rate after a 10 s blackout on 100 Mbit/s x 50 ms).
+#[test]
+fn a_blackouts_losses_do_not_end_the_restart_after_it() {
+    let mut d = Driver::new(SokuCcConfig::default());
+    for _ in 0..40 {
+        d.round(500, 0, false);
+    }
+    let window = d.cc.window();
+    assert!(window >= 500 * MTU);
+    d.cc.on_congestion_event(d.now, d.now, true, window);
+    assert_eq!(d.cc.window(), 4 * MTU);
+    // The restart doubles from the minimum window and is back at the link's within a
+    // few rounds, as a fresh start would be.
+    let mut windows = Vec::new();
+    for _ in 0..5 {
+        d.round(500, 0, false);
+        windows.push(d.cc.window() / MTU);
+    }
+    assert_eq!(d.soku().inflight_bound(), None, "no bound from the blackout's losses");
+    assert!(windows[4] >= 500, "the link's window again in 5 rounds: {windows:?} packets");
+}
