@@ -31,6 +31,9 @@ const SIZE: usize = 40 << 20;
 /// that it hits the data transfer however long the login took.
 const TRIGGER: u64 = SIZE as u64 / 10;
 
+/// The longest after a 10 s blackout before data is verified again.
+const RESUME_WITHIN: Duration = Duration::from_secs(5);
+
 /// The longest a copy may take after its fault ended before the test calls it hung.
 const AFTER_FAULT: Duration = Duration::from_secs(150);
 
@@ -314,6 +317,16 @@ fn ten_seconds(tag: &str, way: Way) {
         run.stderr
     );
     assert!(!run.events("flowing").is_empty(), "no `flowing` event after it:\n{}", run.stderr);
+    // The sender probes a silent path every half second (`soku_cc::stall`), so data is
+    // verified again about a second after the path is back (0.9-1.5 s both ways in
+    // `blackout_recovery`), where quinn's doubling probe timeout alone took up to 15.6 s.
+    // The bound leaves room for a loaded machine.
+    let again = run.recovered_at().map(|t| t.saturating_sub(run.restored_at));
+    assert!(
+        again.is_some_and(|d| d <= RESUME_WITHIN),
+        "data again {again:?} after the path came back, more than {RESUME_WITHIN:?}:\n{}",
+        run.stderr
+    );
 }
 
 #[test]
