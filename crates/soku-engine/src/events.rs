@@ -48,6 +48,14 @@ pub enum TransferEvent {
         /// Bytes.
         bytes: u64,
     },
+    /// Of the verified bytes, those the target held already when this session began
+    /// (resume: proven by hash, not sent), cumulative within the session: told by the
+    /// sender as the receiver's holdings are confirmed and by the receiver with its
+    /// progress, so the meter can say how much of the copy was already there.
+    Resumed {
+        /// Bytes.
+        bytes: u64,
+    },
     /// One file failed on this side (its source could not be read, or its target not
     /// written); the copy goes on.
     FileFailed {

@@ -551,9 +551,13 @@ impl Shared {
             }
             *last = Instant::now();
         }
-        let bytes = lock(&self.state).totals().bytes;
+        let totals = lock(&self.state).totals();
+        let bytes = totals.bytes;
         self.events.event(TransferEvent::Verified { bytes });
         self.events.event(TransferEvent::Sent { bytes: self.sent() });
+        if totals.resumed > 0 {
+            self.events.event(TransferEvent::Resumed { bytes: totals.resumed });
+        }
         Ok(self.tx.send_control(Message::Progress { verified_bytes: bytes }).await?)
     }
 }

@@ -475,6 +475,7 @@ impl Copy {
             ChunkDone::Sent { .. } => {}
             ChunkDone::Held { file, index, hash, len } => {
                 self.resumed += u64::from(len);
+                self.events.event(TransferEvent::Resumed { bytes: self.resumed });
                 if let Some(summary) = self.rules.on_chunk_held(file, index, hash)? {
                     self.on_summarised(file);
                     link.tx.send_control(summary).await?;

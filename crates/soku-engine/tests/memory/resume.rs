@@ -59,11 +59,25 @@ async fn an_interrupted_copy_continues_and_sends_only_the_rest() {
     assert!(partial_of(&scene.dst(), "big.bin").exists(), "the partial file is kept");
     assert!(!scene.dst().join("big.bin").exists(), "nothing at the final name");
 
-    let (outcome, _) = copy(&scene, &big, true).await;
+    let (outcome, ran) = copy(&scene, &big, true).await;
     assert_same(&big, &scene.dst().join("big.bin"));
     assert_eq!(outcome.bytes, 64 * CS as u64);
     assert!(outcome.resumed > 0, "something was held");
     assert!(outcome.resumed < outcome.bytes, "something was still to send");
+    // The meter hears how much was already there while the copy runs, from the sender
+    // as it goes (all of it) and from the receiver with its progress (never more).
+    let told = |events: &Recorder| {
+        let events = events.0.lock().unwrap();
+        events
+            .iter()
+            .filter_map(|e| match e {
+                TransferEvent::Resumed { bytes } => Some(*bytes),
+                _ => None,
+            })
+            .max()
+    };
+    assert_eq!(told(&ran.sender_events), Some(outcome.resumed));
+    assert!(told(&ran.receiver_events).unwrap_or(0) <= outcome.resumed);
     assert_eq!(listing(&scene.dst()), ["big.bin"], "the partial file became the file");
 }
 

@@ -200,7 +200,7 @@ impl Recorder {
             }
             TransferEvent::Reconnecting { .. } => r.reconnects += 1,
             // The command's figures come with `Finished`.
-            TransferEvent::Sent { .. } => {}
+            TransferEvent::Sent { .. } | TransferEvent::Resumed { .. } => {}
             TransferEvent::PathSample(p) => r.paths.push(PathSample::from_report(t, p)),
             TransferEvent::PathStats(p) => r.final_path = Some(PathSample::from_report(t, p)),
             TransferEvent::Finished { files, bytes, failures, resumed, elapsed } => {

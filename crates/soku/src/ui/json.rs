@@ -33,6 +33,10 @@ enum Line<'a> {
         bytes: u64,
     },
     /// Not written (see [`JsonLines`]'s `event`); here so that every event has a form.
+    Resumed {
+        bytes: u64,
+    },
+    /// Not written (see [`JsonLines`]'s `event`); here so that every event has a form.
     File {
         path: &'a str,
         bytes: u64,
@@ -142,6 +146,7 @@ fn line(event: &TransferEvent) -> String {
         TransferEvent::Planned { files, bytes } => Line::Planned { files: *files, bytes: *bytes },
         TransferEvent::Verified { bytes } => Line::Verified { bytes: *bytes },
         TransferEvent::Sent { bytes } => Line::Sent { bytes: *bytes },
+        TransferEvent::Resumed { bytes } => Line::Resumed { bytes: *bytes },
         TransferEvent::File { path, bytes } => Line::File { path, bytes: *bytes },
         TransferEvent::FileFailed { path, message } => Line::FileFailed { path, message },
         TransferEvent::TargetFailed { source, message } => Line::TargetFailed { source, message },
@@ -192,8 +197,11 @@ impl EventSink for JsonLines {
     fn event(&self, event: TransferEvent) {
         // One line per file would multiply the output of a copy of many small files,
         // and no consumer asked for it; `--report` lists them.
-        // Nor one per chunk sent: `finished` has the command's total.
-        if let TransferEvent::File { .. } | TransferEvent::Sent { .. } = event {
+        // Nor one per chunk sent or found held: `finished` has the command's totals.
+        if let TransferEvent::File { .. }
+        | TransferEvent::Sent { .. }
+        | TransferEvent::Resumed { .. } = event
+        {
             return;
         }
         write_line(line(&event));

@@ -42,6 +42,8 @@ struct State {
     carrier: Option<&'static str>,
     /// The latest path sample (QUIC only): shown with `-v`.
     path: Option<PathNow>,
+    /// Of the verified bytes, those the target held already (resume), this session.
+    resumed: u64,
 }
 
 /// What `-v` adds to the live line: the path as the last [`TransferEvent::PathSample`]
@@ -135,7 +137,13 @@ impl ProgressMeter {
     fn refresh_message(&self) {
         let state = self.lock();
         let path = state.path.filter(|_| self.verbose);
-        let text = message(state.carrier, path);
+        let mut text = message(state.carrier, path);
+        if state.resumed > 0 {
+            // What was already there is part of the percentage, and said apart, so a
+            // copy that jumps ahead at its start is seen to be resuming.
+            let held = format!("{} already there", crate::ui::human_bytes(state.resumed));
+            text = if text.is_empty() { held } else { format!("{held} | {text}") };
+        }
         drop(state);
         self.bar.set_message(text);
     }
@@ -170,6 +178,18 @@ impl EventSink for ProgressMeter {
                 }
             }
             TransferEvent::Verified { bytes } => self.bar.set_position(bytes),
+            TransferEvent::Resumed { bytes } => {
+                // The largest: concurrent tasks may tell counts out of order.
+                let changed = {
+                    let mut state = self.lock();
+                    let changed = bytes > state.resumed;
+                    state.resumed = state.resumed.max(bytes);
+                    changed
+                };
+                if changed {
+                    self.refresh_message();
+                }
+            }
             TransferEvent::Connected { transport, .. } => {
                 self.lock().carrier = Some(carrier(&transport));
                 self.refresh_message();
@@ -326,6 +346,24 @@ mod tests {
         assert!(text.starts_with(" 50.0% of 100.0 MiB | 50.0 MiB "), "{text}");
         assert!(text.contains("| ETA "), "{text}");
         assert!(text.trim_end().ends_with("| QUIC | rtt 51.3 ms, loss 0.46 %"), "{text}");
+    }
+
+    /// Catches: a resumed copy's live line not saying how much was already there.
+    #[test]
+    fn a_resumed_copy_says_how_much_was_already_there() {
+        let (meter, term) = on_terminal(false, 160);
+        meter.event(TransferEvent::Connected {
+            transport: "QUIC to 10.0.0.2:4000".into(),
+            reason: None,
+        });
+        meter.event(TransferEvent::Planned { files: 1, bytes: 100 << 20 });
+        meter.event(TransferEvent::Resumed { bytes: 40 << 20 });
+        meter.event(TransferEvent::Resumed { bytes: 30 << 20 });
+        meter.event(TransferEvent::Verified { bytes: 60 << 20 });
+        meter.bar.force_draw();
+        let text = term.contents();
+        assert!(text.starts_with(" 60.0% of 100.0 MiB"), "{text}");
+        assert!(text.trim_end().ends_with("| 40.0 MiB already there | QUIC"), "{text}");
     }
 
     /// Catches: the path figures leaking onto the line without `-v`.
