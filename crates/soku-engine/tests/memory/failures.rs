@@ -188,8 +188,13 @@ async fn a_source_rewritten_in_place_at_the_same_size_mid_copy_fails_alone() {
         let bad = scene.file("bad.bin", CHANGING, 3);
         let good = scene.file("good.bin", 100_000, 4);
         let at = bad.clone();
-        // Every byte replaced, the size kept: only the file's times tell.
-        let change = Box::new(move || std::fs::write(&at, pattern(CHANGING, 5)).unwrap());
+        // Every byte replaced, the size kept at every moment (no truncation, which a
+        // read in between would see as a shrink): only the file's times tell.
+        let change = Box::new(move || {
+            use std::io::Write as _;
+            let mut file = std::fs::OpenOptions::new().write(true).open(&at).unwrap();
+            file.write_all(&pattern(CHANGING, 5)).unwrap();
+        });
         let ran = copy_changing(pair(), &scene, &[bad.clone(), good.clone()], 1, change).await;
         assert_changed_alone(ran, &scene, &bad, &good, "it was written to");
     }
