@@ -13,11 +13,10 @@
 mod common;
 
 use std::io::{Read, Write};
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
-use common::{listing, soku_bin};
+use common::hostile::{vm_hwm_kb, Scene};
 use soku_proto::chunk::{chunk_hash, ChunkHeader};
 use soku_proto::frame;
 use soku_proto::hello::{ClientHello, TransportChoice};
@@ -31,32 +30,10 @@ const STALL_SECS: u64 = 2;
 /// How long an attacked server may take to end.
 const LIMIT: Duration = Duration::from_secs(20);
 
-struct Scene {
-    dir: tempfile::TempDir,
-}
-
 impl Scene {
-    fn new() -> Scene {
-        let dir = tempfile::Builder::new().prefix("soku-hc-").tempdir().expect("temp dir");
-        std::fs::create_dir(dir.path().join("dst")).expect("mkdir");
-        common::write(&dir.path().join("outside/canary.txt"), b"canary");
-        Scene { dir }
-    }
-
-    fn dst(&self) -> PathBuf {
-        self.dir.path().join("dst")
-    }
-
     /// `soku serve` in the scene's directory, its pipes ours.
     fn serve(&self) -> Child {
-        Command::new(soku_bin())
-            .args(["serve", "--bind", "127.0.0.1", "--stall-timeout", &STALL_SECS.to_string()])
-            .current_dir(self.dir.path())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn soku serve")
+        self.spawn_serve(STALL_SECS)
     }
 
     /// Runs an attack: writes `bytes` (then keeps stdin open until the server ends, so a
@@ -94,22 +71,9 @@ impl Scene {
         assert!(!stderr.contains("panicked"), "soku serve panicked\n{stderr}");
         assert!(stderr.lines().count() <= 3, "a short reason, not a dump\n{stderr}");
         assert!(stderr.contains(needle), "stderr lacks {needle:?}\n{stderr}");
-        assert_eq!(listing(&self.dir.path().join("outside")), ["canary.txt"]);
-        let named: Vec<String> =
-            listing(&self.dst()).into_iter().filter(|n| !n.ends_with(".soku-part")).collect();
-        assert!(named.is_empty(), "a final name appeared: {named:?}");
+        self.assert_untouched(&[]);
         (stderr, peak_kb)
     }
-}
-
-/// The peak resident memory of `pid` so far, in kB (0 once it is gone).
-fn vm_hwm_kb(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        .unwrap_or(0)
 }
 
 /// The bytes a client writes: the magic, its hello and the ssh-channel transport.

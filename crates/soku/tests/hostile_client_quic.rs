@@ -16,13 +16,12 @@ mod common;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, UdpSocket};
-use std::path::PathBuf;
-use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
+use std::process::{Child, ChildStdin, ExitStatus};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{listing, soku_bin};
+use common::hostile::{vm_hwm_kb, Scene};
 use soku_engine::ahead::Walked;
 use soku_engine::events::Silent;
 use soku_engine::{CopyOptions, Role};
@@ -50,36 +49,14 @@ const RSS_BOUND_KB: u64 =
 /// The process's own share of [`RSS_BOUND_KB`].
 const PROCESS: u64 = 64 << 20;
 
-struct Scene {
-    dir: tempfile::TempDir,
-}
-
 impl Scene {
-    fn new() -> Scene {
-        let dir = tempfile::Builder::new().prefix("soku-hcq-").tempdir().expect("temp dir");
-        std::fs::create_dir(dir.path().join("dst")).expect("mkdir");
-        common::write(&dir.path().join("outside/canary.txt"), b"canary");
-        Scene { dir }
-    }
-
-    fn dst(&self) -> PathBuf {
-        self.dir.path().join("dst")
-    }
-
     /// `soku serve` in the scene's directory, its hello read: the client's turn.
     fn serve(&self) -> Server {
         self.serve_with_stall(STALL_SECS)
     }
 
     fn serve_with_stall(&self, stall_secs: u64) -> Server {
-        let mut child = Command::new(soku_bin())
-            .args(["serve", "--bind", "127.0.0.1", "--stall-timeout", &stall_secs.to_string()])
-            .current_dir(self.dir.path())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn soku serve");
+        let mut child = self.spawn_serve(stall_secs);
         let started = Instant::now();
         let mut stdout = child.stdout.take().expect("stdout");
         let mut magic = vec![0; MAGIC.len()];
@@ -126,17 +103,6 @@ impl Scene {
             threads: vec![drain, sampler],
             stderr: Some(stderr),
         }
-    }
-
-    /// Nothing outside the target changed and nothing took a final name in it (but
-    /// `allowed`).
-    fn assert_untouched(&self, allowed: &[&str]) {
-        assert_eq!(listing(&self.dir.path().join("outside")), ["canary.txt"]);
-        let named: Vec<String> = listing(&self.dst())
-            .into_iter()
-            .filter(|n| !n.ends_with(".soku-part") && !allowed.contains(&n.as_str()))
-            .collect();
-        assert!(named.is_empty(), "a final name appeared: {named:?}");
     }
 }
 
@@ -259,16 +225,6 @@ impl Ended {
             self.stderr.trim().lines().next().unwrap_or("no message")
         );
     }
-}
-
-/// The peak resident memory of `pid` so far, in kB (0 once it is gone).
-fn vm_hwm_kb(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        .unwrap_or(0)
 }
 
 fn copy_opts() -> CopyOptions {

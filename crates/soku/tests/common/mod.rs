@@ -15,6 +15,7 @@ use std::process::{Command, Output};
 use soku_testkit::{describe, Sshd};
 
 pub mod emulated;
+pub mod hostile;
 pub mod procs;
 
 /// One test's world: a running sshd and a temp dir holding `src/`, `dst/` and whatever

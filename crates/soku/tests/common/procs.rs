@@ -29,10 +29,12 @@ pub struct Killed {
     pub verified_at_kill: u64,
 }
 
-/// Runs `cmd` (a `soku --json` copy) until it reports `at` verified bytes, kills the
-/// process `victim` picks (given the client's PID) with SIGKILL, and waits (at most
-/// 120 s) for the client to end.
-pub fn kill_when_verified(mut cmd: Command, at: u64, victim: impl FnOnce(u32) -> u32) -> Killed {
+/// Starts `cmd` (a `soku --json` copy) with its stderr read by a thread: each
+/// `verified` count goes to the receiver as it comes, and the thread returns the whole
+/// stderr once the client ends.
+fn spawn_reading_verified(
+    mut cmd: Command,
+) -> (std::process::Child, mpsc::Receiver<u64>, std::thread::JoinHandle<String>) {
     let mut child = cmd.stdin(Stdio::null()).stderr(Stdio::piped()).spawn().expect("spawn soku");
     let stderr = child.stderr.take().expect("piped");
     let (tx, rx) = mpsc::channel();
@@ -47,6 +49,14 @@ pub fn kill_when_verified(mut cmd: Command, at: u64, victim: impl FnOnce(u32) ->
         }
         all
     });
+    (child, rx, reader)
+}
+
+/// Runs `cmd` (a `soku --json` copy) until it reports `at` verified bytes, kills the
+/// process `victim` picks (given the client's PID) with SIGKILL, and waits (at most
+/// 120 s) for the client to end.
+pub fn kill_when_verified(cmd: Command, at: u64, victim: impl FnOnce(u32) -> u32) -> Killed {
+    let (mut child, rx, reader) = spawn_reading_verified(cmd);
     let mut verified = 0;
     while verified < at {
         match rx.recv_timeout(Duration::from_secs(90)) {
@@ -153,26 +163,13 @@ pub struct KillRun {
 /// serve` before the login, and then the kill waits for it), noting first how long the
 /// file `log` is. Then waits (at most 120 s) for the client to end.
 pub fn kill_at(
-    mut cmd: Command,
+    cmd: Command,
     point: KillPoint,
     victim: impl Fn(u32) -> Option<u32>,
     log: &std::path::Path,
 ) -> KillRun {
     let started = Instant::now();
-    let mut child = cmd.stdin(Stdio::null()).stderr(Stdio::piped()).spawn().expect("spawn soku");
-    let stderr = child.stderr.take().expect("piped");
-    let (tx, rx) = mpsc::channel();
-    let reader = std::thread::spawn(move || {
-        let mut all = String::new();
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if let Some(bytes) = bytes_of(&line, "verified") {
-                let _ = tx.send(bytes);
-            }
-            all.push_str(&line);
-            all.push('\n');
-        }
-        all
-    });
+    let (mut child, rx, reader) = spawn_reading_verified(cmd);
     let mut verified = 0;
     let drain = |verified: &mut u64| {
         while let Ok(bytes) = rx.try_recv() {
