@@ -135,9 +135,10 @@ struct Args {
     /// --source-tree).
     #[arg(long)]
     no_flat_tree: bool,
-    /// Tools of the small-files section [default: soku,soku-next,rsync,scp,sftp,qcp; quick:
-    /// soku,soku-next,rsync]; `soku-next` is a copy that shares the ssh login of one just
-    /// before it.
+    /// Tools of the small-files section [default: soku,soku-next,rsync,scp,sftp,qcp,qcp-tuned;
+    /// quick: soku,soku-next,rsync]; `soku-next` is a copy that shares the ssh login of one
+    /// just before it; `qcp-tuned` is qcp with `--rx`/`--tx`/`--rtt` set to the small-files
+    /// path and `--congestion bbr`.
     #[arg(long, value_delimiter = ',')]
     small_tools: Option<Vec<String>>,
     /// Another soku build in the small-files section, as `LABEL=PATH` (a `soku@LABEL`
@@ -755,30 +756,27 @@ fn small_files(args: &Args, p: &Plan, work: &Path, md: &mut String) -> anyhow::R
         &args.small_tools,
         q,
         &["soku", "soku-next", "rsync"],
-        &["soku", "soku-next", "rsync", "scp", "sftp", "qcp"],
+        &["soku", "soku-next", "rsync", "scp", "sftp", "qcp", "qcp-tuned"],
     );
     let mut tools = Vec::new();
+    // qcp's binary, found or installed once for both of its rows.
+    let mut found_qcp: Option<Result<qcp::Qcp, String>> = None;
     for name in names {
-        tools.push(match name.as_str() {
-            "soku" | "soku-next" => SmallTool::Soku {
-                label: name.clone(),
-                binary: p.soku.clone(),
-                shared_login: name == "soku-next",
-            },
-            "rsync" => SmallTool::Rsync,
-            "scp" => SmallTool::Scp,
-            "sftp" => SmallTool::Sftp,
-            "qcp" => match qcp::ensure(args.qcp.as_deref(), &log) {
-                Ok(q) => SmallTool::Qcp { bin: q.bin },
+        let qcp = if SmallTool::is_qcp_name(&name) {
+            match found_qcp.get_or_insert_with(|| qcp::ensure(args.qcp.as_deref(), &log)) {
+                Ok(q) => q.bin.clone(),
                 Err(why) => {
-                    log(&format!("small files: no qcp row ({why})"));
+                    log(&format!("small files: no {name} row ({why})"));
                     continue;
                 }
-            },
-            o => anyhow::bail!(
-                "--small-tools: unknown tool {o:?} (soku, soku-next, rsync, scp, sftp, qcp)"
-            ),
-        });
+            }
+        } else {
+            PathBuf::new()
+        };
+        let tool = SmallTool::from_name(&name, &p.soku, &qcp).with_context(|| {
+            format!("--small-tools: unknown tool {name:?} ({})", smallfiles::NAMES.join(", "))
+        })?;
+        tools.push(tool);
     }
     for extra in &args.small_soku {
         let (label, path) = extra
@@ -796,11 +794,28 @@ fn small_files(args: &Args, p: &Plan, work: &Path, md: &mut String) -> anyhow::R
     let timeout = args.small_timeout.clone();
     let timeout =
         if timeout.chars().all(|c| c.is_ascii_digit()) { format!("{timeout}s") } else { timeout };
+    let (rate_bps, rtt) =
+        (soku_netem::parse_rate(&args.small_rate)?, soku_netem::parse_duration(&rtt)?);
+    // What the qcp rows ran: its version, and qcp-tuned's options.
+    let mut qcp_note = String::new();
+    if let Some(Ok(q)) = &found_qcp {
+        let _ = write!(qcp_note, " The qcp rows ran {} ({})", q.version, q.origin);
+        match tools.iter().find(|t| t.label() == "qcp-tuned") {
+            Some(t) => {
+                let _ = write!(
+                    qcp_note,
+                    "; `qcp-tuned` is `qcp -r` hand-tuned to this path: `{}`.",
+                    t.tuning(rate_bps, rtt).join(" ")
+                );
+            }
+            None => qcp_note.push('.'),
+        }
+    }
     let o = smallfiles::SmallOpts {
         trees: &trees,
         tools: &tools,
-        rate_bps: soku_netem::parse_rate(&args.small_rate)?,
-        rtt: soku_netem::parse_duration(&rtt)?,
+        rate_bps,
+        rtt,
         repeat: args.repeat,
         timeout: soku_netem::parse_duration(&timeout)?,
         name: &format!("{}sf", args.name),
@@ -816,11 +831,12 @@ fn small_files(args: &Args, p: &Plan, work: &Path, md: &mut String) -> anyhow::R
         md,
         "\n## Many small files (load {load0:.2} -> {:.2})\n\n\
          Upload A -> B of a generated tree into an existing directory, over one emulated \
-         path per tree: `soku -r`, `rsync -a`, `scp -r`, `sftp` with `put -r`, default \
-         settings otherwise. Wall time of the whole command, login included; a run counts \
-         only if every file at the target has the source's size and BLAKE3 and there is no \
-         other file. Runs are killed after {} s (`timeout`, with the files that had \
-         arrived). soku's event stream of its first run per tree is in `small-files/`.\n{table}",
+         path per tree: `soku -r`, `rsync -a`, `scp -r`, `sftp` with `put -r`, `qcp -r`, \
+         default settings otherwise.{qcp_note} Wall time of the whole command, login \
+         included; a run counts only if every file at the target has the source's size and \
+         BLAKE3 and there is no other file. Runs are killed after {} s (`timeout`, with the \
+         files that had arrived). soku's event stream of its first run per tree is in \
+         `small-files/`.\n{table}",
         proc::loadavg(),
         o.timeout.as_secs()
     );

@@ -229,12 +229,18 @@ pub enum SmallTool {
     Scp,
     /// `sftp` with `put -r`.
     Sftp,
-    /// `qcp -r` with its defaults (the binary on both sides, see `qcp.rs`).
+    /// `qcp -r` (the binary on both sides, see `qcp.rs`): with its defaults (`qcp`), or
+    /// hand-tuned to the path (`qcp-tuned`: [`crate::qcp::tuning`] of its rate and RTT).
     Qcp {
         /// The binary.
         bin: PathBuf,
+        /// `--rx`/`--tx`/`--rtt` set to the path and `--congestion bbr`.
+        tuned: bool,
     },
 }
+
+/// The tools `--small-tools` names (besides `--small-soku`'s `soku@LABEL`).
+pub const NAMES: &[&str] = &["soku", "soku-next", "rsync", "scp", "sftp", "qcp", "qcp-tuned"];
 
 impl SmallTool {
     /// As shown in tables.
@@ -244,7 +250,41 @@ impl SmallTool {
             SmallTool::Rsync => "rsync",
             SmallTool::Scp => "scp",
             SmallTool::Sftp => "sftp",
-            SmallTool::Qcp { .. } => "qcp",
+            SmallTool::Qcp { tuned: false, .. } => "qcp",
+            SmallTool::Qcp { tuned: true, .. } => "qcp-tuned",
+        }
+    }
+
+    /// The tool `--small-tools` calls `name` (one of [`NAMES`]), with `soku` the soku
+    /// binary and `qcp` qcp's (either unused by the other tools); `None` if unknown.
+    pub fn from_name(name: &str, soku: &Path, qcp: &Path) -> Option<SmallTool> {
+        Some(match name {
+            "soku" | "soku-next" => SmallTool::Soku {
+                label: name.to_string(),
+                binary: soku.to_path_buf(),
+                shared_login: name == "soku-next",
+            },
+            "rsync" => SmallTool::Rsync,
+            "scp" => SmallTool::Scp,
+            "sftp" => SmallTool::Sftp,
+            "qcp" | "qcp-tuned" => {
+                SmallTool::Qcp { bin: qcp.to_path_buf(), tuned: name == "qcp-tuned" }
+            }
+            _ => return None,
+        })
+    }
+
+    /// True for the names whose tool is qcp (they need its binary).
+    pub fn is_qcp_name(name: &str) -> bool {
+        matches!(name, "qcp" | "qcp-tuned")
+    }
+
+    /// The options this tool adds for a path of `rate_bps` and `rtt`: qcp's tuning in
+    /// `qcp-tuned`, none otherwise.
+    pub fn tuning(&self, rate_bps: u64, rtt: Duration) -> Vec<String> {
+        match self {
+            SmallTool::Qcp { tuned: true, .. } => crate::qcp::tuning(Some((rate_bps, rtt))),
+            _ => Vec::new(),
         }
     }
 }
@@ -305,8 +345,14 @@ pub struct SmallOpts<'a> {
 }
 
 /// The command for one upload of `src` (a directory) into the existing directory
-/// `dst_dir` on the server.
-fn command(tool: &SmallTool, ep: &Endpoint<'_>, src: &Path, dst_dir: &Path) -> Command {
+/// `dst_dir` on the server, over a path of `sc`'s rate and RTT.
+fn command(
+    tool: &SmallTool,
+    ep: &Endpoint<'_>,
+    sc: &Scenario,
+    src: &Path,
+    dst_dir: &Path,
+) -> Command {
     let port = ep.sshd.port().to_string();
     let remote = format!("{}:{}", ep.sshd.destination(), dst_dir.display());
     match tool {
@@ -346,9 +392,10 @@ fn command(tool: &SmallTool, ep: &Endpoint<'_>, src: &Path, dst_dir: &Path) -> C
             c.arg("-b").arg(&batch).arg(ep.sshd.destination());
             c
         }
-        SmallTool::Qcp { bin } => {
+        SmallTool::Qcp { bin, .. } => {
             let mut c = (ep.client)(&bin.display().to_string());
             c.arg("-r").args(crate::qcp::ssh_passthrough(&port, &ep.sshd.ssh_args()));
+            c.args(tool.tuning(sc.rate_bps, sc.rtt));
             // qcp -r copies a directory's contents into an existing target directory
             // (`cp -r src/. dst`): name the tree's own directory, as the others get.
             let name = src.file_name().map(PathBuf::from).unwrap_or_default();
@@ -364,6 +411,7 @@ fn command(tool: &SmallTool, ep: &Endpoint<'_>, src: &Path, dst_dir: &Path) -> C
 fn share_a_login(
     tool: &SmallTool,
     ep: &Endpoint<'_>,
+    sc: &Scenario,
     work: &Path,
     tree: usize,
     timeout: Duration,
@@ -374,7 +422,7 @@ fn share_a_login(
     let dst = work.join(format!("small-{tree}-warm-dst"));
     let _ = std::fs::remove_dir_all(&dst);
     std::fs::create_dir_all(&dst)?;
-    let out = proc::run(command(tool, ep, &src, &dst), timeout)?;
+    let out = proc::run(command(tool, ep, sc, &src, &dst), timeout)?;
     if !out.ok() {
         anyhow::bail!("the copy before soku-next failed: {}", out.stderr_tail(3));
     }
@@ -426,9 +474,9 @@ pub fn run(o: &SmallOpts<'_>, log: &dyn Fn(&str)) -> anyhow::Result<(Vec<SmallRo
                 // Every soku copy is a first copy to the host (empty path memory).
                 let _ = std::fs::remove_dir_all(memory.path().join("first-copy"));
                 if let SmallTool::Soku { shared_login: true, .. } = tool {
-                    share_a_login(tool, &ep, o.work, t, o.timeout)?;
+                    share_a_login(tool, &ep, &sc, o.work, t, o.timeout)?;
                 }
-                let cmd = command(tool, &ep, &tree.top, &dst);
+                let cmd = command(tool, &ep, &sc, &tree.top, &dst);
                 let shown = show(&cmd);
                 let (load0, date) = (proc::loadavg(), matrix::now_utc());
                 let cpu0 = sshd.reaped_cpu();
@@ -439,7 +487,7 @@ pub fn run(o: &SmallOpts<'_>, log: &dyn Fn(&str)) -> anyhow::Result<(Vec<SmallRo
                 }
                 let idle = sshd.wait_idle(Duration::from_secs(10));
                 let mut server_cpu = if idle { sshd.reaped_cpu() - cpu0 } else { f64::NAN };
-                if let SmallTool::Qcp { bin } = tool {
+                if let SmallTool::Qcp { bin, .. } = tool {
                     // `qcp --server` outlives a killed client (see `tools::run_copy`).
                     let left = proc::started_since(bin, started);
                     for pid in &left {
@@ -657,5 +705,28 @@ mod tests {
         assert!(sizes.contains(&0), "some empty files");
         assert!(src.dirs > 100);
         src.verify(tmp.path().join("s").as_path()).expect("verifies");
+    }
+
+    #[test]
+    fn tool_names_parse_to_their_labels() {
+        let (soku, qcp) = (Path::new("/x/soku"), Path::new("/x/qcp"));
+        for name in NAMES {
+            let tool = SmallTool::from_name(name, soku, qcp).expect(name);
+            assert_eq!(tool.label(), *name);
+            assert_eq!(SmallTool::is_qcp_name(name), matches!(tool, SmallTool::Qcp { .. }));
+        }
+        assert_eq!(SmallTool::from_name("qcp-fast", soku, qcp), None);
+        assert_eq!(SmallTool::from_name("soku@x", soku, qcp), None);
+        let tuned = SmallTool::from_name("qcp-tuned", soku, qcp).expect("qcp-tuned");
+        assert_eq!(tuned, SmallTool::Qcp { bin: qcp.into(), tuned: true });
+        // The small-files path's defaults: 100 Mbit/s, 100 ms.
+        let rtt = Duration::from_millis(100);
+        assert_eq!(
+            tuned.tuning(100_000_000, rtt).join(" "),
+            "--rx 12500000 --tx 12500000 --rtt 100 --congestion bbr"
+        );
+        let plain = SmallTool::from_name("qcp", soku, qcp).expect("qcp");
+        assert!(plain.tuning(100_000_000, rtt).is_empty());
+        assert!(SmallTool::Rsync.tuning(100_000_000, rtt).is_empty());
     }
 }
