@@ -37,6 +37,7 @@ pub struct DirCounters {
     pub(crate) dropped_loss: AtomicU64,
     pub(crate) dropped_fault: AtomicU64,
     pub(crate) dropped_queue: AtomicU64,
+    pub(crate) dropped_queue_bytes: AtomicU64,
     pub(crate) dropped_overflow: AtomicU64,
     pub(crate) write_errors: AtomicU64,
     pub(crate) max_queue_bytes: AtomicU64,
@@ -62,6 +63,10 @@ pub struct DirStats {
     pub dropped_fault: u64,
     /// Packets dropped because the drop-tail queue was full.
     pub dropped_queue: u64,
+    /// IP bytes of the packets in `dropped_queue`: what a sender offered beyond what
+    /// the link and its queue could take (packets differ in size, so the count alone
+    /// does not say how much).
+    pub dropped_queue_bytes: u64,
     /// Packets dropped because the emulator's buffer pool was exhausted.
     pub dropped_overflow: u64,
     /// Writes to the receiving TUN device that failed (packet lost).
@@ -82,6 +87,17 @@ pub struct DirStats {
 }
 
 impl DirStats {
+    /// Counts a packet of `len` bytes the link model dropped for `reason`.
+    fn count_drop(&mut self, reason: DropReason, len: usize) {
+        match reason {
+            DropReason::Loss => self.dropped_loss += 1,
+            DropReason::Queue => {
+                self.dropped_queue += 1;
+                self.dropped_queue_bytes += len as u64;
+            }
+        }
+    }
+
     /// Mean lateness of deliveries versus schedule (timer precision), if any.
     pub fn mean_late(&self) -> Duration {
         Duration::from_nanos(self.late_sum_ns.checked_div(self.packets).unwrap_or(0))
@@ -97,6 +113,7 @@ impl DirCounters {
             dropped_loss: self.dropped_loss.load(Relaxed),
             dropped_fault: self.dropped_fault.load(Relaxed),
             dropped_queue: self.dropped_queue.load(Relaxed),
+            dropped_queue_bytes: self.dropped_queue_bytes.load(Relaxed),
             dropped_overflow: self.dropped_overflow.load(Relaxed),
             write_errors: self.write_errors.load(Relaxed),
             max_queue_bytes: self.max_queue_bytes.load(Relaxed),
@@ -115,6 +132,7 @@ impl DirCounters {
         self.dropped_loss.store(s.dropped_loss, Relaxed);
         self.dropped_fault.store(s.dropped_fault, Relaxed);
         self.dropped_queue.store(s.dropped_queue, Relaxed);
+        self.dropped_queue_bytes.store(s.dropped_queue_bytes, Relaxed);
         self.dropped_overflow.store(s.dropped_overflow, Relaxed);
         self.write_errors.store(s.write_errors, Relaxed);
         self.max_queue_bytes.store(s.max_queue_bytes, Relaxed);
@@ -362,10 +380,7 @@ impl Direction {
                             }
                             Verdict::Drop(reason) => {
                                 self.pool.free(slot);
-                                match reason {
-                                    DropReason::Loss => st.dropped_loss += 1,
-                                    DropReason::Queue => st.dropped_queue += 1,
-                                }
+                                st.count_drop(reason, n);
                             }
                         }
                     }
@@ -452,6 +467,16 @@ mod tests {
         packet[0] = 0x45;
         packet[9] = protocol;
         packet
+    }
+
+    /// Queue drops are counted in packets and in bytes, random loss in packets.
+    #[test]
+    fn queue_drops_count_their_bytes() {
+        let mut st = DirStats::default();
+        st.count_drop(DropReason::Queue, 1480);
+        st.count_drop(DropReason::Queue, 60);
+        st.count_drop(DropReason::Loss, 1480);
+        assert_eq!((st.dropped_queue, st.dropped_queue_bytes, st.dropped_loss), (2, 1540, 1));
     }
 
     fn drops(faults: &Faults, packet: &[u8], udp: &mut UdpLimits, now: u64) -> bool {
