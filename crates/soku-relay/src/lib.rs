@@ -4,6 +4,8 @@
 //!
 //! # Layout
 //! - [`proxy`]: `soku proxy HOST PORT`, an ssh ProxyCommand (stdin/stdout <-> TCP).
+//! - [`dial`]: `soku proxy --pass-fd HOST PORT`, ssh's connection made with
+//!   `TCP_NODELAY` and handed to ssh (`ProxyUseFdpass`): no relay stays in the path.
 //! - [`relay`]: `soku relay --listen ADDR --to HOST:PORT`, a standalone relay.
 //! - [`pump`]: the copy loop of one direction, with half-close and byte counts.
 //! - [`sock`]: connecting, socket buffers and `TCP_NODELAY`.
@@ -13,6 +15,7 @@
 //! socket buffers full. `TCP_NODELAY` is set on every relay socket: a relay must never
 //! hold a small tail back waiting for an ACK (the seeds' small-packet problem).
 
+pub mod dial;
 pub mod proxy;
 pub mod pump;
 pub mod relay;

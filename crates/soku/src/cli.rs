@@ -321,6 +321,20 @@ pub struct ProxyArgs {
     /// Socket receive buffer, bytes (default: as large as the kernel allows).
     #[arg(long, value_name = "BYTES")]
     pub rcvbuf: Option<usize>,
+    /// Connect with TCP_NODELAY and hand the socket to ssh instead of relaying
+    /// (`-o ProxyUseFdpass=yes`); how soku's own logins connect.
+    #[arg(long, conflicts_with_all = ["sndbuf", "rcvbuf"])]
+    pub pass_fd: bool,
+    /// With --pass-fd: ssh's AddressFamily (any, inet, inet6).
+    #[arg(long, value_name = "FAMILY", default_value = "any", requires = "pass_fd")]
+    pub family: String,
+    /// With --pass-fd: ssh's ConnectTimeout, seconds per address.
+    #[arg(long, value_name = "SECS", requires = "pass_fd")]
+    pub connect_timeout: Option<u64>,
+    /// With --pass-fd: also write a failure's message to this file (ssh sends a
+    /// persistent master's ProxyCommand errors to /dev/null).
+    #[arg(long, value_name = "PATH", requires = "pass_fd")]
+    pub error_file: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Args)]

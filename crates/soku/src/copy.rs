@@ -167,6 +167,12 @@ pub async fn run_with(args: CopyArgs, events: Arc<dyn EventSink>) -> anyhow::Res
                          the next copies to {} share (--no-share-login: not)",
                         remote.host
                     );
+                    if launcher.dials_login() {
+                        eprintln!(
+                            "soku: soku connects ssh's TCP connection with TCP_NODELAY and \
+                             hands it to ssh (ProxyUseFdpass)"
+                        );
+                    }
                 }
             }
             _ => {}
@@ -206,6 +212,7 @@ pub async fn run_with(args: CopyArgs, events: Arc<dyn EventSink>) -> anyhow::Res
         background: args.background,
         diagnose: false,
         attach_timeout: None,
+        dial_errors: None,
     };
     // An upload walks and hashes its sources while ssh logs in (see `soku_engine::ahead`).
     let mut ahead = match &direction {
@@ -226,6 +233,7 @@ pub async fn run_with(args: CopyArgs, events: Arc<dyn EventSink>) -> anyhow::Res
         let reconnecting = retry.down_for(Instant::now()).is_some();
         let cmd = launcher.command(remote.as_ref(), &serve, reconnecting)?;
         session_opts.attach_timeout = launcher.attach_timeout(reconnecting);
+        session_opts.dial_errors = launcher.dial_errors(reconnecting);
         whole.begin_session();
         let attempt = Attempt {
             direction: &direction,

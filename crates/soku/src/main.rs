@@ -61,6 +61,7 @@ fn main() -> ExitCode {
             clap_complete::generate(shell, &mut Cli::command(), "soku", &mut std::io::stdout());
             Ok(())
         }
+        Some(Command::Proxy(args)) if args.pass_fd => dial(&args),
         Some(Command::Proxy(args)) => soku_relay::proxy::run(
             &args.host,
             args.port,
@@ -106,6 +107,25 @@ fn block_on<T>(work: impl std::future::Future<Output = anyhow::Result<T>>) -> an
     let result = rt.block_on(work);
     rt.shutdown_background();
     result
+}
+
+/// `soku proxy --pass-fd`: connect as ssh would, hand the socket to ssh.
+fn dial(args: &cli::ProxyArgs) -> anyhow::Result<()> {
+    use soku_relay::dial::{DialOptions, Family};
+    let family = match args.family.as_str() {
+        "any" => Family::Any,
+        "inet" => Family::Inet,
+        "inet6" => Family::Inet6,
+        other => anyhow::bail!("--family {other}: expected any, inet or inet6"),
+    };
+    let timeout = args.connect_timeout.filter(|&s| s > 0).map(std::time::Duration::from_secs);
+    let dialed =
+        soku_relay::dial::dial_and_pass(&args.host, args.port, DialOptions { family, timeout });
+    if let (Err(e), Some(path)) = (&dialed, &args.error_file) {
+        // Best effort: the copy's own verdict follows either way.
+        let _ = std::fs::write(path, format!("{e}\n"));
+    }
+    dialed.map_err(anyhow::Error::from)
 }
 
 /// `user@host` matches config sections by its host, as a copy's `user@host:path` does.

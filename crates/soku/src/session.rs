@@ -99,6 +99,9 @@ pub struct SessionOptions {
     /// Through an existing shared ssh login: how long its master may take to bring the
     /// server's hello (see `launch/shared_login.rs`).
     pub attach_timeout: Option<Duration>,
+    /// Where soku's own dialer of the ssh login leaves its error (see
+    /// `launch/shared_login.rs`): read when ssh fails to start the remote end.
+    pub dial_errors: Option<std::path::PathBuf>,
 }
 
 /// The shared ssh login's master brought no hello within its time: it is given up.
@@ -120,6 +123,7 @@ impl SessionOptions {
             background: false,
             diagnose: false,
             attach_timeout: None,
+            dial_errors: None,
         }
     }
 }
@@ -137,7 +141,8 @@ impl Session {
         let (Some(mut stdin), Some(mut stdout)) = (child.stdin.take(), child.stdout.take()) else {
             anyhow::bail!("internal: child pipes missing");
         };
-        let stderr = child.stderr.take().map(Forward::start);
+        let dials = opts.dial_errors.is_some();
+        let stderr = child.stderr.take().map(|pipe| Forward::start(pipe, dials));
         let identity = Identity::generate()?;
         let want_direct = opts.mode != TransportMode::Ssh;
         let mut hello = MAGIC.to_vec();
@@ -163,7 +168,10 @@ impl Session {
         };
         let (server_hello, leftover) = match found {
             Ok(found) => found,
-            Err(err) => return Err(explain_startup_failure(&mut child, stderr, err).await),
+            Err(err) => {
+                let dialed = opts.dial_errors.as_deref();
+                return Err(explain_startup_failure(&mut child, stderr, dialed, err).await);
+            }
         };
         // The newest version both speak; with one version there is nothing to switch on.
         server_hello.negotiate().map_err(|e| Exit::connection(e.to_string()))?;
@@ -580,6 +588,7 @@ struct StartupEof {
 async fn explain_startup_failure(
     child: &mut Child,
     stderr: Option<Forward>,
+    dial_errors: Option<&std::path::Path>,
     err: anyhow::Error,
 ) -> anyhow::Error {
     if err.downcast_ref::<StartupEof>().is_none() {
@@ -589,6 +598,16 @@ async fn explain_startup_failure(
     // ssh's own message goes first: ours points at it.
     if let Some(stderr) = stderr {
         stderr.drain().await;
+    }
+    // What soku's dialer could not reach, in ssh's place (ssh sent its output to
+    // /dev/null: a persistent master's ProxyCommand must not hold the terminal).
+    if let Some(path) = dial_errors {
+        if let Ok(text) = std::fs::read_to_string(path) {
+            let _ = std::fs::remove_file(path);
+            if let Some(line) = text.lines().next().filter(|l| !l.is_empty()) {
+                eprintln!("ssh: {line}");
+            }
+        }
     }
     let code = status.ok().and_then(|s| s.ok()).and_then(|s| s.code());
     let message = match code {

@@ -120,6 +120,21 @@ impl Launcher {
         }
     }
 
+    /// Whether soku dials the login's TCP connection for ssh (`shared_login.rs`, `Dial`).
+    pub fn dials_login(&self) -> bool {
+        matches!(self, Launcher::Ssh { shared: Some(shared), .. } if shared.dials())
+    }
+
+    /// Where soku's dialer leaves its error for a first (not reconnecting) login.
+    pub fn dial_errors(&self, reconnect: bool) -> Option<std::path::PathBuf> {
+        match self {
+            Launcher::Ssh { shared: Some(shared), .. } if !reconnect => {
+                shared.dial_errors().map(std::path::Path::to_path_buf)
+            }
+            _ => None,
+        }
+    }
+
     /// After a master did not answer: asks it to stop taking sessions, and logs in
     /// without one for the rest of this command.
     pub async fn give_up_shared_login(&mut self, remote: &Remote) {

@@ -57,6 +57,25 @@ pub struct SharedLogin {
     socket: PathBuf,
     /// Ask the master for keep-alives (the user's config sets none).
     keepalive: bool,
+    /// How soku dials the login's TCP connection itself, if it does (see [`Dial`]).
+    dial: Option<Dial>,
+    /// Where the dialer leaves its error: ssh sends a persistent master's ProxyCommand
+    /// output to /dev/null, so the copy reads it from here when ssh fails.
+    dial_errors: PathBuf,
+}
+
+/// The login's TCP connection made by soku with `TCP_NODELAY` and handed to ssh
+/// (`ProxyCommand=soku proxy --pass-fd %h %p`, `ProxyUseFdpass=yes`; see
+/// `soku_relay::dial` for why). Only when ssh would connect directly: the user's
+/// config names no ProxyCommand, ProxyJump, BindAddress or BindInterface; ssh's
+/// AddressFamily and ConnectTimeout are passed on. Measured on the emulated
+/// 100 Mbit/s x 100 ms path: `bench/results/2026-11-25/nodelay-login/`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Dial {
+    /// `any`, `inet` or `inet6`.
+    family: String,
+    /// Seconds, if the user's config sets a ConnectTimeout.
+    timeout: Option<u64>,
 }
 
 /// Why a copy does not share its login, for `-v`.
@@ -102,7 +121,10 @@ impl SharedLogin {
         if socket.as_os_str().len() > MAX_SOCKET_PATH {
             return Err(NotShared::NoPlace(format!("{} is too long", socket.display())));
         }
-        Ok(SharedLogin { socket, keepalive: settings.keepalive_unset })
+        let dial = settings.dial.clone().filter(|_| std::env::var_os("SOKU_NO_DIAL").is_none());
+        let dial_errors = dir.join(format!("dial-{}.err", std::process::id()));
+        let _ = std::fs::remove_file(&dial_errors);
+        Ok(SharedLogin { socket, keepalive: settings.keepalive_unset, dial, dial_errors })
     }
 
     /// The ssh options that make or use the master.
@@ -115,7 +137,21 @@ impl SharedLogin {
         if self.keepalive {
             options.push(format!("-oServerAliveInterval={}", KEEPALIVE.as_secs()));
         }
+        if let Some(command) = self.dial.as_ref().and_then(|d| d.proxy_command(&self.dial_errors)) {
+            options.push(format!("-oProxyCommand={command}"));
+            options.push("-oProxyUseFdpass=yes".to_string());
+        }
         options
+    }
+
+    /// Whether soku dials the login's connection itself (for `-v`).
+    pub fn dials(&self) -> bool {
+        self.dial.is_some()
+    }
+
+    /// Where the dialer leaves its error, when soku dials.
+    pub fn dial_errors(&self) -> Option<&std::path::Path> {
+        self.dial.as_ref().map(|_| self.dial_errors.as_path())
     }
 
     /// Whether a master is there to attach to (its socket exists).
@@ -177,12 +213,31 @@ async fn resolved_config(
     String::from_utf8(out.stdout).map_err(|_| NotShared::NoConfig("output not UTF-8".into()))
 }
 
+impl Dial {
+    /// ssh's ProxyCommand line: this soku, quoted for the shell ssh runs it with, and
+    /// `%` doubled where ssh would expand it. None if a path cannot be named.
+    fn proxy_command(&self, errors: &std::path::Path) -> Option<String> {
+        let word = |path: &std::path::Path| {
+            path.to_str().map(|p| crate::launch::shell_quote(p).replace('%', "%%"))
+        };
+        let exe = word(&std::env::current_exe().ok()?)?;
+        let mut command = format!("{exe} proxy --pass-fd --family {}", self.family);
+        if let Some(secs) = self.timeout {
+            command.push_str(&format!(" --connect-timeout {secs}"));
+        }
+        command.push_str(&format!(" --error-file {} %h %p", word(errors)?));
+        Some(command)
+    }
+}
+
 /// What soku reads of `ssh -G`'s output (lowercase keywords, one `key value` per line).
 #[derive(Debug, PartialEq, Eq)]
 struct ResolvedConfig {
     control_master: String,
     control_path: bool,
     keepalive_unset: bool,
+    /// Set when ssh would connect directly, so soku may dial for it.
+    dial: Option<Dial>,
 }
 
 impl ResolvedConfig {
@@ -191,6 +246,7 @@ impl ResolvedConfig {
         let mut control_path = false;
         let mut keepalive = "0".to_string();
         let mut batch_mode = false;
+        let mut dial = Some(Dial { family: "any".to_string(), timeout: None });
         for line in config.lines() {
             let (key, value) = line.split_once(' ').unwrap_or((line, ""));
             match key {
@@ -198,6 +254,27 @@ impl ResolvedConfig {
                 "controlpath" => control_path = !value.is_empty() && value != "none",
                 "serveraliveinterval" => keepalive = value.to_string(),
                 "batchmode" => batch_mode = value == "yes",
+                // The user's own way of connecting: ssh connects as they said.
+                "proxycommand" | "proxyjump" | "bindaddress" | "bindinterface"
+                    if !value.is_empty() && value != "none" =>
+                {
+                    dial = None
+                }
+                "addressfamily" => {
+                    if let Some(d) = dial.as_mut().filter(|_| is_family(value)) {
+                        d.family = value.to_string();
+                    } else {
+                        dial = None;
+                    }
+                }
+                "connecttimeout" if value != "none" => match value.parse::<u64>() {
+                    Ok(secs) => {
+                        if let Some(d) = dial.as_mut() {
+                            d.timeout = Some(secs);
+                        }
+                    }
+                    Err(_) => dial = None,
+                },
                 _ => {}
             }
         }
@@ -206,7 +283,7 @@ impl ResolvedConfig {
         // OpenSSH's -G always prints controlmaster: without it, this is not that ssh.
         let control_master =
             control_master.ok_or_else(|| NotShared::NoConfig("no controlmaster line".into()))?;
-        Ok(ResolvedConfig { control_master, control_path, keepalive_unset })
+        Ok(ResolvedConfig { control_master, control_path, keepalive_unset, dial })
     }
 
     /// The user's config multiplexes: a master of theirs (any ControlMaster but `false`),
@@ -214,6 +291,10 @@ impl ResolvedConfig {
     fn users_own_multiplexing(&self) -> bool {
         self.control_master != "false" || self.control_path
     }
+}
+
+fn is_family(value: &str) -> bool {
+    matches!(value, "any" | "inet" | "inet6")
 }
 
 /// 24 hex digits of BLAKE3 over the program, `ssh -G`'s output, this process's network
@@ -282,6 +363,47 @@ mod tests {
 
         let not_openssh = "usage: something else\n";
         assert!(matches!(ResolvedConfig::parse(not_openssh), Err(NotShared::NoConfig(_))));
+    }
+
+    #[test]
+    fn soku_dials_only_where_ssh_would_connect_directly() {
+        let direct = "controlmaster false\naddressfamily any\nconnecttimeout none\n";
+        let dial = ResolvedConfig::parse(direct).expect("parses").dial;
+        assert_eq!(dial, Some(Dial { family: "any".into(), timeout: None }));
+        let chosen = "connecttimeout 7\ncontrolmaster false\naddressfamily inet6\n";
+        let dial = ResolvedConfig::parse(chosen).expect("parses").dial;
+        assert_eq!(dial, Some(Dial { family: "inet6".into(), timeout: Some(7) }));
+        for users_own in [
+            "proxycommand nc %h %p",
+            "proxyjump bastion",
+            "bindaddress 192.0.2.1",
+            "bindinterface eth1",
+            "addressfamily something-new",
+            "connecttimeout soon",
+        ] {
+            let config = format!("controlmaster false\n{users_own}\naddressfamily any\n");
+            let parsed = ResolvedConfig::parse(&config).expect("parses");
+            assert_eq!(parsed.dial, None, "{users_own}");
+        }
+        let unset = "controlmaster false\nproxycommand none\nproxyjump none\n";
+        assert!(ResolvedConfig::parse(unset).expect("parses").dial.is_some());
+    }
+
+    #[test]
+    fn the_dialing_command_names_this_soku_and_ssh_tokens() {
+        let dial = Dial { family: "inet".into(), timeout: Some(5) };
+        let errors = std::path::Path::new("/run/user/0/soku/ssh/dial 100%.err");
+        let command = dial.proxy_command(errors).expect("this executable has a name");
+        assert!(
+            command.ends_with(" %h %p")
+                && command.contains(" proxy --pass-fd --family inet --connect-timeout 5 "),
+            "{command}"
+        );
+        let words = crate::launch::shell_words(&command).expect("splits as a shell would");
+        let exe = std::env::current_exe().expect("exe");
+        assert_eq!(words[0].replace("%%", "%"), exe.to_str().expect("utf-8"));
+        let at = words.iter().position(|w| w == "--error-file").expect("error file");
+        assert_eq!(words[at + 1], "/run/user/0/soku/ssh/dial 100%%.err", "ssh halves the %%");
     }
 
     #[test]

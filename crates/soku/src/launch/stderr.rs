@@ -22,17 +22,25 @@ use super::shared_login::is_multiplexing_chatter;
 /// keep it open (with `-v` it logs to it); what matters has come out by then.
 const DRAIN_PATIENCE: Duration = Duration::from_secs(1);
 
+/// What ssh says when its `ProxyUseFdpass` dialer passed back no connection.
+fn is_dialer_chatter(line: &str) -> bool {
+    line.starts_with("mm_receive_fd: ") || line == "proxy dialer did not pass back a connection"
+}
+
 /// Copies a child's error output to ours, line by line, until the pipe ends.
 pub struct Forward(JoinHandle<()>);
 
 impl Forward {
-    /// Starts copying `stderr`.
-    pub fn start(stderr: ChildStderr) -> Forward {
+    /// Starts copying `stderr`. With `dials` (soku dials ssh's connection, see
+    /// `shared_login.rs`), ssh's notes that the dialer passed nothing back stay off the
+    /// terminal: the dialer's own reason is told instead.
+    pub fn start(stderr: ChildStderr, dials: bool) -> Forward {
         Forward(tokio::spawn(async move {
             let mut lines = BufReader::new(stderr).lines();
             let mut out = tokio::io::stderr();
             while let Ok(Some(line)) = lines.next_line().await {
-                if !is_multiplexing_chatter(&line) {
+                let chatter = is_multiplexing_chatter(&line) || dials && is_dialer_chatter(&line);
+                if !chatter {
                     let _ = out.write_all(format!("{line}\n").as_bytes()).await;
                 }
             }

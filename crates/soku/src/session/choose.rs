@@ -238,6 +238,7 @@ mod tests {
             background: false,
             diagnose: false,
             attach_timeout: None,
+            dial_errors: None,
         }
     }
 
