@@ -1049,6 +1049,19 @@ impl Controller for SokuCc {
         self.stall.on_lost(lost_bytes);
         self.delivery.on_loss(lost);
         self.resume.on_loss(lost);
+        // A jump that already lost more than the threshold is retreated from at once
+        // (RFC 9959: congestion in the unvalidated or validating phase leads to safe
+        // retreat), not at the verdict, which waits for an ack of the jump's last
+        // packet. Waiting held the window at the jump for 2.5-3 round trips while its
+        // retransmissions went into the full queue: a memory of ten times an emulated
+        // 100 Mbit/s path's rate dropped 4.6 BDPs beyond a cold start that way, 3.2
+        // with this (bench/results/2026-11-25/stale-memory/).
+        if self.mode == Mode::Startup
+            && self.resume.lost_too_much(self.config.loss_threshold, MIN_LOSS_PACKETS * self.mtu)
+        {
+            self.filled_pipe = true;
+            self.enter_drain();
+        }
         if is_persistent_congestion {
             self.collapse();
             // The losses that established persistent congestion (RFC 9002 §7.6: after a

@@ -23,8 +23,10 @@
 //! - **Normal**: if no more than the controller's loss threshold of those bytes were
 //!   lost and startup did not see a queue build, startup goes on doubling from there.
 //! - **Safe retreat**: otherwise startup ends at once and drain brings what is in
-//!   flight down to one bandwidth-delay product of the rate actually delivered. At most
-//!   one jump (half a remembered BDP, sent over about one round trip) was in excess.
+//!   flight down to one bandwidth-delay product of the rate actually delivered. The
+//!   loss rule is applied as losses are reported, not only at the verdict: the first
+//!   loss share over the threshold retreats. At most one jump (half a remembered BDP,
+//!   sent over about one round trip) was in excess.
 //!
 //! Random loss alone does not count against a jump, for the same reason it does not
 //! end startup (see [`crate::model`]): only a loss share above `loss_threshold` does.
@@ -207,6 +209,15 @@ impl CarefulResume {
         }
     }
 
+    /// Whether the jump, while it is out or being validated, has already lost more
+    /// than `loss_threshold` of what was judged so far (and at least `min_loss`): the
+    /// same rule as the verdict, applied as losses come in.
+    pub fn lost_too_much(&self, loss_threshold: f64, min_loss: u64) -> bool {
+        self.in_jump()
+            && self.lost >= min_loss
+            && self.lost as f64 > loss_threshold * (self.acked + self.lost) as f64
+    }
+
     /// Startup ended while the jump was out (a queue built, or a round lost too much):
     /// the path did not carry it.
     pub fn retreat(&mut self) {
@@ -297,6 +308,23 @@ mod tests {
         assert_eq!(cr.on_end_acks(Some(last), 0.1, 4000), Verdict::Validated);
         assert_eq!(cr.phase(), Phase::Normal);
         assert!(!cr.in_jump());
+    }
+
+    #[test]
+    fn losses_count_against_the_jump_as_they_come() {
+        let mut cr = CarefulResume::new(hint(path(100, 200)), true);
+        assert!(!cr.lost_too_much(0.1, 4000), "no jump yet");
+        cr.on_rtt_sample(Duration::from_millis(200), 14_720).expect("jump");
+        cr.on_sent(600_000, 400);
+        cr.on_ack(100_000);
+        cr.on_loss(3_000);
+        assert!(!cr.lost_too_much(0.1, 4000), "fewer than the fewest that count");
+        cr.on_loss(9_000);
+        assert!(cr.lost_too_much(0.1, 4000), "12 kB of 112 kB judged: over 10 %");
+        cr.on_ack(1_000_000);
+        assert!(!cr.lost_too_much(0.1, 4000), "random loss in a jump that holds");
+        cr.retreat();
+        assert!(!cr.lost_too_much(0.1, 4000), "out of the jump: nothing to judge");
     }
 
     #[test]
