@@ -199,8 +199,7 @@ impl CarefulResume {
         if self.phase != Phase::Validating || self.last_pn.is_none_or(|last| largest < last) {
             return Verdict::Pending;
         }
-        let judged = self.acked + self.lost;
-        if self.lost >= min_loss && self.lost as f64 > loss_threshold * judged as f64 {
+        if self.lost_too_much(loss_threshold, min_loss) {
             self.phase = Phase::SafeRetreat;
             Verdict::Retreat
         } else {

@@ -18,11 +18,9 @@ use std::net::{SocketAddr, TcpStream};
 use std::os::fd::{AsFd, BorrowedFd};
 use std::time::Duration;
 
-use rustix::net::{sendmsg, SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
-use socket2::{Domain, Protocol, Socket, Type};
-
-use crate::sock::Target;
+use crate::sock::{self, Target};
 use crate::RelayError;
+use rustix::net::{sendmsg, SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
 
 /// Which addresses of the host to try: ssh's `AddressFamily` (`-4`, `-6`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -74,25 +72,8 @@ pub fn dial(target: &Target, options: DialOptions) -> Result<TcpStream, RelayErr
         );
         return Err(RelayError::Resolve { host: target.host.clone(), source });
     }
-    let mut last = None;
-    for addr in addrs {
-        match dial_one(addr, options.timeout) {
-            Ok(stream) => return Ok(stream),
-            Err(e) => last = Some(e),
-        }
-    }
-    let source = last.unwrap_or_else(|| std::io::Error::other("no addresses"));
-    Err(RelayError::Connect { target: target.to_string(), source })
-}
-
-fn dial_one(addr: SocketAddr, timeout: Option<Duration>) -> std::io::Result<TcpStream> {
-    let sock = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
-    sock.set_nodelay(true)?;
-    match timeout {
-        Some(limit) => sock.connect_timeout(&addr.into(), limit)?,
-        None => sock.connect(&addr.into())?,
-    }
-    Ok(sock.into())
+    // ssh's own buffers, as ssh would have had them: only Nagle goes.
+    sock::connect_first(target, addrs, options.timeout, |sock| sock.set_nodelay(true))
 }
 
 /// Sends `fd` over the Unix socket `channel` with one byte of data, as OpenSSH's

@@ -8,6 +8,7 @@
 //! left in charge.
 
 use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::time::Duration;
 
 use socket2::{Domain, Protocol, Socket, Type};
 
@@ -73,22 +74,35 @@ impl std::fmt::Display for Target {
 /// Connects to the first address of `target` that accepts, with tuned buffers
 /// (set before connecting, so the window scale is chosen for them) and `TCP_NODELAY`.
 pub fn connect(target: &Target, buffers: BufferOptions) -> Result<TcpStream, RelayError> {
+    connect_first(target, target.resolve()?, None, |sock| tune(sock, buffers))
+}
+
+/// Connects to each of `addrs` (of `target`) in turn until one accepts, `prepare`d
+/// before connecting and within `timeout` each (none: the kernel's own).
+pub(crate) fn connect_first(
+    target: &Target,
+    addrs: Vec<SocketAddr>,
+    timeout: Option<Duration>,
+    prepare: impl Fn(&Socket) -> std::io::Result<()>,
+) -> Result<TcpStream, RelayError> {
+    let connect_one = |addr: SocketAddr| -> std::io::Result<TcpStream> {
+        let sock = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+        prepare(&sock)?;
+        match timeout {
+            Some(limit) => sock.connect_timeout(&addr.into(), limit)?,
+            None => sock.connect(&addr.into())?,
+        }
+        Ok(sock.into())
+    };
     let mut last = None;
-    for addr in target.resolve()? {
-        match connect_one(addr, buffers) {
+    for addr in addrs {
+        match connect_one(addr) {
             Ok(stream) => return Ok(stream),
             Err(e) => last = Some(e),
         }
     }
-    let source = last.unwrap_or_else(|| std::io::Error::other("no addresses")); // resolve() is non-empty
+    let source = last.unwrap_or_else(|| std::io::Error::other("no addresses"));
     Err(RelayError::Connect { target: target.to_string(), source })
-}
-
-fn connect_one(addr: SocketAddr, buffers: BufferOptions) -> std::io::Result<TcpStream> {
-    let sock = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
-    tune(&sock, buffers)?;
-    sock.connect(&addr.into())?;
-    Ok(sock.into())
 }
 
 /// Binds and listens on `addr` with tuned buffers (accepted sockets inherit them).

@@ -231,6 +231,11 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
+/// Copies per case of the cost measurements: `SOKU_COST_RUNS`, else `default`.
+fn cost_runs(default: usize) -> usize {
+    std::env::var("SOKU_COST_RUNS").ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
 /// What a remembered rate that no longer holds costs the path, against a cold start:
 /// uploads on 100 Mbit/s paths of 100 and 200 ms (one-BDP drop-tail queue, no random
 /// loss) from an empty memory, one matching the path, and one of 2x and 10x its rate.
@@ -246,8 +251,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 #[test]
 #[ignore = "a measurement: 24 copies, a few minutes; needs root"]
 fn stale_memory_cost() {
-    let runs: usize =
-        std::env::var("SOKU_COST_RUNS").ok().and_then(|v| v.parse().ok()).unwrap_or(3);
+    let runs = cost_runs(3);
     let mb = |b: f64| b / 1e6;
     println!(
         "{:>6} {:>8} {:>3} {:>13} {:>9} {:>9} {:>9} {:>10} {:>10} {:>9} {:>7} {:>8} {:>8}",
@@ -470,8 +474,7 @@ fn upload_tcp_cost(rtt: Duration, remembered: Option<u64>) -> TcpCost {
 #[test]
 #[ignore = "a measurement: about 20 s a copy; needs root and iperf3"]
 fn stale_memory_cost_to_tcp() {
-    let runs: usize =
-        std::env::var("SOKU_COST_RUNS").ok().and_then(|v| v.parse().ok()).unwrap_or(2);
+    let runs = cost_runs(2);
     let mbit = |b: f64| b / 1e6;
     println!("| RTT | memory | run | resume | TCP Mbit/s before | TCP Mbit/s during the copy | TCP slowest 0.5 s | TCP retransmits | queue drops MB | copy wall s |");
     println!("|---|---|---|---|---|---|---|---|---|---|");

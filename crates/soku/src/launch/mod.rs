@@ -122,7 +122,7 @@ impl Launcher {
 
     /// Whether soku dials the login's TCP connection for ssh (`shared_login.rs`, `Dial`).
     pub fn dials_login(&self) -> bool {
-        matches!(self, Launcher::Ssh { shared: Some(shared), .. } if shared.dials())
+        self.dial_errors(false).is_some()
     }
 
     /// Where soku's dialer leaves its error for a first (not reconnecting) login.

@@ -59,9 +59,6 @@ pub struct SharedLogin {
     keepalive: bool,
     /// How soku dials the login's TCP connection itself, if it does (see [`Dial`]).
     dial: Option<Dial>,
-    /// Where the dialer leaves its error: ssh sends a persistent master's ProxyCommand
-    /// output to /dev/null, so the copy reads it from here when ssh fails.
-    dial_errors: PathBuf,
 }
 
 /// The login's TCP connection made by soku with `TCP_NODELAY` and handed to ssh
@@ -76,6 +73,9 @@ struct Dial {
     family: String,
     /// Seconds, if the user's config sets a ConnectTimeout.
     timeout: Option<u64>,
+    /// Where the dialer leaves its error: ssh sends a persistent master's ProxyCommand
+    /// output to /dev/null, so the copy reads it from here when ssh fails.
+    errors: PathBuf,
 }
 
 /// Why a copy does not share its login, for `-v`.
@@ -121,10 +121,12 @@ impl SharedLogin {
         if socket.as_os_str().len() > MAX_SOCKET_PATH {
             return Err(NotShared::NoPlace(format!("{} is too long", socket.display())));
         }
-        let dial = settings.dial.clone().filter(|_| std::env::var_os("SOKU_NO_DIAL").is_none());
-        let dial_errors = dir.join(format!("dial-{}.err", std::process::id()));
-        let _ = std::fs::remove_file(&dial_errors);
-        Ok(SharedLogin { socket, keepalive: settings.keepalive_unset, dial, dial_errors })
+        let dial = settings.dial.filter(|_| std::env::var_os("SOKU_NO_DIAL").is_none()).map(|d| {
+            let errors = dir.join(format!("dial-{}.err", std::process::id()));
+            let _ = std::fs::remove_file(&errors);
+            Dial { errors, ..d }
+        });
+        Ok(SharedLogin { socket, keepalive: settings.keepalive_unset, dial })
     }
 
     /// The ssh options that make or use the master.
@@ -137,21 +139,16 @@ impl SharedLogin {
         if self.keepalive {
             options.push(format!("-oServerAliveInterval={}", KEEPALIVE.as_secs()));
         }
-        if let Some(command) = self.dial.as_ref().and_then(|d| d.proxy_command(&self.dial_errors)) {
+        if let Some(command) = self.dial.as_ref().and_then(Dial::proxy_command) {
             options.push(format!("-oProxyCommand={command}"));
             options.push("-oProxyUseFdpass=yes".to_string());
         }
         options
     }
 
-    /// Whether soku dials the login's connection itself (for `-v`).
-    pub fn dials(&self) -> bool {
-        self.dial.is_some()
-    }
-
-    /// Where the dialer leaves its error, when soku dials.
+    /// Where the dialer leaves its error, when soku dials the login's connection.
     pub fn dial_errors(&self) -> Option<&std::path::Path> {
-        self.dial.as_ref().map(|_| self.dial_errors.as_path())
+        self.dial.as_ref().map(|d| d.errors.as_path())
     }
 
     /// Whether a master is there to attach to (its socket exists).
@@ -216,7 +213,7 @@ async fn resolved_config(
 impl Dial {
     /// ssh's ProxyCommand line: this soku, quoted for the shell ssh runs it with, and
     /// `%` doubled where ssh would expand it. None if a path cannot be named.
-    fn proxy_command(&self, errors: &std::path::Path) -> Option<String> {
+    fn proxy_command(&self) -> Option<String> {
         let word = |path: &std::path::Path| {
             path.to_str().map(|p| crate::launch::shell_quote(p).replace('%', "%%"))
         };
@@ -225,7 +222,7 @@ impl Dial {
         if let Some(secs) = self.timeout {
             command.push_str(&format!(" --connect-timeout {secs}"));
         }
-        command.push_str(&format!(" --error-file {} %h %p", word(errors)?));
+        command.push_str(&format!(" --error-file {} %h %p", word(&self.errors)?));
         Some(command)
     }
 }
@@ -246,7 +243,8 @@ impl ResolvedConfig {
         let mut control_path = false;
         let mut keepalive = "0".to_string();
         let mut batch_mode = false;
-        let mut dial = Some(Dial { family: "any".to_string(), timeout: None });
+        let mut dial =
+            Some(Dial { family: "any".to_string(), timeout: None, errors: PathBuf::new() });
         for line in config.lines() {
             let (key, value) = line.split_once(' ').unwrap_or((line, ""));
             match key {
@@ -369,10 +367,16 @@ mod tests {
     fn soku_dials_only_where_ssh_would_connect_directly() {
         let direct = "controlmaster false\naddressfamily any\nconnecttimeout none\n";
         let dial = ResolvedConfig::parse(direct).expect("parses").dial;
-        assert_eq!(dial, Some(Dial { family: "any".into(), timeout: None }));
+        assert_eq!(
+            dial,
+            Some(Dial { family: "any".into(), timeout: None, errors: PathBuf::new() })
+        );
         let chosen = "connecttimeout 7\ncontrolmaster false\naddressfamily inet6\n";
         let dial = ResolvedConfig::parse(chosen).expect("parses").dial;
-        assert_eq!(dial, Some(Dial { family: "inet6".into(), timeout: Some(7) }));
+        assert_eq!(
+            dial,
+            Some(Dial { family: "inet6".into(), timeout: Some(7), errors: PathBuf::new() })
+        );
         for users_own in [
             "proxycommand nc %h %p",
             "proxyjump bastion",
@@ -391,9 +395,9 @@ mod tests {
 
     #[test]
     fn the_dialing_command_names_this_soku_and_ssh_tokens() {
-        let dial = Dial { family: "inet".into(), timeout: Some(5) };
-        let errors = std::path::Path::new("/run/user/0/soku/ssh/dial 100%.err");
-        let command = dial.proxy_command(errors).expect("this executable has a name");
+        let errors = PathBuf::from("/run/user/0/soku/ssh/dial 100%.err");
+        let dial = Dial { family: "inet".into(), timeout: Some(5), errors };
+        let command = dial.proxy_command().expect("this executable has a name");
         assert!(
             command.ends_with(" %h %p")
                 && command.contains(" proxy --pass-fd --family inet --connect-timeout 5 "),
