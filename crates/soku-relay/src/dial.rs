@@ -1,5 +1,5 @@
-//! `soku proxy --pass-fd HOST PORT`: ssh's connection, made with `TCP_NODELAY` and
-//! handed to ssh (`ProxyUseFdpass=yes`, ssh_config(5)), so that no relay stays in the
+//! `soku proxy --pass-fd HOST PORT`: ssh's connection, made with `TCP_NODELAY` and a
+//! short delayed-ACK timer (crate::delack) and handed to ssh (`ProxyUseFdpass=yes`, ssh_config(5)), so that no relay stays in the
 //! path.
 //!
 //! OpenSSH sets `TCP_NODELAY` only for interactive sessions (a tty or X11). Without it,
@@ -18,6 +18,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::os::fd::{AsFd, BorrowedFd};
 use std::time::Duration;
 
+use crate::delack;
 use crate::sock::{self, Target};
 use crate::RelayError;
 use rustix::net::{sendmsg, SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
@@ -72,8 +73,12 @@ pub fn dial(target: &Target, options: DialOptions) -> Result<TcpStream, RelayErr
         );
         return Err(RelayError::Resolve { host: target.host.clone(), source });
     }
-    // ssh's own buffers, as ssh would have had them: only Nagle goes.
-    sock::connect_first(target, addrs, options.timeout, |sock| sock.set_nodelay(true))
+    // ssh's own buffers, as ssh would have had them: Nagle goes, and our ACKs of
+    // sshd's writes are not held back long (crate::delack).
+    sock::connect_first(target, addrs, options.timeout, |sock| {
+        delack::cap_delayed_acks(sock.as_fd());
+        sock.set_nodelay(true)
+    })
 }
 
 /// Sends `fd` over the Unix socket `channel` with one byte of data, as OpenSSH's
@@ -124,6 +129,12 @@ mod tests {
         }
         let mut passed = TcpStream::from(passed.expect("a descriptor came with the byte"));
         assert!(passed.nodelay().unwrap(), "TCP_NODELAY must survive the hand-over");
+        let fresh = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        assert_eq!(
+            delack::delayed_ack_cap(passed.as_fd()),
+            delack::cap_delayed_acks(fresh.as_fd()),
+            "the delayed-ACK cap must be set as low as this kernel allows and survive the hand-over"
+        );
         let (mut accepted, _) = listener.accept().unwrap();
         passed.write_all(b"SSH-2.0-x\r\n").unwrap();
         let mut line = [0u8; 11];

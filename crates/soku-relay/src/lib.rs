@@ -15,6 +15,7 @@
 //! socket buffers full. `TCP_NODELAY` is set on every relay socket: a relay must never
 //! hold a small tail back waiting for an ACK (the seeds' small-packet problem).
 
+pub mod delack;
 pub mod dial;
 pub mod proxy;
 pub mod pump;

@@ -117,9 +117,11 @@ pub fn listen(addr: SocketAddr, buffers: BufferOptions) -> Result<TcpListener, R
     Ok(sock.into())
 }
 
-/// Sets the buffer sizes (see the module doc) and `TCP_NODELAY`.
+/// Sets the buffer sizes (see the module doc), `TCP_NODELAY` and a short delayed-ACK
+/// timer (crate::delack: either end of a relay may be an sshd that keeps Nagle on).
 pub fn tune(sock: &Socket, buffers: BufferOptions) -> std::io::Result<()> {
     sock.set_nodelay(true)?;
+    crate::delack::cap_delayed_acks(std::os::fd::AsFd::as_fd(sock));
     if let Some(n) = buffers.sndbuf.or_else(|| auto_size("wmem_max", "tcp_wmem")) {
         sock.set_send_buffer_size(n)?;
     }
