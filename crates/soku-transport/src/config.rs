@@ -90,12 +90,24 @@ pub(crate) const LOOPBACK_MTU_UPPER_BOUND: u16 = 60_000;
 /// path that really lost its MTU, nothing more.
 const BLACK_HOLE_COOLDOWN: Duration = Duration::from_secs(5);
 
-/// The MTU discovery bound for a path to (or a socket bound on) `ip`.
+/// The MTU discovery bound for a path to (or a socket bound on) `ip`: the bound above,
+/// lowered to what the route toward `ip` carries (`route_mtu.rs`).
 pub(crate) fn mtu_upper_bound(ip: IpAddr) -> u16 {
-    if ip.is_loopback() {
-        LOOPBACK_MTU_UPPER_BOUND
-    } else {
-        MTU_UPPER_BOUND
+    let bound = if ip.is_loopback() { LOOPBACK_MTU_UPPER_BOUND } else { MTU_UPPER_BOUND };
+    if ip.is_unspecified() {
+        return bound;
+    }
+    within_route(bound, crate::route_mtu::udp_payload_toward(ip))
+}
+
+/// `bound`, no larger than the route's UDP payload where known, and never below QUIC's
+/// minimum (a route that small cannot carry QUIC at all; the handshake will say so).
+fn within_route(bound: u16, route_payload: Option<u32>) -> u16 {
+    match route_payload {
+        Some(payload) => {
+            u16::try_from(payload.min(u32::from(bound))).unwrap_or(bound).max(INITIAL_MTU)
+        }
+        None => bound,
     }
 }
 
@@ -177,6 +189,16 @@ mod tests {
         assert!(u64::from(RECEIVE_WINDOW) > bdp);
         assert!(SEND_WINDOW > bdp);
         assert!(u64::from(STREAM_RECEIVE_WINDOW) >= 1 << 20);
+    }
+
+    #[test]
+    fn the_route_lowers_the_bound_and_never_below_quic_minimum() {
+        assert_eq!(within_route(MTU_UPPER_BOUND, Some(1472)), 1472);
+        assert_eq!(within_route(MTU_UPPER_BOUND, Some(8972)), 8972);
+        assert_eq!(within_route(MTU_UPPER_BOUND, Some(65_508)), MTU_UPPER_BOUND);
+        assert_eq!(within_route(LOOPBACK_MTU_UPPER_BOUND, Some(65_508)), LOOPBACK_MTU_UPPER_BOUND);
+        assert_eq!(within_route(MTU_UPPER_BOUND, Some(1000)), INITIAL_MTU);
+        assert_eq!(within_route(MTU_UPPER_BOUND, None), MTU_UPPER_BOUND);
     }
 
     #[test]

@@ -47,6 +47,7 @@ mod identity;
 mod pinning;
 #[cfg(target_os = "linux")]
 mod quiet;
+mod route_mtu;
 mod silence;
 mod socket;
 mod tcp;
