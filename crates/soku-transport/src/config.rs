@@ -64,9 +64,9 @@ pub const IDLE_TIMEOUT: Duration = Duration::from_millis(IDLE_TIMEOUT_MS as u64)
 const INITIAL_RTT: Duration = Duration::from_millis(333);
 /// QUIC's minimum datagram size (RFC 9000 §14): every path must carry it.
 const INITIAL_MTU: u16 = 1200;
-/// Upper bound for path MTU discovery on a network path: jumbo frames (9000-byte MTU).
-/// Most Internet paths stop at 1500 (probes beyond it are lost and quinn settles below,
-/// without a congestion response). Discovery starts with a probe halfway between 1200 and
+/// Upper bound for path MTU discovery on a network path: jumbo frames (9000-byte MTU),
+/// lowered to the route's own MTU where the system tells it (`route_mtu.rs`): most
+/// routes stop at 1500, and probes beyond that never left this host. Discovery starts with a probe halfway between 1200 and
 /// the bound, and a probe holds its bytes in the congestion window until it is declared
 /// lost: with a 60 000 bound that first probe (30 600 bytes) outgrew the 14.7 kB initial
 /// window and held back the first data for ~4 RTT on a 1500-byte path (50 and 200 ms
