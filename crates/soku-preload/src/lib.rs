@@ -150,10 +150,19 @@ unsafe fn hooked_connect(
     Some(rc)
 }
 
-/// Large buffers and no Nagle on the caller's socket, before it connects (the
-/// receive buffer must be set before the handshake to get a large window scale).
+/// `TCP_DELACK_MAX_US` from include/uapi/linux/tcp.h (Linux 6.15).
+const TCP_DELACK_MAX_US: c_int = 46;
+
+/// Two jiffies at HZ 1000, 250 and 100: the smallest delayed-ACK caps each tick rate
+/// accepts.
+const DELACK_CAPS_US: [c_int; 3] = [2_000, 8_000, 20_000];
+
+/// Large buffers, no Nagle and a short delayed-ACK timer on the caller's socket, before
+/// it connects (the receive buffer must be set before the handshake to get a large
+/// window scale).
 fn tune(fd: c_int, cfg: &Config) {
     sys::set_int(fd, libc::IPPROTO_TCP, libc::TCP_NODELAY, 1);
+    cap_delayed_acks(fd);
     let size =
         |explicit: Option<usize>, core, auto| explicit.or_else(|| sys::auto_size(core, auto));
     if let Some(n) = size(cfg.sndbuf, "wmem_max", "tcp_wmem") {
@@ -162,6 +171,17 @@ fn tune(fd: c_int, cfg: &Config) {
     if let Some(n) = size(cfg.rcvbuf, "rmem_max", "tcp_rmem") {
         sys::set_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, n as c_int);
     }
+}
+
+/// sshd keeps Nagle's algorithm on without a tty, so its small messages wait for our
+/// ACK, which Linux delays up to 40 ms (after every login: see
+/// `crates/soku-relay/src/delack.rs`). Capped as low as the kernel accepts; older
+/// kernels refuse the option and nothing changes.
+fn cap_delayed_acks(fd: c_int) -> Option<c_int> {
+    DELACK_CAPS_US
+        .iter()
+        .find(|&&us| sys::try_set_int(fd, libc::IPPROTO_TCP, TCP_DELACK_MAX_US, us))
+        .and_then(|_| sys::get_int(fd, libc::IPPROTO_TCP, TCP_DELACK_MAX_US))
 }
 
 /// A non-blocking connect of `fd` has succeeded: put the relay in.
@@ -396,4 +416,27 @@ pub unsafe extern "C" fn getsockopt(
 /// Whether `fd` is a hooked non-blocking connect still in progress.
 fn connecting(fd: c_int) -> bool {
     registry::with(fd, |e| matches!(e.state, State::Connecting)).unwrap_or(false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Where the kernel knows the option, the cap is set and read back well under the
+    /// 40 ms it replaces; elsewhere it is absent and nothing else changed.
+    #[test]
+    fn the_delayed_ack_cap_is_set_where_the_kernel_has_it() {
+        // SAFETY: a plain socket call; the descriptor is closed below.
+        let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0) };
+        assert!(fd >= 0, "a TCP socket");
+        match cap_delayed_acks(fd) {
+            Some(us) => assert!((2_000..=20_000).contains(&us), "cap {us} us"),
+            None => assert!(
+                sys::get_int(fd, libc::IPPROTO_TCP, TCP_DELACK_MAX_US).is_none(),
+                "the option exists but no cap was taken"
+            ),
+        }
+        // SAFETY: our own descriptor.
+        unsafe { libc::close(fd) };
+    }
 }

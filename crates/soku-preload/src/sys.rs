@@ -164,12 +164,27 @@ pub fn socket_type(fd: c_int) -> Option<c_int> {
 
 /// Sets an int socket option with the real setsockopt; errors are ignored.
 pub fn set_int(fd: c_int, level: c_int, name: c_int, value: c_int) {
-    if let Some(real) = setsockopt() {
-        // SAFETY: a valid pointer to an int of the declared size.
-        unsafe {
-            real(fd, level, name, (&raw const value).cast(), std::mem::size_of::<c_int>() as _)
-        };
-    }
+    try_set_int(fd, level, name, value);
+}
+
+/// Sets an int socket option with the real setsockopt; whether the kernel took it.
+pub fn try_set_int(fd: c_int, level: c_int, name: c_int, value: c_int) -> bool {
+    let Some(real) = setsockopt() else { return false };
+    // SAFETY: a valid pointer to an int of the declared size.
+    let rc = unsafe {
+        real(fd, level, name, (&raw const value).cast(), std::mem::size_of::<c_int>() as _)
+    };
+    rc == 0
+}
+
+/// An int socket option via the real getsockopt.
+pub fn get_int(fd: c_int, level: c_int, name: c_int) -> Option<c_int> {
+    let real = getsockopt()?;
+    let mut value: c_int = 0;
+    let mut len = std::mem::size_of::<c_int>() as socklen_t;
+    // SAFETY: value/len are valid out-pointers of the declared size.
+    let rc = unsafe { real(fd, level, name, (&raw mut value).cast(), &mut len) };
+    (rc == 0).then_some(value)
 }
 
 /// `{w,r}mem_max` (at most 16 MiB) when it is at least the TCP autotuning ceiling;
