@@ -154,12 +154,7 @@ pub fn identity(fd: c_int) -> Option<(u64, u64)> {
 
 /// The socket's type (SOCK_STREAM...) via the real getsockopt.
 pub fn socket_type(fd: c_int) -> Option<c_int> {
-    let real = getsockopt()?;
-    let mut ty: c_int = 0;
-    let mut len = std::mem::size_of::<c_int>() as socklen_t;
-    // SAFETY: ty/len are valid out-pointers of the declared size.
-    let rc = unsafe { real(fd, libc::SOL_SOCKET, libc::SO_TYPE, (&raw mut ty).cast(), &mut len) };
-    (rc == 0).then_some(ty)
+    get_int(fd, libc::SOL_SOCKET, libc::SO_TYPE)
 }
 
 /// Sets an int socket option with the real setsockopt; errors are ignored.

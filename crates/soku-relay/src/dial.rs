@@ -1,6 +1,6 @@
 //! `soku proxy --pass-fd HOST PORT`: ssh's connection, made with `TCP_NODELAY` and a
-//! short delayed-ACK timer (crate::delack) and handed to ssh (`ProxyUseFdpass=yes`, ssh_config(5)), so that no relay stays in the
-//! path.
+//! short delayed-ACK timer (crate::delack) and handed to ssh (`ProxyUseFdpass=yes`,
+//! ssh_config(5)), so that no relay stays in the path.
 //!
 //! OpenSSH sets `TCP_NODELAY` only for interactive sessions (a tty or X11). Without it,
 //! Nagle's algorithm (RFC 896) holds a small segment while an earlier one is
@@ -18,7 +18,6 @@ use std::net::{SocketAddr, TcpStream};
 use std::os::fd::{AsFd, BorrowedFd};
 use std::time::Duration;
 
-use crate::delack;
 use crate::sock::{self, Target};
 use crate::RelayError;
 use rustix::net::{sendmsg, SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
@@ -73,12 +72,8 @@ pub fn dial(target: &Target, options: DialOptions) -> Result<TcpStream, RelayErr
         );
         return Err(RelayError::Resolve { host: target.host.clone(), source });
     }
-    // ssh's own buffers, as ssh would have had them: Nagle goes, and our ACKs of
-    // sshd's writes are not held back long (crate::delack).
-    sock::connect_first(target, addrs, options.timeout, |sock| {
-        delack::cap_delayed_acks(sock.as_fd());
-        sock.set_nodelay(true)
-    })
+    // ssh's own buffers, as ssh would have had them: only the waits go.
+    sock::connect_first(target, addrs, options.timeout, sock::no_waits)
 }
 
 /// Sends `fd` over the Unix socket `channel` with one byte of data, as OpenSSH's
@@ -97,6 +92,7 @@ fn pass_fd(channel: BorrowedFd<'_>, fd: BorrowedFd<'_>) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::delack;
     use rustix::net::{recvmsg, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags};
     use std::io::{IoSliceMut, Read, Write};
     use std::net::TcpListener;

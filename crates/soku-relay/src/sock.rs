@@ -117,11 +117,9 @@ pub fn listen(addr: SocketAddr, buffers: BufferOptions) -> Result<TcpListener, R
     Ok(sock.into())
 }
 
-/// Sets the buffer sizes (see the module doc), `TCP_NODELAY` and a short delayed-ACK
-/// timer (crate::delack: either end of a relay may be an sshd that keeps Nagle on).
+/// Sets the buffer sizes (see the module doc) and [`no_waits`].
 pub fn tune(sock: &Socket, buffers: BufferOptions) -> std::io::Result<()> {
-    sock.set_nodelay(true)?;
-    crate::delack::cap_delayed_acks(std::os::fd::AsFd::as_fd(sock));
+    no_waits(sock)?;
     if let Some(n) = buffers.sndbuf.or_else(|| auto_size("wmem_max", "tcp_wmem")) {
         sock.set_send_buffer_size(n)?;
     }
@@ -129,6 +127,14 @@ pub fn tune(sock: &Socket, buffers: BufferOptions) -> std::io::Result<()> {
         sock.set_recv_buffer_size(n)?;
     }
     Ok(())
+}
+
+/// No small write waits for an ACK (`TCP_NODELAY`), and our ACKs of the peer's are
+/// not held back long (a short delayed-ACK timer where the kernel has one,
+/// crate::delack): either end may be an sshd that keeps Nagle on.
+pub(crate) fn no_waits(sock: &Socket) -> std::io::Result<()> {
+    crate::delack::cap_delayed_acks(std::os::fd::AsFd::as_fd(sock));
+    sock.set_nodelay(true)
 }
 
 /// The effective (kernel-reported) send and receive buffer sizes of a stream.

@@ -90,23 +90,26 @@ pub(crate) const LOOPBACK_MTU_UPPER_BOUND: u16 = 60_000;
 /// path that really lost its MTU, nothing more.
 const BLACK_HOLE_COOLDOWN: Duration = Duration::from_secs(5);
 
-/// The MTU discovery bound for a path to (or a socket bound on) `ip`: the bound above,
-/// lowered to what the route toward `ip` carries (`route_mtu.rs`).
+/// The MTU discovery bound for a path to (or a socket bound on) `ip`.
 pub(crate) fn mtu_upper_bound(ip: IpAddr) -> u16 {
-    let bound = if ip.is_loopback() { LOOPBACK_MTU_UPPER_BOUND } else { MTU_UPPER_BOUND };
-    if ip.is_unspecified() {
-        return bound;
+    if ip.is_loopback() {
+        LOOPBACK_MTU_UPPER_BOUND
+    } else {
+        MTU_UPPER_BOUND
     }
-    within_route(bound, crate::route_mtu::udp_payload_toward(ip))
+}
+
+/// The MTU discovery bound for a path to `peer`: the bound above, lowered to what the
+/// route toward it carries (`route_mtu.rs`).
+pub(crate) fn mtu_bound_toward(peer: IpAddr) -> u16 {
+    within_route(mtu_upper_bound(peer), crate::route_mtu::udp_payload_toward(peer))
 }
 
 /// `bound`, no larger than the route's UDP payload where known, and never below QUIC's
 /// minimum (a route that small cannot carry QUIC at all; the handshake will say so).
 fn within_route(bound: u16, route_payload: Option<u32>) -> u16 {
     match route_payload {
-        Some(payload) => {
-            u16::try_from(payload.min(u32::from(bound))).unwrap_or(bound).max(INITIAL_MTU)
-        }
+        Some(payload) => bound.min(u16::try_from(payload).unwrap_or(u16::MAX)).max(INITIAL_MTU),
         None => bound,
     }
 }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use quinn::{Endpoint, EndpointConfig, TokioRuntime};
 
-use crate::config::{mtu_upper_bound, transport_config};
+use crate::config::{mtu_bound_toward, mtu_upper_bound, transport_config};
 use crate::gso::SplitGso;
 use crate::identity::SERVER_NAME;
 use crate::socket::{bind_udp, SocketReport, REQUESTED_BUFFER};
@@ -44,7 +44,7 @@ pub fn client_endpoint(
 ) -> Result<(Endpoint, SocketReport), TransportError> {
     let crypto = client_crypto(identity, server, opts.cipher)?;
     let mut client = quinn::ClientConfig::new(Arc::new(crypto));
-    let mtu_bound = mtu_upper_bound(family_of.ip());
+    let mtu_bound = mtu_bound_toward(family_of.ip());
     client.transport_config(Arc::new(transport_config(opts, mtu_bound)));
     let bind = match family_of {
         SocketAddr::V4(_) => SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0)),
