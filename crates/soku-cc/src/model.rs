@@ -50,10 +50,11 @@
 //! within 5 % (plus two packets) of the mean of the others' shares ([`crate::ensemble`]).
 //!
 //! Careful resume ([`crate::resume`], RFC 9959): with a remembered path that the first
-//! RTT sample confirms, startup begins at half the remembered bandwidth-delay product
-//! instead of ten packets, holds that window until the jump is acknowledged, and goes
-//! on doubling if it held; if startup ends meanwhile (a queue, heavy loss) or too much
-//! of the jump was lost, drain takes what is in flight down to the delivered rate.
+//! RTT sample confirms, startup begins at a quarter of the remembered bandwidth-delay
+//! product instead of ten packets, takes half of it once that step's acks show no queue,
+//! holds that window until the jump is acknowledged, and goes on doubling if it held; if
+//! the jump's acks show a queue, startup ends meanwhile (heavy loss) or too much of the
+//! jump was lost, drain takes what is in flight down to the delivered rate.
 
 use std::any::Any;
 use std::collections::VecDeque;
@@ -67,7 +68,7 @@ use crate::config::{splitmix64, SokuCcConfig};
 use crate::delivery::{DeliveryTracker, RoundSample};
 use crate::ensemble::{ensemble_cap, ShareRecord};
 use crate::filters::{Direction, WindowedFilter};
-use crate::resume::{CarefulResume, Phase, Verdict};
+use crate::resume::{CarefulResume, Phase, Step, Verdict};
 use crate::shared::{flow_id, merge, Merge, MinRttRecord, ALIVE};
 use crate::stall::StallProbe;
 use crate::startup_delay::StartupDelay;
@@ -184,6 +185,9 @@ pub struct SokuCc {
     /// The last round whose data may have left during a probe-RTT (see
     /// `round_congested`).
     probe_rtt_last_round: u64,
+    /// The last round that may still report losses of a jump retreated from (see
+    /// `round_congested`).
+    jump_last_round: u64,
     /// Probe-RTT phases in a row whose smallest RTT stayed above the min RTT.
     probe_rtts_above: u32,
     probe_rtt_min: Option<Duration>,
@@ -265,6 +269,7 @@ impl SokuCc {
             probe_rtt_done: None,
             probe_rtts: 0,
             probe_rtt_last_round: 0,
+            jump_last_round: 0,
             probe_rtts_above: 0,
             probe_rtt_min: None,
             round_rates: VecDeque::with_capacity(CYCLE_LEN),
@@ -510,7 +515,7 @@ impl SokuCc {
                 if self.resume.in_jump() {
                     // The bandwidth estimate still comes from the few packets sent
                     // before the jump.
-                    cap = cap.max(self.resume.jump());
+                    cap = cap.max(self.resume.step());
                 }
                 self.window.min(cap)
             }
@@ -719,6 +724,9 @@ impl SokuCc {
     fn enter_drain(&mut self) {
         // Startup ending while a jump is out: the path did not carry it.
         self.resume.retreat();
+        if self.resume.phase() == Phase::SafeRetreat {
+            self.jump_last_round = self.delivery.round() + 2;
+        }
         self.mode = Mode::Drain;
         // In startup the bandwidth estimate trails the doubling window by a round, so
         // every round's acks look like aggregation beyond it (measured: 1.2 MB at
@@ -747,6 +755,13 @@ impl SokuCc {
         // flows on a 200 ms path were cut to a third of their share that way at once and
         // the fourth took 60 % of the link (path simulator). The next round judges.
         if self.mode == Mode::ProbeRtt || s.round <= self.probe_rtt_last_round {
+            return false;
+        }
+        // Nor does a round that reports the losses of a jump the path did not carry:
+        // the retreat already answered them, and drain's window, cut by the loss
+        // factor, held a 100 Mbit/s x 200 ms path at a tenth of its BDP for seconds
+        // after a ten-times stale memory (path simulator).
+        if s.round <= self.jump_last_round {
             return false;
         }
         let loss = s.loss_fraction();
@@ -974,7 +989,7 @@ impl Controller for SokuCc {
                 }
             }
         }
-        let hold = self.startup_delay.hold() || self.resume.in_jump();
+        let hold = self.startup_delay.hold() || self.resume.holds_growth();
         if self.mode == Mode::Startup && !app_limited && !self.filled_pipe && !hold {
             self.window = self.window.saturating_add(bytes);
         }
@@ -994,6 +1009,15 @@ impl Controller for SokuCc {
         // spread between samples.
         self.batch_clock = None;
         if let Some(rtt) = self.batch_min_rtt.take() {
+            if self.mode == Mode::Startup && !self.filled_pipe {
+                match self.resume.on_frame_rtt(now, rtt, self.min_rtt.unwrap_or(rtt), self.window) {
+                    Step::Window(window) => self.window = self.window.max(window),
+                    // Nothing more goes out while a rise is judged.
+                    Step::Pause => self.window = self.window.min(in_flight.max(self.min_window())),
+                    Step::Retreat => self.filled_pipe = true,
+                    Step::Hold => {}
+                }
+            }
             // A queue seen while we had too little to send is someone else's (BBR's
             // full-pipe check ignores app-limited rounds for the same reason): a
             // connection that only acknowledged an upload saw the upload's queue in its

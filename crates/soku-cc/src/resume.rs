@@ -12,10 +12,24 @@
 //!   within half to ten times the remembered min RTT. Otherwise the hint is ignored and
 //!   startup runs as usual.
 //! - **Unvalidated**: the window jumps to half the remembered bandwidth-delay product
-//!   (RFC 9959's `jump_cwnd`, half of the saved window), which quinn paces out over a
-//!   round trip. It does not grow from acks meanwhile.
+//!   (RFC 9959's `jump_cwnd`, half of the saved window), in two steps. The first step
+//!   is half the jump, which quinn paces out over most of a round trip; the second,
+//!   the whole jump, is taken only once the first step's acks show no queue. A path
+//!   slower than remembered answers the first step with a rising RTT, the first ack
+//!   frames after one round trip; frames in a row whose RTT rose by a queue's threshold
+//!   (RFC 9406's: an eighth of the RTT, 4..16 ms) retreat. The window does not grow
+//!   from acks during the first step; from the second on, startup grows it as usual.
+//!
+//!   Why two steps: no signal comes back before one round trip, and the whole jump
+//!   went out within 0.8 of one. A memory of ten times the path's rate jumps to five
+//!   of its BDPs; in one step the path could take at most its BDP and its queue, and
+//!   the other 3.2 BDPs were dropped before any ack arrived
+//!   (`bench/results/2026-11-25/stale-memory/`). In two, 2.5 BDPs go out before the
+//!   first answer, of which at most about 0.7 are dropped. A memory that holds costs a
+//!   fraction of a round trip: the second step follows as soon as an eighth of the
+//!   first is acknowledged without a rise.
 //! - **Validating**: once a whole jump's worth of data is out, until every packet sent
-//!   under it is acknowledged or lost. The window still does not grow. (RFC 9959 also
+//!   under it is acknowledged or lost. (RFC 9959 also
 //!   ends the unvalidated phase a round trip after the jump; here the data often waits
 //!   that long for the receiver's report of what it holds, and a jump judged on the
 //!   few control packets sent meanwhile would prove nothing. An application that never
@@ -25,15 +39,33 @@
 //! - **Safe retreat**: otherwise startup ends at once and drain brings what is in
 //!   flight down to one bandwidth-delay product of the rate actually delivered. The
 //!   loss rule is applied as losses are reported, not only at the verdict: the first
-//!   loss share over the threshold retreats. At most one jump (half a remembered BDP,
-//!   sent over about one round trip) was in excess.
+//!   loss share over the threshold retreats. At most the first step (a quarter of a
+//!   remembered BDP, sent over most of a round trip) was in excess.
 //!
 //! Random loss alone does not count against a jump, for the same reason it does not
 //! end startup (see [`crate::model`]): only a loss share above `loss_threshold` does.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::hint::HintSlot;
+
+/// Bounds of the RTT rise that shows a queue behind the jump (RFC 9406's
+/// `MIN_RTT_THRESH` and `MAX_RTT_THRESH`, around an eighth of the RTT).
+const MIN_RISE: Duration = Duration::from_millis(4);
+const MAX_RISE: Duration = Duration::from_millis(16);
+/// Ack frames in a row over the threshold that retreat (one late timestamp does not),
+/// and under it that take the second step.
+const FRAMES_TO_DECIDE: u32 = 2;
+/// How long, as a share of the RTT, the frames over the threshold must keep arriving
+/// before they retreat: a queue keeps every ack late, a receiver or sender that stalls
+/// does not for long. On the emulator at 200 ms a receiver busy with its first chunks
+/// delayed the acks of a memory that held by 25-45 ms for 30 ms, and half of the copies
+/// retreated from it. Waiting costs a stale memory nothing: the first step is out by
+/// then, and nothing more is sent while the rise is judged ([`Step::Pause`]).
+const RISE_SPAN_SHARE: u32 = 2;
+/// The share of the first step that must be acknowledged before the second: on a path
+/// ten times slower than remembered, the first eighth of the step already met a queue.
+const FIRST_STEP_SHARE: u64 = 8;
 
 /// What an earlier copy learned about a path, in the direction the data will flow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -92,12 +124,37 @@ pub struct CarefulResume {
     hint: HintSlot,
     phase: Phase,
     jump: u64,
+    /// The window allowed now: half the jump, then the whole jump.
+    step: u64,
+    /// The RTT the jump was confirmed against, the base for a rise.
+    base_rtt: Duration,
+    /// Ack frames in a row whose RTT rose over the threshold (and when the first of them
+    /// arrived), and in a row that did not.
+    rises: u32,
+    rising_since: Option<Instant>,
+    calm: u32,
     /// Bytes sent under the jump, and the last packet number.
     sent: u64,
     last_pn: Option<u64>,
     /// Bytes acknowledged and lost while unvalidated or validating.
     acked: u64,
     lost: u64,
+}
+
+/// What an ack frame's RTT told the jump ([`CarefulResume::on_frame_rtt`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// Nothing changed.
+    Hold,
+    /// The window may be this: the whole jump once the first step carried without a
+    /// queue, or the step again once a rise went away.
+    Window(u64),
+    /// The RTT rose and the rise is not yet judged: send nothing more meanwhile (the
+    /// window falls to what is in flight), so that waiting to judge costs the path
+    /// nothing.
+    Pause,
+    /// A queue rose behind the jump: retreat.
+    Retreat,
 }
 
 /// What [`CarefulResume::on_end_acks`] decided.
@@ -119,6 +176,11 @@ impl CarefulResume {
             hint,
             phase: if enabled { Phase::Reconnaissance } else { Phase::Normal },
             jump: 0,
+            step: 0,
+            base_rtt: Duration::ZERO,
+            rises: 0,
+            rising_since: None,
+            calm: 0,
             sent: 0,
             last_pn: None,
             acked: 0,
@@ -136,14 +198,26 @@ impl CarefulResume {
         self.jump
     }
 
-    /// Whether the jump is being sent or validated: the window neither grows from acks
-    /// nor falls below the jump through the startup cap.
+    /// The window the jump allows now: its first step, then all of it (0 without one).
+    pub fn step(&self) -> u64 {
+        self.step
+    }
+
+    /// Whether the window must not grow from acks: during the jump's first step. Once
+    /// the first step's acks showed no queue, startup grows from the whole jump as
+    /// usual while its losses still judge it.
+    pub fn holds_growth(&self) -> bool {
+        self.in_jump() && self.step < self.jump
+    }
+
+    /// Whether the jump is being sent or validated: the window does not fall below the
+    /// jump's step through the startup cap.
     pub fn in_jump(&self) -> bool {
         matches!(self.phase, Phase::Unvalidated | Phase::Validating)
     }
 
-    /// At the first RTT sample: the window to jump to, if the hint confirms the path
-    /// and its jump beats `window`.
+    /// At the first RTT sample: the window of the jump's first step, if the hint
+    /// confirms the path and its jump beats `window`.
     pub fn on_rtt_sample(&mut self, rtt: Duration, window: u64) -> Option<u64> {
         if self.phase != Phase::Reconnaissance {
             return None;
@@ -156,7 +230,67 @@ impl CarefulResume {
         }
         self.phase = Phase::Unvalidated;
         self.jump = jump;
-        Some(jump)
+        self.step = (jump / 2).max(window);
+        self.base_rtt = rtt.min(path.min_rtt);
+        Some(self.step)
+    }
+
+    /// The smallest RTT of one ack frame, arrived at `now`, while the jump is out: two
+    /// or more frames in a row risen by a queue's threshold over the RTT the jump was
+    /// confirmed against, arriving over half an RTT or more, retreat
+    /// (not once startup grew `window` past the whole jump); two without the rise, once
+    /// an eighth of the first step is acknowledged, take the second step. `min_rtt` is
+    /// the controller's, which may have fallen since.
+    pub fn on_frame_rtt(
+        &mut self,
+        now: Instant,
+        rtt: Duration,
+        min_rtt: Duration,
+        window: u64,
+    ) -> Step {
+        // Until an eighth of the step is out, the frames acknowledge the handshake and
+        // the few control packets before the data, whose acks wait for the receiver's
+        // ack delay: late, and no sign of a queue.
+        if !self.in_jump() || self.sent < self.step / FIRST_STEP_SHARE {
+            return Step::Hold;
+        }
+        if window > self.jump {
+            // Startup grew past the whole jump: a queue now is startup's to find (its
+            // own exit, `crate::startup_delay`, waits for two rounds of it and a
+            // bandwidth estimate that caught up; leaving at the first rise drained a
+            // 200 ms path to a third of its rate).
+            self.rises = 0;
+            self.rising_since = None;
+            return Step::Hold;
+        }
+        let base = self.base_rtt.min(min_rtt);
+        let rise = (base / 8).clamp(MIN_RISE, MAX_RISE);
+        if rtt > base + rise {
+            self.calm = 0;
+            self.rises += 1;
+            let since = *self.rising_since.get_or_insert(now);
+            let span = rise.max(base / RISE_SPAN_SHARE);
+            if self.rises >= FRAMES_TO_DECIDE && now.saturating_duration_since(since) >= span {
+                self.phase = Phase::SafeRetreat;
+                return Step::Retreat;
+            }
+            return Step::Pause;
+        }
+        let paused = self.rises > 0;
+        self.rises = 0;
+        self.rising_since = None;
+        self.calm += 1;
+        if self.step < self.jump
+            && self.calm >= FRAMES_TO_DECIDE
+            && self.acked >= self.step / FIRST_STEP_SHARE
+        {
+            self.step = self.jump;
+            return Step::Window(self.step);
+        }
+        if paused {
+            return Step::Window(self.step);
+        }
+        Step::Hold
     }
 
     /// A packet was sent.
@@ -231,6 +365,21 @@ mod tests {
     use super::*;
     use crate::hint::ConnectionHint;
 
+    /// A clock for ack frames, 200 ms apart (longer than half of any RTT here).
+    fn tick() -> Instant {
+        use std::cell::Cell;
+        thread_local!(static FRAMES: Cell<u32> = const { Cell::new(0) });
+        static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+        let n = FRAMES.with(|f| {
+            f.set(f.get() + 1);
+            f.get()
+        });
+        *START.get_or_init(Instant::now) + Duration::from_millis(200) * n
+    }
+
+    /// A window no larger than the jump.
+    const W: u64 = 600_000;
+
     fn hint(path: RememberedPath) -> HintSlot {
         HintSlot::with(ConnectionHint { remembered: Some(path), background: false })
     }
@@ -297,10 +446,15 @@ mod tests {
     #[test]
     fn a_clean_jump_validates_once_all_of_it_is_acknowledged() {
         let mut cr = CarefulResume::new(hint(path(100, 200)), true);
-        assert_eq!(cr.on_rtt_sample(Duration::from_millis(210), 14_720), Some(1_250_000));
+        assert_eq!(cr.on_rtt_sample(Duration::from_millis(210), 14_720), Some(625_000));
+        cr.on_sent(100_000, 9);
+        cr.on_ack(100_000);
+        let ms = Duration::from_millis;
+        assert_eq!(cr.on_frame_rtt(tick(), ms(203), ms(200), W), Step::Hold);
+        assert_eq!(cr.on_frame_rtt(tick(), ms(201), ms(200), W), Step::Window(1_250_000));
         let last = send_jump(&mut cr);
         assert_eq!(cr.phase(), Phase::Validating);
-        cr.on_ack(600_000);
+        cr.on_ack(500_000);
         cr.on_loss(10_000); // under 1 %: random loss
         assert_eq!(cr.on_end_acks(Some(last - 1), 0.1, 4000), Verdict::Pending);
         cr.on_ack(640_000);
@@ -359,5 +513,119 @@ mod tests {
         cr.on_sent(1000, 10);
         cr.retreat();
         assert_eq!(cr.phase(), Phase::SafeRetreat);
+    }
+
+    #[test]
+    fn the_jump_goes_out_in_two_steps_the_second_once_the_first_met_no_queue() {
+        let ms = Duration::from_millis;
+        let mut cr = CarefulResume::new(hint(path(100, 200)), true);
+        assert_eq!(cr.on_rtt_sample(ms(200), 14_720), Some(625_000), "half the jump first");
+        assert!(cr.holds_growth());
+        cr.on_sent(625_000, 500);
+        assert_eq!(cr.phase(), Phase::Unvalidated, "the first step is not the whole jump");
+        cr.on_ack(50_000);
+        assert_eq!(cr.on_frame_rtt(tick(), ms(200), ms(200), W), Step::Hold);
+        assert_eq!(
+            cr.on_frame_rtt(tick(), ms(200), ms(200), W),
+            Step::Hold,
+            "under an eighth acked"
+        );
+        cr.on_ack(40_000);
+        assert_eq!(
+            cr.on_frame_rtt(tick(), ms(215), ms(200), W),
+            Step::Window(1_250_000),
+            "15 ms < 16"
+        );
+        assert_eq!(cr.step(), 1_250_000);
+        assert!(!cr.holds_growth(), "startup grows from the whole jump");
+        assert!(cr.in_jump(), "still judged");
+        assert_eq!(cr.on_frame_rtt(tick(), ms(200), ms(200), W), Step::Hold);
+    }
+
+    #[test]
+    fn a_queue_behind_the_first_step_retreats_after_two_frames() {
+        let ms = Duration::from_millis;
+        let mut cr = CarefulResume::new(hint(path(1000, 200)), true);
+        assert_eq!(cr.on_rtt_sample(ms(200), 14_720), Some(6_250_000));
+        cr.on_sent(3_000_000, 2000);
+        cr.on_ack(15_000);
+        assert_eq!(cr.on_frame_rtt(tick(), ms(201), ms(200), W), Step::Hold);
+        cr.on_ack(15_000);
+        assert_eq!(
+            cr.on_frame_rtt(tick(), ms(230), ms(200), W),
+            Step::Pause,
+            "one late frame is not a queue, but nothing more goes out until it is judged"
+        );
+        assert_eq!(
+            cr.on_frame_rtt(tick(), ms(201), ms(200), W),
+            Step::Window(6_250_000),
+            "the rise went away: the step again"
+        );
+        assert_eq!(cr.on_frame_rtt(tick(), ms(230), ms(200), W), Step::Pause);
+        assert_eq!(cr.on_frame_rtt(tick(), ms(240), ms(200), W), Step::Retreat);
+        assert_eq!(cr.phase(), Phase::SafeRetreat);
+        assert_eq!(cr.step(), 6_250_000, "the second step was never taken");
+        assert_eq!(
+            cr.on_frame_rtt(tick(), ms(200), ms(200), W),
+            Step::Hold,
+            "nothing left to judge"
+        );
+    }
+
+    #[test]
+    fn the_rise_threshold_is_an_eighth_of_the_rtt_within_4_to_16_ms() {
+        let ms = Duration::from_millis;
+        for (rtt, under, over) in [(20, 23, 25), (80, 89, 91), (300, 315, 317)] {
+            let mut cr = CarefulResume::new(hint(path(100, rtt)), true);
+            let step = cr.on_rtt_sample(ms(rtt), 1000).expect("jump");
+            cr.on_sent(step, 10);
+            assert_eq!(cr.on_frame_rtt(tick(), ms(under), ms(rtt), 1000), Step::Hold);
+            assert_eq!(
+                cr.on_frame_rtt(tick(), ms(under), ms(rtt), 1000),
+                Step::Hold,
+                "{rtt} ms: {under} is no rise"
+            );
+            assert_eq!(cr.on_frame_rtt(tick(), ms(over), ms(rtt), 1000), Step::Pause);
+            assert_eq!(
+                cr.on_frame_rtt(tick(), ms(over), ms(rtt), 1000),
+                Step::Retreat,
+                "{rtt} ms: {over} is"
+            );
+        }
+    }
+
+    #[test]
+    fn once_startup_grew_past_the_jump_a_queue_is_startups_to_find() {
+        let ms = Duration::from_millis;
+        let mut cr = CarefulResume::new(hint(path(100, 200)), true);
+        cr.on_rtt_sample(ms(200), 14_720).expect("jump");
+        cr.on_sent(100_000, 9);
+        cr.on_ack(100_000);
+        cr.on_frame_rtt(tick(), ms(200), ms(200), W);
+        assert_eq!(cr.on_frame_rtt(tick(), ms(200), ms(200), W), Step::Window(1_250_000));
+        for _ in 0..4 {
+            assert_eq!(cr.on_frame_rtt(tick(), ms(230), ms(200), 2_000_000), Step::Hold);
+        }
+        assert!(cr.in_jump(), "still judged by its losses and its verdict");
+    }
+
+    #[test]
+    fn late_acks_for_less_than_half_an_rtt_are_not_a_queue() {
+        let ms = Duration::from_millis;
+        let mut cr = CarefulResume::new(hint(path(100, 200)), true);
+        let step = cr.on_rtt_sample(ms(200), 14_720).expect("jump");
+        let t = Instant::now();
+        assert_eq!(cr.on_frame_rtt(t, ms(240), ms(200), W), Step::Hold, "no data out yet");
+        cr.on_sent(step, 10);
+        // A receiver busy for 60 ms: its acks 25-45 ms late.
+        for (i, late) in [25u64, 40, 45, 30, 26].into_iter().enumerate() {
+            let at = t + ms(15 * i as u64);
+            assert_eq!(cr.on_frame_rtt(at, ms(200 + late), ms(200), W), Step::Pause, "frame {i}");
+        }
+        // A queue: late frames arriving for 100 ms and more.
+        assert_eq!(cr.on_frame_rtt(t + ms(70), ms(201), ms(200), W), Step::Window(625_000));
+        assert_eq!(cr.on_frame_rtt(t + ms(80), ms(230), ms(200), W), Step::Pause);
+        assert_eq!(cr.on_frame_rtt(t + ms(150), ms(250), ms(200), W), Step::Pause, "70 ms < 100");
+        assert_eq!(cr.on_frame_rtt(t + ms(180), ms(260), ms(200), W), Step::Retreat);
     }
 }
