@@ -34,24 +34,28 @@ async fn say(peer: &mut DuplexStream, msgs: &[Message]) {
     peer.write_all(&wire).await.unwrap();
 }
 
-/// Everything the engine sent to the raw peer until it ended its side (bounded).
+/// Everything the engine sent to the raw peer until it ended its side (bounded): its
+/// control messages, a chunk's header standing for the chunk (its bytes are skipped).
+/// A sender may have queued chunks before it read what it refuses, so a message it
+/// sends after them must still be heard (on a loaded machine one was queued first, and
+/// a decoder that took the chunk's bytes for a frame stopped there).
 async fn heard(peer: &mut DuplexStream) -> Vec<Message> {
-    let mut decoder = frame::Decoder::new(frame::MAX_CONTROL_FRAME);
-    let mut buf = vec![0u8; 64 * 1024];
+    let mut wire = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(5), peer.read_to_end(&mut wire)).await;
     let mut out = Vec::new();
-    let _ = tokio::time::timeout(Duration::from_secs(5), async {
-        loop {
-            let n = peer.read(&mut buf).await.unwrap_or(0);
-            if n == 0 {
-                break;
-            }
-            decoder.feed(&buf[..n]);
-            while let Ok(Some(msg)) = decoder.next_message::<Message>() {
-                out.push(msg);
-            }
+    let mut rest = &wire[..];
+    while rest.len() >= frame::PREFIX_LEN {
+        let prefix = rest[..frame::PREFIX_LEN].try_into().expect("prefix");
+        let Ok(len) = frame::payload_len(prefix, frame::MAX_CONTROL_FRAME) else { break };
+        let Some(payload) = rest.get(frame::PREFIX_LEN..frame::PREFIX_LEN + len) else { break };
+        let Ok(msg) = frame::decode_payload::<Message>(payload) else { break };
+        rest = &rest[frame::PREFIX_LEN + len..];
+        if let Message::Chunk(header) = &msg {
+            let Some(after) = rest.get(header.wire_len as usize..) else { break };
+            rest = after;
         }
-    })
-    .await;
+        out.push(msg);
+    }
     out
 }
 
