@@ -25,7 +25,8 @@
 //!   of its BDPs; in one step the path could take at most its BDP and its queue, and
 //!   the other 3.2 BDPs were dropped before any ack arrived
 //!   (`bench/results/2026-11-25/stale-memory/`). In two, 2.5 BDPs go out before the
-//!   first answer, of which at most about 0.7 are dropped. A memory that holds costs a
+//!   first answer, and 0.3-0.8 BDP beyond a cold start were dropped on the emulator
+//!   (`bench/results/2026-11-26/stale-memory-two-steps/`). A memory that holds costs a
 //!   fraction of a round trip: the second step follows as soon as an eighth of the
 //!   first is acknowledged without a rise.
 //! - **Validating**: once a whole jump's worth of data is out, until every packet sent
@@ -48,11 +49,8 @@
 use std::time::{Duration, Instant};
 
 use crate::hint::HintSlot;
+use crate::startup_delay::queue_rise;
 
-/// Bounds of the RTT rise that shows a queue behind the jump (RFC 9406's
-/// `MIN_RTT_THRESH` and `MAX_RTT_THRESH`, around an eighth of the RTT).
-const MIN_RISE: Duration = Duration::from_millis(4);
-const MAX_RISE: Duration = Duration::from_millis(16);
 /// Ack frames in a row over the threshold that retreat (one late timestamp does not),
 /// and under it that take the second step.
 const FRAMES_TO_DECIDE: u32 = 2;
@@ -264,7 +262,7 @@ impl CarefulResume {
             return Step::Hold;
         }
         let base = self.base_rtt.min(min_rtt);
-        let rise = (base / 8).clamp(MIN_RISE, MAX_RISE);
+        let rise = queue_rise(base);
         if rtt > base + rise {
             self.calm = 0;
             self.rises += 1;

@@ -26,6 +26,12 @@ const MIN_SAMPLES: u32 = 8;
 const MIN_RISE: Duration = Duration::from_millis(4);
 const MAX_RISE: Duration = Duration::from_millis(16);
 
+/// The RTT rise over `base` that shows a queue: an eighth of it, within 4..16 ms
+/// (RFC 9406 §4.2).
+pub(crate) fn queue_rise(base: Duration) -> Duration {
+    (base / 8).clamp(MIN_RISE, MAX_RISE)
+}
+
 /// Per-round RTT minima for the startup exit.
 ///
 /// A round whose minimum rose puts startup on hold (the window stops growing); a
@@ -76,7 +82,7 @@ impl StartupDelay {
         let (Some(base), Some(now)) = (self.baseline, self.round_min) else {
             return false;
         };
-        self.round_samples >= MIN_SAMPLES && now >= base + (base / 8).clamp(MIN_RISE, MAX_RISE)
+        self.round_samples >= MIN_SAMPLES && now >= base + queue_rise(base)
     }
 }
 
