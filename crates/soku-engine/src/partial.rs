@@ -33,6 +33,7 @@ use std::time::{Duration, Instant};
 use soku_proto::chunk::{chunk_hash, ChunkPlan};
 use soku_proto::manifest::Meta;
 use soku_proto::message::{HeldBase, HeldChunk};
+use soku_proto::path::{Target, WirePath};
 
 use crate::codec::read_exact_at;
 use crate::fsops::{self, TargetDir};
@@ -181,6 +182,19 @@ pub fn prepare(
         None => HeldBase::Nothing,
     };
     Ok(Prepared { base, held: Vec::new(), storage: Storage::Temp(file) })
+}
+
+/// Whether a receiver into `target` holds nothing under any of these top-level names:
+/// no file, directory or partial file is at any of their final names, so [`prepare`]
+/// would find nothing for any file that comes under them. What cannot be checked counts
+/// as held. This answers a copy's preview (`soku_proto::hello::ReceivePreview`): when
+/// it holds, the copy runs without held reports.
+pub fn holds_nothing(target: &Target, names: &[String]) -> bool {
+    let absent = |path: &Path| matches!(std::fs::symlink_metadata(path), Err(e) if e.kind() == std::io::ErrorKind::NotFound);
+    names.iter().all(|name| match target.local_path(&WirePath(vec![name.clone()])) {
+        Ok(local) => absent(&local) && absent(&fsops::temp_path(&local)),
+        Err(_) => false,
+    })
 }
 
 /// Copies the file at the final name `local` (held chunks, [`Storage::FinalFile`]) to a

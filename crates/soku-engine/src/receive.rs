@@ -87,7 +87,7 @@ pub async fn run(
     // The sender may announce many files ahead, each a temporary file here.
     let _ = crate::limits::open_files();
     let (announced, _) = watch::channel(0u64);
-    let receiver = receiver.with_resume(opts.resume);
+    let receiver = receiver.with_resume(opts.resume).with_nothing_held(opts.nothing_held);
     let dir = TargetDir::open(&root).map_err(|e| {
         let problem = crate::walk::describe(&e);
         EngineError::Target(format!(
@@ -381,7 +381,10 @@ impl Shared {
                     self.temps.discard(&local);
                     return Ok(());
                 };
-                if let Some(prepared) = held {
+                // A receiver that said it holds nothing reports nothing: its sender
+                // sends every chunk (what the race of another writer left is written over).
+                let reports = lock(&self.state).reports_held();
+                if let Some(prepared) = held.filter(|_| reports) {
                     self.tell_held(id, &local, chunks, prepared).await?;
                 }
                 self.settle(outcome).await

@@ -32,6 +32,11 @@ pub struct CopyOptions {
     /// Flush each received file to disk before it takes its final name (on by default;
     /// `--no-fsync` turns it off): see docs/durability.md.
     pub fsync: bool,
+    /// With resume: the receiving side said over ssh, before the copy began, that it
+    /// holds nothing under the names that come (`soku_proto::hello::ReceivePreview`), so
+    /// the copy runs without `Held` reports and saves their round trip. Not part of the
+    /// request: both sides learn it from the hellos.
+    pub nothing_held: bool,
 }
 
 impl CopyOptions {
@@ -69,6 +74,7 @@ impl CopyOptions {
             rate_limit_bps,
             resume,
             fsync,
+            nothing_held: false,
         };
         (job, opts)
     }

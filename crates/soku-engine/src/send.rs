@@ -109,7 +109,7 @@ pub async fn run(
         Item::File { size, .. } => (n.saturating_add(1), b.saturating_add(*size)),
         _ => (n, b),
     });
-    let mut rules = Sender::new(opts.chunk_size, opts.resume)?;
+    let mut rules = Sender::new(opts.chunk_size, opts.resume)?.with_nothing_held(opts.nothing_held);
     link.tx.send_control(rules.plan(files, bytes)?).await?;
     events.event(TransferEvent::Planned { files, bytes });
     let start = Instant::now();

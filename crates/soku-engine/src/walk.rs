@@ -55,7 +55,7 @@ pub fn meta_of(md: &Metadata) -> Meta {
 
 /// The name a source is sent under: its last component (`dir/` is `dir`, `.` is the real
 /// name of the directory).
-fn top_name(source: &str) -> Option<String> {
+pub fn top_name(source: &str) -> Option<String> {
     let trimmed = source.trim_end_matches('/');
     let path = Path::new(if trimmed.is_empty() { "/" } else { trimmed });
     match path.file_name().and_then(|n| n.to_str()) {

@@ -37,6 +37,51 @@ pub struct ClientHello {
     /// with a [`ServerNote::ChoiceSeen`] on the ssh channel, so the client can time a
     /// round trip over ssh. Absent from older clients' hellos (false).
     pub diagnose: bool,
+    /// What the receiving side may be asked or told before the copy begins (since
+    /// protocol 6). Absent from older clients' hellos (none).
+    pub receive_preview: Option<ReceivePreview>,
+}
+
+/// Lets a copy with resume skip the round trip in which the first file's chunks wait
+/// for the receiver's first [`crate::message::Held`] report: when the receiver holds
+/// nothing under the names that will come (no file and no partial file there), both
+/// sides learn so over ssh before the copy begins, and the copy runs without reports
+/// (`Sender::with_nothing_held`, `Receiver::with_nothing_held`). Since protocol 6: a
+/// server from before ignores it and answers nothing, and the client, seeing the
+/// server's version, waits for no answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ReceivePreview {
+    /// An upload: the server will receive into `target` (as the request will say) the
+    /// `sources` the client sends, whose top-level names are `names`. The server
+    /// answers with [`ServerNote::Holds`] right after reading the hello.
+    Upload {
+        /// The target as the user typed it.
+        target: String,
+        /// How many sources the request will name.
+        sources: u32,
+        /// Each source's top-level name, as its entries will carry it.
+        names: Vec<String>,
+    },
+    /// A download: the client, receiving, holds nothing under the names it asks for, so
+    /// the server sends every chunk without waiting for reports.
+    NothingHeld,
+}
+
+/// The most bytes of target and names an upload's preview carries: the whole hello must
+/// stay within the 4096 bytes a server from before protocol 6 reads (it ignores the
+/// preview, but refuses a larger frame). A larger preview is not sent.
+pub const MAX_PREVIEW_BYTES: usize = 3072;
+
+impl ReceivePreview {
+    /// An upload's preview, or `None` when it would not fit in [`MAX_PREVIEW_BYTES`].
+    pub fn upload(target: &str, sources: u32, names: Vec<String>) -> Option<Self> {
+        let bytes = names.iter().fold(target.len(), |sum, name| sum + name.len() + 2);
+        (bytes <= MAX_PREVIEW_BYTES).then(|| ReceivePreview::Upload {
+            target: target.to_string(),
+            sources,
+            names,
+        })
+    }
 }
 
 /// The fields of a client hello before `path_memory` (protocols 2-5).
@@ -152,6 +197,14 @@ pub enum ServerNote {
     Pong {
         /// The ping's number.
         seq: u32,
+    },
+    /// The answer to an upload's [`ReceivePreview`] (since protocol 6), written right
+    /// after the server read the client's hello, before anything else there: whether
+    /// the server holds nothing under the previewed names. With `nothing`, the copy
+    /// runs without [`crate::message::Held`] reports.
+    Holds {
+        /// No file and no partial file exists under any of the names.
+        nothing: bool,
     },
 }
 
@@ -281,7 +334,8 @@ pub fn decode_client_hello(payload: &[u8]) -> Result<ClientHello, ProtoError> {
         .map_err(|e| ProtoError::Malformed(e.to_string()))?;
     let (path_memory, rest) = optional_field::<Option<PathMemory>>(rest)?;
     let (background, rest) = optional_field::<bool>(rest)?;
-    let (diagnose, _) = optional_field::<bool>(rest)?;
+    let (diagnose, rest) = optional_field::<bool>(rest)?;
+    let (receive_preview, _) = optional_field::<Option<ReceivePreview>>(rest)?;
     Ok(ClientHello {
         min_version: old.min_version,
         max_version: old.max_version,
@@ -290,6 +344,7 @@ pub fn decode_client_hello(payload: &[u8]) -> Result<ClientHello, ProtoError> {
         path_memory: path_memory.flatten(),
         background: background.unwrap_or(false),
         diagnose: diagnose.unwrap_or(false),
+        receive_preview: receive_preview.flatten(),
     })
 }
 
@@ -339,6 +394,7 @@ impl ClientHello {
             path_memory: None,
             background: false,
             diagnose: false,
+            receive_preview: None,
         }
     }
 
@@ -422,12 +478,14 @@ mod tests {
         let new = postcard::to_allocvec(&hello).expect("encodes");
         assert_eq!(decode_client_hello(&new).expect("decodes"), hello);
         // A protocol-5 client's hello: the same fields without the memory.
-        let old = postcard::to_allocvec(&(1u16, 5u16, [3u8; 32], true)).expect("encodes");
+        let old =
+            postcard::to_allocvec(&(1u16, hello.max_version, [3u8; 32], true)).expect("encodes");
         let decoded = decode_client_hello(&old).expect("decodes");
         assert_eq!(decoded, ClientHello { path_memory: None, min_version: 1, ..hello.clone() });
         // A client from before `background`: the memory, then the end.
-        let mid = postcard::to_allocvec(&(1u16, 5u16, [3u8; 32], true, hello.path_memory))
-            .expect("encodes");
+        let mid =
+            postcard::to_allocvec(&(1u16, hello.max_version, [3u8; 32], true, hello.path_memory))
+                .expect("encodes");
         assert_eq!(
             decode_client_hello(&mid).expect("decodes"),
             ClientHello { min_version: 1, ..hello.clone() }
@@ -437,9 +495,15 @@ mod tests {
         let bytes = postcard::to_allocvec(&background).expect("encodes");
         assert_eq!(decode_client_hello(&bytes).expect("decodes"), background);
         // A client from before `diagnose`: background, then the end.
-        let pre_diagnose =
-            postcard::to_allocvec(&(1u16, 5u16, [3u8; 32], true, hello.path_memory, true))
-                .expect("encodes");
+        let pre_diagnose = postcard::to_allocvec(&(
+            1u16,
+            hello.max_version,
+            [3u8; 32],
+            true,
+            hello.path_memory,
+            true,
+        ))
+        .expect("encodes");
         assert_eq!(decode_client_hello(&pre_diagnose).expect("decodes"), {
             let mut want = background.clone();
             want.min_version = 1;
@@ -454,6 +518,44 @@ mod tests {
         newer.extend_from_slice(&[1, 2, 3]);
         assert_eq!(decode_client_hello(&newer).expect("decodes"), hello);
         assert!(decode_client_hello(&old[..10]).is_err());
+        // Since protocol 6, the receive preview; a client from before ends after
+        // `diagnose`.
+        for preview in [
+            ReceivePreview::upload("dst/", 2, vec!["a".into(), "b c".into()]),
+            Some(ReceivePreview::NothingHeld),
+        ] {
+            let mut previewing = hello.clone();
+            previewing.receive_preview = preview;
+            let bytes = postcard::to_allocvec(&previewing).expect("encodes");
+            assert_eq!(decode_client_hello(&bytes).expect("decodes"), previewing);
+        }
+        let pre_preview = postcard::to_allocvec(&(
+            1u16,
+            hello.max_version,
+            [3u8; 32],
+            true,
+            hello.path_memory,
+            false,
+            true,
+        ))
+        .expect("encodes");
+        let decoded = decode_client_hello(&pre_preview).expect("decodes");
+        assert_eq!(decoded.receive_preview, None);
+        assert!(decoded.diagnose);
+    }
+
+    /// Catches: a preview that makes the hello larger than a server from before
+    /// protocol 6 reads (4096 bytes): such a preview is not made.
+    #[test]
+    fn an_upload_preview_keeps_the_hello_small_enough_for_older_servers() {
+        let names = |n: usize| (0..n).map(|i| format!("{i:0>250}")).collect::<Vec<_>>();
+        let mut hello = ClientHello::new([3; 32], true);
+        hello.path_memory = Some(PathMemory { bandwidth_bps: u64::MAX, min_rtt_us: u64::MAX });
+        hello.receive_preview = ReceivePreview::upload(&"t".repeat(1000), 2, names(8));
+        assert!(hello.receive_preview.is_some(), "1000 + 8 x 252 bytes fit");
+        assert!(postcard::to_allocvec(&hello).expect("encodes").len() <= 4096);
+        assert_eq!(ReceivePreview::upload(&"t".repeat(1000), 9, names(9)), None);
+        assert_eq!(ReceivePreview::upload("t", 100, names(100)), None);
     }
 
     /// Catches: a summary note that an older client could not skip, or that a newer

@@ -154,6 +154,8 @@ pub struct Receiver {
     recursive: bool,
     chunk_size: u32,
     resume: bool,
+    /// See [`Receiver::with_nothing_held`].
+    nothing_held: bool,
     next_id: u32,
     top_name: Option<String>,
     dirs: HashSet<WirePath>,
@@ -179,6 +181,7 @@ impl Receiver {
             recursive,
             chunk_size: check_chunk_size(chunk_size)?,
             resume: false,
+            nothing_held: false,
             next_id: 0,
             top_name: None,
             dirs: HashSet::new(),
@@ -195,6 +198,20 @@ impl Receiver {
     pub fn with_resume(mut self, resume: bool) -> Self {
         self.resume = resume;
         self
+    }
+
+    /// With resume: this receiver told the sender before the copy began that it holds
+    /// nothing of any file (see [`crate::send::Sender::with_nothing_held`]). Chunks come
+    /// at once, without [`Receiver::on_held`] reports; what arrives is still kept for a
+    /// later run to resume.
+    pub fn with_nothing_held(mut self, nothing_held: bool) -> Self {
+        self.nothing_held = nothing_held;
+        self
+    }
+
+    /// Whether files are reported with [`Receiver::on_held`] before their chunks come.
+    pub fn reports_held(&self) -> bool {
+        self.resume && !self.nothing_held
     }
 
     /// Whether this copy resumes (see [`Receiver::with_resume`]).
@@ -257,7 +274,7 @@ impl Receiver {
                     chunks: BTreeMap::new(),
                     verified: 0,
                     received: 0,
-                    declared: if self.resume { 0 } else { count },
+                    declared: if self.reports_held() { 0 } else { count },
                     base: HeldBase::Nothing,
                     replaced: 0,
                     summary: None,
@@ -449,11 +466,12 @@ impl Receiver {
         to: u32,
         held: Vec<HeldChunk>,
     ) -> Result<Option<Message>, ProtoError> {
+        let reports = self.reports_held();
         let Some(file) = self.open.get_mut(&id) else { return Ok(None) };
         let count = file.plan.count();
         let in_range = held.iter().all(|c| (from..to).contains(&c.index));
         let ascending = held.windows(2).all(|w| w[0].index < w[1].index);
-        if !self.resume
+        if !reports
             || from != file.declared
             || to <= from
             || u64::from(to) > count

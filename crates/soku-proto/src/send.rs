@@ -131,6 +131,9 @@ impl OpenFile {
 pub struct Sender {
     chunk_size: u32,
     resume: bool,
+    /// With resume: the receiver said before the copy that it holds nothing of any file
+    /// ([`Sender::with_nothing_held`]), so no file waits for its reports.
+    nothing_held: bool,
     planned: bool,
     ended: bool,
     finished: bool,
@@ -157,6 +160,7 @@ impl Sender {
         Ok(Self {
             chunk_size: check_chunk_size(chunk_size)?,
             resume,
+            nothing_held: false,
             planned: false,
             ended: false,
             finished: false,
@@ -165,6 +169,22 @@ impl Sender {
             open: HashMap::new(),
             aborted: HashSet::new(),
         })
+    }
+
+    /// With resume: the receiver said before the copy began that it holds nothing of
+    /// any file it will receive (no final name and no partial file under the names sent;
+    /// see `ReceivePreview` in [`crate::hello`]). Every chunk is handed out at once, as
+    /// without resume, and the receiver sends no [`Message::Held`] reports; it still
+    /// keeps what arrives for a later run to resume. This saves the round trip the first
+    /// file's chunks would wait for the first report.
+    pub fn with_nothing_held(mut self, nothing_held: bool) -> Self {
+        self.nothing_held = nothing_held;
+        self
+    }
+
+    /// Whether each file's chunks wait for the receiver's reports.
+    fn waits_for_reports(&self) -> bool {
+        self.resume && !self.nothing_held
     }
 
     /// The chunk size files are cut by.
@@ -217,7 +237,7 @@ impl Sender {
                 plan,
                 count,
                 handed_out: 0,
-                decided: if self.resume { 0 } else { count },
+                decided: if self.waits_for_reports() { 0 } else { count },
                 base: None,
                 claims: BTreeMap::new(),
                 folded: 0,
@@ -393,6 +413,9 @@ impl Sender {
         let Held { file, base, from, to, chunks } = held;
         if !self.resume {
             return Err(violation("a held-chunks report without resume"));
+        }
+        if self.nothing_held {
+            return Err(violation("a held-chunks report after the receiver said it holds nothing"));
         }
         if self.aborted.contains(&file) {
             return Ok(Report::Noted);

@@ -10,7 +10,7 @@ use soku_engine::events::{EventSink, PathReport, TransferEvent, PATH_SAMPLE_INTE
 use soku_engine::link::Link;
 use soku_engine::{CopyOptions, EngineError, Role};
 use soku_proto::chunk::DEFAULT_CHUNK_SIZE;
-use soku_proto::hello::ServerSummary;
+use soku_proto::hello::{ReceivePreview, ServerSummary};
 use soku_proto::message::{Job, Message};
 use soku_proto::path::{NameFilter, Target, TargetError};
 use soku_proto::receive::Receiver;
@@ -20,6 +20,7 @@ use crate::cli::{CopyArgs, DEFAULT_QUIC_TIMEOUT_SECS, DEFAULT_RETRY_FOR_SECS};
 use crate::exit::Exit;
 use crate::launch::{Launcher, ServeCommand};
 use crate::path_memory::{self, Flow};
+use crate::preview;
 use crate::report::{self, Recorder};
 use crate::retry::{Next, Retry, WholeCopy};
 use crate::session::{MasterSilent, Policed, Session, SessionOptions, TransportMode};
@@ -128,6 +129,8 @@ pub async fn run_with(args: CopyArgs, events: Arc<dyn EventSink>) -> anyhow::Res
         rate_limit_bps: transport.rate_limit_bps,
         resume: !args.no_resume,
         fsync: !args.no_fsync,
+        // Set per session, from what the receiving side says over ssh (`drive`).
+        nothing_held: false,
     };
     // A download's target is checked before anything connects.
     let local_target = match &direction {
@@ -213,6 +216,7 @@ pub async fn run_with(args: CopyArgs, events: Arc<dyn EventSink>) -> anyhow::Res
         diagnose: false,
         attach_timeout: None,
         dial_errors: None,
+        receive_preview: None,
     };
     // An upload walks and hashes its sources while ssh logs in (see `soku_engine::ahead`).
     let mut ahead = match &direction {
@@ -234,6 +238,9 @@ pub async fn run_with(args: CopyArgs, events: Arc<dyn EventSink>) -> anyhow::Res
         let cmd = launcher.command(remote.as_ref(), &serve, reconnecting)?;
         session_opts.attach_timeout = launcher.attach_timeout(reconnecting);
         session_opts.dial_errors = launcher.dial_errors(reconnecting);
+        // Checked again in every session: an interrupted one leaves partial files.
+        session_opts.receive_preview =
+            receive_preview(&direction, local_target.as_ref()).filter(|_| opts.resume);
         whole.begin_session();
         let attempt = Attempt {
             direction: &direction,
@@ -332,9 +339,9 @@ impl Attempt<'_> {
             )),
             _ => None,
         };
+        let opts = CopyOptions { nothing_held: session.nothing_held(), ..self.opts };
         let result =
-            drive(&mut link, self.direction, self.ahead, self.local_target, self.opts, counted)
-                .await;
+            drive(&mut link, self.direction, self.ahead, self.local_target, opts, counted).await;
         if let Some(sampler) = sampler {
             sampler.abort();
         }
@@ -372,6 +379,18 @@ impl Attempt<'_> {
                 Err(err)
             }
         }
+    }
+}
+
+/// What the receiving side is asked (upload) or told (download) before the copy, so that
+/// no file need wait for its first held report (see `crate::preview`).
+fn receive_preview(direction: &Direction, local_target: Option<&Target>) -> Option<ReceivePreview> {
+    match (direction, local_target) {
+        (Direction::Upload { sources, target, .. }, _) => preview::for_upload(sources, target),
+        (Direction::Download { sources, .. }, Some(target)) => {
+            preview::for_download(sources, target)
+        }
+        (Direction::Download { .. }, None) => None,
     }
 }
 

@@ -28,6 +28,7 @@ mod path_board;
 mod path_memory;
 mod policing;
 mod ports;
+mod preview;
 mod private_dir;
 mod report;
 mod retry;

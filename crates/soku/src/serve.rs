@@ -36,7 +36,7 @@ use crate::cli::ServeArgs;
 use crate::exit::Told;
 use crate::ports::{self, Bound};
 use crate::report::ServerSampler;
-use crate::{path_board, policing, tcp_path};
+use crate::{path_board, policing, preview, tcp_path};
 
 /// How long the server waits for the client's QUIC handshake or TCP connections after
 /// offering them.
@@ -109,7 +109,21 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     });
     // The newest version both speak (the client makes the same choice from our hello,
     // and says so itself if there is none); with one version there is nothing to switch on.
-    hello.negotiate()?;
+    let version = hello.negotiate()?;
+    // An upload's preview is answered at once, before the client's handshake (see
+    // `crate::preview`): the client reads the answer beside our hello.
+    let answered = match &hello.receive_preview {
+        Some(asked) if version >= preview::SINCE_VERSION => preview::answer(asked, expand_home),
+        _ => None,
+    };
+    if let Some(nothing) = answered {
+        stdout.write_all(&frame::to_vec(&ServerNote::Holds { nothing })?).await?;
+        stdout.flush().await?;
+    }
+    let promise = match version >= preview::SINCE_VERSION {
+        true => preview::Promise::new(hello.receive_preview.clone(), answered),
+        false => preview::Promise::default(),
+    };
     let (endpoint, tcp) = if hello.want_direct {
         client_pin.set(Fingerprint(hello.fingerprint));
         (endpoint, tcp)
@@ -169,7 +183,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             let sampler = ServerSampler::start(started, None);
             // The ssh channel's end means the client is gone: stop at once.
             let result = tokio::select! {
-                result = serve_job(&mut link, None) => result,
+                result = serve_job(&mut link, None, &promise) => result,
                 () = channel_closed(stdin) => Err(anyhow::anyhow!("ssh channel closed")),
             };
             if let Ok(sent_data) = result {
@@ -215,7 +229,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             let mut link = link::quic::link(conn.clone(), send, recv);
             link.set_stall_limit(Some(stall));
             let sampler = ServerSampler::start(started, Some(&conn));
-            let result = serve_job(&mut link, Some(&conn)).await.map_err(why);
+            let result = serve_job(&mut link, Some(&conn), &promise).await.map_err(why);
             // A copy cut short may have been cut by the watch (whose task can still be
             // returning its verdict: it ends within one look once QUIC is closed).
             let policed = match watching {
@@ -261,7 +275,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             drop(endpoint);
             let mut link = link::stream::link(stdin, stdout);
             link.set_stall_limit(Some(stall));
-            let result = serve_job(&mut link, None).await;
+            let result = serve_job(&mut link, None, &promise).await;
             let _ = link.close(CLOSE_PATIENCE).await;
             result.map(drop)
         }
@@ -394,13 +408,18 @@ async fn send_summary(stdout: &mut tokio::io::Stdout, summary: ServerSummary) {
 /// Reads the client's request and runs it. A failure before the copy starts (a bad
 /// target, unreadable sources) is told to the client here; the engine tells its own.
 /// Returns whether this side sent the data (a download).
-async fn serve_job(link: &mut Link, quic: Option<&quinn::Connection>) -> anyhow::Result<bool> {
+async fn serve_job(
+    link: &mut Link,
+    quic: Option<&quinn::Connection>,
+    promise: &preview::Promise,
+) -> anyhow::Result<bool> {
     let request = match soku_engine::role::read_request(link).await {
         Ok(request) => request,
         Err(err) if err.tell_peer() => return Err(tell_client(link, err.to_string()).await),
         Err(err) => return Err(err.into()),
     };
-    let (job, opts) = CopyOptions::from_request(request);
+    let (job, mut opts) = CopyOptions::from_request(request);
+    opts.nothing_held = opts.resume && promise.holds_for(&job);
     let role = match job {
         Job::Tunnel { destination, compress } => {
             let Some(conn) = quic else {

@@ -12,8 +12,8 @@ use soku_engine::events::{EventSink, TransferEvent};
 use soku_engine::link::{self, Link};
 use soku_proto::frame;
 use soku_proto::hello::{
-    ClientHello, HelloScanner, PathMemory, Scan, ServerHello, ServerNote, ServerSummary,
-    TransportChoice,
+    ClientHello, HelloScanner, PathMemory, ReceivePreview, Scan, ServerHello, ServerNote,
+    ServerSummary, TransportChoice,
 };
 use soku_proto::MAGIC;
 use soku_transport::{Fingerprint, Identity, TransportOptions};
@@ -24,8 +24,8 @@ pub use self::choose::TransportMode;
 use self::choose::{Chosen, Offer};
 use crate::exit::Exit;
 use crate::launch::Forward;
-use crate::policing;
 use crate::shaping::{self, SshPings};
+use crate::{policing, preview};
 
 /// A QUIC connection and the endpoint that made it.
 pub struct QuicPath {
@@ -67,6 +67,9 @@ pub struct Session {
     /// [`ServerNote::ChoiceSeen`] came back over ssh (see [`Session::ssh_rtt`]).
     choice_sent: tokio::time::Instant,
     choice_seen: Arc<OnceLock<tokio::time::Instant>>,
+    /// The receiving side said it holds nothing under the names that come (see
+    /// `crate::preview`): the copy runs without held reports.
+    nothing_held: bool,
 }
 
 /// A QUIC copy closed because UDP looks rate-limited.
@@ -102,6 +105,9 @@ pub struct SessionOptions {
     /// Where soku's own dialer of the ssh login leaves its error (see
     /// `launch/shared_login.rs`): read when ssh fails to start the remote end.
     pub dial_errors: Option<std::path::PathBuf>,
+    /// With resume: what the receiving side is asked or told before the copy (see
+    /// `crate::preview`).
+    pub receive_preview: Option<ReceivePreview>,
 }
 
 /// The shared ssh login's master brought no hello within its time: it is given up.
@@ -124,6 +130,7 @@ impl SessionOptions {
             diagnose: false,
             attach_timeout: None,
             dial_errors: None,
+            receive_preview: None,
         }
     }
 }
@@ -150,6 +157,7 @@ impl Session {
         client_hello.path_memory = opts.download_memory;
         client_hello.background = opts.background;
         client_hello.diagnose = opts.diagnose;
+        client_hello.receive_preview = opts.receive_preview.clone();
         frame::encode(&client_hello, &mut hello)?;
         // If the remote never starts soku, this write may fail; the read below says why.
         let _ = async {
@@ -174,7 +182,7 @@ impl Session {
             }
         };
         // The newest version both speak; with one version there is nothing to switch on.
-        server_hello.negotiate().map_err(|e| Exit::connection(e.to_string()))?;
+        let version = server_hello.negotiate().map_err(|e| Exit::connection(e.to_string()))?;
         let ServerHello::Ready { udp_port, tcp_port, server_addr, fingerprint, warnings, .. } =
             server_hello;
         for warning in warnings {
@@ -188,12 +196,28 @@ impl Session {
             udp_port,
             tcp_port,
         };
-        let chosen = choose::choose(&offer, opts).await.map_err(|why| {
+        // An upload's preview is answered once the server has read our hello, which ssh
+        // hands it a round trip after it started: about when our handshake is done, so
+        // the answer is read meanwhile (see `crate::preview`). A server from before
+        // protocol 6 answers nothing.
+        let answering = async {
+            match &opts.receive_preview {
+                _ if version < preview::SINCE_VERSION => Ok((false, leftover)),
+                Some(ReceivePreview::Upload { .. }) => {
+                    preview::read_answer(&mut stdout, leftover).await
+                }
+                Some(ReceivePreview::NothingHeld) => Ok((true, leftover)),
+                None => Ok((false, leftover)),
+            }
+        };
+        let (chosen, answered) = tokio::join!(choose::choose(&offer, opts), answering);
+        let chosen = chosen.map_err(|why| {
             Exit::connection(format!(
                 "{why} (--transport {}; auto tries QUIC, then TCP, then the ssh channel)",
                 opts.mode.name()
             ))
         })?;
+        let (nothing_held, leftover) = answered?;
         let choice = match &chosen {
             Chosen::Quic(_, check) => TransportChoice::Quic { tcp_ready: check.is_some() },
             Chosen::Tcp(won, _) => TransportChoice::Tcp { lanes: won.conns.lanes.len() as u8 },
@@ -252,6 +276,7 @@ impl Session {
                     summary,
                     choice_sent,
                     choice_seen,
+                    nothing_held,
                 };
                 Ok((session, link))
             }
@@ -304,6 +329,7 @@ impl Session {
                     summary,
                     choice_sent,
                     choice_seen: choice_seen.clone(),
+                    nothing_held,
                 };
                 Ok((session, link))
             }
@@ -331,6 +357,7 @@ impl Session {
                     summary,
                     choice_sent,
                     choice_seen: choice_seen.clone(),
+                    nothing_held,
                 };
                 Ok((session, link))
             }
@@ -394,6 +421,12 @@ impl Session {
     /// Whether ssh ended under a QUIC or TCP copy (the server or the login is gone).
     pub fn ssh_ended(&self) -> bool {
         self.ssh_watch.as_ref().is_some_and(|watch| watch.is_finished())
+    }
+
+    /// Whether the receiving side said it holds nothing under the names that come:
+    /// the copy then runs without held reports (see `crate::preview`).
+    pub fn nothing_held(&self) -> bool {
+        self.nothing_held
     }
 
     /// The QUIC connection, if the data moves over QUIC.
@@ -536,7 +569,8 @@ async fn watch_ssh<R: AsyncRead + Unpin>(
                         pings.answered(seq, tokio::time::Instant::now());
                     }
                 }
-                Err(_) => {}
+                // Read at the start of the session (`preview::read_answer`), never here.
+                Ok(ServerNote::Holds { .. }) | Err(_) => {}
             }
         }
     }

@@ -236,6 +236,7 @@ fn copy_opts() -> CopyOptions {
         rate_limit_bps: None,
         resume: false,
         fsync: false,
+        nothing_held: false,
     }
 }
 

@@ -119,3 +119,37 @@ fn an_upload_whose_ssh_was_killed_reconnects_and_resumes() {
     write(&src, &data(SIZE, 14));
     survives_the_loss_of(&env, &src, ssh_of);
 }
+
+/// The receive preview (`crates/soku/src/preview.rs`): a copy into a name where nothing
+/// is runs without held reports, and the same copy again, onto the complete file it
+/// left, is told that the file is held and sends none of it. Both ways.
+#[test]
+fn a_copy_again_onto_its_own_result_finds_it_held_both_ways() {
+    let env = Env::new();
+    let src = env.src().join("f.bin");
+    write(&src, &data(SIZE, 15));
+    let target = env.dst().join("f.bin");
+    let up = || {
+        let mut cmd = soku_json(&env);
+        cmd.arg(&src).arg(env.remote(&env.dst()));
+        cmd
+    };
+    assert_eq!(finish(&env, up()), (SIZE as u64, 0), "into an empty directory");
+    assert_same_file(&src, &target);
+    assert_eq!(finish(&env, up()), (SIZE as u64, SIZE as u64), "onto its own result");
+    assert_same_file(&src, &target);
+
+    let local = env.path("down");
+    std::fs::create_dir_all(&local).expect("mkdir");
+    let down = || {
+        let mut cmd = soku_json(&env);
+        cmd.arg(env.remote(&target)).arg(&local);
+        cmd
+    };
+    assert_eq!(finish(&env, down()), (SIZE as u64, 0), "into an empty directory");
+    assert_same_file(&src, &local.join("f.bin"));
+    assert_eq!(finish(&env, down()), (SIZE as u64, SIZE as u64), "onto its own result");
+    assert_same_file(&src, &local.join("f.bin"));
+    assert_no_part_files(&env.dst());
+    assert_no_part_files(&local);
+}

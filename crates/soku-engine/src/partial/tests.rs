@@ -133,3 +133,30 @@ fn a_second_receiver_waits_for_the_first_to_let_go_of_the_partial_file() {
     assert_eq!(second.base, HeldBase::Partial);
     letting_go.join().expect("thread");
 }
+
+#[test]
+fn holds_nothing_only_where_no_name_and_no_partial_file_exists() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let into = Target::IntoDir(dir.path().to_path_buf());
+    let names = |list: &[&str]| list.iter().map(|n| n.to_string()).collect::<Vec<_>>();
+    assert!(holds_nothing(&into, &names(&["a", "b"])), "an empty directory holds nothing");
+    assert!(holds_nothing(&into, &[]));
+
+    std::fs::write(dir.path().join("b"), b"x").expect("write");
+    assert!(!holds_nothing(&into, &names(&["a", "b"])), "a file at a final name");
+    assert!(holds_nothing(&into, &names(&["a"])), "other names do not count");
+
+    std::fs::write(fsops::temp_path(&dir.path().join("a")), b"x").expect("write");
+    assert!(!holds_nothing(&into, &names(&["a"])), "a partial file of an earlier run");
+
+    std::fs::create_dir(dir.path().join("tree")).expect("mkdir");
+    assert!(!holds_nothing(&into, &names(&["tree"])), "a directory may hold files below");
+    std::os::unix::fs::symlink("missing", dir.path().join("link")).expect("symlink");
+    assert!(!holds_nothing(&into, &names(&["link"])), "a dangling symlink is something");
+    assert!(!holds_nothing(&into, &names(&[".."])), "a name the receiver would refuse");
+
+    let as_name = Target::AsName(dir.path().join("new"));
+    assert!(holds_nothing(&as_name, &names(&["whatever"])), "the target's own name counts");
+    let taken = Target::AsName(dir.path().join("b"));
+    assert!(!holds_nothing(&taken, &names(&["whatever"])));
+}

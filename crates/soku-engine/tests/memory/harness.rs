@@ -25,6 +25,7 @@ pub fn options(recursive: bool) -> CopyOptions {
         rate_limit_bps: None,
         resume: true,
         fsync: true,
+        nothing_held: false,
     }
 }
 

@@ -382,3 +382,21 @@ fn a_file_failed_before_its_storage_exists_says_so_when_opened() {
     assert!(rx.on_file_failed(0).is_some());
     assert_eq!(rx.on_file_opened(0), None);
 }
+
+#[test]
+fn a_receiver_that_said_it_holds_nothing_takes_chunks_without_reports() {
+    let mut rx = into_dir(false).with_resume(true).with_nothing_held(true);
+    assert!(rx.resumes() && !rx.reports_held());
+    let data: Vec<u8> = (0..2 * CS as usize).map(|i| (i % 241) as u8).collect();
+    announce(&mut rx, file(0, &["f"], data.len() as u64)).expect("accepted");
+    let refused = rx.on_held(0, HeldBase::Nothing, 0, 2, Vec::new());
+    assert!(matches!(refused, Err(ProtoError::Internal(_))), "it promised no reports");
+    for index in 0..2 {
+        let (header, hash) = header_of(&data, index);
+        rx.check_chunk(&header).expect("no report comes first");
+        assert_eq!(rx.on_chunk_written(&header, hash), Ok(FileOutcome::Pending));
+    }
+    let outcome = rx.on_summary(0, root_of(&data), 2).expect("summary");
+    assert!(matches!(outcome, FileOutcome::Ready(_)), "{outcome:?}");
+    assert_eq!(rx.totals().resumed, 0);
+}

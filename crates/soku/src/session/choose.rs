@@ -239,6 +239,7 @@ mod tests {
             diagnose: false,
             attach_timeout: None,
             dial_errors: None,
+            receive_preview: None,
         }
     }
 

@@ -183,3 +183,18 @@ mod props {
         }
     }
 }
+
+#[test]
+fn a_receiver_that_said_it_holds_nothing_is_sent_every_chunk_at_once() {
+    let mut tx = Sender::new(CS, true).expect("valid chunk size").with_nothing_held(true);
+    tx.plan(1, 100).expect("first plan");
+    let start = announce(&mut tx, "f", 2 * u64::from(CS));
+    assert!(!tx.waits_for_receiver(start.id), "no report to wait for");
+    let chunks: Vec<_> = std::iter::from_fn(|| tx.next_chunk(start.id)).collect();
+    assert_eq!(
+        chunks.iter().map(|c| (c.index, c.claimed)).collect::<Vec<_>>(),
+        [(0, None), (1, None)]
+    );
+    let report = tx.on_report(held(0, HeldBase::Nothing, (0, 2), &[]));
+    assert!(is_violation(report), "a report after the receiver said it holds nothing");
+}
