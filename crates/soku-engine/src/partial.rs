@@ -190,7 +190,9 @@ pub fn prepare(
 /// as held. This answers a copy's preview (`soku_proto::hello::ReceivePreview`): when
 /// it holds, the copy runs without held reports.
 pub fn holds_nothing(target: &Target, names: &[String]) -> bool {
-    let absent = |path: &Path| matches!(std::fs::symlink_metadata(path), Err(e) if e.kind() == std::io::ErrorKind::NotFound);
+    let absent = |path: &Path| {
+        std::fs::symlink_metadata(path).is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound)
+    };
     names.iter().all(|name| match target.local_path(&WirePath(vec![name.clone()])) {
         Ok(local) => absent(&local) && absent(&fsops::temp_path(&local)),
         Err(_) => false,

@@ -141,6 +141,14 @@ pub enum TargetError {
     NoSuchDirectory(PathBuf),
 }
 
+/// The top-level name, or the glob of names, that a requested source's entries carry:
+/// its last component. `None` when that is empty, `.`, `..` or `~`: a directory named
+/// by its real name, which only the sender knows.
+pub fn requested_name(source: &str) -> Option<&str> {
+    let base = source.trim_end_matches('/').rsplit('/').next().unwrap_or("");
+    (!matches!(base, "" | "." | ".." | "~")).then_some(base)
+}
+
 /// The top-level names a receiver accepts from a sender it asked for `requested` sources.
 #[derive(Debug, Clone)]
 pub struct NameFilter {
@@ -162,15 +170,12 @@ impl NameFilter {
     pub fn for_requested<'a>(requested: impl IntoIterator<Item = &'a str>) -> Self {
         let rules = requested
             .into_iter()
-            .map(|source| {
-                let base = source.trim_end_matches('/').rsplit('/').next().unwrap_or("");
-                match base {
-                    "" | "." | ".." | "~" => NameRule::Any,
-                    _ => NameRule::Named {
-                        literal: base.to_string(),
-                        glob: glob::Pattern::new(base).ok(),
-                    },
-                }
+            .map(|source| match requested_name(source) {
+                None => NameRule::Any,
+                Some(base) => NameRule::Named {
+                    literal: base.to_string(),
+                    glob: glob::Pattern::new(base).ok(),
+                },
             })
             .collect();
         Self { rules }

@@ -21,7 +21,7 @@ use soku_engine::walk::top_name;
 use soku_proto::frame;
 use soku_proto::hello::{ReceivePreview, ServerNote};
 use soku_proto::message::Job;
-use soku_proto::path::Target;
+use soku_proto::path::{requested_name, Target};
 use tokio::io::{AsyncRead, AsyncReadExt};
 
 /// The first protocol version that answers a preview.
@@ -41,11 +41,11 @@ pub fn for_download(sources: &[String], target: &Target) -> Option<ReceivePrevie
     holds_nothing(target, &names).then_some(ReceivePreview::NothingHeld)
 }
 
-/// The name a remote source's entries will carry, when the client can tell it.
+/// The name a remote source's entries will carry, when the client can tell it: the name
+/// the receiver accepts for it (`requested_name`), unless that is a glob.
 fn plain_name(source: &str) -> Option<String> {
-    let name = source.trim_end_matches('/').rsplit('/').next()?;
-    let special = name.is_empty() || name == "." || name == ".." || name.starts_with('~');
-    (!special && !name.contains(['*', '?', '['])).then(|| name.to_string())
+    let name = requested_name(source)?;
+    (!name.contains(['*', '?', '['])).then(|| name.to_string())
 }
 
 /// The server's answer to an upload's preview (`None` for a download's, which needs
@@ -61,35 +61,31 @@ pub fn answer(preview: &ReceivePreview, expand: fn(&str) -> PathBuf) -> Option<b
     Some(nothing)
 }
 
-/// What the server made of the client's preview, kept until the request names the job.
-#[derive(Debug, Default)]
-pub struct Promise {
-    preview: Option<ReceivePreview>,
-    answered: Option<bool>,
-}
+/// What the server promised in answer to the client's preview, kept until the request
+/// names the job.
+#[derive(Debug)]
+pub struct Promise(Option<ReceivePreview>);
 
 impl Promise {
-    /// The client's preview and the server's answer to it.
+    /// The client's preview, as the server answered it (`answered`: [`answer`]'s).
     pub fn new(preview: Option<ReceivePreview>, answered: Option<bool>) -> Self {
-        Promise { preview, answered }
+        Promise(preview.filter(|preview| match preview {
+            ReceivePreview::Upload { .. } => answered == Some(true),
+            ReceivePreview::NothingHeld => true,
+        }))
     }
 
-    /// Whether the copy of `job` runs without held reports.
+    /// Whether the copy of `job` runs without held reports: only the job the promise
+    /// was made for (a client whose request differs from its preview gets the reports).
     pub fn holds_for(&self, job: &Job) -> bool {
-        promised_for(self.preview.as_ref(), self.answered, job)
-    }
-}
-
-/// Whether what the server promised in its session applies to the job the client then
-/// asked for (a client whose request differs from its preview gets the reports).
-fn promised_for(preview: Option<&ReceivePreview>, answered: Option<bool>, job: &Job) -> bool {
-    match (preview, job) {
-        (
-            Some(ReceivePreview::Upload { target, sources, .. }),
-            Job::Receive { target: t, sources: s },
-        ) => answered == Some(true) && target == t && sources == s,
-        (Some(ReceivePreview::NothingHeld), Job::Send { .. }) => true,
-        _ => false,
+        match (&self.0, job) {
+            (
+                Some(ReceivePreview::Upload { target, sources, .. }),
+                Job::Receive { target: t, sources: s },
+            ) => target == t && sources == s,
+            (Some(ReceivePreview::NothingHeld), Job::Send { .. }) => true,
+            _ => false,
+        }
     }
 }
 
@@ -175,13 +171,15 @@ mod tests {
         let preview =
             ReceivePreview::Upload { target: "d".into(), sources: 1, names: strings(&["a"]) };
         let job = |target: &str| Job::Receive { target: target.into(), sources: 1 };
-        assert!(promised_for(Some(&preview), Some(true), &job("d")));
-        assert!(!promised_for(Some(&preview), Some(false), &job("d")));
-        assert!(!promised_for(Some(&preview), Some(true), &job("elsewhere")));
-        assert!(!promised_for(None, None, &job("d")));
+        let promise = |answered| Promise::new(Some(preview.clone()), answered);
+        assert!(promise(Some(true)).holds_for(&job("d")));
+        assert!(!promise(Some(false)).holds_for(&job("d")));
+        assert!(!promise(Some(true)).holds_for(&job("elsewhere")));
+        assert!(!Promise::new(None, None).holds_for(&job("d")));
         let send = Job::Send { sources: strings(&["a"]) };
-        assert!(promised_for(Some(&ReceivePreview::NothingHeld), None, &send));
-        assert!(!promised_for(Some(&ReceivePreview::NothingHeld), None, &job("d")));
+        let told = Promise::new(Some(ReceivePreview::NothingHeld), None);
+        assert!(told.holds_for(&send));
+        assert!(!told.holds_for(&job("d")));
     }
 
     #[tokio::test]

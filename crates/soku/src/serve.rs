@@ -112,18 +112,13 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let version = hello.negotiate()?;
     // An upload's preview is answered at once, before the client's handshake (see
     // `crate::preview`): the client reads the answer beside our hello.
-    let answered = match &hello.receive_preview {
-        Some(asked) if version >= preview::SINCE_VERSION => preview::answer(asked, expand_home),
-        _ => None,
-    };
+    let asked = hello.receive_preview.clone().filter(|_| version >= preview::SINCE_VERSION);
+    let answered = asked.as_ref().and_then(|asked| preview::answer(asked, expand_home));
     if let Some(nothing) = answered {
         stdout.write_all(&frame::to_vec(&ServerNote::Holds { nothing })?).await?;
         stdout.flush().await?;
     }
-    let promise = match version >= preview::SINCE_VERSION {
-        true => preview::Promise::new(hello.receive_preview.clone(), answered),
-        false => preview::Promise::default(),
-    };
+    let promise = preview::Promise::new(asked, answered);
     let (endpoint, tcp) = if hello.want_direct {
         client_pin.set(Fingerprint(hello.fingerprint));
         (endpoint, tcp)

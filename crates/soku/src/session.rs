@@ -200,9 +200,9 @@ impl Session {
         // hands it a round trip after it started: about when our handshake is done, so
         // the answer is read meanwhile (see `crate::preview`). A server from before
         // protocol 6 answers nothing.
+        let previewed = opts.receive_preview.as_ref().filter(|_| version >= preview::SINCE_VERSION);
         let answering = async {
-            match &opts.receive_preview {
-                _ if version < preview::SINCE_VERSION => Ok((false, leftover)),
+            match previewed {
                 Some(ReceivePreview::Upload { .. }) => {
                     preview::read_answer(&mut stdout, leftover).await
                 }
