@@ -8,6 +8,7 @@ use bytes::Bytes;
 use soku_proto::chunk::{chunk_hash, ChunkHeader};
 
 use crate::buffers;
+use crate::page_buf::PageBuf;
 
 /// zstd level for `-C`: level 1 runs at several hundred MB/s per core, so compression
 /// rarely becomes the bottleneck (the seeds' gzip turned 75 MB/s into 9 MB/s).
@@ -87,12 +88,12 @@ pub(crate) fn read_exact_at(
 
 /// Recovers a chunk's plain bytes; `None` if compressed bytes do not decompress to
 /// exactly `plain_len` bytes.
-pub fn decode(header: &ChunkHeader, wire: Vec<u8>, plain_len: u32) -> Option<Vec<u8>> {
+pub fn decode(header: &ChunkHeader, wire: PageBuf, plain_len: u32) -> Option<PageBuf> {
     if !header.compressed {
         return (wire.len() == plain_len as usize).then_some(wire);
     }
     let plain = zstd::bulk::decompress(&wire, plain_len as usize).ok()?;
-    (plain.len() == plain_len as usize).then_some(plain)
+    (plain.len() == plain_len as usize).then(|| PageBuf::from_vec(plain))
 }
 
 #[cfg(test)]
@@ -120,8 +121,9 @@ mod tests {
         f.write_all(&text).expect("write");
         let enc = read_chunk(&f, 3, 0, (0, text.len() as u32), None, true).expect("read");
         assert!(enc.header.compressed && enc.wire.len() < text.len() / 4);
-        let plain = decode(&enc.header, enc.wire.to_vec(), text.len() as u32).expect("decodes");
-        assert_eq!(plain, text);
+        let wire = PageBuf::from_vec(enc.wire.to_vec());
+        let plain = decode(&enc.header, wire, text.len() as u32).expect("decodes");
+        assert_eq!(plain.bytes(), &text[..]);
         assert_eq!(enc.header.hash, chunk_hash(&text));
     }
 
@@ -139,9 +141,9 @@ mod tests {
     fn a_decompression_bomb_or_garbage_is_refused() {
         let header =
             ChunkHeader { file: 0, index: 0, wire_len: 4, compressed: true, hash: [0; 32] };
-        assert_eq!(decode(&header, vec![1, 2, 3, 4], 100), None);
+        assert!(decode(&header, PageBuf::from_vec(vec![1, 2, 3, 4]), 100).is_none());
         let bomb = zstd::bulk::compress(&vec![0u8; 1 << 20], 1).expect("compress");
-        assert_eq!(decode(&header, bomb, 1000), None);
+        assert!(decode(&header, PageBuf::from_vec(bomb), 1000).is_none());
     }
 
     #[test]

@@ -14,7 +14,8 @@
 //! - [`walk`] and [`ahead`]: turning sources into manifest entries, and hashing them
 //!   while ssh logs in.
 //! - [`codec`], [`compress_policy`], [`throttle`]: a chunk's bytes on the way out and in;
-//!   `buffers.rs`: the sender's chunk buffers, reused once quinn lets go of them.
+//!   `buffers.rs`: the sender's chunk buffers, reused once quinn lets go of them;
+//!   [`page_buf`]: received chunks placed for a direct write to disk.
 //! - [`limits`]: the descriptors a copy may keep open.
 //! - [`fsops`]: temporary files, safe directory creation, rename into place;
 //!   [`partial`]: what a resuming receiver already holds.
@@ -31,6 +32,7 @@ pub mod failure;
 pub mod fsops;
 pub mod limits;
 pub mod link;
+pub mod page_buf;
 pub mod partial;
 pub mod receive;
 pub mod role;

@@ -15,6 +15,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot};
 
 use super::{ChunkMemory, Inbound};
+use crate::page_buf::PageBuf;
 use crate::LinkError;
 
 /// Outgoing messages queued before senders wait.
@@ -194,14 +195,15 @@ fn truncated(e: std::io::Error) -> LinkError {
     }
 }
 
-/// Reads exactly `len` bytes (a chunk's wire bytes). The buffer is reserved, not zeroed:
-/// `read_to_end` fills spare capacity directly, which saves a memset per chunk.
+/// Reads exactly `len` bytes (a chunk's wire bytes), starting on a page boundary (see
+/// [`PageBuf`]). The buffer is reserved, not zeroed: `read_to_end` fills spare capacity
+/// directly, which saves a memset per chunk.
 pub async fn read_bytes<R: AsyncRead + Unpin>(
     input: &mut R,
     len: u32,
-) -> Result<Vec<u8>, LinkError> {
-    let mut data = Vec::with_capacity(len as usize);
-    (&mut *input).take(u64::from(len)).read_to_end(&mut data).await?;
+) -> Result<PageBuf, LinkError> {
+    let mut data = PageBuf::with_room(len as usize);
+    (&mut *input).take(u64::from(len)).read_to_end(data.appending()).await?;
     if data.len() != len as usize {
         return Err(ProtoError::Truncated.into());
     }

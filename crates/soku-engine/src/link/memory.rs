@@ -18,6 +18,7 @@ use tokio::task::JoinSet;
 
 use super::frames::{read_loop, ControlWriter};
 use super::{BoxFuture, ChunkMemory, Inbound, Link, LinkTraits, Transport};
+use crate::page_buf::PageBuf;
 use crate::LinkError;
 
 /// Bytes buffered in each direction of an in-memory pipe.
@@ -125,7 +126,7 @@ impl Transport for StreamsTransport {
     ) -> BoxFuture<'_, Result<(), LinkError>> {
         Box::pin(async move {
             let slot = self.peer_memory.admit(&header).await?;
-            let chunk = slot.fill(wire.to_vec());
+            let chunk = slot.fill(PageBuf::copy_of(&wire));
             self.peer.send(Ok(Inbound::Chunk(chunk))).await.map_err(|_| LinkError::Closed)
         })
     }

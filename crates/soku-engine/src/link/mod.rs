@@ -32,6 +32,7 @@ use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 
 use self::frames::ControlWriter;
+use crate::page_buf::PageBuf;
 use crate::LinkError;
 
 /// A boxed future, so that [`Transport`] can be used as a trait object.
@@ -98,7 +99,7 @@ pub struct Incoming {
     /// The header as the peer sent it.
     pub header: ChunkHeader,
     /// Exactly `header.wire_len` bytes.
-    pub wire: Vec<u8>,
+    pub wire: PageBuf,
     _memory: OwnedSemaphorePermit,
 }
 
@@ -232,7 +233,7 @@ pub(crate) struct ChunkSlot {
 
 impl ChunkSlot {
     /// The chunk, once its bytes are read.
-    pub(crate) fn fill(self, wire: Vec<u8>) -> Incoming {
+    pub(crate) fn fill(self, wire: PageBuf) -> Incoming {
         Incoming { header: self.header, wire, _memory: self.permit }
     }
 }
