@@ -5,7 +5,11 @@
 //! CPU of children this process has waited for (and of their waited-for descendants),
 //! so the delta around one `wait` is the CPU of that child's whole tree. The same
 //! fields of the sshd listener give the server side once it has reaped the session.
+//! A server-side process that outlives its ssh session (`soku serve` finishing after
+//! its client closed the connection) is reaped by init instead, so its CPU never reaches
+//! the listener: [`settle_server`] watches for such processes and counts them itself.
 
+use std::collections::{HashMap, HashSet};
 use std::io::{BufRead, BufReader, Read};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
@@ -31,6 +35,16 @@ pub struct Outcome {
     /// Peak resident memory (MiB) of the largest process of the client's tree, and of
     /// the server side's (see [`PeakRss`]); NaN where none was seen.
     pub peak_rss_mib: (f64, f64),
+    /// The processes seen under the server's root during the run.
+    pub server_seen: Vec<Seen>,
+}
+
+/// A process seen during a run: its pid and its start time (clock ticks since boot),
+/// which tell it from a later process given the same pid.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Seen {
+    pid: u32,
+    start: u64,
 }
 
 /// How often [`run`] looks at the processes' peak resident memory.
@@ -45,22 +59,90 @@ const RSS_EVERY: Duration = Duration::from_millis(100);
 struct PeakRss {
     client_kib: Option<u64>,
     server_kib: Option<u64>,
+    /// Every process seen under the server's root.
+    server_seen: HashSet<Seen>,
 }
 
 impl PeakRss {
     fn look(&mut self, client: u32, server_root: Option<u32>) {
-        let biggest = |pids: Vec<u32>| pids.into_iter().filter_map(vm_hwm_kib).max();
+        let biggest = |pids: &[u32]| pids.iter().copied().filter_map(vm_hwm_kib).max();
         let mut tree = vec![client];
         tree.extend(descendants(client));
-        self.client_kib = self.client_kib.max(biggest(tree));
+        self.client_kib = self.client_kib.max(biggest(&tree));
         if let Some(root) = server_root {
-            self.server_kib = self.server_kib.max(biggest(descendants(root)));
+            let server = descendants(root);
+            self.server_kib = self.server_kib.max(biggest(&server));
+            let seen = server
+                .into_iter()
+                .filter_map(|pid| stat_of(pid).map(|stat| Seen { pid, start: stat.start }));
+            self.server_seen.extend(seen);
         }
     }
 
     fn mib(&self) -> (f64, f64) {
         let mib = |k: Option<u64>| k.map_or(f64::NAN, |k| k as f64 / 1024.0);
         (mib(self.client_kib), mib(self.server_kib))
+    }
+}
+
+/// What `/proc/PID/stat` says of a process.
+struct Stat {
+    /// Start time, clock ticks since boot.
+    start: u64,
+    parent: u32,
+    /// Exited and not yet reaped.
+    zombie: bool,
+    /// CPU seconds of the process and of the children it reaped.
+    cpu: f64,
+}
+
+fn stat_of(pid: u32) -> Option<Stat> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name (which may hold spaces) start at field 3 (state).
+    let rest: Vec<&str> = stat.get(stat.rfind(')')? + 2..)?.split(' ').collect();
+    let num = |i: usize| rest.get(i).and_then(|x| x.parse::<u64>().ok());
+    // utime, stime, cutime, cstime: fields 14-17 -> indexes 11-14; starttime 22 -> 19.
+    let ticks = num(11)? + num(12)? + num(13)? + num(14)?;
+    Some(Stat {
+        start: num(19)?,
+        parent: u32::try_from(num(1)?).ok()?,
+        zombie: rest.first() == Some(&"Z"),
+        cpu: ticks as f64 / clk_tck(),
+    })
+}
+
+/// How often [`settle_server`] looks.
+const SETTLE_EVERY: Duration = Duration::from_millis(5);
+
+/// Waits (at most `limit`) until the server's side of a run is over: `root` (the sshd
+/// listener) has no child left, and no process of `seen` outlives its session. Returns
+/// whether that happened in time, and the CPU seconds of the processes that outlived
+/// their session: reaped by init, their CPU never reaches `root`'s counters. Each is
+/// counted as last seen, so up to [`SETTLE_EVERY`] of its CPU may be missed.
+pub fn settle_server(root: u32, seen: &[Seen], limit: Duration) -> (bool, f64) {
+    let deadline = Instant::now() + limit;
+    let mut outlived: HashMap<Seen, f64> = HashMap::new();
+    loop {
+        let mut tree: HashSet<u32> = descendants(root).into_iter().collect();
+        tree.insert(root);
+        let mut running = false;
+        for s in seen {
+            let Some(stat) = stat_of(s.pid).filter(|stat| stat.start == s.start) else {
+                continue;
+            };
+            if !tree.contains(&stat.parent) || outlived.contains_key(s) {
+                outlived.insert(*s, stat.cpu);
+                running |= !stat.zombie;
+            }
+        }
+        let cpu = outlived.values().sum();
+        if !running && children(root).is_empty() {
+            return (true, cpu);
+        }
+        if Instant::now() > deadline {
+            return (false, cpu);
+        }
+        std::thread::sleep(SETTLE_EVERY);
     }
 }
 
@@ -199,7 +281,8 @@ pub fn run_watched(
     let stdout = out_t.join().unwrap_or_default();
     let stderr = err_t.join().unwrap_or_default();
     let cpu = proc_cpu("self").map(|c| c.1).unwrap_or(0.0) - cpu0;
-    Ok(Outcome { status, wall, cpu, stdout, stderr, peak_rss_mib: rss.mib() })
+    let server_seen = rss.server_seen.iter().copied().collect();
+    Ok(Outcome { status, wall, cpu, stdout, stderr, peak_rss_mib: rss.mib(), server_seen })
 }
 
 /// Clock ticks since boot now (`/proc/uptime`), comparable with a process's start
@@ -275,4 +358,43 @@ pub fn loadavg() -> f64 {
         .ok()
         .and_then(|s| s.split_whitespace().next().and_then(|x| x.parse().ok()))
         .unwrap_or(f64::NAN)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_server_process_that_outlives_its_session_is_counted() {
+        // `root` plays the sshd listener: its "session" starts a busy worker in the
+        // background and ends, so init inherits the worker; then `root` waits alone.
+        let mut root = Command::new("sh")
+            .args(["-c", "sh -c \"$SESSION\"; exec sleep 30"])
+            .env("SESSION", "sh -c \"$BUSY\" & sleep 0.3")
+            .env("BUSY", "i=0; while [ $i -lt 2000000 ]; do i=$((i+1)); done")
+            .spawn()
+            .expect("spawn");
+        let root_pid = root.id();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let mut seen = HashSet::new();
+        while seen.len() < 2 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+            let pids = descendants(root_pid);
+            seen.extend(
+                pids.into_iter()
+                    .filter_map(|pid| stat_of(pid).map(|stat| Seen { pid, start: stat.start })),
+            );
+        }
+        // The session (a shell may exec its last command, the sleep) and the worker.
+        assert!(seen.len() >= 2, "the session and the worker: {seen:?}");
+        let reaped0 = proc_cpu(&root_pid.to_string()).expect("root").1;
+        let seen: Vec<Seen> = seen.into_iter().collect();
+        let (settled, outlived) = settle_server(root_pid, &seen, Duration::from_secs(20));
+        let reaped = proc_cpu(&root_pid.to_string()).expect("root").1 - reaped0;
+        let _ = root.kill();
+        let _ = root.wait();
+        assert!(settled, "the worker never ended");
+        assert!(outlived >= 0.05, "the worker's CPU was not counted: {outlived} s");
+        assert!(reaped < outlived, "root reaped the worker after all: {reaped} s");
+    }
 }

@@ -481,12 +481,14 @@ pub fn run(o: &SmallOpts<'_>, log: &dyn Fn(&str)) -> anyhow::Result<(Vec<SmallRo
                 let (load0, date) = (proc::loadavg(), matrix::now_utc());
                 let cpu0 = sshd.reaped_cpu();
                 let started = proc::ticks_since_boot();
-                let out = proc::run(cmd, o.timeout)?;
+                let out = proc::run_watched(cmd, o.timeout, Some(sshd.pid()))?;
                 if let SmallTool::Soku { .. } = tool {
                     crate::tools::end_shared_logins(&memory.path().join("first-copy"));
                 }
-                let idle = sshd.wait_idle(Duration::from_secs(10));
-                let mut server_cpu = if idle { sshd.reaped_cpu() - cpu0 } else { f64::NAN };
+                let (idle, outlived) =
+                    proc::settle_server(sshd.pid(), &out.server_seen, Duration::from_secs(10));
+                let mut server_cpu =
+                    if idle { sshd.reaped_cpu() - cpu0 + outlived } else { f64::NAN };
                 if let SmallTool::Qcp { bin, .. } = tool {
                     // `qcp --server` outlives a killed client (see `tools::run_copy`).
                     let left = proc::started_since(bin, started);

@@ -451,9 +451,13 @@ pub fn run_copy(
     if tool.is_soku() {
         end_shared_logins(&soku_home(tool, ep));
     }
-    let idle = ep.sshd.wait_idle(Duration::from_secs(10));
+    let (idle, outlived) =
+        proc::settle_server(ep.sshd.pid(), &out.server_seen, Duration::from_secs(10));
     let mut left_behind = None;
-    let mut server_cpu = if idle { ep.sshd.reaped_cpu() - cpu0 } else { f64::NAN };
+    let mut server_cpu = if idle { ep.sshd.reaped_cpu() - cpu0 + outlived } else { f64::NAN };
+    if outlived > 0.0 {
+        eprintln!("  (a server process outlived its ssh session: its {outlived:.2} CPU-s counted)");
+    }
     if let (true, Ok(q)) = (tool.is_qcp(), ep.qcp) {
         // `qcp --server` outlives its ssh session when its client is killed (seen after
         // timeouts: left to init, it ran on for about 35 s). Its CPU never reaches

@@ -179,17 +179,37 @@ impl Sshd {
         // The sessions first, by PID: a client that ended without a goodbye (soku stops
         // its ssh once a copy is verified) leaves its session to notice the closed
         // connection, which it never does once the test's namespaces are gone.
-        for session in children_of(self.pid) {
+        let sessions = children_of(self.pid);
+        for session in &sessions {
             let _ = Command::new("kill").arg("-9").arg(session.to_string()).status();
         }
         // Our own child, by PID.
-        if self.pid != self.child.id() {
+        let forked = self.pid != self.child.id();
+        if forked {
             // A wrapper forked the daemon: it is the pid-file PID, also ours.
             let _ = Command::new("kill").arg(self.pid.to_string()).status();
         }
         let _ = self.child.kill();
         let _ = self.child.wait();
+        // `kill` only sends the signal. Until a session (even the one that answered
+        // `wait_ready`'s probe) is gone, its copy of the listening socket keeps the port
+        // accepting; a forked daemon likewise. Bounded: init reaps them at once.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let mut left: Vec<u32> = sessions;
+        if forked {
+            left.push(self.pid);
+        }
+        while left.iter().any(|&pid| alive(pid)) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
     }
+}
+
+/// Whether `pid` still runs (a zombie has released its descriptors already).
+fn alive(pid: u32) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let state = stat.rfind(')').and_then(|i| stat.get(i + 2..i + 3));
+    state.is_some_and(|s| s != "Z")
 }
 
 impl Drop for Sshd {
