@@ -7,8 +7,8 @@ use std::fs::File;
 use bytes::Bytes;
 use soku_proto::chunk::{chunk_hash, ChunkHeader};
 
-use crate::buffers;
 use crate::page_buf::PageBuf;
+use crate::source_file::SourceFile;
 
 /// zstd level for `-C`: level 1 runs at several hundred MB/s per core, so compression
 /// rarely becomes the bottleneck (the seeds' gzip turned 75 MB/s into 9 MB/s).
@@ -31,18 +31,14 @@ pub struct Encoded {
 /// Reads chunk `index` (`len` bytes at `offset`) of `file`, hashes it unless its hash is
 /// `known` already (hashed ahead, [`crate::ahead`]) and maybe compresses it.
 pub fn read_chunk(
-    file: &File,
+    source: &SourceFile,
     id: u32,
     index: u32,
     (offset, len): (u64, u32),
     known: Option<[u8; 32]>,
     compress: bool,
 ) -> std::io::Result<Encoded> {
-    let mut plain = buffers::take(len as usize);
-    if let Err(e) = read_exact_at(file, len as usize, offset, &mut plain) {
-        buffers::give_back(plain);
-        return Err(e);
-    }
+    let plain = source.read(len as usize, offset)?;
     let hash = known.unwrap_or_else(|| chunk_hash(&plain));
     let mut header = ChunkHeader { file: id, index, wire_len: len, compressed: false, hash };
     let mut compress_time = None;
@@ -55,12 +51,12 @@ pub fn read_chunk(
                 // safe: packed is shorter than plain, whose length is a u32
                 header.wire_len = packed.len() as u32;
                 header.compressed = true;
-                buffers::give_back(plain);
                 return Ok(Encoded { header, wire: Bytes::from(packed), compress_time });
             }
         }
     }
-    Ok(Encoded { header, wire: buffers::into_bytes(plain), compress_time })
+    // quinn holds the bytes until they are acknowledged; then the buffer is used again.
+    Ok(Encoded { header, wire: Bytes::from_owner(plain), compress_time })
 }
 
 /// Reads `len` bytes at `offset` into `buf` (replacing its content), straight into its
@@ -119,6 +115,7 @@ mod tests {
         let mut f = tempfile::tempfile().expect("tempfile");
         let text = b"the quick brown fox jumps over the lazy dog\n".repeat(1000);
         f.write_all(&text).expect("write");
+        let f = SourceFile::new(f);
         let enc = read_chunk(&f, 3, 0, (0, text.len() as u32), None, true).expect("read");
         assert!(enc.header.compressed && enc.wire.len() < text.len() / 4);
         let wire = PageBuf::from_vec(enc.wire.to_vec());
@@ -132,6 +129,7 @@ mod tests {
         let mut f = tempfile::tempfile().expect("tempfile");
         let noise: Vec<u8> = blake3::Hasher::new().finalize_xof().take(65536);
         f.write_all(&noise).expect("write");
+        let f = SourceFile::new(f);
         let enc = read_chunk(&f, 0, 0, (0, 65536), None, true).expect("read");
         assert!(!enc.header.compressed);
         assert_eq!(enc.wire.len(), 65536);
@@ -150,6 +148,7 @@ mod tests {
     fn a_hash_known_ahead_is_sent_as_it_is() {
         let mut f = tempfile::tempfile().expect("tempfile");
         f.write_all(&[5u8; 100]).expect("write");
+        let f = SourceFile::new(f);
         let enc = read_chunk(&f, 0, 0, (0, 100), Some([9; 32]), false).expect("read");
         assert_eq!(enc.header.hash, [9; 32]);
         assert_eq!(enc.wire.len(), 100);
@@ -157,7 +156,7 @@ mod tests {
 
     #[test]
     fn a_short_read_is_an_error() {
-        let f = tempfile::tempfile().expect("tempfile");
+        let f = SourceFile::new(tempfile::tempfile().expect("tempfile"));
         assert!(read_chunk(&f, 0, 0, (0, 10), None, false).is_err());
     }
 }

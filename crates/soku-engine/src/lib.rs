@@ -14,8 +14,9 @@
 //! - [`walk`] and [`ahead`]: turning sources into manifest entries, and hashing them
 //!   while ssh logs in.
 //! - [`codec`], [`compress_policy`], [`throttle`]: a chunk's bytes on the way out and in;
-//!   `buffers.rs`: the sender's chunk buffers, reused once quinn lets go of them;
-//!   [`page_buf`]: received chunks placed for a direct write to disk.
+//!   [`page_buf`]: chunk buffers placed for direct I/O and used again;
+//!   [`source_file`]: reading a source's chunks from the page cache or from the disk;
+//!   `direct_io.rs`: where direct I/O applies.
 //! - [`limits`]: the descriptors a copy may keep open.
 //! - [`fsops`]: temporary files, safe directory creation, rename into place;
 //!   [`partial`]: what a resuming receiver already holds.
@@ -23,9 +24,9 @@
 //!   failures in words a person can act on.
 
 pub mod ahead;
-mod buffers;
 pub mod codec;
 pub mod compress_policy;
+mod direct_io;
 pub mod error;
 pub mod events;
 pub mod failure;
@@ -38,6 +39,7 @@ pub mod receive;
 pub mod role;
 pub mod send;
 mod sent_log;
+pub mod source_file;
 pub mod throttle;
 pub mod walk;
 

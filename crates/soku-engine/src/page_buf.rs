@@ -1,15 +1,16 @@
-//! A received chunk's bytes, placed to start on a page boundary.
+//! A chunk's bytes, placed to start on a page boundary, in buffers used again.
 //!
-//! The receiver writes a chunk straight to the disk (`O_DIRECT`, see
-//! `receive/files.rs`) only when the memory, the file offset and the length are all
-//! aligned to the device's block size; anything else goes through the page cache. The
-//! link reads each chunk into one of these, so the usual 1 MiB chunk arrives ready for a
-//! direct write, without a bounce copy and without `unsafe` aligned allocation: the
-//! vector is over-allocated and its first bytes pad up to the boundary.
+//! Direct I/O (`O_DIRECT`, `direct_io.rs`) needs the memory, the file offset and the
+//! length all aligned to the device's block size. The sender reads each chunk into one
+//! of these and the receiver's link reads each arriving chunk into one, so the usual
+//! 1 MiB chunk is ready for a direct read or write without a bounce copy and without
+//! `unsafe` aligned allocation: the vector is over-allocated and its first bytes pad up
+//! to the boundary.
 //!
-//! Large buffers are used again once their chunk is written, as the sender's are
-//! (`buffers.rs`): allocated afresh, each came back from the allocator as new pages
-//! that the kernel zeroes on first touch, a third of the receiver's CPU in a 1 GiB
+//! Large buffers are used again once their chunk is sent (quinn let go of it) or
+//! written. Allocated afresh, each came back from the allocator as new pages that the
+//! kernel zeroes on first touch: a tenth of the sender's CPU at 100 Mbit/s x 50 ms
+//! (`bench/results/2026-11-24/cpu-per-byte/`) and a third of the receiver's in a 1 GiB
 //! loopback copy (`perf`: `clear_page_erms`).
 
 use std::ops::Deref;
@@ -32,19 +33,29 @@ const KEEP: usize = 16;
 
 static IDLE: Mutex<Vec<Vec<u8>>> = Mutex::new(Vec::new());
 
-/// An empty vector with room for `want` bytes: an idle one of about that size if there
-/// is one (at most twice it, so a small chunk never holds a large buffer).
+/// A vector with room for `want` bytes: an idle one of about that size if there is one
+/// (at most twice it, so a small chunk never holds a large buffer), holding what it
+/// last held, else a new, empty one.
 fn room(want: usize) -> Vec<u8> {
     if want >= POOLED {
         let mut idle = IDLE.lock().unwrap_or_else(|p| p.into_inner());
         let fits = idle.iter().position(|b| b.capacity() >= want && b.capacity() <= 2 * want);
         if let Some(at) = fits {
-            let mut buf = idle.swap_remove(at);
-            buf.clear();
-            return buf;
+            return idle.swap_remove(at);
         }
     }
     Vec::with_capacity(want)
+}
+
+/// Where in `buf` the first page boundary is (0 when `align_offset` answers "cannot",
+/// possible on exotic targets: then the bytes are unaligned and take the page cache).
+fn boundary(buf: &[u8]) -> usize {
+    let start = buf.as_ptr().align_offset(PAGE);
+    if start < PAGE {
+        start
+    } else {
+        0
+    }
 }
 
 /// Owned bytes that start on a page boundary when made by [`PageBuf::with_room`].
@@ -60,12 +71,31 @@ impl PageBuf {
     /// An empty buffer with room for `len` bytes that will start on a page boundary.
     pub fn with_room(len: usize) -> PageBuf {
         let mut buf = room(len + PAGE + SPARE);
-        // `align_offset` may answer "cannot" (usize::MAX) on exotic targets: then the
-        // bytes start at 0, unaligned, and are written through the page cache.
-        let start = buf.as_ptr().align_offset(PAGE);
-        let start = if start < PAGE { start } else { 0 };
+        let start = boundary(&buf);
+        buf.truncate(start);
         buf.resize(start, 0);
         PageBuf { buf, start }
+    }
+
+    /// `len` bytes starting on a page boundary, to be read into in place
+    /// ([`PageBuf::pages_mut`]), then cut to what was read ([`PageBuf::truncate`]). A
+    /// reused buffer keeps its old bytes (no zeroing per chunk); a new one is zeroed once.
+    pub fn for_reading(len: usize) -> PageBuf {
+        let whole = len.div_ceil(PAGE) * PAGE;
+        let mut buf = room(whole + PAGE + SPARE);
+        let start = boundary(&buf);
+        buf.resize(start + whole, 0);
+        PageBuf { buf, start }
+    }
+
+    /// The bytes and the rest of their last page: room for a direct read of whole pages.
+    pub fn pages_mut(&mut self) -> &mut [u8] {
+        &mut self.buf[self.start..]
+    }
+
+    /// Keeps the first `len` bytes.
+    pub fn truncate(&mut self, len: usize) {
+        self.buf.truncate(self.start + len);
     }
 
     /// A copy of `bytes`, starting on a page boundary.
@@ -100,6 +130,12 @@ impl Drop for PageBuf {
                 idle.push(buf);
             }
         }
+    }
+}
+
+impl AsRef<[u8]> for PageBuf {
+    fn as_ref(&self) -> &[u8] {
+        self.bytes()
     }
 }
 
@@ -150,6 +186,32 @@ mod tests {
         drop(next);
         let small = PageBuf::with_room(POOLED / 4);
         assert!(small.buf.capacity() < POOLED, "a small chunk took a pooled buffer");
+    }
+
+    #[test]
+    fn a_buffer_read_into_in_place_is_aligned_and_whole_pages_long() {
+        let mut buf = PageBuf::for_reading(PAGE + 10);
+        assert_eq!(buf.pages_mut().len(), 2 * PAGE);
+        assert_eq!(buf.pages_mut().as_ptr().align_offset(PAGE), 0);
+        buf.pages_mut()[..PAGE + 10].fill(3);
+        buf.truncate(PAGE + 10);
+        assert_eq!(buf.len(), PAGE + 10);
+        assert!(buf.iter().all(|&b| b == 3));
+    }
+
+    #[test]
+    fn chunk_bytes_given_to_quinn_return_their_buffer_once_every_slice_is_gone() {
+        let len = 1 << 20;
+        let mut buf = PageBuf::for_reading(len);
+        buf.pages_mut().fill(7);
+        let at = buf.as_ptr();
+        let wire = bytes::Bytes::from_owner(buf);
+        let slice = wire.slice(10..20); // quinn may keep a slice after the whole
+        drop(wire);
+        assert_eq!(&slice[..], &[7u8; 10]);
+        drop(slice);
+        let next: Vec<PageBuf> = (0..KEEP).map(|_| PageBuf::for_reading(len)).collect();
+        assert!(next.iter().any(|b| b.as_ptr() == at), "the buffer was not used again");
     }
 
     #[test]

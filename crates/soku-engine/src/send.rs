@@ -32,6 +32,7 @@ use crate::compress_policy::{self, CompressPolicy};
 use crate::events::{EventSink, TransferEvent};
 use crate::failure;
 use crate::link::{Inbound, Link, Transport};
+use crate::source_file::SourceFile;
 use crate::throttle::Throttle;
 use crate::walk::Item;
 use crate::{codec, lock, CopyOptions, EngineError, Outcome};
@@ -301,7 +302,7 @@ struct Copy {
 struct Announced {
     id: u32,
     size: u64,
-    file: Arc<File>,
+    file: Arc<SourceFile>,
     ahead: ChunkHashes,
     watch: Arc<SourceWatch>,
 }
@@ -381,7 +382,7 @@ impl Copy {
                     let (file, ahead, md) = match opened {
                         Ok((file, md)) => {
                             let ahead = known.take(&local, &md).unwrap_or_default();
-                            (Arc::new(file), ahead, md)
+                            (Arc::new(SourceFile::new(file)), ahead, md)
                         }
                         Err(e) => {
                             let failure = failure::describe_source(&local, &e);
@@ -578,7 +579,7 @@ impl Copy {
 
 /// One chunk: read, hash, maybe compress (on the blocking pool), pace, send.
 struct ChunkTask {
-    file: Arc<std::fs::File>,
+    file: Arc<SourceFile>,
     /// Checks the file once its last chunk is read.
     watch: Arc<SourceWatch>,
     span: ChunkSpan,
@@ -613,7 +614,7 @@ impl ChunkTask {
             let encoded = codec::read_chunk(&file, id, index, (offset, len), known, compress)?;
             // Before its hash is told: a file that changed while it was read never gets
             // the summary that would let the receiver name it (`ReadFailed` aborts it).
-            watch.chunk_read(&file, known.is_some())?;
+            watch.chunk_read(file.file(), known.is_some())?;
             Ok::<_, std::io::Error>(encoded)
         })
         .await?;

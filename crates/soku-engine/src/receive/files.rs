@@ -4,14 +4,12 @@
 
 use std::collections::HashSet;
 use std::fs::File;
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
-use rustix::fs::{Mode, OFlags};
-
+use crate::direct_io::{self, open_direct, Access, DIRECT_MIN};
 use crate::fsops::TargetDir;
 use crate::lock;
 use crate::page_buf::direct_writable;
@@ -47,10 +45,11 @@ struct Storage {
 /// cache first. On a 1 GiB loopback copy to ext4 that copy, the page cache's fresh
 /// pages and their write-back were a third of the receiver's CPU
 /// (`bench/results/2026-11-24/loopback-disk/`); a file flushed before its rename gains
-/// nothing from the cache. Only aligned chunks go this way ([`direct_writable`]): the
-/// usual 1 MiB chunk, which the link reads into page-aligned memory. A file's unaligned
-/// last chunk, compressed chunks, and every chunk on a file system that refuses
-/// `O_DIRECT` go through the page cache.
+/// nothing from the cache. Only large, aligned chunks go this way ([`DIRECT_MIN`],
+/// [`direct_writable`]): the usual 1 MiB chunk, which the link reads into page-aligned
+/// memory. A file's unaligned
+/// last chunk, compressed chunks, and every chunk on a file system that is not a local
+/// block device's or refuses `O_DIRECT` go through the page cache.
 enum Direct {
     /// Not opened yet: opened at the first aligned chunk.
     Untried,
@@ -118,7 +117,7 @@ impl TargetFile {
                 storage.file = Some(file);
             }
         }
-        if self.write_back_early && direct_writable(plain, offset) {
+        if self.write_back_early && plain.len() >= DIRECT_MIN && direct_writable(plain, offset) {
             if let Some(direct) = storage.direct_file() {
                 // Direct writes of one file run side by side: a writer waits for the
                 // disk, not for another's copy, so nothing spins on the inode's lock.
@@ -128,7 +127,7 @@ impl TargetFile {
                     // Alignment the device wants beyond ours, or a file system that
                     // takes the flag at open and refuses the write: the page cache it
                     // is, for this file.
-                    Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+                    Err(e) if direct_io::refused(&e) => {
                         storage = lock(&self.storage);
                         storage.direct = Direct::Refused;
                     }
@@ -169,7 +168,7 @@ impl Storage {
     /// system refuses direct writes.
     fn direct_file(&mut self) -> Option<Arc<File>> {
         if matches!(self.direct, Direct::Untried) {
-            self.direct = match self.file.as_ref().map(open_direct) {
+            self.direct = match self.file.as_ref().map(|file| open_direct(file, Access::Write)) {
                 Some(Ok(file)) => Direct::Open(Arc::new(file)),
                 _ => Direct::Refused,
             };
@@ -179,14 +178,6 @@ impl Storage {
             _ => None,
         }
     }
-}
-
-/// A second, `O_DIRECT` descriptor of `file`, opened through `/proc/self/fd`: the same
-/// file whatever happened to its name since.
-fn open_direct(file: &File) -> std::io::Result<File> {
-    let path = format!("/proc/self/fd/{}", file.as_raw_fd());
-    let flags = OFlags::WRONLY | OFlags::DIRECT | OFlags::CLOEXEC;
-    Ok(File::from(rustix::fs::open(path, flags, Mode::empty())?))
 }
 
 /// The temporary files that exist right now, by final path. When the copy stops (fails
@@ -335,15 +326,15 @@ mod tests {
     fn aligned_chunks_go_straight_to_the_disk_and_the_rest_through_the_page_cache() {
         let size = 2 * (1 << 20) + 1000;
         let (_root, temps, file) = target(size);
-        let refused = open_direct(&file).is_err();
+        let refused = open_direct(&file, Access::Write).is_err();
         let mut want = vec![0u8; size as usize];
         want.iter_mut().enumerate().for_each(|(i, b)| *b = (i % 251) as u8 + 1);
         let target = TargetFile::new(file, true).writing_back_early(true);
         let first = PageBuf::copy_of(&want[..1 << 20]);
         target.write_chunk(&first, 0, &temps).expect("first chunk");
         let direct_now = matches!(lock(&target.storage).direct, Direct::Open(_));
-        // The file system of the test's temporary directory decides; ext4 and tmpfs
-        // (Linux 6.6 and later) take direct writes.
+        // The file system of the test's temporary directory decides: ext4, XFS, Btrfs
+        // and F2FS take direct writes, tmpfs keeps the page cache.
         assert_eq!(direct_now, !refused, "an aligned chunk was not written directly");
         // Memory off the page boundary, and the unaligned last chunk: the page cache.
         let mut second = vec![0u8; (1 << 20) + 1];
