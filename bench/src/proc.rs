@@ -92,22 +92,36 @@ struct Stat {
     parent: u32,
     /// Exited and not yet reaped.
     zombie: bool,
-    /// CPU seconds of the process and of the children it reaped.
-    cpu: f64,
+    /// CPU seconds of the process itself, and of the children it reaped.
+    own_cpu: f64,
+    reaped_cpu: f64,
+}
+
+impl Stat {
+    /// The process's and its reaped children's CPU seconds.
+    fn cpu(&self) -> f64 {
+        self.own_cpu + self.reaped_cpu
+    }
 }
 
 fn stat_of(pid: u32) -> Option<Stat> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat_at(&pid.to_string())
+}
+
+/// `/proc/ID/stat` read, for a pid or "self".
+fn stat_at(id: &str) -> Option<Stat> {
+    let stat = std::fs::read_to_string(format!("/proc/{id}/stat")).ok()?;
     // Fields after the command name (which may hold spaces) start at field 3 (state).
     let rest: Vec<&str> = stat.get(stat.rfind(')')? + 2..)?.split(' ').collect();
     let num = |i: usize| rest.get(i).and_then(|x| x.parse::<u64>().ok());
     // utime, stime, cutime, cstime: fields 14-17 -> indexes 11-14; starttime 22 -> 19.
-    let ticks = num(11)? + num(12)? + num(13)? + num(14)?;
+    let t = clk_tck();
     Some(Stat {
         start: num(19)?,
         parent: u32::try_from(num(1)?).ok()?,
         zombie: rest.first() == Some(&"Z"),
-        cpu: ticks as f64 / clk_tck(),
+        own_cpu: (num(11)? + num(12)?) as f64 / t,
+        reaped_cpu: (num(13)? + num(14)?) as f64 / t,
     })
 }
 
@@ -131,7 +145,7 @@ pub fn settle_server(root: u32, seen: &[Seen], limit: Duration) -> (bool, f64) {
                 continue;
             };
             if !tree.contains(&stat.parent) || outlived.contains_key(s) {
-                outlived.insert(*s, stat.cpu);
+                outlived.insert(*s, stat.cpu());
                 running |= !stat.zombie;
             }
         }
@@ -202,13 +216,7 @@ fn clk_tck() -> f64 {
 /// `(own, children)` CPU seconds of `pid` from `/proc/PID/stat` (utime+stime,
 /// cutime+cstime); `pid` "self" is this process.
 pub fn proc_cpu(pid: &str) -> Option<(f64, f64)> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // Fields after the command name, which may contain spaces, end with ')'.
-    let rest = &stat[stat.rfind(')')? + 2..];
-    let f: Vec<u64> = rest.split(' ').map(|x| x.parse().unwrap_or(0)).collect();
-    // rest starts at field 3 (state): utime is field 14 -> index 11.
-    let t = clk_tck();
-    Some(((f.get(11)? + f.get(12)?) as f64 / t, (f.get(13)? + f.get(14)?) as f64 / t))
+    stat_at(pid).map(|stat| (stat.own_cpu, stat.reaped_cpu))
 }
 
 /// PIDs of the direct children of `pid` (all threads).
@@ -308,15 +316,7 @@ pub fn started_since(exe: &Path, since: u64) -> Vec<u32> {
         if std::fs::read_link(e.path().join("exe")).ok().as_deref() != Some(exe) {
             continue;
         }
-        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else { continue };
-        // Fields after the command name (which may hold spaces) start at field 3
-        // (state); starttime is field 22 -> index 19.
-        let start = stat
-            .rfind(')')
-            .and_then(|i| stat.get(i + 2..))
-            .and_then(|rest| rest.split(' ').nth(19))
-            .and_then(|x| x.parse::<u64>().ok());
-        if start.is_some_and(|t| t >= since) {
+        if stat_of(pid).is_some_and(|stat| stat.start >= since) {
             out.push(pid);
         }
     }

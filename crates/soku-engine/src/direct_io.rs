@@ -12,6 +12,8 @@ use std::os::fd::AsRawFd;
 
 use rustix::fs::{Mode, OFlags};
 
+use crate::page_buf::PAGE;
+
 /// File systems on a local block device, where direct I/O goes straight to the device
 /// (their magic numbers, Linux `include/uapi/linux/magic.h`): ext2/3/4, XFS, Btrfs,
 /// F2FS. Elsewhere `O_DIRECT` means other things: on NFS or SMB a synchronous round
@@ -21,7 +23,13 @@ const DIRECT_FILE_SYSTEMS: [u64; 4] = [0xEF53, 0x5846_5342, 0x9123_683E, 0xF2F5_
 
 /// Chunks smaller than this take the page cache: for a small file, a second descriptor
 /// to open and the disk's latency on every call cost more than the copy they save.
-pub(crate) const DIRECT_MIN: usize = 256 << 10;
+const DIRECT_MIN: usize = 256 << 10;
+
+/// Whether a chunk of `len` bytes at `offset` is worth direct I/O: large enough, and on a
+/// page boundary in the file. (Its memory and length are the caller's to check.)
+pub(crate) fn worth_it(len: usize, offset: u64) -> bool {
+    len >= DIRECT_MIN && offset % PAGE as u64 == 0
+}
 
 /// The access a direct descriptor is opened for.
 #[derive(Debug, Clone, Copy)]

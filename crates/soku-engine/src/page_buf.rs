@@ -72,7 +72,6 @@ impl PageBuf {
     pub fn with_room(len: usize) -> PageBuf {
         let mut buf = room(len + PAGE + SPARE);
         let start = boundary(&buf);
-        buf.truncate(start);
         buf.resize(start, 0);
         PageBuf { buf, start }
     }

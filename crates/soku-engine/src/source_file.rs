@@ -16,8 +16,8 @@ use std::sync::OnceLock;
 
 use rustix::io::{Errno, ReadWriteFlags};
 
-use crate::direct_io::{self, open_direct, Access, DIRECT_MIN};
-use crate::page_buf::{PageBuf, PAGE};
+use crate::direct_io::{self, open_direct, Access};
+use crate::page_buf::PageBuf;
 
 /// An open source file and, once a chunk was not cached, its direct descriptor.
 #[derive(Debug)]
@@ -48,25 +48,33 @@ impl SourceFile {
     /// Reads exactly `len` bytes at `offset`.
     pub fn read(&self, len: usize, offset: u64) -> std::io::Result<PageBuf> {
         let mut buf = PageBuf::for_reading(len);
-        if len >= DIRECT_MIN && offset % PAGE as u64 == 0 && !self.cached(offset) {
-            if let Some(direct) = self.direct() {
-                match read_exact(direct, buf.pages_mut(), len, offset) {
-                    Ok(()) => {
-                        #[cfg(test)]
-                        self.direct_reads.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        buf.truncate(len);
-                        return Ok(buf);
-                    }
-                    // The page cache reads it, and tells what went wrong if anything
-                    // did (a file that shrank ends a direct read off the boundary).
-                    Err(e) if direct_io::refused(&e) => {}
-                    Err(e) => return Err(e),
+        if let Some(direct) = self.direct_for(len, offset) {
+            match read_exact(direct, buf.pages_mut(), len, offset) {
+                Ok(()) => {
+                    #[cfg(test)]
+                    self.direct_reads.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    buf.truncate(len);
+                    return Ok(buf);
                 }
+                // The page cache reads it, and tells what went wrong if anything did
+                // (a file that shrank ends a direct read off the page boundary).
+                Err(e) if direct_io::refused(&e) => {}
+                Err(e) => return Err(e),
             }
         }
         read_exact(&self.file, &mut buf.pages_mut()[..len], len, offset)?;
         buf.truncate(len);
         Ok(buf)
+    }
+
+    /// The direct descriptor to read `len` bytes at `offset` with, if they are worth it
+    /// and not cached. The cache is probed only where direct reads apply.
+    fn direct_for(&self, len: usize, offset: u64) -> Option<&File> {
+        if !direct_io::worth_it(len, offset) {
+            return None;
+        }
+        let direct = self.direct()?;
+        (!self.cached(offset)).then_some(direct)
     }
 
     /// Whether the page at `offset` is in the page cache: a one-byte read that may not

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
-use crate::direct_io::{self, open_direct, Access, DIRECT_MIN};
+use crate::direct_io::{self, open_direct, Access};
 use crate::fsops::TargetDir;
 use crate::lock;
 use crate::page_buf::direct_writable;
@@ -45,18 +45,18 @@ struct Storage {
 /// cache first. On a 1 GiB loopback copy to ext4 that copy, the page cache's fresh
 /// pages and their write-back were a third of the receiver's CPU
 /// (`bench/results/2026-11-24/loopback-disk/`); a file flushed before its rename gains
-/// nothing from the cache. Only large, aligned chunks go this way ([`DIRECT_MIN`],
+/// nothing from the cache. Only large, aligned chunks go this way ([`direct_io::worth_it`],
 /// [`direct_writable`]): the usual 1 MiB chunk, which the link reads into page-aligned
-/// memory. A file's unaligned
-/// last chunk, compressed chunks, and every chunk on a file system that is not a local
-/// block device's or refuses `O_DIRECT` go through the page cache.
+/// memory. A file's unaligned last chunk, compressed chunks, and every chunk on a file
+/// system that is not a local block device's or refuses `O_DIRECT` go through the page
+/// cache.
 enum Direct {
     /// Not opened yet: opened at the first aligned chunk.
     Untried,
     /// A second descriptor of the same file, opened with `O_DIRECT`.
     Open(Arc<File>),
-    /// The file system refused it; every chunk is written through the page cache.
-    Refused,
+    /// No direct writes: the file system refused them, or the file is done.
+    Off,
 }
 
 struct FromFinal {
@@ -117,7 +117,8 @@ impl TargetFile {
                 storage.file = Some(file);
             }
         }
-        if self.write_back_early && plain.len() >= DIRECT_MIN && direct_writable(plain, offset) {
+        let direct = direct_io::worth_it(plain.len(), offset) && direct_writable(plain, offset);
+        if self.write_back_early && direct {
             if let Some(direct) = storage.direct_file() {
                 // Direct writes of one file run side by side: a writer waits for the
                 // disk, not for another's copy, so nothing spins on the inode's lock.
@@ -129,7 +130,7 @@ impl TargetFile {
                     // is, for this file.
                     Err(e) if direct_io::refused(&e) => {
                         storage = lock(&self.storage);
-                        storage.direct = Direct::Refused;
+                        storage.direct = Direct::Off;
                     }
                     Err(e) => return Err(e),
                 }
@@ -158,7 +159,7 @@ impl TargetFile {
     pub(super) fn take_file(&self) -> Option<File> {
         let mut storage = lock(&self.storage);
         // Its direct descriptor closes now too: nothing more is written to this file.
-        storage.direct = Direct::Refused;
+        storage.direct = Direct::Off;
         storage.file.take()
     }
 }
@@ -170,7 +171,7 @@ impl Storage {
         if matches!(self.direct, Direct::Untried) {
             self.direct = match self.file.as_ref().map(|file| open_direct(file, Access::Write)) {
                 Some(Ok(file)) => Direct::Open(Arc::new(file)),
-                _ => Direct::Refused,
+                _ => Direct::Off,
             };
         }
         match &self.direct {
