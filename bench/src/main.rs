@@ -434,7 +434,7 @@ fn run(args: &Args) -> anyhow::Result<Vec<String>> {
                     match matrix::run_scenario(&sc, &mopts, &src, &log) {
                         Ok(r) => {
                             problems.extend(r.problems);
-                            if let Some(i) = r.rows.iter().position(|x| x.tool == "soku") {
+                            if let Some(i) = r.rows.iter().position(|x| x.tool == r.series_tool) {
                                 series.push((rows.len() + i, r.soku_samples));
                             }
                             rows.extend(r.rows);
@@ -655,7 +655,8 @@ fn write_matrix_outputs(
         let r = &rows[*i];
         let sc = r.scenario;
         let stem = format!(
-            "soku-{}mbit-rtt{}ms-loss{}",
+            "{}-{}mbit-rtt{}ms-loss{}",
+            r.tool,
             sc.rate_bps / 1_000_000,
             sc.rtt.as_millis(),
             sc.loss * 100.0

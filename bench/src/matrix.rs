@@ -139,10 +139,26 @@ pub struct MatrixOpts<'a> {
 pub struct ScenarioResult {
     /// One row per tool run.
     pub rows: Vec<Row>,
-    /// Netem samples of each soku run (empty if soku was not run).
+    /// Netem samples of the first run of [`series_tool`] (empty if none ran).
     pub soku_samples: Samples,
+    /// The name of the tool those samples are of.
+    pub series_tool: &'static str,
     /// Everything that went wrong with the harness itself.
     pub problems: Vec<String>,
+}
+
+/// The samples from the timed command's start on, their times counted from it (the
+/// run's stderr events are): untimed copies before it are left out.
+fn from_start(samples: Samples, start: Option<Duration>) -> Samples {
+    let Some(start) = start else { return samples };
+    samples.into_iter().filter_map(|(t, s)| t.checked_sub(start).map(|t| (t, s))).collect()
+}
+
+/// The tool whose run a scenario's time series shows: `soku` when it runs, else the
+/// first of `soku-again` and `soku-next` (`soku-tcp` has no `path_sample` events).
+fn series_tool(tools: &[Tool]) -> Tool {
+    let family = [Tool::Soku, Tool::SokuAgain, Tool::SokuNext];
+    family.into_iter().find(|t| tools.contains(t)).unwrap_or(Tool::Soku)
 }
 
 /// The namespaces' TCP autotuning ceiling (`tcp_rmem`/`tcp_wmem` max), as a host
@@ -219,9 +235,9 @@ pub fn run_scenario(
         let before = path.stats();
         let stop = AtomicBool::new(false);
         let samples = Mutex::new(Vec::new());
+        let t0 = Instant::now();
         let result = std::thread::scope(|s| {
             s.spawn(|| {
-                let t0 = Instant::now();
                 // Bounded by the run: the run below sets `stop` when it ends.
                 while !stop.load(Ordering::Relaxed) {
                     if let Ok(mut v) = samples.lock() {
@@ -252,9 +268,11 @@ pub fn run_scenario(
             after.a_to_b.dropped_loss - before.a_to_b.dropped_loss,
             after.a_to_b.dropped_queue - before.a_to_b.dropped_queue,
         ));
-        // The time series shows the first soku run of the scenario.
-        if tool == Tool::Soku && run == 1 {
-            soku_samples = samples.into_inner().unwrap_or_default();
+        // The time series shows the first soku run of the scenario: `soku`'s, or when the
+        // run has no plain `soku` row, the first of `soku-again` / `soku-next`.
+        if run == 1 && tool == series_tool(opts.tools) {
+            let all = samples.into_inner().unwrap_or_default();
+            soku_samples = from_start(all, m.started.map(|at| at.saturating_duration_since(t0)));
         }
         let row = Row {
             date,
@@ -308,7 +326,7 @@ pub fn run_scenario(
             problems.push(format!("namespace {n} still exists after teardown"));
         }
     }
-    Ok(ScenarioResult { rows, soku_samples, problems })
+    Ok(ScenarioResult { rows, soku_samples, series_tool: series_tool(opts.tools).name(), problems })
 }
 
 /// Logins timed per path.
@@ -385,4 +403,30 @@ pub fn now_utc() -> String {
 pub fn source_for(work: &Path, size: u64) -> anyhow::Result<SourceFile> {
     let p: PathBuf = work.join(format!("src-{size}"));
     SourceFile::create(&p, size, false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_time_series_shows_plain_soku_first_then_the_next_of_its_family() {
+        assert_eq!(series_tool(&[Tool::SokuNext, Tool::Soku, Tool::Scp]), Tool::Soku);
+        assert_eq!(series_tool(&[Tool::Scp, Tool::SokuNext, Tool::SokuAgain]), Tool::SokuAgain);
+        assert_eq!(series_tool(&[Tool::Scp, Tool::SokuNext]), Tool::SokuNext);
+        // No soku row: the scenario's samples are kept for none of them.
+        let none = series_tool(&[Tool::Scp, Tool::Rsync]);
+        assert!(![Tool::Scp, Tool::Rsync].contains(&none));
+    }
+
+    #[test]
+    fn samples_before_the_timed_command_are_left_out_and_the_rest_shifted() {
+        let ms = Duration::from_millis;
+        let at = |t| (ms(t), soku_netem::PathStats::default());
+        let samples = vec![at(0), at(100), at(2600), at(2700)];
+        let kept: Vec<_> =
+            from_start(samples.clone(), Some(ms(2550))).into_iter().map(|s| s.0).collect();
+        assert_eq!(kept, [ms(50), ms(150)]);
+        assert_eq!(from_start(samples.clone(), None), samples);
+    }
 }

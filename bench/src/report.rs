@@ -515,6 +515,7 @@ mod tests {
                 server_cpu: f64::NAN,
                 peak_rss_mib: (f64::NAN, f64::NAN),
                 stderr: Vec::new(),
+                started: None,
             },
             load: (0.0, 0.0),
             netem: None,
@@ -537,6 +538,7 @@ mod tests {
                 server_cpu: 2.0,
                 peak_rss_mib: (f64::NAN, f64::NAN),
                 stderr: Vec::new(),
+                started: None,
             },
             command: String::new(),
         }

@@ -8,7 +8,7 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 
@@ -157,6 +157,9 @@ pub struct Measured {
     pub peak_rss_mib: (f64, f64),
     /// The process's stderr lines with arrival times (soku's JSON events).
     pub stderr: Vec<(Duration, String)>,
+    /// When the timed command started; `None` when nothing ran. Untimed copies before
+    /// it (`soku-next`'s shared login, a first copy for the path memory) come earlier.
+    pub started: Option<Instant>,
 }
 
 /// A source file and its fingerprint.
@@ -446,6 +449,7 @@ pub fn run_copy(
     let shown = show(&cmd);
     let cpu0 = ep.sshd.reaped_cpu();
     let started = proc::ticks_since_boot();
+    let timed_from = Instant::now();
     let out = proc::run_watched(cmd, timeout, Some(ep.sshd.pid()))?;
     keep_memory(tool, ep)?;
     if tool.is_soku() {
@@ -496,6 +500,7 @@ pub fn run_copy(
         server_cpu,
         peak_rss_mib: out.peak_rss_mib,
         stderr,
+        started: Some(timed_from),
     };
     let _ = std::fs::remove_dir_all(dst_dir);
     Ok((m, shown))
@@ -512,6 +517,7 @@ pub fn skipped(why: &str) -> Measured {
         server_cpu: f64::NAN,
         peak_rss_mib: (f64::NAN, f64::NAN),
         stderr: Vec::new(),
+        started: None,
     }
 }
 
@@ -546,6 +552,7 @@ pub fn run_iperf3(
     let secs = duration.as_secs().max(1).to_string();
     cmd.args(["-c", addr, "-t", &secs, "-C", cc, "-J"]);
     let shown = show(&cmd);
+    let timed_from = Instant::now();
     let out = proc::run(cmd, duration + Duration::from_secs(30))?;
     let mut m = Measured {
         cc: cc.to_string(),
@@ -556,6 +563,7 @@ pub fn run_iperf3(
         server_cpu: f64::NAN,
         peak_rss_mib: (out.peak_rss_mib.0, f64::NAN),
         stderr: out.stderr.clone(),
+        started: Some(timed_from),
     };
     if out.timed_out() {
         m.status = Status::Timeout;

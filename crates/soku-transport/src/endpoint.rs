@@ -4,8 +4,9 @@ use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 
 use quinn::{Endpoint, EndpointConfig, TokioRuntime};
+use quinn_proto::RandomConnectionIdGenerator;
 
-use crate::config::{mtu_bound_toward, mtu_upper_bound, transport_config};
+use crate::config::{mtu_bound_toward, mtu_upper_bound, transport_config, CONNECTION_ID_LEN};
 use crate::gso::SplitGso;
 use crate::identity::SERVER_NAME;
 use crate::socket::{bind_udp, SocketReport, REQUESTED_BUFFER};
@@ -65,6 +66,7 @@ fn new_endpoint(
     // tokio panics when a socket is registered outside a runtime; turn that into an error.
     tokio::runtime::Handle::try_current().map_err(|_| TransportError::NoRuntime)?;
     let mut config = EndpointConfig::default();
+    config.cid_generator(|| Box::new(RandomConnectionIdGenerator::new(CONNECTION_ID_LEN)));
     // We advertise this as our `max_udp_payload_size`, and the peer's MTU discovery never
     // probes above it. quinn's default (1472) silently held every path, loopback
     // included, at 1472-byte packets whatever our discovery bound said; raising it took
