@@ -416,6 +416,8 @@ fn run(args: &Args) -> anyhow::Result<Vec<String>> {
             repeat: args.repeat,
             qcp: qcp.as_ref().unwrap_or(&not_selected),
         };
+        // The tool whose first run per path the time series shows.
+        let shown = matrix::series_tool(&p.tools);
         for &rate in &p.rates {
             let size = matrix::file_size(rate, p.duration, p.size);
             let src = matrix::source_for(work.path(), size)?;
@@ -434,7 +436,7 @@ fn run(args: &Args) -> anyhow::Result<Vec<String>> {
                     match matrix::run_scenario(&sc, &mopts, &src, &log) {
                         Ok(r) => {
                             problems.extend(r.problems);
-                            if let Some(i) = r.rows.iter().position(|x| x.tool == r.series_tool) {
+                            if let Some(i) = r.rows.iter().position(|x| x.tool == shown.name()) {
                                 series.push((rows.len() + i, r.soku_samples));
                             }
                             rows.extend(r.rows);

@@ -141,8 +141,6 @@ pub struct ScenarioResult {
     pub rows: Vec<Row>,
     /// Netem samples of the first run of [`series_tool`] (empty if none ran).
     pub soku_samples: Samples,
-    /// The name of the tool those samples are of.
-    pub series_tool: &'static str,
     /// Everything that went wrong with the harness itself.
     pub problems: Vec<String>,
 }
@@ -156,7 +154,7 @@ fn from_start(samples: Samples, start: Option<Duration>) -> Samples {
 
 /// The tool whose run a scenario's time series shows: `soku` when it runs, else the
 /// first of `soku-again` and `soku-next` (`soku-tcp` has no `path_sample` events).
-fn series_tool(tools: &[Tool]) -> Tool {
+pub fn series_tool(tools: &[Tool]) -> Tool {
     let family = [Tool::Soku, Tool::SokuAgain, Tool::SokuNext];
     family.into_iter().find(|t| tools.contains(t)).unwrap_or(Tool::Soku)
 }
@@ -227,6 +225,7 @@ pub fn run_scenario(
     let timeout = Duration::from_secs_f64(expected * 3.0 + 30.0);
     let mut rows = Vec::new();
     let mut soku_samples = Vec::new();
+    let shown = series_tool(opts.tools);
     let rounds = (1..=opts.repeat.max(1)).flat_map(|run| opts.tools.iter().map(move |&t| (run, t)));
     for (run, tool) in rounds {
         path.flush_tcp_metrics().context("flushing tcp metrics")?;
@@ -270,7 +269,7 @@ pub fn run_scenario(
         ));
         // The time series shows the first soku run of the scenario: `soku`'s, or when the
         // run has no plain `soku` row, the first of `soku-again` / `soku-next`.
-        if run == 1 && tool == series_tool(opts.tools) {
+        if run == 1 && tool == shown {
             let all = samples.into_inner().unwrap_or_default();
             soku_samples = from_start(all, m.started.map(|at| at.saturating_duration_since(t0)));
         }
@@ -326,7 +325,7 @@ pub fn run_scenario(
             problems.push(format!("namespace {n} still exists after teardown"));
         }
     }
-    Ok(ScenarioResult { rows, soku_samples, series_tool: series_tool(opts.tools).name(), problems })
+    Ok(ScenarioResult { rows, soku_samples, problems })
 }
 
 /// Logins timed per path.
