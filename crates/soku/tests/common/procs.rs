@@ -160,8 +160,8 @@ pub struct KillRun {
 
 /// Runs `cmd` (a `soku --json` copy) until `point`, then sends SIGKILL to the process
 /// `victim` names (given the client's PID; `None` while it does not exist, as `soku
-/// serve` before the login, and then the kill waits for it), noting first how long the
-/// file `log` is. Then waits (at most 120 s) for the client to end.
+/// serve` before the login, and then the kill waits for it), noting first, with the
+/// victim stopped, how long the file `log` is. Then waits (at most 120 s) for the client to end.
 pub fn kill_at(
     cmd: Command,
     point: KillPoint,
@@ -192,6 +192,10 @@ pub fn kill_at(
         if due {
             if let Some(pid) = victim(child.id()) {
                 drain(&mut verified);
+                // Stopped first, so that the log's length is read with the victim
+                // writing no more: between that read and a SIGKILL sent by a `kill`
+                // process of its own, a sender handed over one more chunk.
+                stop(pid);
                 log_len = std::fs::metadata(log).map_or(0, |m| m.len());
                 // The victim may have exited since it was found (ssh at the copy's end):
                 // then nothing is killed. A zombie takes the signal without effect.
@@ -242,6 +246,26 @@ pub fn kill_at(
         log_len_at_kill: log_len,
         kill_to_exit: ended.saturating_duration_since(killed_at.unwrap_or(started)),
     }
+}
+
+/// Sends SIGSTOP to `pid` and waits (at most 2 s) until every thread of it is stopped,
+/// or it has exited: `kill` returns once the signal is queued, before the threads stop.
+fn stop(pid: u32) {
+    let _ = Command::new("kill").arg("-STOP").arg(pid.to_string()).stderr(Stdio::null()).status();
+    let until = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < until && !all_threads_stopped(pid) {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// Whether every thread of `pid` is stopped, or the process has exited.
+fn all_threads_stopped(pid: u32) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return true };
+    tasks.flatten().all(|task| {
+        let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) else { return true };
+        let state = stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().next());
+        matches!(state, Some("T" | "t" | "Z" | "X") | None)
+    })
 }
 
 /// Whether `pid` has exited and waits to be reaped (or is gone).
