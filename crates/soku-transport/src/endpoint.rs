@@ -74,16 +74,31 @@ fn new_endpoint(
     config.max_udp_payload_size(mtu_bound).map_err(|e| {
         TransportError::Socket(std::io::Error::other(format!("MTU bound {mtu_bound}: {e}")))
     })?;
-    let runtime = Arc::new(TokioRuntime);
-    let socket = Arc::new(SplitGso::new(quinn_socket(&runtime, socket, report)?));
-    Ok(Endpoint::new_with_abstract_socket(config, server, socket, runtime)?)
+    let socket = Arc::new(SplitGso::new(quinn_socket(socket, report)?));
+    Ok(Endpoint::new_with_abstract_socket(config, server, socket, runtime())?)
+}
+
+/// The runtime quinn's connections run on: tokio, with timers that fire within tens
+/// of microseconds of their deadline on Linux (`precise_timer.rs`): pacing needs them.
+/// `SOKU_TOKIO_TIMERS=1` keeps tokio's millisecond timers: a switch for A/B runs.
+#[cfg(target_os = "linux")]
+fn runtime() -> Arc<dyn quinn::Runtime> {
+    if std::env::var_os("SOKU_TOKIO_TIMERS").is_some_and(|v| v == "1") {
+        Arc::new(TokioRuntime)
+    } else {
+        Arc::new(crate::precise_timer::PreciseRuntime)
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn runtime() -> Arc<dyn quinn::Runtime> {
+    Arc::new(TokioRuntime)
 }
 
 /// The socket quinn reads and writes: one that rests between batches while datagrams
 /// stream in (`quiet.rs`, Linux: it rests on a timerfd); elsewhere quinn's tokio socket.
 #[cfg(target_os = "linux")]
 fn quinn_socket(
-    _runtime: &TokioRuntime,
     socket: std::net::UdpSocket,
     report: &SocketReport,
 ) -> std::io::Result<Arc<dyn quinn::AsyncUdpSocket>> {
@@ -92,12 +107,11 @@ fn quinn_socket(
 
 #[cfg(not(target_os = "linux"))]
 fn quinn_socket(
-    runtime: &TokioRuntime,
     socket: std::net::UdpSocket,
     _report: &SocketReport,
 ) -> std::io::Result<Arc<dyn quinn::AsyncUdpSocket>> {
     use quinn::Runtime as _;
-    runtime.wrap_udp_socket(socket)
+    TokioRuntime.wrap_udp_socket(socket)
 }
 
 /// Connects to the server at `server_addr` and waits for the handshake.

@@ -33,6 +33,8 @@
 //! - `gso.rs`: the socket wrapper that keeps GSO batches within one UDP send.
 //! - `quiet.rs` (Linux): quinn's UDP socket, resting between receive batches while
 //!   datagrams stream in, so the receiver wakes once per batch, not per datagram.
+//! - `precise_timer.rs` (Linux): quinn's runtime with timers on a timerfd, so pacing
+//!   waits microseconds, not whole milliseconds.
 //! - `tcp_gauge.rs`: [`Gauged`], the kernel's TCP chronographs ([`SendTimes`]) read
 //!   from a stream as it writes.
 //! - `endpoint.rs`: [`server_endpoint`], [`client_endpoint`], [`connect`], [`accept`], [`accept_with`].
@@ -45,6 +47,8 @@ mod error;
 mod gso;
 mod identity;
 mod pinning;
+#[cfg(target_os = "linux")]
+mod precise_timer;
 #[cfg(target_os = "linux")]
 mod quiet;
 mod route_mtu;

@@ -323,7 +323,7 @@ impl QuietUdp {
 /// Registers `fd` with the runtime's reactor for `interest` alone: a descriptor
 /// registered for reading is not woken by freed send buffers, and the reverse.
 #[allow(unsafe_code)]
-fn register(fd: Arc<OwnedFd>, interest: Interest) -> io::Result<AsyncFd<Arc<OwnedFd>>> {
+pub(crate) fn register(fd: Arc<OwnedFd>, interest: Interest) -> io::Result<AsyncFd<Arc<OwnedFd>>> {
     // SAFETY: tokio requires the descriptor to stay open and the same while registered.
     // The `AsyncFd` holds a reference to the `OwnedFd`, which closes it only when the
     // last reference goes, and an `OwnedFd` always answers `as_raw_fd` with the
