@@ -33,6 +33,8 @@
 //! - `gso.rs`: the socket wrapper that keeps GSO batches within one UDP send.
 //! - `quiet.rs` (Linux): quinn's UDP socket, resting between receive batches while
 //!   datagrams stream in, so the receiver wakes once per batch, not per datagram.
+//! - `reactor.rs` (Linux): descriptors registered with tokio's reactor, and the
+//!   one-shot timerfds `quiet.rs` and `precise_timer.rs` wait on.
 //! - `precise_timer.rs` (Linux): quinn's runtime with timers on a timerfd, so pacing
 //!   waits microseconds, not whole milliseconds.
 //! - `tcp_gauge.rs`: [`Gauged`], the kernel's TCP chronographs ([`SendTimes`]) read
@@ -51,6 +53,8 @@ mod pinning;
 mod precise_timer;
 #[cfg(target_os = "linux")]
 mod quiet;
+#[cfg(target_os = "linux")]
+mod reactor;
 mod route_mtu;
 mod silence;
 mod socket;

@@ -29,12 +29,9 @@ use std::task::{ready, Context, Poll};
 use std::time::Instant;
 
 use quinn::{AsyncTimer, AsyncUdpSocket, Runtime, TokioRuntime};
-use rustix::time::{
-    timerfd_create, timerfd_settime, Itimerspec, TimerfdClockId, TimerfdFlags, TimerfdTimerFlags,
-    Timespec,
-};
 use tokio::io::unix::AsyncFd;
-use tokio::io::Interest;
+
+use crate::reactor::{arm_once, read_expiry};
 
 /// tokio's runtime for quinn, with [`FdTimer`]s as the connections' timers.
 #[derive(Debug)]
@@ -70,30 +67,15 @@ pub(crate) struct FdTimer {
 impl FdTimer {
     /// Must be called inside a tokio runtime (the descriptor joins its reactor).
     pub(crate) fn new(deadline: Instant) -> io::Result<Self> {
-        let fd = timerfd_create(
-            TimerfdClockId::Monotonic,
-            TimerfdFlags::NONBLOCK | TimerfdFlags::CLOEXEC,
-        )?;
-        let fd = crate::quiet::register(Arc::new(fd), Interest::READABLE)?;
+        let fd = crate::reactor::timer()?;
         arm(fd.get_ref(), deadline)?;
         Ok(FdTimer { fd, deadline })
     }
 }
 
-/// Arms `fd` to expire once at `deadline`. Setting a timerfd also clears the
-/// expirations it had not reported yet, so a reset timer never fires for its old time.
+/// Arms `fd` to expire once at `deadline` (at once if it has passed).
 fn arm(fd: &OwnedFd, deadline: Instant) -> io::Result<()> {
-    let wait = deadline.saturating_duration_since(Instant::now());
-    let once = Itimerspec {
-        it_interval: Timespec { tv_sec: 0, tv_nsec: 0 },
-        // A zero value disarms the timer; a deadline already past expires at once.
-        it_value: Timespec {
-            tv_sec: wait.as_secs() as _,
-            tv_nsec: if wait.is_zero() { 1 } else { wait.subsec_nanos() as _ },
-        },
-    };
-    timerfd_settime(fd, TimerfdTimerFlags::empty(), &once)?;
-    Ok(())
+    arm_once(fd, deadline.saturating_duration_since(Instant::now()))
 }
 
 impl AsyncTimer for FdTimer {
@@ -115,13 +97,11 @@ impl AsyncTimer for FdTimer {
                 // The reactor is gone (the runtime shuts down): nothing will wake us.
                 return Poll::Ready(());
             };
-            let mut expirations = [0u8; 8];
-            match rustix::io::read(this.fd.get_ref(), &mut expirations) {
-                // Expired: the clock check above now answers.
-                Ok(_) => {}
-                // Not yet (readiness left from an expiry before the last reset).
-                Err(rustix::io::Errno::AGAIN) => ready.clear_ready(),
-                Err(_) => return Poll::Ready(()),
+            // An expiry: the clock check above now answers. Not yet (readiness left
+            // from an expiry before the last reset): `try_io` clears it, and polling
+            // again waits. Any other error: nothing more will come from this timer.
+            if let Ok(Err(_)) = ready.try_io(|fd| read_expiry(fd.get_ref())) {
+                return Poll::Ready(());
             }
         }
     }

@@ -47,12 +47,10 @@ use std::time::Duration;
 
 use quinn::udp::{RecvMeta, Transmit, UdpSocketState};
 use quinn::{AsyncUdpSocket, UdpPoller};
-use rustix::time::{
-    timerfd_create, timerfd_settime, Itimerspec, TimerfdClockId, TimerfdFlags, TimerfdTimerFlags,
-    Timespec,
-};
 use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
+
+use crate::reactor::{arm_once, read_expiry, register};
 use tokio::time::Instant;
 
 /// How long a read rests between batches while datagrams stream in; see the module
@@ -106,16 +104,12 @@ impl QuietUdp {
         let state = UdpSocketState::new((&io).into())?;
         let fd = Arc::new(io.as_fd().try_clone_to_owned()?);
         let watch = Watch::Armed(register(fd.clone(), Interest::READABLE)?);
-        let timer = timerfd_create(
-            TimerfdClockId::Monotonic,
-            TimerfdFlags::NONBLOCK | TimerfdFlags::CLOEXEC,
-        )?;
         let recv = Receiver {
             fd,
             watch,
             rest: rest_from_env(),
             rests: 0,
-            timer: register(Arc::new(timer), Interest::READABLE)?,
+            timer: crate::reactor::timer()?,
             arrivals: Arrivals::new(Instant::now()),
             budget: budget_from(recv_buffer),
         };
@@ -209,7 +203,7 @@ impl Receiver {
 
     /// Takes the socket out of epoll (if it is in) and arms the rest timer.
     fn rest(&mut self) -> io::Result<()> {
-        start_rest(&self.timer, self.rest)?;
+        arm_once(self.timer.get_ref(), self.rest)?;
         self.rests += 1;
         self.watch = Watch::Resting;
         Ok(())
@@ -266,7 +260,7 @@ impl AsyncUdpSocket for QuietUdp {
                 }
                 Watch::Resting => {
                     let mut ready = ready!(recv.timer.poll_read_ready(cx))?;
-                    if ready.try_io(|timer| end_of_rest(timer.get_ref())).is_ok() {
+                    if ready.try_io(|timer| read_expiry(timer.get_ref())).is_ok() {
                         recv.watch = Watch::Draining;
                     } // else not yet: readiness cleared, polling again waits
                 }
@@ -318,37 +312,6 @@ impl QuietUdp {
         }
         result
     }
-}
-
-/// Registers `fd` with the runtime's reactor for `interest` alone: a descriptor
-/// registered for reading is not woken by freed send buffers, and the reverse.
-#[allow(unsafe_code)]
-pub(crate) fn register(fd: Arc<OwnedFd>, interest: Interest) -> io::Result<AsyncFd<Arc<OwnedFd>>> {
-    // SAFETY: tokio requires the descriptor to stay open and the same while registered.
-    // The `AsyncFd` holds a reference to the `OwnedFd`, which closes it only when the
-    // last reference goes, and an `OwnedFd` always answers `as_raw_fd` with the
-    // descriptor it owns.
-    unsafe { AsyncFd::register_with_interest(fd, interest) }.map_err(|e| e.into())
-}
-
-/// Arms the rest timer, once.
-fn start_rest(timer: &AsyncFd<Arc<OwnedFd>>, rest: Duration) -> io::Result<()> {
-    let once = Itimerspec {
-        it_interval: Timespec { tv_sec: 0, tv_nsec: 0 },
-        it_value: Timespec {
-            tv_sec: rest.as_secs() as _,
-            tv_nsec: rest.subsec_nanos().max(1) as _,
-        },
-    };
-    timerfd_settime(timer.get_ref(), TimerfdTimerFlags::empty(), &once)?;
-    Ok(())
-}
-
-/// Reads the timer's expiry count; `WouldBlock` while it has not expired.
-fn end_of_rest(timer: &OwnedFd) -> io::Result<()> {
-    let mut expirations = [0u8; 8];
-    rustix::io::read(timer, &mut expirations)?;
-    Ok(())
 }
 
 /// Waits for buffer space after a send was refused with `WouldBlock`. It registers a
