@@ -118,8 +118,17 @@ mod tests {
     use super::*;
     use std::time::Duration;
 
-    fn wait(timer: &mut Pin<Box<dyn AsyncTimer>>) -> impl Future<Output = ()> + '_ {
-        std::future::poll_fn(move |cx| timer.as_mut().poll(cx))
+    /// Waits for a timer whose deadline is at most milliseconds away, failing the test
+    /// (instead of hanging it) if nothing wakes its task within 5 s. The timeout's own
+    /// wake-up would poll the timer, whose clock check then answers, so the elapsed
+    /// time, not the timeout's result, is what tells a lost wake-up.
+    async fn wait(timer: &mut Pin<Box<dyn AsyncTimer>>) {
+        const LIMIT: Duration = Duration::from_secs(5);
+        let start = Instant::now();
+        let fired = std::future::poll_fn(move |cx| timer.as_mut().poll(cx));
+        let _ = tokio::time::timeout(LIMIT, fired).await;
+        let took = start.elapsed();
+        assert!(took < LIMIT, "the timer's wake-up was lost: it answered after {took:?}");
     }
 
     #[tokio::test]
