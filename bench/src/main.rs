@@ -127,6 +127,11 @@ struct Args {
     /// How long the sharing runs measure, once every flow is past its start.
     #[arg(long, default_value = "30s")]
     sharing_window: String,
+    /// Only these sharing cases, comma-separated (alone, background, cubic,
+    /// cubic-background, soku-soku); all by default.
+    #[arg(long, value_delimiter = ',',
+          value_parser = clap::builder::PossibleValuesParser::new(sharing::CASE_KEYS))]
+    sharing_cases: Vec<String>,
     /// Also run the source-tree-like tree of the small-files section, with this many
     /// files (sizes log-normal around a 4 KiB median; e.g. 100000).
     #[arg(long)]
@@ -707,6 +712,7 @@ fn sharing(args: &Args, p: &Plan, work: &Path, md: &mut String) -> anyhow::Resul
         // Login and startup behind every flow: the last starts 2 s after the first.
         warm: Duration::from_secs(8) + rtt * 20,
         window,
+        only: &args.sharing_cases,
     };
     let (rows, problems) = sharing::run(&opts, &log)?;
     let _ = writeln!(

@@ -30,6 +30,8 @@ pub struct SharingOpts<'a> {
     pub warm: Duration,
     /// How long the window lasts.
     pub window: Duration,
+    /// Only the cases with these keys (see [`CASES`]); all of them when empty.
+    pub only: &'a [String],
 }
 
 /// One flow of a case.
@@ -50,13 +52,17 @@ impl Flow {
     }
 }
 
-/// The cases, in order: (name, flows; each flow starts `STAGGER` after the one before).
-const CASES: [(&str, &[Flow]); 5] = [
-    ("soku alone", &[Flow::Soku]),
-    ("soku --background alone", &[Flow::SokuBackground]),
-    ("CUBIC, then soku", &[Flow::Cubic, Flow::Soku]),
-    ("CUBIC, then soku --background", &[Flow::Cubic, Flow::SokuBackground]),
-    ("soku, then soku", &[Flow::Soku, Flow::Soku]),
+/// The keys of [`CASES`], in order (`--sharing-cases`).
+pub const CASE_KEYS: [&str; 5] = ["alone", "background", "cubic", "cubic-background", "soku-soku"];
+
+/// The cases, in order: (key for `--sharing-cases`, name, flows; each flow starts
+/// `STAGGER` after the one before).
+const CASES: [(&str, &str, &[Flow]); 5] = [
+    ("alone", "soku alone", &[Flow::Soku]),
+    ("background", "soku --background alone", &[Flow::SokuBackground]),
+    ("cubic", "CUBIC, then soku", &[Flow::Cubic, Flow::Soku]),
+    ("cubic-background", "CUBIC, then soku --background", &[Flow::Cubic, Flow::SokuBackground]),
+    ("soku-soku", "soku, then soku", &[Flow::Soku, Flow::Soku]),
 ];
 /// Between the starts of a case's flows.
 const STAGGER: Duration = Duration::from_secs(2);
@@ -98,7 +104,10 @@ pub fn run(
     let memory = tempfile::Builder::new().prefix("soku-bench-memory-").tempdir()?;
     let mut rows = Vec::new();
     let mut problems = Vec::new();
-    for (case, flows) in CASES {
+    for (key, case, flows) in CASES {
+        if !o.only.is_empty() && !o.only.iter().any(|k| k == key) {
+            continue;
+        }
         log(&format!("sharing: {case}"));
         let _ = std::fs::remove_dir_all(memory.path());
         let outcomes = std::thread::scope(|s| {
@@ -268,6 +277,11 @@ pub fn table(rows: &[SharingRow]) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn every_case_has_its_key_in_order() {
+        assert!(CASES.iter().map(|(key, ..)| *key).eq(CASE_KEYS));
+    }
+
     use super::*;
 
     #[test]
