@@ -241,10 +241,13 @@ async fn on_chunk(
     // chunk's write failed meanwhile): then this chunk goes nowhere.
     let Some(file) = file else { return Ok(()) };
     let wire = std::mem::take(&mut chunk.wire);
+    // Uncompressed, the wire bytes are the plain bytes: their hash, if the link took it
+    // as they arrived, is the chunk's.
+    let arrived_hash = chunk.wire_hash.filter(|_| !header.compressed);
     let this = shared.clone();
     let written = tokio::task::spawn_blocking(move || -> std::io::Result<Option<[u8; 32]>> {
         let Some(plain) = codec::decode(&header, wire, plain_len) else { return Ok(None) };
-        let hash = chunk_hash(&plain);
+        let hash = arrived_hash.unwrap_or_else(|| chunk_hash(&plain));
         if hash == header.hash {
             file.write_chunk(&plain, offset, &this.temps)?;
         }

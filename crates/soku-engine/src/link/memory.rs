@@ -126,7 +126,7 @@ impl Transport for StreamsTransport {
     ) -> BoxFuture<'_, Result<(), LinkError>> {
         Box::pin(async move {
             let slot = self.peer_memory.admit(&header).await?;
-            let chunk = slot.fill(PageBuf::copy_of(&wire));
+            let chunk = slot.fill(PageBuf::copy_of(&wire), None);
             self.peer.send(Ok(Inbound::Chunk(chunk))).await.map_err(|_| LinkError::Closed)
         })
     }

@@ -100,6 +100,10 @@ pub struct Incoming {
     pub header: ChunkHeader,
     /// Exactly `header.wire_len` bytes.
     pub wire: PageBuf,
+    /// BLAKE3 of `wire`, taken as the bytes arrived, when the link took it (a chunk sent
+    /// uncompressed, read from a byte stream): the receiver checks it against the
+    /// header instead of hashing the chunk again.
+    pub wire_hash: Option<[u8; 32]>,
     _memory: OwnedSemaphorePermit,
 }
 
@@ -233,7 +237,7 @@ pub(crate) struct ChunkSlot {
 
 impl ChunkSlot {
     /// The chunk, once its bytes are read.
-    pub(crate) fn fill(self, wire: PageBuf) -> Incoming {
-        Incoming { header: self.header, wire, _memory: self.permit }
+    pub(crate) fn fill(self, wire: PageBuf, wire_hash: Option<[u8; 32]>) -> Incoming {
+        Incoming { header: self.header, wire, wire_hash, _memory: self.permit }
     }
 }
