@@ -49,9 +49,9 @@ use quinn::udp::{RecvMeta, Transmit, UdpSocketState};
 use quinn::{AsyncUdpSocket, UdpPoller};
 use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
+use tokio::time::Instant;
 
 use crate::reactor::{arm_once, read_expiry, register};
-use tokio::time::Instant;
 
 /// How long a read rests between batches while datagrams stream in; see the module
 /// docs for how it was chosen. `SOKU_REST_US` overrides it (microseconds, 0: never
