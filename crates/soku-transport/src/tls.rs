@@ -81,3 +81,42 @@ pub(crate) fn server_crypto(
     QuicServerConfig::with_initial(Arc::new(tls), quic_initial_suite()?)
         .map_err(|_| TransportError::NoInitialSuite)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::identity::SERVER_NAME;
+
+    /// The suite a client and a server offering `client` and `server` agree on, from a
+    /// handshake run in memory.
+    fn negotiated(client: Option<crate::Cipher>, server: Option<crate::Cipher>) -> String {
+        let (s, c) = (Identity::generate().unwrap(), Identity::generate().unwrap());
+        let client_cfg = client_tls(&c, s.fingerprint(), client, ALPN).unwrap();
+        let server_cfg = server_tls(&s, c.fingerprint().into(), server, ALPN).unwrap();
+        let name = rustls::pki_types::ServerName::try_from(SERVER_NAME).unwrap();
+        let mut cli = rustls::ClientConnection::new(Arc::new(client_cfg), name).unwrap();
+        let mut srv = rustls::ServerConnection::new(Arc::new(server_cfg)).unwrap();
+        // Bounded: a TLS 1.3 handshake takes two flights each way.
+        for _ in 0..10 {
+            let mut wire = Vec::new();
+            cli.write_tls(&mut wire).unwrap();
+            srv.read_tls(&mut wire.as_slice()).unwrap();
+            srv.process_new_packets().unwrap();
+            let mut wire = Vec::new();
+            srv.write_tls(&mut wire).unwrap();
+            cli.read_tls(&mut wire.as_slice()).unwrap();
+            cli.process_new_packets().unwrap();
+            if !cli.is_handshaking() && !srv.is_handshaking() {
+                break;
+            }
+        }
+        let suite = cli.negotiated_cipher_suite().expect("a suite");
+        assert_eq!(Some(suite), srv.negotiated_cipher_suite());
+        format!("{:?}", suite.suite())
+    }
+
+    #[test]
+    fn the_default_is_aes128_gcm() {
+        assert_eq!(negotiated(None, None), "TLS13_AES_128_GCM_SHA256");
+    }
+}
