@@ -35,6 +35,7 @@ pub mod limits;
 pub mod link;
 pub mod page_buf;
 pub mod partial;
+pub mod pipeline;
 pub mod receive;
 pub mod role;
 pub mod send;

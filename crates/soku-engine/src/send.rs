@@ -116,7 +116,8 @@ pub async fn run(
     let start = Instant::now();
 
     // Chunks in flight stay within the bulk budget, so control frames always have
-    // room on the connection (see `soku_transport::BULK_BUDGET`).
+    // room on the connection (see `soku_transport::BULK_BUDGET`), and within a few
+    // congestion windows where the link tells one (`crate::pipeline`).
     let budget = soku_transport::BULK_BUDGET / u64::from(opts.chunk_size.max(1));
     let in_flight =
         link.traits.chunks_in_flight.min(usize::try_from(budget).unwrap_or(usize::MAX)).max(1);
@@ -212,9 +213,12 @@ pub async fn run(
         }
         match next {
             Some((i, span)) => {
+                // Looked at again after every step: the window grows as chunks are
+                // acknowledged.
                 while copy.tasks.len() >= tasks_max
                     || (copy.in_flight_bytes > 0
-                        && copy.in_flight_bytes + u64::from(span.len) > pipeline)
+                        && copy.in_flight_bytes + u64::from(span.len)
+                            > crate::pipeline::bytes_ahead(link.tx.window(), pipeline))
                 {
                     copy.step(link).await?;
                 }

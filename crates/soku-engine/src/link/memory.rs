@@ -6,7 +6,11 @@
 //! - [`streams_pair`]: like QUIC, chunks travel apart from the control messages and may
 //!   overtake them (a file's chunks before its entry); `control_delay` holds every
 //!   control message back that long to make that happen on purpose.
+//! - [`windowed_pair`]: a [`streams_pair`] whose sending end tells a congestion window
+//!   and takes a round trip to acknowledge each chunk, counting the most chunk bytes it
+//!   held at once.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -58,6 +62,31 @@ pub fn raw_peer() -> (Link, tokio::io::DuplexStream) {
 
 /// Two ends of a link that carries chunks apart from control messages, as QUIC does.
 pub fn streams_pair(control_delay: Duration) -> (Link, Link) {
+    streams_pair_on(control_delay, SimulatedPath::default())
+}
+
+/// What the first end of a [`windowed_pair`] plays: a path with a congestion window.
+#[derive(Debug, Clone, Default)]
+struct SimulatedPath {
+    /// The window the transport tells the sender.
+    window: Option<u64>,
+    /// How long each chunk takes to be "acknowledged".
+    round_trip: Duration,
+    /// Chunk bytes handed over and not yet acknowledged, now and at most.
+    held: Arc<AtomicU64>,
+    peak: Arc<AtomicU64>,
+}
+
+/// Like [`streams_pair`], but the first end tells `window` as its congestion window
+/// (as QUIC does) and takes `round_trip` to acknowledge each chunk. The second value
+/// is the most chunk bytes it held unacknowledged at once, read after the copy.
+pub fn windowed_pair(window: Option<u64>, round_trip: Duration) -> ((Link, Link), Arc<AtomicU64>) {
+    let path = SimulatedPath { window, round_trip, ..SimulatedPath::default() };
+    let peak = path.peak.clone();
+    (streams_pair_on(Duration::ZERO, path), peak)
+}
+
+fn streams_pair_on(control_delay: Duration, path: SimulatedPath) -> (Link, Link) {
     let (a, b) = tokio::io::duplex(PIPE);
     let (a_tx, a_inbox) = mpsc::channel(super::CHUNKS_IN_MEMORY);
     let (b_tx, b_inbox) = mpsc::channel(super::CHUNKS_IN_MEMORY);
@@ -69,7 +98,7 @@ pub fn streams_pair(control_delay: Duration) -> (Link, Link) {
         peer_memory: b_memory,
     };
     let b_end = StreamsEnd { inbox_tx: b_tx, inbox: b_inbox, peer: a_tx, peer_memory: a_memory };
-    (a_end.link(a, control_delay), b_end.link(b, control_delay))
+    (a_end.link(a, control_delay, path), b_end.link(b, control_delay, SimulatedPath::default()))
 }
 
 /// One end of a [`streams_pair`] before it is assembled.
@@ -81,7 +110,12 @@ struct StreamsEnd {
 }
 
 impl StreamsEnd {
-    fn link<S: AsyncRead + AsyncWrite + Send + 'static>(self, pipe: S, delay: Duration) -> Link {
+    fn link<S: AsyncRead + AsyncWrite + Send + 'static>(
+        self,
+        pipe: S,
+        delay: Duration,
+        path: SimulatedPath,
+    ) -> Link {
         let (input, output) = tokio::io::split(pipe);
         let mut tasks = JoinSet::new();
         let (control, write_task) = ControlWriter::start(output);
@@ -100,7 +134,7 @@ impl StreamsEnd {
             }
         });
         let transport =
-            StreamsTransport { control, peer: self.peer, peer_memory: self.peer_memory };
+            StreamsTransport { control, peer: self.peer, peer_memory: self.peer_memory, path };
         let traits = LinkTraits { ordered: false, chunks_in_flight: super::quic::QUIC_IN_FLIGHT };
         Link::new(Arc::new(transport), self.inbox, traits, tasks)
     }
@@ -111,11 +145,16 @@ struct StreamsTransport {
     control: ControlWriter,
     peer: mpsc::Sender<Result<Inbound, LinkError>>,
     peer_memory: ChunkMemory,
+    path: SimulatedPath,
 }
 
 impl Transport for StreamsTransport {
     fn control(&self) -> &ControlWriter {
         &self.control
+    }
+
+    fn window(&self) -> Option<u64> {
+        self.path.window
     }
 
     fn send_chunk(
@@ -125,9 +164,18 @@ impl Transport for StreamsTransport {
         _order: u64,
     ) -> BoxFuture<'_, Result<(), LinkError>> {
         Box::pin(async move {
+            let len = wire.len() as u64;
+            let held = self.path.held.fetch_add(len, Ordering::Relaxed) + len;
+            self.path.peak.fetch_max(held, Ordering::Relaxed);
             let slot = self.peer_memory.admit(&header).await?;
             let chunk = slot.fill(PageBuf::copy_of(&wire), None);
-            self.peer.send(Ok(Inbound::Chunk(chunk))).await.map_err(|_| LinkError::Closed)
+            let sent =
+                self.peer.send(Ok(Inbound::Chunk(chunk))).await.map_err(|_| LinkError::Closed);
+            if !self.path.round_trip.is_zero() {
+                tokio::time::sleep(self.path.round_trip).await;
+            }
+            self.path.held.fetch_sub(len, Ordering::Relaxed);
+            sent
         })
     }
 }

@@ -66,6 +66,13 @@ pub trait Transport: Send + Sync {
         order: u64,
     ) -> BoxFuture<'_, Result<(), LinkError>>;
 
+    /// The congestion window in bytes, where the link has one to tell (QUIC): what it
+    /// puts on the wire per round trip now. A sender keeps a few of them in flight
+    /// (`crate::pipeline`); `None` keeps the whole budget.
+    fn window(&self) -> Option<u64> {
+        None
+    }
+
     /// Sends a control message, after every control message sent before it.
     fn send_control(&self, msg: Message) -> BoxFuture<'_, Result<(), LinkError>> {
         Box::pin(self.control().control(msg))

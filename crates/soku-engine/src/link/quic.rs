@@ -52,6 +52,10 @@ impl Transport for QuicTransport {
         &self.control
     }
 
+    fn window(&self) -> Option<u64> {
+        Some(self.conn.stats().path.cwnd)
+    }
+
     fn send_chunk(
         &self,
         header: ChunkHeader,

@@ -185,3 +185,30 @@ async fn chunks_that_overtake_the_request_wait_for_it() {
     assert_eq!(served.unwrap(), asked.unwrap());
     assert_same(&src, &scene.dst().join("early.bin"));
 }
+
+/// A sender keeps a few congestion windows of chunks in flight where the link tells its
+/// window, not the whole budget (`soku_engine::pipeline`); the same copy on a link that
+/// tells none fills more, so the bound is the window's doing.
+#[tokio::test]
+async fn a_small_window_keeps_few_chunks_in_flight() {
+    const CHUNK: u32 = 1 << 20;
+    let mut opts = options(false);
+    opts.chunk_size = CHUNK;
+    let mut peaks = Vec::new();
+    for window in [Some(256 << 10), None] {
+        // A scene each: a target already there would be resumed, not sent.
+        let scene = Scene::new();
+        let src = scene.file("big.bin", 24 * CHUNK as usize, 3);
+        let (pair, peak) = memory::windowed_pair(window, Duration::from_millis(20));
+        let send = sender(std::slice::from_ref(&src), false).await;
+        let receive = receiver_of_chunks(&scene.dst(), 1, false, None, CHUNK);
+        let ran = run_pair(pair, send, receive, opts).await;
+        ran.sent.unwrap_or_else(|e| panic!("window {window:?}: sender: {e}"));
+        ran.received.unwrap_or_else(|e| panic!("window {window:?}: receiver: {e}"));
+        assert_same(&src, &scene.dst().join("big.bin"));
+        peaks.push(peak.load(std::sync::atomic::Ordering::Relaxed));
+    }
+    let floor = soku_engine::pipeline::FLOOR;
+    assert!(peaks[0] <= floor, "{} bytes in flight with a 256 KiB window", peaks[0]);
+    assert!(peaks[1] > 2 * floor, "without a window only {} bytes were in flight", peaks[1]);
+}

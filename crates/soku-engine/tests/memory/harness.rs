@@ -118,11 +118,22 @@ pub async fn sender(sources: &[PathBuf], recursive: bool) -> Role {
 /// The receiver's role writing into `target` for `count` sources; `names` for a
 /// download (top-level names must be among them).
 pub fn receiver(target: &Path, count: u32, recursive: bool, names: Option<&[&str]>) -> Role {
+    receiver_of_chunks(target, count, recursive, names, SMALL_CHUNKS)
+}
+
+/// [`receiver`], for a copy whose chunks are `chunk_size` bytes.
+pub fn receiver_of_chunks(
+    target: &Path,
+    count: u32,
+    recursive: bool,
+    names: Option<&[&str]>,
+    chunk_size: u32,
+) -> Role {
     let is_dir = target.is_dir();
     let target = Target::resolve(target, is_dir, count).unwrap();
     let root = target.root().to_path_buf();
     let names = names.map(|n| NameFilter::for_requested(n.iter().copied()));
-    let receiver = Box::new(Receiver::new(target, names, recursive, SMALL_CHUNKS).unwrap());
+    let receiver = Box::new(Receiver::new(target, names, recursive, chunk_size).unwrap());
     Role::Receive { receiver, root }
 }
 
