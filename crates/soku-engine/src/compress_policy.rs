@@ -107,6 +107,12 @@ impl CompressPolicy {
         }
     }
 
+    /// The sender now keeps `bytes` of chunks in flight (it follows the congestion
+    /// window, `crate::pipeline`): what the next probe has to drain.
+    pub fn set_pipeline(&mut self, bytes: u64) {
+        self.pipeline = bytes;
+    }
+
     /// The mode for a chunk starting now.
     pub fn next_chunk(&mut self, now: Instant) -> Mode {
         if now >= self.epoch_end {
@@ -311,6 +317,17 @@ mod tests {
         let mut c = Copy::new(118e6, 117e6, 1.0, 0.001);
         c.run(20);
         assert_eq!(c.settled(), Mode::Raw);
+    }
+
+    #[test]
+    fn a_probe_lasts_two_drains_of_what_is_in_flight_now() {
+        let mut p = CompressPolicy::new(Instant::now(), 64 * MIB);
+        // At 12.5 MB/s, 64 MiB take 5.4 s to drain: the probe is held to its bound.
+        assert_eq!(p.probe_length(12.5e6), MAX_PROBE);
+        p.set_pipeline(8 * MIB);
+        // 8 MiB drain in 0.67 s.
+        let probe = p.probe_length(12.5e6).as_secs_f64();
+        assert!((1.3..1.4).contains(&probe), "a probe of {probe} s");
     }
 
     #[test]

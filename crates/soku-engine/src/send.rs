@@ -215,12 +215,16 @@ pub async fn run(
             Some((i, span)) => {
                 // Looked at again after every step: the window grows as chunks are
                 // acknowledged.
+                let tx = link.tx.clone();
+                let ahead = || crate::pipeline::bytes_ahead(tx.window(), pipeline);
                 while copy.tasks.len() >= tasks_max
                     || (copy.in_flight_bytes > 0
-                        && copy.in_flight_bytes + u64::from(span.len)
-                            > crate::pipeline::bytes_ahead(link.tx.window(), pipeline))
+                        && copy.in_flight_bytes + u64::from(span.len) > ahead())
                 {
                     copy.step(link).await?;
+                }
+                if let Some(policy) = &copy.policy {
+                    lock(policy).set_pipeline(ahead());
                 }
                 let file = &announced[i];
                 copy.start_chunk(span, file, link.tx.clone());
