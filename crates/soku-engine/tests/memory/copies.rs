@@ -199,7 +199,9 @@ async fn a_small_window_keeps_few_chunks_in_flight() {
         // A scene each: a target already there would be resumed, not sent.
         let scene = Scene::new();
         let src = scene.file("big.bin", 24 * CHUNK as usize, 3);
-        let (pair, peak) = memory::windowed_pair(window, Duration::from_millis(20));
+        // Long enough that every chunk is read before the first is acknowledged, even on a
+        // loaded machine: then only the window bounds what is held.
+        let (pair, peak) = memory::windowed_pair(window, Duration::from_millis(200));
         let send = sender(std::slice::from_ref(&src), false).await;
         let receive = receiver_of_chunks(&scene.dst(), 1, false, None, CHUNK);
         let ran = run_pair(pair, send, receive, opts).await;
