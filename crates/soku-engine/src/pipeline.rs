@@ -10,8 +10,8 @@
 //! to 36 MiB and 8 % less CPU there, at the same speed
 //! (`bench/results/2026-11-26/sender-pipeline/`).
 //!
-//! Where the link tells its congestion window (QUIC), the sender keeps a few windows
-//! ahead instead: one on the wire, about one more in chunks that wait for a resent
+//! Where the link tells its congestion window (QUIC), the sender keeps four windows
+//! ahead: one on the wire, about one more in chunks that wait for a resent
 //! packet (at 1 % loss nearly every 1 MiB chunk has one, and it is acknowledged a round
 //! trip or two after its last byte was first sent), and the chunks being read. The
 //! window doubles every round in startup, and the sender looks again before every

@@ -167,11 +167,13 @@ impl Transport for StreamsTransport {
             let len = wire.len() as u64;
             let held = self.path.held.fetch_add(len, Ordering::Relaxed) + len;
             self.path.peak.fetch_max(held, Ordering::Relaxed);
-            let slot = self.peer_memory.admit(&header).await?;
-            let chunk = slot.fill(PageBuf::copy_of(&wire), None);
-            let sent =
-                self.peer.send(Ok(Inbound::Chunk(chunk))).await.map_err(|_| LinkError::Closed);
-            if !self.path.round_trip.is_zero() {
+            let sent = async {
+                let slot = self.peer_memory.admit(&header).await?;
+                let chunk = slot.fill(PageBuf::copy_of(&wire), None);
+                self.peer.send(Ok(Inbound::Chunk(chunk))).await.map_err(|_| LinkError::Closed)
+            }
+            .await;
+            if sent.is_ok() && !self.path.round_trip.is_zero() {
                 tokio::time::sleep(self.path.round_trip).await;
             }
             self.path.held.fetch_sub(len, Ordering::Relaxed);
