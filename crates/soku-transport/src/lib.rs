@@ -39,7 +39,7 @@
 //!   waits microseconds, not whole milliseconds.
 //! - `tcp_gauge.rs`: [`Gauged`], the kernel's TCP chronographs ([`SendTimes`]) read
 //!   from a stream as it writes.
-//! - `endpoint.rs`: [`server_endpoint`], [`client_endpoint`], [`connect`], [`accept`], [`accept_with`].
+//! - `endpoint.rs`: [`server_endpoint`] (and [`server_endpoint_toward`] a known client), [`client_endpoint`], [`connect`], [`accept`], [`accept_with`].
 //! - `error.rs`: [`TransportError`].
 
 mod cipher;
@@ -67,7 +67,9 @@ pub use config::{
     congestion_factory, transport_config, TransportOptions, BULK_BUDGET, IDLE_TIMEOUT,
     RECEIVE_WINDOW, STREAM_RECEIVE_WINDOW,
 };
-pub use endpoint::{accept, accept_with, client_endpoint, connect, server_endpoint};
+pub use endpoint::{
+    accept, accept_with, client_endpoint, connect, server_endpoint, server_endpoint_toward,
+};
 pub use error::TransportError;
 pub use identity::{Fingerprint, Identity};
 pub use pinning::ClientPin;

@@ -28,7 +28,21 @@
 //! 10 ms, 500 us: 18 % for 0.2 points. At 1 Gbit/s x 50 ms, where two cores bound the
 //! copy, 500 us took the receiver from 3.6 to 2.7 CPU-s/GB, the sender from 2.8 to 2.6
 //! (it rests on the acknowledgements there), and the copy from 77 to 80 % of the link.
+//! Measured again once the congestion controller carried an ack-aggregation allowance
+//! and the sender kept only a few windows in flight
+//! (`bench/results/2026-11-27/receiver-rest/`), 1 ms against 500 us cut the `soku
+//! serve` process's CPU by 16-28 % at 100 Mbit/s x 10, 50 and 200 ms (1 % loss) for
+//! no loss of link beyond the runs' spread (medians within 0.3 points at 10 and 50 ms
+//! and 0.8 points the other way at 200 ms), and left loopback copies as they were.
 //! A timerfd, not a tokio timer: tokio's timer wheel counts whole milliseconds.
+//!
+//! Each rest costs as few system calls as it can: arming the timer, the wake-up, one
+//! read of the timer and one `recvmmsg` for what queued. A read that returns fewer
+//! datagrams than it had room for found the kernel's queue empty, so no second read
+//! asks again before the next rest; a datagram that came meanwhile waits for that rest,
+//! as one that came just after an empty read would. Reading the one-shot timer's expiry
+//! also clears its readiness, which an extra read finding nothing used to do. At
+//! 100 Mbit/s x 50 ms that took the receiver from about 7.5 to 4 such calls per rest.
 //!
 //! The send side registers for write readiness only while a send waits for buffer
 //! space. quinn asks for writability before every send, and a UDP socket registered for
@@ -56,7 +70,7 @@ use crate::reactor::{arm_once, read_expiry, register};
 /// How long a read rests between batches while datagrams stream in; see the module
 /// docs for how it was chosen. `SOKU_REST_US` overrides it (microseconds, 0: never
 /// rest), read once per socket, for A/B runs.
-pub(crate) const REST: Duration = Duration::from_micros(500);
+pub(crate) const REST: Duration = Duration::from_millis(1);
 
 fn rest_from_env() -> Duration {
     std::env::var("SOKU_REST_US")
@@ -112,6 +126,8 @@ impl QuietUdp {
             timer: crate::reactor::timer()?,
             arrivals: Arrivals::new(Instant::now()),
             budget: budget_from(recv_buffer),
+            emptied: false,
+            empty_drains: 0,
         };
         Ok(QuietUdp { io, state, recv: Mutex::new(recv), send_refused: AtomicBool::new(false) })
     }
@@ -141,6 +157,11 @@ struct Receiver {
     timer: AsyncFd<Arc<OwnedFd>>,
     arrivals: Arrivals,
     budget: usize,
+    /// The last read returned fewer datagrams than it had room for: the kernel's queue
+    /// was empty then, and asking again at once would only find it so.
+    emptied: bool,
+    /// Reads made after a rest that found nothing (for tests).
+    empty_drains: u64,
 }
 
 /// The arrival rate of datagrams and bytes, measured over [`RATE_WINDOW`]s.
@@ -208,6 +229,26 @@ impl Receiver {
         self.watch = Watch::Resting;
         Ok(())
     }
+
+    /// The queue is empty: rest if the stream is worth it, otherwise wait in epoll (a
+    /// datagram that came after the queue was found empty is reported at once: epoll
+    /// checks readiness when the socket is inserted).
+    fn settle(&mut self) -> io::Result<()> {
+        self.emptied = false;
+        if self.worth_resting() {
+            return self.rest();
+        }
+        if !matches!(self.watch, Watch::Armed(_)) {
+            self.watch = Watch::Armed(register(self.fd.clone(), Interest::READABLE)?);
+        }
+        Ok(())
+    }
+}
+
+/// The most datagrams one read can return into `bufs` and `meta` (quinn-udp reads at
+/// most [`quinn::udp::BATCH_SIZE`] messages per call).
+fn read_capacity(bufs: &[IoSliceMut<'_>], meta: &[RecvMeta]) -> usize {
+    bufs.len().min(meta.len()).min(quinn::udp::BATCH_SIZE)
 }
 
 impl QuietUdp {
@@ -215,6 +256,12 @@ impl QuietUdp {
     #[cfg(test)]
     fn rests(&self) -> u64 {
         self.recv.lock().map_or(0, |r| r.rests)
+    }
+
+    /// How many reads after a rest found nothing.
+    #[cfg(test)]
+    fn empty_drains(&self) -> u64 {
+        self.recv.lock().map_or(0, |r| r.empty_drains)
     }
 
     fn read(&self, bufs: &mut [IoSliceMut<'_>], meta: &mut [RecvMeta]) -> io::Result<usize> {
@@ -243,13 +290,24 @@ impl AsyncUdpSocket for QuietUdp {
     ) -> Poll<io::Result<usize>> {
         let mut guard = self.recv.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         let recv = &mut *guard;
+        let capacity = read_capacity(bufs, meta);
         loop {
+            // The last read came back short: the queue was empty, no need to ask again.
+            // In epoll, only a rest is taken here; waiting there reads until the kernel
+            // says the queue is empty, which clears the socket's readiness.
+            if recv.emptied && !matches!(recv.watch, Watch::Resting) {
+                if matches!(recv.watch, Watch::Draining) || recv.worth_resting() {
+                    recv.settle()?;
+                    continue;
+                }
+                recv.emptied = false;
+            }
             match &mut recv.watch {
                 Watch::Armed(registered) => {
                     let mut ready = ready!(registered.poll_read_ready(cx))?;
                     if let Ok(result) = ready.try_io(|_| self.read(bufs, meta)) {
                         drop(ready);
-                        return Poll::Ready(self.counted(recv, result, meta));
+                        return Poll::Ready(self.counted(recv, result, meta, capacity));
                     }
                     // The queue is empty and readiness cleared: rest, or wait in epoll
                     // (polling readiness again registers the waker).
@@ -260,22 +318,21 @@ impl AsyncUdpSocket for QuietUdp {
                 }
                 Watch::Resting => {
                     let mut ready = ready!(recv.timer.poll_read_ready(cx))?;
-                    if ready.try_io(|timer| read_expiry(timer.get_ref())).is_ok() {
+                    let expired = ready.try_io(|timer| read_expiry(timer.get_ref())).is_ok();
+                    if expired {
+                        // A one-shot timer expires once per arming: nothing more is to be
+                        // read from it until the next rest arms it again.
+                        ready.clear_ready();
+                        drop(ready);
                         recv.watch = Watch::Draining;
                     } // else not yet: readiness cleared, polling again waits
                 }
                 Watch::Draining => match self.read(bufs, meta) {
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                        if recv.worth_resting() {
-                            recv.rest()?;
-                        } else {
-                            // Back into epoll; a datagram that came after the empty read
-                            // is reported at once (epoll checks readiness on insertion).
-                            recv.watch =
-                                Watch::Armed(register(recv.fd.clone(), Interest::READABLE)?);
-                        }
+                        recv.empty_drains += 1;
+                        recv.settle()?;
                     }
-                    result => return Poll::Ready(self.counted(recv, result, meta)),
+                    result => return Poll::Ready(self.counted(recv, result, meta, capacity)),
                 },
             }
         }
@@ -299,16 +356,19 @@ impl AsyncUdpSocket for QuietUdp {
 }
 
 impl QuietUdp {
-    /// Counts a successful read into the arrival rate and passes the result on.
+    /// Counts a successful read into the arrival rate, notes whether it emptied the
+    /// queue (it returned fewer than `capacity` datagrams), and passes the result on.
     fn counted(
         &self,
         recv: &mut Receiver,
         result: io::Result<usize>,
         meta: &[RecvMeta],
+        capacity: usize,
     ) -> io::Result<usize> {
         if let Ok(count) = result {
             let (datagrams, bytes) = tally(meta, count);
             recv.arrivals.record(Instant::now(), datagrams, bytes);
+            recv.emptied = count < capacity;
         }
         result
     }
@@ -420,7 +480,7 @@ mod tests {
         let sender = UdpSocket::bind("127.0.0.1:0").unwrap();
         const STREAM: u32 = 3000;
         let pacer = std::thread::spawn(move || {
-            // ~20 000 datagrams a second: a 500 us rest gathers about ten.
+            // ~20 000 datagrams a second: a 1 ms rest gathers about twenty.
             let start = std::time::Instant::now();
             for i in 0..STREAM {
                 let due = start + Duration::from_micros(50 * u64::from(i));
@@ -464,6 +524,15 @@ mod tests {
         let missing = seen.iter().filter(|s| !**s).count();
         assert_eq!(missing, 0, "{missing} of {STREAM} datagrams never read");
         assert!(quiet.rests() > 10, "only {} rests during the stream", quiet.rests());
+        // A rest's read comes back short (about twenty datagrams where 32 fit), and that
+        // ends the drain: a read finding nothing comes only after a rest that gathered
+        // nothing (the pacer descheduled, the stream's end), not after every rest.
+        assert!(
+            quiet.empty_drains() * 4 < quiet.rests(),
+            "{} of {} rests ended with a read that found nothing",
+            quiet.empty_drains(),
+            quiet.rests()
+        );
         // Held for another datagram, it would wait for the 10 s timeout above; read
         // from epoll it comes at once. The bound only allows for a loaded machine.
         let waited = lone_read.saturating_duration_since(lone_sent);

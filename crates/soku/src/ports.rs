@@ -30,9 +30,11 @@ pub struct Bound {
     pub warnings: Vec<String>,
 }
 
-/// Binds the QUIC endpoint and the TCP listener on `ip`, within `range` if given.
+/// Binds the QUIC endpoint and the TCP listener on `ip`, within `range` if given, for
+/// a client expected from `client_ip` (the QUIC endpoint is sized for the route toward it).
 pub fn bind(
     ip: IpAddr,
+    client_ip: Option<IpAddr>,
     range: Option<RangeInclusive<u16>>,
     identity: &Identity,
     pin: &ClientPin,
@@ -44,8 +46,9 @@ pub fn bind(
     let mut quic = None;
     let mut quic_error = None;
     for &port in &candidates {
-        match soku_transport::server_endpoint(
+        match soku_transport::server_endpoint_toward(
             SocketAddr::new(ip, port),
+            client_ip,
             identity,
             pin.clone(),
             opts,
@@ -112,7 +115,8 @@ mod tests {
             })
             .unwrap();
         let range = base..=base + 20;
-        let bound = bind(ip, Some(range.clone()), &identity, &pin, &TransportOptions::default());
+        let bound =
+            bind(ip, None, Some(range.clone()), &identity, &pin, &TransportOptions::default());
         let quic = bound.quic.expect("quic").local_addr().unwrap().port();
         let tcp = bound.tcp.expect("tcp").local_addr().unwrap().port();
         assert!(range.contains(&quic) && range.contains(&tcp), "{quic} {tcp} in {range:?}");

@@ -71,7 +71,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     };
     let ip = server_addr.unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED));
     let Bound { quic: endpoint, tcp, warnings } =
-        ports::bind(ip, args.ports.clone(), &identity, &client_pin, &transport);
+        ports::bind(ip, ssh_client_ip(), args.ports.clone(), &identity, &client_pin, &transport);
     let udp_port = match &endpoint {
         Some(endpoint) => endpoint.local_addr()?.port(),
         None => 0,
@@ -381,7 +381,17 @@ async fn read_small_frame<R: AsyncRead + Unpin>(input: &mut R) -> anyhow::Result
 /// The server's address as ssh saw it (the third field of SSH_CONNECTION): the address
 /// the client already reached, so the likeliest to work for UDP too.
 fn ssh_server_ip() -> Option<IpAddr> {
-    std::env::var("SSH_CONNECTION").ok()?.split_whitespace().nth(2)?.parse().ok()
+    ssh_connection_field(2)
+}
+
+/// The client's address as ssh saw it (the first field of SSH_CONNECTION).
+fn ssh_client_ip() -> Option<IpAddr> {
+    ssh_connection_field(0)
+}
+
+/// An address field of SSH_CONNECTION (`client_ip client_port server_ip server_port`).
+fn ssh_connection_field(index: usize) -> Option<IpAddr> {
+    std::env::var("SSH_CONNECTION").ok()?.split_whitespace().nth(index)?.parse().ok()
 }
 
 /// Writes the server's summary on the ssh channel for the client's `--report` (read by
