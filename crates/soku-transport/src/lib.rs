@@ -39,7 +39,7 @@
 //!   waits microseconds, not whole milliseconds.
 //! - `tcp_gauge.rs`: [`Gauged`], the kernel's TCP chronographs ([`SendTimes`]) read
 //!   from a stream as it writes.
-//! - `endpoint.rs`: [`server_endpoint`] (and [`server_endpoint_toward`] a known client), [`client_endpoint`], [`connect`], [`accept`], [`accept_with`].
+//! - `endpoint.rs`: [`server_endpoint`] (and [`server_endpoint_toward`], for a known client), [`client_endpoint`], [`connect`], [`accept`], [`accept_with`].
 //! - `error.rs`: [`TransportError`].
 
 mod cipher;

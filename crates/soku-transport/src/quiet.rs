@@ -319,9 +319,7 @@ impl AsyncUdpSocket for QuietUdp {
                     // The queue is empty and readiness cleared: rest, or wait in epoll
                     // (polling readiness again registers the waker).
                     drop(ready);
-                    if recv.worth_resting() {
-                        recv.rest()?;
-                    }
+                    recv.settle()?;
                 }
                 Watch::Resting => {
                     let mut ready = ready!(recv.timer.poll_read_ready(cx))?;
