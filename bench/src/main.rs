@@ -128,9 +128,9 @@ struct Args {
     #[arg(long, default_value = "30s")]
     sharing_window: String,
     /// Only these sharing cases, comma-separated (alone, background, cubic,
-    /// cubic-background, soku-soku); all by default.
+    /// cubic-background, cubic-background-again, soku-soku); all by default.
     #[arg(long, value_delimiter = ',',
-          value_parser = clap::builder::PossibleValuesParser::new(sharing::CASES.map(|(key, ..)| key)))]
+          value_parser = clap::builder::PossibleValuesParser::new(sharing::CASES.map(|case| case.key)))]
     sharing_cases: Vec<String>,
     /// Also run the source-tree-like tree of the small-files section, with this many
     /// files (sizes log-normal around a 4 KiB median; e.g. 100000).

@@ -293,7 +293,7 @@ fn soku_home(tool: Tool, ep: &Endpoint<'_>) -> PathBuf {
 }
 
 /// The memory file under an `XDG_CACHE_HOME`.
-fn memory_file(home: &Path) -> PathBuf {
+pub fn memory_file(home: &Path) -> PathBuf {
     home.join("soku").join("paths")
 }
 

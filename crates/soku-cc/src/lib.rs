@@ -55,6 +55,7 @@
 //! [`Controller`]: quinn_proto::congestion::Controller
 //! [`ControllerFactory`]: quinn_proto::congestion::ControllerFactory
 
+pub mod base_delay;
 pub mod config;
 pub mod delivery;
 pub mod ensemble;

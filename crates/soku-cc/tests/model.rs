@@ -375,3 +375,56 @@ fn a_blackouts_losses_do_not_end_the_restart_after_it() {
     assert_eq!(d.soku().inflight_bound(), None, "no bound from the blackout's losses");
     assert!(windows[4] >= 500, "the link's window again in 5 rounds: {windows:?} packets");
 }
+
+/// A background flow cruising at 500 packets per 100 ms round, then rounds of `lost`
+/// packets lost in 500 whose acks take `took`; the inflight bound it ends with.
+fn background_after_rounds(took: Duration, lost: u64) -> Option<u64> {
+    let mut d = Driver::new(SokuCcConfig::background());
+    for _ in 0..40 {
+        d.round(500, 0, false);
+    }
+    assert_eq!(d.soku().inflight_bound(), None);
+    for _ in 0..3 {
+        d.round_taking(took, 480, lost, false);
+    }
+    d.soku().inflight_bound()
+}
+
+/// Loss with a fifth of the RTT queued is a queue overflowing: a background flow that
+/// started inside another flow's queue sees no more of a full one than that. Random
+/// loss with no queue, or a queue without loss below a quarter, is not congestion.
+#[test]
+fn background_takes_moderate_loss_with_a_small_queue_for_congestion() {
+    let queued = RTT + RTT / 5;
+    assert!(background_after_rounds(queued, 20).is_some(), "4 % loss, 20 % queue");
+    assert_eq!(background_after_rounds(RTT, 20), None, "4 % loss, no queue");
+    assert_eq!(background_after_rounds(queued, 0), None, "20 % queue, no loss");
+    // A normal flow holds its rate through the same rounds.
+    let mut d = Driver::new(SokuCcConfig::default());
+    for _ in 0..40 {
+        d.round(500, 0, false);
+    }
+    for _ in 0..3 {
+        d.round_taking(queued, 480, 20, false);
+    }
+    assert_eq!(d.soku().inflight_bound(), None);
+}
+
+/// A background flow that yielded to a standing queue keeps yielding after its
+/// probe-RTTs, measured inside that queue, have raised the model's min RTT to it: it
+/// measures queues against the smallest RTT of ten minutes (`soku_cc::base_delay`).
+#[test]
+fn background_keeps_yielding_after_probe_rtts_raise_its_min_rtt() {
+    let mut d = Driver::new(SokuCcConfig::background());
+    for _ in 0..40 {
+        d.round(500, 0, false);
+    }
+    // Someone else's queue: 30 ms on every round from now on, for a minute.
+    let queued = RTT + Duration::from_millis(30);
+    for _ in 0..460 {
+        d.round_taking(queued, 500, 0, false);
+    }
+    let s = d.soku();
+    assert_eq!(s.min_rtt(), Some(queued), "the probe-RTTs did not raise the model's min RTT");
+    assert!(d.cc.window() < 50 * MTU, "window {} after the raise", d.cc.window());
+}

@@ -19,7 +19,7 @@ use soku_transport::{Cipher, ConnectionHint, HintSlot, TransportOptions};
 use crate::cli::{CopyArgs, DEFAULT_QUIC_TIMEOUT_SECS, DEFAULT_RETRY_FOR_SECS};
 use crate::exit::Exit;
 use crate::launch::{Launcher, ServeCommand};
-use crate::path_memory::{self, Flow};
+use crate::path_memory::{self, Flow, Taught};
 use crate::preview;
 use crate::report::{self, Recorder};
 use crate::retry::{Next, Retry, WholeCopy};
@@ -189,8 +189,9 @@ pub async fn run_with(args: CopyArgs, events: Arc<dyn EventSink>) -> anyhow::Res
         Direction::Upload { .. } => Flow::Up,
         Direction::Download { .. } => Flow::Down,
     };
-    let learn = remote.as_ref().map(|r| (r.host.clone(), flow));
-    let memory = learn.as_ref().and_then(|(host, flow)| path_memory::recall(host, *flow));
+    let taught = if args.background { Taught::Yielded } else { Taught::Path };
+    let learn = remote.as_ref().map(|r| (r.host.clone(), flow, taught));
+    let memory = learn.as_ref().and_then(|(host, flow, _)| path_memory::recall(host, *flow));
     let learn = learn.filter(|_| args.limit_kbps.is_none());
     // The data sender's controller: ours on an upload, the server's (told through our
     // hello) on a download.
@@ -307,8 +308,9 @@ struct Attempt<'a> {
     local_target: Option<Target>,
     opts: CopyOptions,
     events: Arc<dyn EventSink>,
-    /// Where to note what this copy learns about the path (host, direction).
-    learn: Option<(String, Flow)>,
+    /// Where to note what this copy learns about the path (host, direction), and how
+    /// its figures stand for the path.
+    learn: Option<(String, Flow, Taught)>,
     /// `--report`: wait for the server's summary at the end.
     summary: bool,
 }
@@ -353,10 +355,10 @@ impl Attempt<'_> {
                 if let Some(conn) = session.connection() {
                     events.event(TransferEvent::PathStats(PathReport::from_connection(conn)));
                 }
-                if let (Some(learned), Some((host, flow))) =
+                if let (Some(learned), Some((host, flow, taught))) =
                     (meter.and_then(path_memory::Meter::finish), &self.learn)
                 {
-                    path_memory::remember(host, *flow, learned);
+                    path_memory::remember(host, *flow, learned, *taught);
                 }
                 if self.summary {
                     report.server = session.close_for_summary(link).await?;

@@ -7,7 +7,10 @@
 //! sender's controller: its own for an upload, the server's (through the client's hello)
 //! for a download. The controller jumps to half of that bandwidth-delay product only if
 //! the new connection's first RTT confirms the path, and retreats at once if the path
-//! does not carry it, so a stale or wrong entry costs at most that one jump.
+//! does not carry it, so a stale or wrong entry costs at most that one jump. A
+//! `--background` data sender does not jump; it takes the remembered min RTT as the
+//! baseline it measures other flows' queues against (`soku_cc::base_delay`), and as a
+//! copy it lowers no remembered figure but the min RTT ([`Taught::Yielded`]).
 //!
 //! The entries live in `$XDG_CACHE_HOME/soku/paths` (`~/.cache/soku/paths`), one line
 //! each: `HOST up|down BITS_PER_SECOND MIN_RTT_MICROSECONDS UNIX_SECONDS`. Entries older
@@ -132,15 +135,29 @@ fn recall_from(text: &str, host: &str, flow: Flow, now: u64) -> Option<PathMemor
         .then_some(entry.memory)
 }
 
-/// Notes what a copy to `host` learned, replacing the entry it had. Errors are
-/// ignored: the memory only speeds up the next start.
-pub fn remember(host: &str, flow: Flow, memory: PathMemory) {
+/// How a copy's figures stand for the path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Taught {
+    /// A normal copy: its rate and min RTT are the path's, and replace the entry.
+    Path,
+    /// A `--background` copy: it got the rate other traffic left it, so it lowers no
+    /// remembered rate; its min RTT still counts where it is lower. Without this a
+    /// background copy that yielded taught the next copy a trickle, and one that
+    /// started inside another flow's queue taught that queue as the path's RTT, the
+    /// baseline the next background copy measures queues against
+    /// (`soku_cc::base_delay`).
+    Yielded,
+}
+
+/// Notes what a copy to `host` learned (see [`Taught`]). Errors are ignored: the memory
+/// only speeds up the next start.
+pub fn remember(host: &str, flow: Flow, memory: PathMemory, taught: Taught) {
     let Some(path) = file() else { return };
     if !usable_host(host) {
         return;
     }
     let old = std::fs::read_to_string(&path).unwrap_or_default();
-    let text = remembered_text(&old, host, flow, memory, unix_now());
+    let text = remembered_text(&old, host, flow, memory, taught, unix_now());
     let Some(dir) = path.parent() else { return };
     if std::fs::create_dir_all(dir).is_err() {
         return;
@@ -152,7 +169,21 @@ pub fn remember(host: &str, flow: Flow, memory: PathMemory) {
     }
 }
 
-fn remembered_text(old: &str, host: &str, flow: Flow, memory: PathMemory, now: u64) -> String {
+fn remembered_text(
+    old: &str,
+    host: &str,
+    flow: Flow,
+    memory: PathMemory,
+    taught: Taught,
+    now: u64,
+) -> String {
+    let memory = match (taught, recall_from(old, host, flow, now)) {
+        (Taught::Yielded, Some(known)) => PathMemory {
+            bandwidth_bps: known.bandwidth_bps.max(memory.bandwidth_bps),
+            min_rtt_us: known.min_rtt_us.min(memory.min_rtt_us),
+        },
+        _ => memory,
+    };
     let mut entries: Vec<Entry> = read_entries(old)
         .into_iter()
         .filter(|e| !(e.host.eq_ignore_ascii_case(host) && e.flow == flow.name()))
@@ -292,20 +323,41 @@ mod tests {
     #[test]
     fn an_entry_is_recalled_per_host_and_direction() {
         let now = 1_800_000_000;
-        let text = remembered_text("", "Example.org", Flow::Up, memory(95, 200), now);
-        let text = remembered_text(&text, "example.org", Flow::Down, memory(40, 210), now);
+        let text = remembered_text("", "Example.org", Flow::Up, memory(95, 200), Taught::Path, now);
+        let text =
+            remembered_text(&text, "example.org", Flow::Down, memory(40, 210), Taught::Path, now);
         assert_eq!(recall_from(&text, "example.org", Flow::Up, now), Some(memory(95, 200)));
         assert_eq!(recall_from(&text, "EXAMPLE.org", Flow::Down, now), Some(memory(40, 210)));
         assert_eq!(recall_from(&text, "other.org", Flow::Up, now), None);
         // A newer copy replaces the entry.
-        let text = remembered_text(&text, "example.org", Flow::Up, memory(50, 190), now + 5);
+        let text =
+            remembered_text(&text, "example.org", Flow::Up, memory(50, 190), Taught::Path, now + 5);
         assert_eq!(recall_from(&text, "example.org", Flow::Up, now + 5), Some(memory(50, 190)));
         assert_eq!(text.lines().filter(|l| l.contains(" up ")).count(), 1);
     }
 
     #[test]
+    fn a_background_copy_lowers_neither_the_rate_nor_raises_the_min_rtt() {
+        let now = 1_800_000_000;
+        let text = remembered_text("", "h", Flow::Up, memory(95, 50), Taught::Path, now);
+        // It yielded to other traffic (6 Mbit/s) and started inside its queue (75 ms).
+        let text = remembered_text(&text, "h", Flow::Up, memory(6, 75), Taught::Yielded, now);
+        assert_eq!(recall_from(&text, "h", Flow::Up, now), Some(memory(95, 50)));
+        // It saw the path shorter than remembered: that counts.
+        let text = remembered_text(&text, "h", Flow::Up, memory(6, 48), Taught::Yielded, now);
+        assert_eq!(recall_from(&text, "h", Flow::Up, now), Some(memory(95, 48)));
+        // With nothing fresh remembered, it teaches what it measured.
+        let later = now + MAX_AGE.as_secs() + 1;
+        let text = remembered_text(&text, "h", Flow::Up, memory(6, 75), Taught::Yielded, later);
+        assert_eq!(recall_from(&text, "h", Flow::Up, later), Some(memory(6, 75)));
+        // A normal copy replaces it.
+        let text = remembered_text(&text, "h", Flow::Up, memory(90, 52), Taught::Path, later);
+        assert_eq!(recall_from(&text, "h", Flow::Up, later), Some(memory(90, 52)));
+    }
+
+    #[test]
     fn old_entries_are_not_used() {
-        let text = remembered_text("", "h", Flow::Up, memory(95, 200), 1000);
+        let text = remembered_text("", "h", Flow::Up, memory(95, 200), Taught::Path, 1000);
         let week = MAX_AGE.as_secs();
         assert!(recall_from(&text, "h", Flow::Up, 1000 + week).is_some());
         assert_eq!(recall_from(&text, "h", Flow::Up, 1001 + week), None);
@@ -320,7 +372,14 @@ mod tests {
         );
         let mut text = String::new();
         for i in 0..(MAX_ENTRIES + 10) {
-            text = remembered_text(&text, &format!("host{i}"), Flow::Up, memory(10, 10), 5);
+            text = remembered_text(
+                &text,
+                &format!("host{i}"),
+                Flow::Up,
+                memory(10, 10),
+                Taught::Path,
+                5,
+            );
         }
         assert_eq!(read_entries(&text).len(), MAX_ENTRIES);
         assert!(recall_from(&text, "host0", Flow::Up, 5).is_none());
