@@ -22,6 +22,9 @@
 //! - [`resume`]: careful resume (RFC 9959): a connection on a path an earlier copy
 //!   measured jumps to half its bandwidth-delay product, and retreats if the path
 //!   does not carry it.
+//! - [`base_delay`]: the smallest RTT of ten minutes (RFC 6817's base delay history),
+//!   seeded by an earlier copy's: what a background flow measures other flows' queues
+//!   against.
 //! - [`shared`]: the min RTT that concurrent flows on one path share (RFC 9040
 //!   ensemble sharing), so a flow that starts or probes beside others does not take
 //!   their queue for the path.

@@ -789,19 +789,22 @@ fn cubic_then_background(rtt_ms: u64, remembered: bool, from: u64, until: u64) -
 }
 
 /// A background flow that starts inside CUBIC's standing queue takes that queue for the
-/// path and competes until CUBIC drains it. With the min RTT an earlier copy remembered
-/// as its baseline (`soku_cc::base_delay`) it sees the queue from its first round.
-/// Seconds 4-20, without the memory -> with it: CUBIC 74.3 -> 98.4 % (20 ms),
-/// 83.3 -> 98.5 % (50 ms), 75.2 -> 94.3 % (100 ms; the background flow's first
-/// rounds, before its first RTT sample, are most of its 5.7 %).
+/// path until its first probe-RTT drains its own share (`BACKGROUND_FIRST_PROBE` in
+/// `config.rs`, right after startup) or CUBIC drains the rest. With the min RTT an
+/// earlier copy remembered as its baseline (`soku_cc::base_delay`) it sees the queue
+/// from its first round. Seconds 4-20, CUBIC kept: first copy 89.1 % (20 ms), 95.6 %
+/// (50 ms), 91.5 % (100 ms); with the memory 98.4, 98.5 and 94.3 % (at 100 ms the
+/// background flow's first rounds, before its first RTT sample, are most of its 5.7 %).
+/// With the first probe at ten seconds, the default's, a first copy left CUBIC 74.3,
+/// 83.3 and 75.2 %.
 #[test]
-fn k2_a_remembered_path_lets_background_yield_from_its_start() {
+fn k2_a_background_flow_yields_to_cubics_queue_from_its_start() {
     for rtt in [20, 50, 100] {
-        let (_, blind) = cubic_then_background(rtt, false, 4, 20);
+        let (c, _) = cubic_then_background(rtt, false, 4, 20);
+        assert!(c >= 0.85, "{rtt} ms, first copy: CUBIC kept {c}");
         let (c, bg) = cubic_then_background(rtt, true, 4, 20);
-        assert!(bg <= 0.08, "{rtt} ms: background took {bg}");
-        assert!(c >= 0.92, "{rtt} ms: CUBIC kept {c}");
-        assert!(bg < blind / 2.0, "{rtt} ms: background {bg}, without the memory {blind}");
+        assert!(c >= 0.935, "{rtt} ms, path remembered: CUBIC kept {c}");
+        assert!(bg <= 0.065, "{rtt} ms, path remembered: background took {bg}");
     }
 }
 

@@ -34,7 +34,13 @@
 //! serve` process's CPU by 16-28 % at 100 Mbit/s x 10, 50 and 200 ms (1 % loss) for
 //! no loss of link beyond the runs' spread. But a `--background` copy beside CUBIC at
 //! 50 ms then left CUBIC 67-76 % of the link in three runs, where the aim is 80 % and
-//! 500 us left it 81-90 % in three: the rest stays at 500 us until that is understood.
+//! 500 us left it 81-90 % in three. The background flow started inside CUBIC's queue
+//! and took it for the path; a longer rest let it compete harder while it did. Once
+//! background mode took its first probe-RTT right after startup and kept a ten-minute
+//! baseline (`soku_cc::base_delay`), 1 ms left CUBIC 91.2-94.7 Mbit/s (500 us:
+//! 94.7-95.1) and cut `soku serve`'s CPU by 20 % at 100 Mbit/s x 50 ms, lower in 4 of 4
+//! rounds at the same link (`bench/results/2026-11-27/background-baseline/`): the rest
+//! is 1 ms.
 //! A timerfd, not a tokio timer: tokio's timer wheel counts whole milliseconds.
 //!
 //! Each rest costs as few system calls as it can: arming the timer, the wake-up, one
@@ -71,7 +77,7 @@ use crate::reactor::{arm_once, read_expiry, register};
 /// How long a read rests between batches while datagrams stream in; see the module
 /// docs for how it was chosen. `SOKU_REST_US` overrides it (microseconds, 0: never
 /// rest), read once per socket, for A/B runs.
-pub(crate) const REST: Duration = Duration::from_micros(500);
+pub(crate) const REST: Duration = Duration::from_millis(1);
 
 fn rest_from_env() -> Duration {
     std::env::var("SOKU_REST_US")
@@ -451,9 +457,9 @@ mod tests {
     #[test]
     fn no_rest_when_what_queues_meanwhile_would_crowd_the_buffer() {
         let base = Instant::now();
-        let fast = streamed(base, 90, 1400); // ~1 Gbit/s
-                                             // 2 ms of 1 Gbit/s is ~250 kB: too much for the 53 kB budget of a default
-                                             // 425 984-byte buffer, fine for a 64 MiB one.
+        // ~1 Gbit/s: a 1 ms rest of it is ~125 kB, too much for the 53 kB budget of a
+        // default 425 984-byte buffer, fine for a 64 MiB one.
+        let fast = streamed(base, 90, 1400);
         assert!(!fast.worth_resting(at(base, 8), REST, budget_from(425_984)));
         assert!(fast.worth_resting(at(base, 8), REST, budget_from(64 << 20)));
     }
@@ -488,7 +494,7 @@ mod tests {
         let sender = UdpSocket::bind("127.0.0.1:0").unwrap();
         const STREAM: u32 = 3000;
         let pacer = std::thread::spawn(move || {
-            // ~20 000 datagrams a second: a 500 us rest gathers about ten.
+            // ~20 000 datagrams a second: a 1 ms rest gathers about twenty.
             let start = std::time::Instant::now();
             for i in 0..STREAM {
                 let due = start + Duration::from_micros(50 * u64::from(i));
