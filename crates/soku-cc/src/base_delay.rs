@@ -6,11 +6,11 @@
 //! longer must get a larger BDP soon. A background flow asks another question: is a
 //! queue standing that someone else built? Measured against a ten-second minimum, a
 //! loss-based flow's standing queue becomes part of the "path" within a few probes, and
-//! the background flow competes again (in the path simulator, a flow that had yielded
-//! beside CUBIC raised its min RTT from 63 to 86 ms on a 50 ms path and took a fifth of
-//! the link back). LEDBAT keeps its base delay as the minimum of ten one-minute minima
-//! for this reason ([RFC 6817] §2.4.2 and §4.2, `BASE_HISTORY`), accepting that a path
-//! that really got longer is seen late; so does this history.
+//! the background flow competes again (on the emulator, a flow that had yielded beside
+//! CUBIC on a 50 ms path raised its min RTT from 50 to 91 ms and took 10-20 Mbit/s of
+//! 100 back for over ten seconds). LEDBAT keeps its base delay as the minimum of ten
+//! one-minute minima for this reason ([RFC 6817] §2.4.2 and §4.2, `BASE_HISTORY`),
+//! accepting that a path that really got longer is seen late; so does this history.
 //!
 //! A seed may stand in for the history's start: the min RTT an earlier copy measured
 //! on this path (`crate::resume::RememberedPath`). A flow that starts inside another

@@ -34,12 +34,11 @@
 //! flows sharing a full queue all react to its overflow (in background mode, a third of
 //! `loss_threshold` with a queue of an eighth of the baseline in any round is
 //! congestion, and so is a standing queue of a quarter of it alone; the baseline is the
-//! smallest RTT of ten minutes, [`crate::base_delay`]): an upper bound on the window, `inflight_hi`,
-//! drops to `loss_beta` times what
-//! was in flight, and is raised again round by round (one packet, then two, four, ...,
-//! at most an eighth of the bound per round, and at most every 100 ms) while no
-//! congestion is seen (a simplified
-//! BBRv2 `inflight_hi`, §4.5.10 of the v2/v3 drafts).
+//! smallest RTT of ten minutes, [`crate::base_delay`]): an upper bound on the window,
+//! `inflight_hi`, drops to `loss_beta` times what was in flight, and is raised again
+//! round by round (one packet, then two, four, ..., at most an eighth of the bound per
+//! round, and at most every 100 ms) while no congestion is seen (a simplified BBRv2
+//! `inflight_hi`, §4.5.10 of the v2/v3 drafts).
 //! Persistent congestion (RFC 9002 §7.6) collapses the window to its minimum and
 //! restarts startup with a fresh bandwidth estimate.
 //!
