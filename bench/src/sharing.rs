@@ -221,11 +221,7 @@ fn prime_memory(
     let src = SourceFile::create(&o.work.join("sharing-priming"), size, false)?;
     let dst = o.work.join("sharing-dst").join("priming");
     std::fs::create_dir_all(&dst)?;
-    let mut c = path.command_a(&o.soku.display().to_string());
-    crate::tools::soku_homes(&mut c, memory);
-    c.args(["-P", &sshd.port().to_string()]).args(sshd.ssh_args());
-    c.arg("--remote-soku").arg(o.soku).arg(&src.path);
-    c.arg(format!("{}:{}", sshd.destination(), dst.display()));
+    let c = soku_upload(o, path, sshd, memory, &[], &src.path, &dst);
     let shown = show(&c);
     let out = proc::run(c, PRIMING * 10 + Duration::from_secs(30))?;
     crate::tools::end_shared_logins(memory);
@@ -259,19 +255,34 @@ fn flow_command(
         Flow::Soku | Flow::SokuBackground => {
             let dst = o.work.join("sharing-dst").join(index.to_string());
             let _ = std::fs::create_dir_all(&dst);
-            let mut c = path.command_a(&o.soku.display().to_string());
-            // No path memory from the case before: a first copy, or what the case's
-            // priming copy left (`Case::remembered`).
-            crate::tools::soku_homes(&mut c, memory);
-            c.args(["--json", "-P", &sshd.port().to_string()]).args(sshd.ssh_args());
-            if flow == Flow::SokuBackground {
-                c.arg("--background");
-            }
-            c.arg("--remote-soku").arg(o.soku).arg(src);
-            c.arg(format!("{}:{}", sshd.destination(), dst.display()));
-            c
+            let flags: &[&str] = if flow == Flow::SokuBackground {
+                &["--json", "--background"]
+            } else {
+                &["--json"]
+            };
+            soku_upload(o, path, sshd, memory, flags, src, &dst)
         }
     }
+}
+
+/// A soku upload of `src` into `dst` on the server, with `flags`, and `memory` as its
+/// homes: no path memory from the case before, so a first copy, or what the case's
+/// priming copy left (`Case::remembered`).
+fn soku_upload(
+    o: &SharingOpts<'_>,
+    path: &soku_netem::Path,
+    sshd: &sshd::Sshd,
+    memory: &Path,
+    flags: &[&str],
+    src: &Path,
+    dst: &Path,
+) -> Command {
+    let mut c = path.command_a(&o.soku.display().to_string());
+    crate::tools::soku_homes(&mut c, memory);
+    c.args(flags).args(["-P", &sshd.port().to_string()]).args(sshd.ssh_args());
+    c.arg("--remote-soku").arg(o.soku).arg(src);
+    c.arg(format!("{}:{}", sshd.destination(), dst.display()));
+    c
 }
 
 /// A flow's goodput in Mbit/s over `[warm, warm + window]` of the case, the flow having

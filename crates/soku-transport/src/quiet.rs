@@ -538,7 +538,7 @@ mod tests {
         let missing = seen.iter().filter(|s| !**s).count();
         assert_eq!(missing, 0, "{missing} of {STREAM} datagrams never read");
         assert!(quiet.rests() > 10, "only {} rests during the stream", quiet.rests());
-        // A rest's read comes back short (about ten datagrams where 32 fit), and that
+        // A rest's read comes back short (about twenty datagrams where 32 fit), and that
         // ends the drain: no second read asks the kernel again before the next rest.
         assert_eq!(quiet.confirming_reads(), 0, "reads that only confirmed an empty queue");
         // Held for another datagram, it would wait for the 10 s timeout above; read
