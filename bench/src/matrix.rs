@@ -246,11 +246,17 @@ pub fn run_scenario(
                 }
             });
             let r = match tool {
-                Tool::Iperf3Cubic => {
-                    tools::run_iperf3(&client, &path.addr_b().to_string(), "cubic", opts.duration)
-                }
-                Tool::Iperf3Bbr => {
-                    tools::run_iperf3(&client, &path.addr_b().to_string(), "bbr", opts.duration)
+                Tool::Iperf3Cubic | Tool::Iperf3Bbr => {
+                    let cc = if tool == Tool::Iperf3Cubic { "cubic" } else { "bbr" };
+                    // The server's CPU over the run: it serves one test at a time.
+                    let cpu0 = iperf.as_ref().map_or(f64::NAN, IperfServer::cpu_seconds);
+                    let run =
+                        tools::run_iperf3(&client, &path.addr_b().to_string(), cc, opts.duration);
+                    run.map(|(mut m, shown)| {
+                        m.server_cpu =
+                            iperf.as_ref().map_or(f64::NAN, IperfServer::cpu_seconds) - cpu0;
+                        (m, shown)
+                    })
                 }
                 Tool::QcpTuned => {
                     tools::run_copy(tool, &ep, src, &opts.work.join("dst"), &qcp_tuned, timeout)
@@ -383,6 +389,14 @@ impl IperfServer {
             anyhow::ensure!(Instant::now() < deadline, "iperf3 -s did not listen in 10 s");
             std::thread::sleep(Duration::from_millis(20));
         }
+    }
+}
+
+impl IperfServer {
+    /// The CPU seconds `iperf3 -s` has used so far (`ip netns exec` execs it: same
+    /// PID); NaN if it cannot be read.
+    fn cpu_seconds(&self) -> f64 {
+        proc::proc_cpu(&self.child.id().to_string()).map_or(f64::NAN, |(own, _)| own)
     }
 }
 
