@@ -44,7 +44,9 @@ pub struct SokuCcConfig {
     pub bw_window_rounds: u64,
     /// How long a min-RTT sample stays valid before a probe-RTT phase refreshes it.
     pub min_rtt_window: Duration,
-    /// The same for the connection's first probe-RTT, once startup is over.
+    /// The same for the connection's first probe-RTT, once startup is over; for a flow
+    /// whose min RTT has since fallen an eighth below startup's, also the longest the
+    /// first probe-RTT waits after startup (see `model.rs`).
     pub first_min_rtt_window: Duration,
     /// Probe-RTT phases in a row that must all see a longer RTT before the min RTT is
     /// raised to it (1: BBR's rule, every probe's minimum is taken as it is).

@@ -19,7 +19,9 @@
 //! - **Probe-rtt** (§4.3.4): when the min-RTT sample is older than `min_rtt_window`,
 //!   the window drops to half a BDP (BBRv2's value, gentler than four packets) for
 //!   `probe_rtt_duration` and at least one round, and the smallest RTT seen meanwhile
-//!   becomes the new min RTT.
+//!   becomes the new min RTT. A flow whose min RTT fell an eighth below startup's (it
+//!   started inside another flow's queue) takes its first probe-RTT
+//!   `first_min_rtt_window` after startup, however often new minimums came since.
 //!
 //! Probe-bw adds the ack-aggregation estimate to its window
 //! (BBR's `extra_acked`, see [`SokuCc::ack_aggregation`]; the estimate restarts when
@@ -183,6 +185,10 @@ pub struct SokuCc {
     probe_rtt_done: Option<(Instant, u64)>,
     /// Probe-RTT phases finished so far.
     probe_rtts: u32,
+    /// When startup ended, `first_min_rtt_window` later, and the min RTT then: the
+    /// first probe-RTT's deadline for a flow whose min RTT has fallen well below that
+    /// since (see [`SokuCc::maybe_enter_probe_rtt`]).
+    first_probe_due: Option<(Instant, Duration)>,
     /// The last round whose data may have left during a probe-RTT (see
     /// `round_congested`).
     probe_rtt_last_round: u64,
@@ -271,6 +277,7 @@ impl SokuCc {
             probe_up_step: mtu,
             since_hi_change: Duration::ZERO,
             probe_rtt_done: None,
+            first_probe_due: None,
             probe_rtts: 0,
             probe_rtt_last_round: 0,
             jump_last_round: 0,
@@ -705,7 +712,25 @@ impl SokuCc {
         if self.mode == Mode::ProbeRtt || self.min_rtt.is_none() {
             return;
         }
-        if now.saturating_duration_since(self.min_rtt_stamp) > self.min_rtt_expiry() {
+        // A flow that started inside another flow's standing queue takes that queue
+        // for the path. Its min RTT then falls in steps, each time the other flow
+        // drains a little (on the emulator, beside CUBIC at 50 ms: 79, 76, 73, 66, 60 ms
+        // over 20 s), and each new minimum restarts the expiry. Its window stays sized
+        // for the longer path, and it kept CUBIC at 14-29 % of the link. So once the
+        // min RTT has fallen an eighth below what startup found (RFC 9406's queue
+        // threshold), the first probe-RTT comes `first_min_rtt_window` after startup
+        // whatever the minimums did. By then the flow's own window holds most of the
+        // queue, and its own probe drains it: the first probe of each such flow found
+        // the path's 50 ms. A lone flow's minimum comes from startup, before its own
+        // queue builds, so its probes come when they did.
+        let first_due = self.probe_rtts == 0
+            && self.filled_pipe
+            && self.min_rtt.is_some_and(|min| {
+                let window = self.config.first_min_rtt_window;
+                let (due, at_startup) = *self.first_probe_due.get_or_insert((now + window, min));
+                min < at_startup - at_startup / 8 && now >= due
+            });
+        if first_due || now.saturating_duration_since(self.min_rtt_stamp) > self.min_rtt_expiry() {
             self.mode = Mode::ProbeRtt;
             self.probe_rtt_done = None;
             self.probe_rtt_min = None;

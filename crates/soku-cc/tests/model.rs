@@ -428,3 +428,60 @@ fn background_keeps_yielding_after_probe_rtts_raise_its_min_rtt() {
     assert_eq!(s.min_rtt(), Some(queued), "the probe-RTTs did not raise the model's min RTT");
     assert!(d.cc.window() < 50 * MTU, "window {} after the raise", d.cc.window());
 }
+
+/// Time from the end of startup to the first probe-RTT. Startup's rounds take
+/// `startup_rtt`; after it, each round takes `rtt_at(time since startup)` plus 5 ms
+/// (the flow's own queue), except the first round at each new value, which takes it
+/// exactly: a new minimum, which restarts the min RTT's expiry.
+fn first_probe_after_startup(
+    startup_rtt: Duration,
+    rtt_at: impl Fn(Duration) -> Duration,
+) -> Duration {
+    let mut d = Driver::new(SokuCcConfig::default());
+    while d.soku().mode() != Mode::ProbeBw {
+        d.round_taking(startup_rtt, 500, 0, false);
+    }
+    let startup_end = d.now;
+    let mut last = None;
+    while d.now - startup_end < Duration::from_secs(30) {
+        let rtt = rtt_at(d.now - startup_end);
+        let took = if last == Some(rtt) { rtt + Duration::from_millis(5) } else { rtt };
+        last = Some(rtt);
+        d.round_taking(took, 500, 0, false);
+        if d.soku().mode() == Mode::ProbeRtt {
+            return d.now - startup_end;
+        }
+    }
+    panic!("no probe-RTT in the 30 s after startup");
+}
+
+/// A flow that started inside someone else's 40 ms queue sees its min RTT fall in
+/// steps as that queue drains (every 2.5 s: 30, 20, then 10 ms of queue), and each
+/// step restarts the min RTT's expiry. Its first probe-RTT still comes 10 s after
+/// startup, not 10 s after the last step (17.5 s): its own window, sized for the
+/// longer path, holds most of the queue by then, and the probe drains it.
+#[test]
+fn a_flow_whose_min_rtt_falls_after_startup_probes_ten_seconds_after_it() {
+    let queued = |ms| RTT + Duration::from_millis(ms);
+    let at = first_probe_after_startup(queued(40), |since| match since.as_millis() {
+        0..2500 => queued(40),
+        2500..5000 => queued(30),
+        5000..7500 => queued(20),
+        _ => queued(10),
+    });
+    assert!(at >= Duration::from_secs(10) && at < Duration::from_millis(10_500), "{at:?}");
+}
+
+/// A lone flow's minimum comes from startup. A later sample at that minimum restarts
+/// the expiry (5 s after startup here), and the first probe-RTT comes 10 s after it.
+#[test]
+fn a_lone_flows_first_probe_rtt_follows_its_min_rtt_expiry() {
+    let at = first_probe_after_startup(RTT, |since| {
+        if since.as_millis() < 5000 {
+            RTT + Duration::from_millis(1)
+        } else {
+            RTT
+        }
+    });
+    assert!(at >= Duration::from_secs(15) && at < Duration::from_millis(15_500), "{at:?}");
+}
