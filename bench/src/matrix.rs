@@ -390,9 +390,7 @@ impl IperfServer {
             std::thread::sleep(Duration::from_millis(20));
         }
     }
-}
 
-impl IperfServer {
     /// The CPU seconds `iperf3 -s` has used so far (`ip netns exec` execs it: same
     /// PID); NaN if it cannot be read.
     fn cpu_seconds(&self) -> f64 {

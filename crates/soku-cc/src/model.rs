@@ -185,9 +185,9 @@ pub struct SokuCc {
     probe_rtt_done: Option<(Instant, u64)>,
     /// Probe-RTT phases finished so far.
     probe_rtts: u32,
-    /// When startup ended, `first_min_rtt_window` later, and the min RTT then: the
-    /// first probe-RTT's deadline for a flow whose min RTT has fallen well below that
-    /// since (see [`SokuCc::maybe_enter_probe_rtt`]).
+    /// Set when startup ends: the deadline `first_min_rtt_window` later, and the min
+    /// RTT startup found. The deadline holds for the first probe-RTT once the min RTT
+    /// falls an eighth below that (see [`SokuCc::maybe_enter_probe_rtt`]).
     first_probe_due: Option<(Instant, Duration)>,
     /// The last round whose data may have left during a probe-RTT (see
     /// `round_congested`).
@@ -716,7 +716,7 @@ impl SokuCc {
         // for the path. Its min RTT then falls in steps, each time the other flow
         // drains a little (on the emulator, beside CUBIC at 50 ms: 79, 76, 73, 66, 60 ms
         // over 20 s), and each new minimum restarts the expiry. Its window stays sized
-        // for the longer path, and it kept CUBIC at 14-29 % of the link. So once the
+        // for the longer path, and it left CUBIC 6-29 % of the link. So once the
         // min RTT has fallen an eighth below what startup found (RFC 9406's queue
         // threshold), the first probe-RTT comes `first_min_rtt_window` after startup
         // whatever the minimums did. By then the flow's own window holds most of the
@@ -994,6 +994,8 @@ impl SokuCc {
         self.filled_pipe = false;
         self.inflight_hi = None;
         self.probe_rtt_done = None;
+        // A restarted startup is judged afresh (`maybe_enter_probe_rtt`).
+        self.first_probe_due = None;
         self.extra_acked.clear();
         self.ack_epoch_start = None;
         self.ack_epoch_delivered = 0;

@@ -438,9 +438,13 @@ fn first_probe_after_startup(
     rtt_at: impl Fn(Duration) -> Duration,
 ) -> Duration {
     let mut d = Driver::new(SokuCcConfig::default());
-    while d.soku().mode() != Mode::ProbeBw {
+    for _ in 0..50 {
+        if d.soku().mode() == Mode::ProbeBw {
+            break;
+        }
         d.round_taking(startup_rtt, 500, 0, false);
     }
+    assert_eq!(d.soku().mode(), Mode::ProbeBw, "startup did not end in 50 rounds");
     let startup_end = d.now;
     let mut last = None;
     while d.now - startup_end < Duration::from_secs(30) {
