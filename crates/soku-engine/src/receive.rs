@@ -20,7 +20,7 @@ use soku_proto::manifest::{Entry, Meta};
 use soku_proto::message::{HeldBase, HeldChunk, Message, HELD_BATCH};
 use soku_proto::receive::{ChunkCheck, EntryAction, FileOutcome, Receiver};
 use soku_proto::ProtoError;
-use tokio::sync::{watch, Semaphore};
+use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 
 use self::files::{TargetFile, TempFiles};
@@ -40,6 +40,10 @@ const PROGRESS_EVERY: Duration = Duration::from_millis(100);
 /// bound keeps what a peer's entries can start (tasks, descriptors) small, and the
 /// control stream waits for room.
 const PREPARING: usize = 32;
+
+/// How long a failed session waits for its chunk writes in flight before its last
+/// count: a write takes milliseconds, and a disk that hangs must not hang the command.
+const WRITES_LAND: Duration = Duration::from_secs(5);
 
 /// What the receiver's tasks share.
 struct Shared {
@@ -61,6 +65,7 @@ struct Shared {
     other_failures: Mutex<u32>,
     /// Room for files being prepared ([`PREPARING`]).
     preparing: Arc<Semaphore>,
+    writes: WritesInFlight,
 }
 
 /// What a resuming receiver found of a file: where, and the chunks it holds.
@@ -110,12 +115,16 @@ pub async fn run(
         last_progress: Mutex::new(Instant::now()),
         other_failures: Mutex::new(0),
         preparing: Arc::new(Semaphore::new(PREPARING)),
+        writes: WritesInFlight::default(),
     });
     let _stop = StopOnDrop(shared.clone());
     let result = receive_all(&shared, opts, link, events.clone()).await;
     if result.is_err() {
         // What this session verified stays at the target for the next one to find
-        // held: the client's totals count it as sent, not as resumed.
+        // held: the client's totals count it as sent, not as resumed. A chunk whose
+        // task the error stopped is still being written (a blocking write runs to its
+        // end) and the next session will find it: it is counted once it lands.
+        shared.writes.landed(WRITES_LAND).await;
         events.event(TransferEvent::Sent { bytes: shared.sent() });
     }
     if result.as_ref().is_err_and(|e| !e.keeps_partial_files()) {
@@ -245,20 +254,26 @@ async fn on_chunk(
     // as they arrived, is the chunk's.
     let arrived_hash = chunk.wire_hash.filter(|_| !header.compressed);
     let this = shared.clone();
-    let written = tokio::task::spawn_blocking(move || -> std::io::Result<Option<[u8; 32]>> {
-        let Some(plain) = codec::decode(&header, wire, plain_len) else { return Ok(None) };
-        let hash = arrived_hash.unwrap_or_else(|| chunk_hash(&plain));
-        if hash == header.hash {
-            file.write_chunk(&plain, offset, &this.temps)?;
+    let writing = shared.writes.start();
+    let written = tokio::task::spawn_blocking(move || {
+        let _writing = writing;
+        // Undecodable bytes fail the file as a hash mismatch would.
+        let mut hash = [0; 32];
+        if let Some(plain) = codec::decode(&header, wire, plain_len) {
+            hash = arrived_hash.unwrap_or_else(|| chunk_hash(&plain));
+            if hash == header.hash {
+                file.write_chunk(&plain, offset, &this.temps)?;
+            }
         }
-        Ok(Some(hash))
+        // Counted in the step that wrote it, so that no count misses a chunk that is
+        // at the target (this task may be stopped while the write runs).
+        Ok(lock(&this.state).on_chunk_written(&header, hash))
     })
     .await?;
     // The chunk's memory is free once its bytes are written.
     drop(chunk);
     let outcome = match written {
-        // Undecodable bytes fail the file as a hash mismatch would.
-        Ok(hash) => lock(&shared.state).on_chunk_written(&header, hash.unwrap_or([0; 32]))?,
+        Ok(outcome) => outcome?,
         Err(e) => {
             let local = lock(&shared.state).open_path(header.file);
             if let Some(local) = local {
@@ -565,5 +580,30 @@ impl Shared {
             self.events.event(TransferEvent::Resumed { bytes: totals.resumed });
         }
         Ok(self.tx.send_control(Message::Progress { verified_bytes: bytes }).await?)
+    }
+}
+
+/// Chunk writes on the blocking pool. Stopping the task that waits for one does not
+/// stop the write, so a session that fails waits for them to land before it counts.
+struct WritesInFlight(Arc<Semaphore>);
+
+/// More than the chunks a link can hold in memory at once.
+const WRITE_SLOTS: u32 = 1 << 20;
+
+impl Default for WritesInFlight {
+    fn default() -> Self {
+        WritesInFlight(Arc::new(Semaphore::new(WRITE_SLOTS as usize)))
+    }
+}
+
+impl WritesInFlight {
+    /// A write begins; it has landed when the value is dropped.
+    fn start(&self) -> Option<OwnedSemaphorePermit> {
+        self.0.clone().try_acquire_owned().ok()
+    }
+
+    /// Waits, at most `bound`, until no write is under way.
+    async fn landed(&self, bound: Duration) {
+        let _ = tokio::time::timeout(bound, self.0.acquire_many(WRITE_SLOTS)).await;
     }
 }

@@ -3,11 +3,17 @@
 
 use std::os::unix::fs::FileExt;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::Bytes;
 use soku_engine::events::TransferEvent;
-use soku_engine::link::memory;
+use soku_engine::link::{memory, Inbound};
 use soku_engine::Outcome;
+use soku_proto::chunk::{chunk_hash, ChunkHeader};
+use soku_proto::manifest::{Entry, Meta};
+use soku_proto::message::Message;
+use soku_proto::path::WirePath;
 
 use crate::harness::*;
 
@@ -190,4 +196,67 @@ async fn a_tree_copied_again_sends_only_what_changed_or_is_missing() {
     for rel in ["a.bin", "b.bin", "sub/c.bin", "sub/d.bin"] {
         assert_same(&top.join(rel), &tree(&scene.dst()).join(rel));
     }
+}
+
+/// A session that fails while a chunk is being written counts that chunk as sent: the
+/// write lands anyway and the next session finds it held, so a count taken before it
+/// landed would make the command call it resumed. The only blocking thread is kept busy
+/// so that the write is certainly still waiting when the link is lost.
+#[test]
+fn a_chunk_still_being_written_when_the_link_is_lost_is_counted_as_sent() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .max_blocking_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let scene = Scene::new();
+        let (mut peer, mut ours) = memory::streams_pair(Duration::ZERO);
+        let events = Arc::new(Recorder::default());
+        let receive = receiver(&scene.dst(), 1, false, None);
+        let sink = events.clone();
+        let receiving = tokio::spawn(async move {
+            soku_engine::run(receive, &mut ours, options(false), sink).await
+        });
+        let meta = Meta { mode: 0o644, mtime: 0, mtime_nsec: 0, atime: 0, atime_nsec: 0 };
+        let path = WirePath(vec!["f.bin".into()]);
+        let entry = Entry::File { id: 0, path, size: 3 * CS as u64, meta };
+        peer.tx.send_control(Message::Entry(entry)).await.unwrap();
+        // What the receiver holds of the file (nothing) comes once its storage is made.
+        let told = tokio::time::timeout(Duration::from_secs(10), peer.recv()).await;
+        assert!(matches!(told, Ok(Some(Ok(Inbound::Control(_))))), "held report: {told:?}");
+
+        let (started, running) = tokio::sync::oneshot::channel();
+        let (release, held) = std::sync::mpsc::channel::<()>();
+        let blocker = tokio::task::spawn_blocking(move || {
+            let _ = started.send(());
+            let _ = held.recv_timeout(Duration::from_secs(20));
+        });
+        running.await.unwrap();
+        let data = pattern(CS, 7);
+        let hash = chunk_hash(&data);
+        let header =
+            ChunkHeader { file: 0, index: 0, wire_len: CS as u32, compressed: false, hash };
+        peer.tx.send_chunk(header, Bytes::from(data.clone()), 0).await.unwrap();
+        // The chunk reaches its write, which waits for the blocking thread; then the
+        // sender is gone.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        drop(peer);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        release.send(()).unwrap();
+        blocker.await.unwrap();
+        let received = tokio::time::timeout(Duration::from_secs(10), receiving).await;
+        let received = received.expect("the receiver stops").unwrap();
+        assert!(received.is_err(), "the session failed: {received:?}");
+
+        let mut held = vec![0; CS];
+        let partial = std::fs::File::open(partial_of(&scene.dst(), "f.bin")).unwrap();
+        partial.read_exact_at(&mut held, 0).unwrap();
+        assert!(held == data, "the chunk's write landed after the link was lost");
+        let last_sent = events.0.lock().unwrap().iter().rev().find_map(|e| match e {
+            TransferEvent::Sent { bytes } => Some(*bytes),
+            _ => None,
+        });
+        assert_eq!(last_sent, Some(CS as u64), "the session's last count holds the chunk");
+    });
 }
