@@ -127,7 +127,7 @@ struct Args {
     /// How long the sharing runs measure, once every flow is past its start.
     #[arg(long, default_value = "30s")]
     sharing_window: String,
-    /// Only these sharing cases, comma-separated (alone, background, cubic,
+    /// Only these sharing cases, comma-separated (alone, background, cubic, soku-cubic,
     /// cubic-background, cubic-background-again, soku-soku); all by default.
     #[arg(long, value_delimiter = ',',
           value_parser = clap::builder::PossibleValuesParser::new(sharing::CASES.map(|case| case.key)))]

@@ -66,7 +66,7 @@ pub struct Case {
 }
 
 /// The cases, in order.
-pub const CASES: [Case; 6] = [
+pub const CASES: [Case; 7] = [
     Case { key: "alone", name: "soku alone", flows: &[Flow::Soku], remembered: false },
     Case {
         key: "background",
@@ -78,6 +78,12 @@ pub const CASES: [Case; 6] = [
         key: "cubic",
         name: "CUBIC, then soku",
         flows: &[Flow::Cubic, Flow::Soku],
+        remembered: false,
+    },
+    Case {
+        key: "soku-cubic",
+        name: "soku, then CUBIC",
+        flows: &[Flow::Soku, Flow::Cubic],
         remembered: false,
     },
     Case {
