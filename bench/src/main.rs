@@ -698,7 +698,7 @@ fn same_path(a: &Row, b: &Row) -> bool {
         && a.scenario.loss == b.scenario.loss
 }
 
-/// The small-files section: trees uploaded with `-r`, every tool per round.
+/// The sharing section: flows side by side on one emulated bottleneck.
 fn sharing(args: &Args, p: &Plan, work: &Path, md: &mut String) -> anyhow::Result<Vec<String>> {
     let rate_bps = soku_netem::parse_rate(&args.sharing_rate)?;
     let rtt = soku_netem::parse_duration(&args.sharing_rtt)?;
@@ -707,6 +707,7 @@ fn sharing(args: &Args, p: &Plan, work: &Path, md: &mut String) -> anyhow::Resul
         name: &format!("{}sh", args.name),
         soku: &p.soku,
         work,
+        out: &p.out,
         rate_bps,
         rtt,
         // Login and startup behind every flow: the last starts 2 s after the first.

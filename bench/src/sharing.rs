@@ -24,6 +24,8 @@ pub struct SharingOpts<'a> {
     pub soku: &'a Path,
     /// Scratch directory for the source file and the targets.
     pub work: &'a Path,
+    /// The bench's output directory: each flow's own report goes to `sharing/` in it.
+    pub out: &'a Path,
     pub rate_bps: u64,
     pub rtt: Duration,
     /// When the window opens, after the first flow started (login and startup behind).
@@ -181,9 +183,12 @@ pub fn run(
         });
         crate::tools::end_shared_logins(memory.path());
         let mut row = SharingRow { case: case.to_string(), flows: Vec::new() };
-        for (&flow, outcome) in flows.iter().zip(outcomes) {
+        for (i, (&flow, outcome)) in flows.iter().zip(outcomes).enumerate() {
             let rate = match outcome {
                 Ok((delay, Ok(out), shown)) => {
+                    if let Err(e) = keep_report(o.out, key, i, flow, &out) {
+                        problems.push(format!("sharing, {case}: keeping its reports: {e}"));
+                    }
                     let rate = goodput(flow, &out, delay, o.warm, o.window);
                     if let Err(why) = &rate {
                         problems
@@ -289,6 +294,29 @@ fn soku_upload(
     c.arg("--remote-soku").arg(o.soku).arg(src);
     c.arg(format!("{}:{}", sshd.destination(), dst.display()));
     c
+}
+
+/// Writes what flow `index` of case `key` reported to `sharing/` in `out`: iperf3's
+/// JSON (per second: bytes, congestion window, RTT) or soku's `--json` events, each
+/// line after the seconds since the flow started (its path samples: RTT, min RTT,
+/// bandwidth estimate, window, phase).
+fn keep_report(
+    out: &Path,
+    key: &str,
+    index: usize,
+    flow: Flow,
+    ran: &Outcome,
+) -> std::io::Result<()> {
+    let dir = out.join("sharing");
+    std::fs::create_dir_all(&dir)?;
+    let (name, text) = match flow {
+        Flow::Cubic => (format!("{key}-{index}-iperf3.json"), ran.stdout.clone()),
+        Flow::Soku | Flow::SokuBackground => {
+            let lines = ran.stderr.iter().map(|(t, l)| format!("{:.3} {l}\n", t.as_secs_f64()));
+            (format!("{key}-{index}-soku.txt"), lines.collect())
+        }
+    };
+    std::fs::write(dir.join(name), text)
 }
 
 /// A flow's goodput in Mbit/s over `[warm, warm + window]` of the case, the flow having

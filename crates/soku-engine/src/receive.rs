@@ -254,7 +254,8 @@ async fn on_chunk(
     // as they arrived, is the chunk's.
     let arrived_hash = chunk.wire_hash.filter(|_| !header.compressed);
     let this = shared.clone();
-    let writing = shared.writes.start();
+    // A session that has taken its last count writes nothing more.
+    let Some(writing) = shared.writes.start() else { return Ok(()) };
     let written = tokio::task::spawn_blocking(move || {
         let _writing = writing;
         // Undecodable bytes fail the file as a hash mismatch would.
@@ -587,8 +588,9 @@ impl Shared {
 /// stop the write, so a session that fails waits for them to land before it counts.
 struct WritesInFlight(Arc<Semaphore>);
 
-/// More than the chunks a link can hold in memory at once.
-const WRITE_SLOTS: u32 = 1 << 20;
+/// Far more than the chunks a link can hold in memory at once, and within what tokio's
+/// semaphore holds on any target.
+const WRITE_SLOTS: u32 = u32::MAX >> 3;
 
 impl Default for WritesInFlight {
     fn default() -> Self {
@@ -597,13 +599,16 @@ impl Default for WritesInFlight {
 }
 
 impl WritesInFlight {
-    /// A write begins; it has landed when the value is dropped.
+    /// A write begins, and has landed when the value is dropped; `None` once
+    /// [`WritesInFlight::landed`] was called.
     fn start(&self) -> Option<OwnedSemaphorePermit> {
         self.0.clone().try_acquire_owned().ok()
     }
 
-    /// Waits, at most `bound`, until no write is under way.
+    /// Waits, at most `bound`, until no write is under way, and lets no other begin: a
+    /// task the error stopped may be past its checks and about to write.
     async fn landed(&self, bound: Duration) {
         let _ = tokio::time::timeout(bound, self.0.acquire_many(WRITE_SLOTS)).await;
+        self.0.close();
     }
 }
