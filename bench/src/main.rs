@@ -723,7 +723,7 @@ fn sharing(args: &Args, p: &Plan, work: &Path, md: &mut String) -> anyhow::Resul
          iperf3 -C cubic) and measures every flow's goodput over the same {} s once all are \
          past their start ({} s after the first began): soku's from its `verified` events, \
          iperf3's from its per-second intervals. Every soku copy starts from an empty path \
-         memory.\n\n{}",
+         memory, but in the remembered case. `sharing/` keeps each flow's own report.\n\n{}",
         rate_bps / 1_000_000,
         rtt.as_millis(),
         window.as_secs(),
