@@ -182,6 +182,11 @@ fn descendants(pid: u32) -> Vec<u32> {
 }
 
 impl Outcome {
+    /// The stderr lines, each after the seconds since spawn at which it was read.
+    pub fn timed_stderr(&self) -> String {
+        self.stderr.iter().map(|(t, l)| format!("{:.3} {l}\n", t.as_secs_f64())).collect()
+    }
+
     /// True if the process exited with status 0 within the timeout.
     pub fn ok(&self) -> bool {
         self.status.is_some_and(|s| s.success())

@@ -312,8 +312,7 @@ fn keep_report(
     let (name, text) = match flow {
         Flow::Cubic => (format!("{key}-{index}-iperf3.json"), ran.stdout.clone()),
         Flow::Soku | Flow::SokuBackground => {
-            let lines = ran.stderr.iter().map(|(t, l)| format!("{:.3} {l}\n", t.as_secs_f64()));
-            (format!("{key}-{index}-soku.txt"), lines.collect())
+            (format!("{key}-{index}-soku.txt"), ran.timed_stderr())
         }
     };
     std::fs::write(dir.join(name), text)

@@ -519,11 +519,7 @@ pub fn run(o: &SmallOpts<'_>, log: &dyn Fn(&str)) -> anyhow::Result<(Vec<SmallRo
                 }
                 if matches!(tool, SmallTool::Soku { .. }) && !saved_events {
                     saved_events = true;
-                    let events: String = out
-                        .stderr
-                        .iter()
-                        .map(|(t, l)| format!("{:.3} {l}\n", t.as_secs_f64()))
-                        .collect();
+                    let events = out.timed_stderr();
                     let dir = o.out.join("small-files");
                     std::fs::create_dir_all(&dir)?;
                     let stem = format!("{}-tree{t}.stderr", tool.label().replace('@', "-"));

@@ -9,21 +9,11 @@ use soku_engine::link::memory;
 use soku_engine::{EngineError, LinkError};
 use soku_proto::chunk::{chunk_hash, root_hash, ChunkHeader};
 use soku_proto::frame;
-use soku_proto::manifest::{Entry, Meta};
 use soku_proto::message::Message;
-use soku_proto::path::WirePath;
 use soku_proto::ProtoError;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
 
 use crate::harness::*;
-
-fn meta() -> Meta {
-    Meta { mode: 0o644, mtime: 0, mtime_nsec: 0, atime: 0, atime_nsec: 0 }
-}
-
-fn file_entry(id: u32, name: &str, size: u64) -> Message {
-    Message::Entry(Entry::File { id, path: WirePath(vec![name.into()]), size, meta: meta() })
-}
 
 /// Writes messages as frames, as a (hostile) peer would.
 async fn say(peer: &mut DuplexStream, msgs: &[Message]) {

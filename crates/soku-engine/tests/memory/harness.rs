@@ -9,7 +9,9 @@ use soku_engine::ahead::Walked;
 use soku_engine::events::{EventSink, TransferEvent};
 use soku_engine::link::Link;
 use soku_engine::{CopyOptions, EngineError, Outcome, Role};
-use soku_proto::path::{NameFilter, Target};
+use soku_proto::manifest::{Entry, Meta};
+use soku_proto::message::Message;
+use soku_proto::path::{NameFilter, Target, WirePath};
 use soku_proto::receive::Receiver;
 
 /// Smallest chunk size: many chunks per file in a small test.
@@ -107,6 +109,17 @@ pub fn pattern(len: usize, seed: u8) -> Vec<u8> {
     let mut out = vec![0u8; len];
     xof.fill(&mut out);
     out
+}
+
+/// Plain file metadata for entries a test writes by hand.
+pub fn meta() -> Meta {
+    Meta { mode: 0o644, mtime: 0, mtime_nsec: 0, atime: 0, atime_nsec: 0 }
+}
+
+/// The entry of file `id`, `name` at the top of the target, `size` bytes, as a peer
+/// playing the sender by hand sends it.
+pub fn file_entry(id: u32, name: &str, size: u64) -> Message {
+    Message::Entry(Entry::File { id, path: WirePath(vec![name.into()]), size, meta: meta() })
 }
 
 /// The sender's role for `sources`.

@@ -11,9 +11,6 @@ use soku_engine::events::TransferEvent;
 use soku_engine::link::{memory, Inbound};
 use soku_engine::Outcome;
 use soku_proto::chunk::{chunk_hash, ChunkHeader};
-use soku_proto::manifest::{Entry, Meta};
-use soku_proto::message::Message;
-use soku_proto::path::WirePath;
 
 use crate::harness::*;
 
@@ -218,10 +215,7 @@ fn a_chunk_still_being_written_when_the_link_is_lost_is_counted_as_sent() {
         let receiving = tokio::spawn(async move {
             soku_engine::run(receive, &mut ours, options(false), sink).await
         });
-        let meta = Meta { mode: 0o644, mtime: 0, mtime_nsec: 0, atime: 0, atime_nsec: 0 };
-        let path = WirePath(vec!["f.bin".into()]);
-        let entry = Entry::File { id: 0, path, size: 3 * CS as u64, meta };
-        peer.tx.send_control(Message::Entry(entry)).await.unwrap();
+        peer.tx.send_control(file_entry(0, "f.bin", 3 * CS as u64)).await.unwrap();
         // What the receiver holds of the file (nothing) comes once its storage is made.
         let told = tokio::time::timeout(Duration::from_secs(10), peer.recv()).await;
         assert!(matches!(told, Ok(Some(Ok(Inbound::Control(_))))), "held report: {told:?}");
