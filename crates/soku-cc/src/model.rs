@@ -57,6 +57,14 @@
 //! holds that window until the jump is acknowledged, and goes on doubling if it held; if
 //! the jump's acks show a queue, startup ends meanwhile (heavy loss) or too much of the
 //! jump was lost, drain takes what is in flight down to the delivered rate.
+//!
+//! # Layout
+//! This file holds the state, the phase changes and quinn's [`Controller`] calls; the
+//! rest of the model is in `model/`:
+//! - `window.rs`: the window each phase asks for, and its allowances;
+//! - `loss.rs`: which rounds count as congestion, and the loss bound;
+//! - `probe_rtt.rs`: entering and leaving probe-RTT;
+//! - `board.rs`: what the flow shares with the other flows on its path.
 
 use std::any::Any;
 use std::collections::VecDeque;
@@ -69,68 +77,23 @@ use quinn_proto::RttEstimator;
 use crate::base_delay::BaseDelay;
 use crate::config::{splitmix64, SokuCcConfig};
 use crate::delivery::{DeliveryTracker, RoundSample};
-use crate::ensemble::{ensemble_cap, ShareRecord};
 use crate::filters::{Direction, WindowedFilter};
 use crate::resume::{CarefulResume, Phase, Step, Verdict};
-use crate::shared::{flow_id, merge, Merge, MinRttRecord, ALIVE};
+use crate::shared::flow_id;
 use crate::stall::StallProbe;
 use crate::startup_delay::StartupDelay;
 
-/// quinn's pacer releases the window in bursts of this much time's worth, clamped to
-/// `MIN_BURST_PACKETS..=MAX_BURST_PACKETS` packets (quinn-proto `connection/pacing.rs`),
-/// and quinn sends up to 10 datagrams per GSO call (quinn `MAX_TRANSMIT_SEGMENTS`).
-const PACER_BURST: Duration = Duration::from_millis(2);
-const MIN_BURST_PACKETS: u64 = 10;
-const MAX_BURST_PACKETS: u64 = 256;
-/// Sender bursts of headroom in every model-derived window (BBRv3's quantization
-/// budget is three send quanta; two of quinn's larger bursts cover the same ground).
-const BURST_ALLOWANCE: u64 = 2;
-/// Rounds over which the ack-aggregation estimate is a max (BBR: 10).
-const EXTRA_ACKED_ROUNDS: u64 = 10;
-/// The ack-aggregation allowance never exceeds this much time at the estimated
-/// bandwidth (Linux BBR's `bbr_extra_acked_max_us`).
-const EXTRA_ACKED_MAX: Duration = Duration::from_millis(100);
+mod board;
+mod loss;
+mod probe_rtt;
+mod window;
+
 /// The window never drops below this many packets.
 const MIN_WINDOW_PACKETS: u64 = 4;
 /// A round must lose at least this many packets to count as congested.
 const MIN_LOSS_PACKETS: u64 = 4;
 /// Rounds in a probe-bw cycle.
 const CYCLE_LEN: usize = 8;
-/// The loss bound is raised at most once per round and once per this much time: per
-/// round alone, a 0.2 ms LAN path raised it every few milliseconds and overflowed a
-/// 32-packet switch buffer again each time (path simulator: 7.2 % of packets dropped,
-/// 1.6 % with this spacing; 300 ms was too slow to recover from loss bursts).
-const HI_RAISE_SPACING: Duration = Duration::from_millis(100);
-/// Loss share above which a round sent in cruise that met a standing queue of half a
-/// min RTT counts as congestion (BBRv2's `BBRLossThresh`; see `round_congested`).
-const SHARED_QUEUE_LOSS_THRESHOLD: f64 = 0.02;
-/// The first cycle index whose round is judged by that rule: the round's packets left
-/// in the round before (index 3, the second cruising round), when the queue our own
-/// probe (index 0) built has drained (index 1) and the first cruising round's acks
-/// (index 2) no longer carry it.
-const FIRST_CRUISE_CHECK: usize = 4;
-/// At most this share of the BDP goes into [`SokuCc::queue_share`], so a flow alone on
-/// a slow link does not queue more than the 1.25 cruise gain it replaces did.
-const QUEUE_SHARE_MAX_BDP: f64 = 0.5;
-/// The shared min RTT ([`crate::shared`]) is looked at no more often than this (a
-/// board between processes is a file).
-const BOARD_SPACING: Duration = Duration::from_millis(100);
-/// While other flows write the path's board ([`crate::shared`]), the ack-aggregation
-/// allowance is at most the BDP divided by this. The allowance keeps the link busy while
-/// a flow waits for acks that come in clumps; with others on the bottleneck their queue
-/// does that, and each flow's allowance, estimated from its own clumps (a loaded host
-/// delays acks by milliseconds, much of a 20 ms round trip), set the flows' shares apart.
-/// Four copies each way at 100 Mbit/s x 20 ms through the emulator, fastest against
-/// slowest per direction: 6-40 % (10 of 24 within 20 %) at full allowance, 9-27 % (15
-/// of 18) with this cap (bench/results/2026-11-25/many-at-once). On long paths the cap
-/// seldom binds. Halving the allowance instead did as well at 20 ms but worse on a
-/// 200 ms path in the path simulator (four flows: 23 % largest deviation against 14 %).
-const SHARED_AGGREGATION_BDP_DIVISOR: u64 = 8;
-/// Packets a flow may keep in flight beyond the others' mean share and margin
-/// ([`crate::ensemble`]): a window is filled to within a packet, so a share published
-/// as what was in flight is up to a packet short of the window, and without this slack
-/// windows near 20 packets could only shrink.
-const ENSEMBLE_SLACK_PACKETS: u64 = 2;
 /// Startup ends after this many rounds without 25 % bandwidth growth.
 const FULL_BW_ROUNDS: u32 = 3;
 
@@ -353,210 +316,6 @@ impl SokuCc {
         self.delivery.round()
     }
 
-    /// Bytes the window carries to ride out ack aggregation: the most data acknowledged
-    /// beyond what the bandwidth estimate explains within one aggregation epoch, over
-    /// the last ten rounds, capped at 100 ms at the estimated bandwidth, and at an
-    /// eighth of the BDP while other soku flows share the path (see
-    /// `SHARED_AGGREGATION_BDP_DIVISOR`).
-    pub fn ack_aggregation(&self) -> u64 {
-        match (self.extra_acked.get(), self.max_bw.get()) {
-            (Some(extra), Some(bw)) => {
-                let allowance = extra.min(bytes_in(bw, EXTRA_ACKED_MAX));
-                match (self.others_now, self.min_rtt) {
-                    (true, Some(rtt)) => {
-                        allowance.min(bytes_in(bw, rtt) / SHARED_AGGREGATION_BDP_DIVISOR)
-                    }
-                    _ => allowance,
-                }
-            }
-            _ => 0,
-        }
-    }
-
-    /// Bytes of headroom for the sender's own bursts: two of quinn's pacer bursts
-    /// (2 ms at the estimated bandwidth, 10 to 256 packets), so a window that is
-    /// nearly full still admits a whole GSO batch and acks arriving while one burst is
-    /// out do not stall the next.
-    pub fn burst_allowance(&self) -> u64 {
-        let burst = self.max_bw.get().map_or(0, |bw| bytes_in(bw, PACER_BURST));
-        BURST_ALLOWANCE * burst.clamp(MIN_BURST_PACKETS * self.mtu, MAX_BURST_PACKETS * self.mtu)
-    }
-
-    fn min_window(&self) -> u64 {
-        MIN_WINDOW_PACKETS * self.mtu
-    }
-
-    /// Bandwidth-delay product in bytes, once both estimates exist.
-    fn bdp(&self) -> Option<u64> {
-        let bw = self.max_bw.get()?;
-        let rtt = self.min_rtt?;
-        u64::try_from(u128::from(bw) * rtt.as_nanos() / 1_000_000_000).ok()
-    }
-
-    /// `gain x BDP` plus the burst allowance.
-    fn gained(&self, gain: f64) -> Option<u64> {
-        self.bdp().map(|bdp| (bdp as f64 * gain) as u64 + self.burst_allowance())
-    }
-
-    /// [`gained`](Self::gained) plus the ack-aggregation allowance: the window of every
-    /// phase that keeps the pipe full (BBR's `max_inflight`).
-    fn target(&self, gain: f64) -> Option<u64> {
-        self.gained(gain).map(|w| w + self.ack_aggregation())
-    }
-
-    /// BBR's ack-aggregation estimate (draft-cardwell-iccrg-bbr-congestion-control
-    /// §4.5.5, Linux `bbr_update_ack_aggregation`): an epoch starts whenever the acks
-    /// fall behind `bw x time`; the bytes acknowledged beyond that within the epoch
-    /// are data the receiver or the path held back and released at once (delayed and
-    /// stretched acks, Wi-Fi and GRO aggregation, a sender or receiver descheduled for
-    /// a while). Without that much extra window the sender stalls until the next
-    /// burst of acks.
-    fn update_ack_aggregation(&mut self, now: Instant) {
-        let acked = std::mem::take(&mut self.batch_acked);
-        let Some(bw) = self.max_bw.get() else {
-            return;
-        };
-        if acked == 0 {
-            return;
-        }
-        let start = *self.ack_epoch_start.get_or_insert(now);
-        let mut expected = bytes_in(bw, now.saturating_duration_since(start));
-        if self.ack_epoch_delivered <= expected {
-            self.ack_epoch_delivered = 0;
-            self.ack_epoch_start = Some(now);
-            expected = 0;
-        }
-        self.ack_epoch_delivered += acked;
-        let extra = self.ack_epoch_delivered.saturating_sub(expected).min(self.window);
-        // In startup the bandwidth estimate lags: remember only the last round.
-        self.extra_acked.set_window(if self.filled_pipe { EXTRA_ACKED_ROUNDS } else { 1 });
-        self.extra_acked.update(extra, self.delivery.round());
-    }
-
-    fn cycle_gain(&self) -> f64 {
-        match self.cycle_index {
-            0 => self.config.cwnd_gain + self.config.probe_gain,
-            1 => 1.0_f64.min(self.config.cwnd_gain),
-            _ => self.config.cwnd_gain,
-        }
-    }
-
-    fn probe_rtt_window(&self) -> u64 {
-        self.bdp().map_or(self.min_window(), |b| b / 2).max(self.min_window())
-    }
-
-    /// The bandwidth a cruising round's window is built on: the best whole-round
-    /// delivery rate of the last cycle (bytes delivered *or lost* over the round's
-    /// time, so random loss does not shrink it), never above the max filter. `None`
-    /// until a full cycle of probe-bw rounds, none of them app-limited, is known.
-    ///
-    /// Why not the max filter, as BBR cruises on: its peak comes from the probe round's
-    /// acks and from moments other flows drained (probe-RTT, their own drain rounds),
-    /// and how far it overshoots a flow's actual rate differs from flow to flow (traced
-    /// in the path simulator, 8 flows x 200 ms: 7 % for one flow, 31 % for another at
-    /// the same time). A flow's window, and so its share of a full queue, follows that
-    /// overshoot, so a lucky sample stayed a larger share. A whole round's rate is
-    /// what the flow actually got. (The draft's BBRv3 bounds, `bw_lo`/`inflight_lo`,
-    /// also keep cruise below the max filter, but only after loss.)
-    pub fn cruise_bw(&self) -> Option<u64> {
-        if self.round_rates.len() < CYCLE_LEN {
-            return None;
-        }
-        let best = self.round_rates.iter().try_fold(0u64, |m, r| r.map(|r| m.max(r)))?;
-        Some(best.min(self.max_bw.get()?))
-    }
-
-    /// Bytes every probe-bw window holds beyond `gain x BDP` (in place of the burst
-    /// allowance when larger): `queue_share_bps x min_rtt`, at most half a BDP.
-    ///
-    /// A window of `gain x bw x min_rtt` keeps in the bottleneck queue a share
-    /// proportional to the flow's own rate, and a FIFO queue serves flows in
-    /// proportion to what they hold in it: every split of the link is then an
-    /// equilibrium, and shares drift (draft-cardwell-iccrg-bbr-congestion-control
-    /// relies on probing to move them, which on long paths is slow: 200 ms rounds
-    /// and a 10-round filter). A fixed number of bytes per flow in the queue, TCP
-    /// Vegas's `alpha` (Brakmo and Peterson, 1995; FAST TCP's too), has one
-    /// equilibrium, equal rates: each flow's `rate x queueing delay` equals the same
-    /// `alpha`. The share scales with the min RTT, as the noise it must outweigh does
-    /// (the bandwidth estimate's error times the min RTT).
-    ///
-    /// Path simulator (`u_fairness_sweep`), 100 Mbit/s, one-BDP buffer, flows started
-    /// 1 s apart, s 30-60, ten seed sets with jittered starts, largest deviation from
-    /// the mean share, mean over the seeds, cruising on `cruise_bw`: without the queue
-    /// share 4 x 100 ms 23.1 %, 4 x 200 ms 42.6 %, 8 x 100 ms 22.3 %, 8 x 200 ms 67.4 %;
-    /// with 5 Mbit/s x min RTT 14.0 %, 24.5 %, 18.8 %, 29.6 % (20 ms paths unchanged:
-    /// there the burst allowance is larger). Capped at a quarter BDP instead of half,
-    /// the cap binds for 8 flows, the share turns proportional again and 8 x 200 ms is
-    /// back at 51.6 %. Costs: a flow alone on a slow link queues more (10 Mbit/s x
-    /// 100 ms: 49.8 -> 75.6 ms mean queueing delay), and 8 flows x 200 ms hold about
-    /// 1 MB more in the bottleneck.
-    pub fn queue_share(&self) -> u64 {
-        let (Some(rtt), Some(bdp)) = (self.min_rtt, self.bdp()) else {
-            return 0;
-        };
-        let share = bytes_in(self.config.queue_share_bps / 8, rtt);
-        share.min((bdp as f64 * QUEUE_SHARE_MAX_BDP) as u64)
-    }
-
-    /// What [`queue_share`](Self::queue_share) adds to a window that already carries
-    /// the burst allowance.
-    fn queue_share_extra(&self) -> u64 {
-        self.queue_share().saturating_sub(self.burst_allowance())
-    }
-
-    /// The window of a cruising round: `cwnd_gain x cruise_bw x min_rtt` plus the
-    /// allowances; `None` while [`cruise_bw`](Self::cruise_bw) is unknown.
-    fn cruise_window(&self) -> Option<u64> {
-        let bw = self.cruise_bw()?;
-        let bdp = bytes_in(bw, self.min_rtt?);
-        Some(
-            (bdp as f64 * self.config.cwnd_gain) as u64
-                + self.burst_allowance()
-                + self.ack_aggregation()
-                + self.queue_share_extra(),
-        )
-    }
-
-    /// Recompute the window from the model, the loss bound and the rate cap.
-    fn update_window(&mut self) {
-        let model = match self.mode {
-            Mode::Startup => {
-                // No ack-aggregation allowance here: in startup it only measures how
-                // far the bandwidth estimate trails the doubling window.
-                let mut cap = self.gained(self.config.startup_gain).unwrap_or(u64::MAX);
-                if self.resume.in_jump() {
-                    // The bandwidth estimate still comes from the few packets sent
-                    // before the jump.
-                    cap = cap.max(self.resume.step());
-                }
-                self.window.min(cap)
-            }
-            // Drain aims at one BDP in flight; ack aggregation would only delay that.
-            Mode::Drain => self.gained(1.0).unwrap_or(self.window),
-            // Cruising rounds (index 2..8) on the recent rounds' rate, probing and
-            // draining rounds on the max filter, as the draft does.
-            Mode::ProbeBw => match self.cruise_window() {
-                Some(w) if self.cycle_index >= 2 => w,
-                _ => self
-                    .target(self.cycle_gain())
-                    .map_or(self.window, |w| w + self.queue_share_extra()),
-            },
-            Mode::ProbeRtt => self.probe_rtt_window(),
-        };
-        let mut window = model;
-        if let Some(hi) = self.inflight_hi {
-            window = window.min(hi);
-        }
-        if let (Mode::ProbeBw, Some(cap)) = (self.mode, self.ensemble_cap) {
-            window = window.min(cap);
-        }
-        if let (Some(cap), Some(rtt)) = (self.config.rate_cap_bps, self.min_rtt) {
-            let cap_window = u128::from(cap / 8) * rtt.as_nanos() / 1_000_000_000;
-            window = window.min(u64::try_from(cap_window).unwrap_or(u64::MAX));
-        }
-        self.window = window.max(self.min_window());
-    }
-
     fn on_rtt_sample(&mut self, now: Instant, rtt: Duration) {
         if self.mode == Mode::ProbeRtt {
             self.probe_rtt_min = Some(self.probe_rtt_min.map_or(rtt, |m| m.min(rtt)));
@@ -588,190 +347,6 @@ impl SokuCc {
         }
     }
 
-    /// Shares the min RTT with the other flows on this path ([`crate::shared`]): takes
-    /// the board's when it is smaller (or the same and newer) and fresh, else writes
-    /// ours. At most every `BOARD_SPACING`, unless `now_anyway` (a probe-RTT just
-    /// ended).
-    fn share_min_rtt(&mut self, now: Instant, now_anyway: bool) {
-        let Some(board) = self.config.board.get() else {
-            return;
-        };
-        let Some(rtt) = self.min_rtt else {
-            return;
-        };
-        let due = self.board_seen.is_none_or(|t| now.saturating_duration_since(t) >= BOARD_SPACING);
-        if !due && !now_anyway {
-            return;
-        }
-        self.board_seen = Some(now);
-        let mine = MinRttRecord { rtt, at: self.min_rtt_stamp, alive: now, writer: self.board_id };
-        let theirs = board.read();
-        if let Some(t) = theirs.filter(|t| t.writer != self.board_id) {
-            self.others_alive = Some(self.others_alive.map_or(t.alive, |seen| seen.max(t.alive)));
-        }
-        self.others_now = self.others_running(now);
-        let winner = match merge(mine, theirs, now, self.config.min_rtt_window) {
-            Merge::Adopt(theirs) => {
-                self.min_rtt = Some(theirs.rtt);
-                self.min_rtt_stamp = theirs.at;
-                theirs
-            }
-            Merge::Ours => mine,
-        };
-        // Vouch for it: this flow is running (`shared::ALIVE`).
-        board.write(MinRttRecord { alive: now, writer: self.board_id, ..winner });
-        self.share_in_flight(now);
-    }
-
-    /// Writes this flow's share to the path's board and takes the cap the others'
-    /// shares set ([`crate::ensemble`]). Only a flow cruising with its window in use
-    /// shows a share; any other withdraws its record and is not held.
-    fn share_in_flight(&mut self, now: Instant) {
-        let Some(board) = self.config.board.get() else {
-            return;
-        };
-        let capped_by_user = self.config.rate_cap_bps.is_some();
-        let sending = self.mode == Mode::ProbeBw
-            && !self.last_round_app_limited
-            && !self.config.background
-            && !capped_by_user;
-        let in_flight = if sending { self.last_round_in_flight } else { 0 };
-        board.write_share(ShareRecord { writer: self.board_id, in_flight, alive: now });
-        // Only a queue makes the flows' shares a contest: without one, every flow may
-        // grow, and held to the others' mean they all grew by the margin per look at
-        // the board at best (in the path simulator four flows that left startup
-        // together at 20 ms stayed at 24-38 % of the link between them).
-        self.ensemble_cap = if sending && self.last_round_queued {
-            ensemble_cap(self.board_id, &board.shares(), now)
-                .map(|cap| (cap + ENSEMBLE_SLACK_PACKETS * self.mtu).max(self.min_window()))
-        } else {
-            None
-        };
-    }
-
-    /// Whether another flow wrote the path's board within [`ALIVE`] of `now`.
-    fn others_running(&self, now: Instant) -> bool {
-        self.others_alive.is_some_and(|t| now.saturating_duration_since(t) <= ALIVE)
-    }
-
-    /// Whether the other flows on this path are still draining in the probe-RTT this one
-    /// is about to end: other flows wrote the board within the last second, the shared
-    /// min RTT expired (which started every flow's probe) less than
-    /// `probe_rtt_duration + 2 min RTT` ago, nobody has published a fresh one, and this
-    /// probe saw more than it (plus a sixteenth, or 1 ms). A flow that drained first
-    /// measures the queue the others still hold (346 ms on a 200 ms path in the path
-    /// simulator) and took that as the path's; it now holds its small window until a
-    /// flow that saw the queue drained publishes, or the grace ends. A flow alone does
-    /// not wait: that cost a single copy on 100 Mbit/s x 50 ms with 1 % loss 2 points of
-    /// the link (its 10 s minimum is a lower tail its 0.3 s probe seldom reaches again).
-    fn others_still_draining(&self, now: Instant) -> bool {
-        let Some(theirs) = self.config.board.get().and_then(|board| board.read()) else {
-            return false;
-        };
-        // Alone on the path there is nobody to wait for (our own record expired).
-        if !self.others_running(now) || now.saturating_duration_since(theirs.alive) > ALIVE {
-            return false;
-        }
-        let Some(probed) = self.probe_rtt_min else {
-            return false;
-        };
-        let expired = theirs.at + self.config.min_rtt_window;
-        let grace = self.config.probe_rtt_duration + 2 * theirs.rtt;
-        let slack = (theirs.rtt / 16).max(Duration::from_millis(1));
-        probed > theirs.rtt + slack && now > expired && now < expired + grace
-    }
-
-    /// Takes the smallest RTT of a probe-RTT phase as the min RTT if it is lower, or if
-    /// `min_rtt_raise_probes` phases in a row all saw more (the path got longer).
-    ///
-    /// BBR takes it whatever it is. But a flow that drains alone while other flows keep
-    /// the bottleneck queue full measures their queue, and a min RTT raised by it makes
-    /// the flow's BDP, and so its window and its share, too large until a later probe
-    /// happens to drain with the others.
-    fn adopt_probe_rtt_min(&mut self, probed: Duration) {
-        let known = self.min_rtt.unwrap_or(probed);
-        if probed <= known || self.probe_rtts_above + 1 >= self.config.min_rtt_raise_probes {
-            self.min_rtt = Some(probed);
-            self.probe_rtts_above = 0;
-        } else {
-            self.probe_rtts_above += 1;
-        }
-    }
-
-    /// How old the min RTT may grow before probe-RTT refreshes it: `min_rtt_window`,
-    /// or `first_min_rtt_window` before the connection's first probe once startup is over.
-    fn min_rtt_expiry(&self) -> Duration {
-        if self.probe_rtts == 0 && self.filled_pipe {
-            self.config.first_min_rtt_window
-        } else {
-            self.config.min_rtt_window
-        }
-    }
-
-    fn maybe_enter_probe_rtt(&mut self, now: Instant) {
-        if self.mode == Mode::ProbeRtt || self.min_rtt.is_none() {
-            return;
-        }
-        // A flow that started inside another flow's standing queue takes that queue
-        // for the path. Its min RTT then falls in steps, each time the other flow
-        // drains a little (on the emulator, beside CUBIC at 50 ms: 79, 76, 73, 66, 60 ms
-        // over 20 s), and each new minimum restarts the expiry. Its window stays sized
-        // for the longer path, and it left CUBIC 6-29 % of the link. So once the
-        // min RTT has fallen an eighth below what startup found (RFC 9406's queue
-        // threshold), the first probe-RTT comes `first_min_rtt_window` after startup
-        // whatever the minimums did. By then the flow's own window holds most of the
-        // queue, and its own probe drains it: the first probe of each such flow found
-        // the path's 50 ms. A lone flow's minimum comes from startup, before its own
-        // queue builds, so its probes come when they did.
-        let first_due = self.probe_rtts == 0
-            && self.filled_pipe
-            && self.min_rtt.is_some_and(|min| {
-                let window = self.config.first_min_rtt_window;
-                let (due, at_startup) = *self.first_probe_due.get_or_insert((now + window, min));
-                min < at_startup - at_startup / 8 && now >= due
-            });
-        if first_due || now.saturating_duration_since(self.min_rtt_stamp) > self.min_rtt_expiry() {
-            self.mode = Mode::ProbeRtt;
-            self.probe_rtt_done = None;
-            self.probe_rtt_min = None;
-        }
-    }
-
-    fn maybe_exit_probe_rtt(&mut self, now: Instant) {
-        if self.mode != Mode::ProbeRtt {
-            return;
-        }
-        match self.probe_rtt_done {
-            None if self.in_flight <= self.probe_rtt_window() => {
-                let until = now + self.config.probe_rtt_duration;
-                self.probe_rtt_done = Some((until, self.delivery.round() + 1));
-                // Only samples taken with the queue drained count.
-                self.probe_rtt_min = None;
-            }
-            Some((until, round))
-                if now >= until
-                    && self.delivery.round() >= round
-                    && !self.others_still_draining(now) =>
-            {
-                if let Some(m) = self.probe_rtt_min {
-                    self.adopt_probe_rtt_min(m);
-                }
-                self.min_rtt_stamp = now;
-                self.share_min_rtt(now, true);
-                self.probe_rtt_done = None;
-                self.probe_rtts = self.probe_rtts.saturating_add(1);
-                self.probe_rtt_last_round = self.delivery.round() + 2;
-                if self.filled_pipe {
-                    self.mode = Mode::ProbeBw;
-                    self.cycle_index = 2;
-                } else {
-                    self.mode = Mode::Startup;
-                }
-            }
-            _ => {}
-        }
-    }
-
     fn enter_drain(&mut self) {
         // Startup ending while a jump is out: the path did not carry it.
         self.resume.retreat();
@@ -796,90 +371,6 @@ impl SokuCc {
         self.cycle_index = if pick == 0 { 0 } else { pick + 1 };
     }
 
-    fn round_congested(&self, s: &RoundSample) -> bool {
-        if s.lost < MIN_LOSS_PACKETS * self.mtu {
-            return false;
-        }
-        // A round acknowledged in or just after probe-RTT lost what was sent before the
-        // window shrank, and the bound would be cut to the probe's small window: after
-        // probe-RTTs that sharing the min RTT lines up (`crate::shared`), three of four
-        // flows on a 200 ms path were cut to a third of their share that way at once and
-        // the fourth took 60 % of the link (path simulator). The next round judges.
-        if self.mode == Mode::ProbeRtt || s.round <= self.probe_rtt_last_round {
-            return false;
-        }
-        // Nor does a round that reports the losses of a jump the path did not carry:
-        // the retreat already answered them, and drain's window, cut by the loss
-        // factor, held a 100 Mbit/s x 200 ms path at a tenth of its BDP for seconds
-        // after a ten-times stale memory (path simulator).
-        if s.round <= self.jump_last_round {
-            return false;
-        }
-        let loss = s.loss_fraction();
-        if loss > self.config.loss_threshold {
-            return true;
-        }
-        // Moderate loss together with a standing queue is congestion, not noise.
-        // A background flow also takes moderate loss for congestion once its round shows
-        // an eighth of the baseline in queue: that is a full queue overflowing when the
-        // flow started inside another flow's queue and measures the rest of it only
-        // (CUBIC's full 1-BDP queue at 50 ms read 100 against a baseline of 76-89 ms,
-        // under the half that the rule asked before). With random loss and no queue it
-        // still holds its rate. On the emulator, CUBIC then a first-copy background
-        // flow, 100 Mbit/s x 50 ms, four runs alternated: CUBIC kept 77.6-90.9 Mbit/s
-        // (median 86.9) with the half, 89.5-91.2 (median 90.0) with the eighth.
-        if self.config.background {
-            let queued = match (s.min_rtt, self.queue_baseline()) {
-                (Some(round_min), Some(base)) => round_min > base + base / 8,
-                _ => false,
-            };
-            return queued && loss > self.config.loss_threshold / 3.0;
-        }
-        let queued = match (s.min_rtt, self.min_rtt) {
-            (Some(round_min), Some(min)) => round_min > min + min / 2,
-            _ => false,
-        };
-        // At full speed, only in a cruising round. Our own probe queue plus random
-        // loss would trip this rule in the probing round and the two after it (with
-        // `loss_threshold / 3` in every round, 5 % random loss fell from 93 % to 83 %),
-        // but in cruise our window (1.25 BDP plus allowances) cannot hold half a min
-        // RTT of queue on its own: a round sent in cruise whose *smallest* RTT still
-        // shows that much queue met someone else's queue, and its loss is that queue
-        // overflowing, not noise. Then BBRv2's loss threshold applies
-        // (draft-cardwell-iccrg-bbr-congestion-control-02 §4.5.10.2, `BBRLossThresh`,
-        // 2 %) instead of the 10 % that random loss needs.
-        //
-        // Why (path simulator, `tests/path_sim.rs`, 100 Mbit/s, one-BDP drop-tail
-        // buffer, staggered starts, seconds 30-60, three seeds): flows sharing a full
-        // queue lose ~2-4 % of their packets, under the 10 % threshold on average, so
-        // a flow's bound was cut only when the sampling noise of its own round crossed
-        // 10 %, which is likelier the fewer packets a round holds: small flows were
-        // cut most often (4 x 20 ms: 165 cuts for the 15 % flow, 115-131 for the 28 %
-        // ones), a force away from fairness. Raising the bound additively (a constant
-        // step instead of an eighth of the bound) or cutting harder (beta 0.7) did not
-        // help; reacting at 2 % did. Largest deviation from the mean share, mean over
-        // three seeds, before -> after: 4 flows x 20 ms 24.8 % -> 16.2 %, 8 x 20 ms
-        // 37.9 % -> 19.7 %, 8 x 100 ms 49.7 % -> 18.4 %, 4 x 100 ms 20.8 % -> 20.3 %;
-        // queue drops 4.4 % -> 3.5 % (8 x 20 ms). Single flows with 1-5 % random loss
-        // are unchanged (their cruise rounds show no such queue).
-        self.mode == Mode::ProbeBw
-            && self.cycle_index >= FIRST_CRUISE_CHECK
-            && queued
-            && loss > SHARED_QUEUE_LOSS_THRESHOLD
-    }
-
-    /// Whether a background flow's round met a standing queue: its smallest RTT a
-    /// quarter above the baseline ([`SokuCc::queue_baseline`]).
-    fn background_queue(&self, s: &RoundSample) -> bool {
-        if !self.config.background || self.mode != Mode::ProbeBw {
-            return false;
-        }
-        match (s.min_rtt, self.queue_baseline()) {
-            (Some(round_min), Some(base)) => round_min > base + base / 4,
-            _ => false,
-        }
-    }
-
     fn on_round(&mut self, s: RoundSample) {
         if self.mode == Mode::ProbeBw {
             if self.round_rates.len() == CYCLE_LEN {
@@ -896,33 +387,7 @@ impl SokuCc {
             }
         }
 
-        if self.round_congested(&s) || self.background_queue(&s) {
-            let used = self.window.min(self.round_max_in_flight.max(self.in_flight));
-            let bound = (used as f64 * self.config.loss_beta) as u64;
-            self.inflight_hi = Some(bound.max(self.min_window()));
-            self.since_hi_change = Duration::ZERO;
-            self.probe_up_step = self.mtu;
-            match self.mode {
-                Mode::Startup => self.filled_pipe = true,
-                Mode::ProbeBw => self.cycle_index = 2,
-                _ => {}
-            }
-        } else if let Some(hi) = self.inflight_hi {
-            // Raise the bound again while it is what limits us and nothing is lost.
-            self.since_hi_change += s.elapsed;
-            if self.round_max_in_flight + 2 * self.mtu >= hi
-                && self.since_hi_change >= HI_RAISE_SPACING
-            {
-                self.since_hi_change = Duration::ZERO;
-                let hi = hi + self.probe_up_step;
-                self.probe_up_step = (self.probe_up_step * 2).min((hi / 8).max(self.mtu));
-                let free = self.target(self.config.cwnd_gain + self.config.probe_gain);
-                self.inflight_hi = match free {
-                    Some(w) if hi > 2 * w => None,
-                    _ => Some(hi),
-                };
-            }
-        }
+        self.update_inflight_hi(&s);
 
         // A held jump window delivers a flat rate by design: not a full pipe.
         if self.mode == Mode::Startup
