@@ -459,12 +459,23 @@ fn m_ack_aggregation_keeps_the_link_busy() {
 /// is short of what the jitter holds back; see
 /// bench/results/2026-11-24/many-at-once/NOTES.md). Medians over these seeds: 99.1, 86.6
 /// and 95.9 % (the single seed this test ran before: 99.2, 95.8, 95.3 %).
+///
+/// The last three cases, random loss under jittered acks, guard the loss rules: acks
+/// that come late put some rounds at the top of the RTTs a flow sees while random loss
+/// strikes, and a rule that takes such a round for a full queue cuts a lone flow
+/// (rules tried in bench/results/2026-11-27/rtt-peak/: one left 46.6 % of the link
+/// at 100 ms, 1 %, 50 ms of jitter). Medians: 93.5, 95.2 and 95.9 %.
 #[test]
 fn n_rtt_jitter_keeps_the_link_busy() {
     let mut failed = Vec::new();
-    for (rtt, jitter, loss, wanted) in
-        [(20, 10, 0.0, 0.9), (20, 40, 0.0, 0.85), (100, 50, 0.01, 0.9)]
-    {
+    for (rtt, jitter, loss, wanted) in [
+        (20, 10, 0.0, 0.9),
+        (20, 40, 0.0, 0.85),
+        (100, 50, 0.01, 0.9),
+        (100, 50, 0.03, 0.9),
+        (50, 20, 0.03, 0.9),
+        (200, 50, 0.01, 0.9),
+    ] {
         let mut p = path(100 * MBIT, rtt, loss);
         p.ack_jitter = ms(jitter);
         let mut utils: Vec<f64> = (0..9u64)
