@@ -40,7 +40,18 @@ pub struct ClientHello {
     /// What the receiving side may be asked or told before the copy begins (since
     /// protocol 6). Absent from older clients' hellos (none).
     pub receive_preview: Option<ReceivePreview>,
+    /// The server may stay once its job is done, for the client's next copies to reach
+    /// over QUIC alone with the same two certificates (since protocol 7, see
+    /// [`KEEP_SINCE_VERSION`]). Absent from older clients' hellos (false).
+    pub keep: bool,
 }
+
+/// The first protocol whose server stays when the client's hello asks it to
+/// ([`ClientHello::keep`]): it then takes more connections from the client's
+/// certificate on its QUIC endpoint, a job each, until it has been idle a while, and
+/// ends each job that went well with its [`ServerNote::Summary`] on a bidirectional
+/// stream it opens on that connection.
+pub const KEEP_SINCE_VERSION: u16 = 7;
 
 /// Lets a copy with resume skip the round trip in which the first file's chunks wait
 /// for the receiver's first [`crate::message::Held`] report: when the receiver holds
@@ -335,7 +346,8 @@ pub fn decode_client_hello(payload: &[u8]) -> Result<ClientHello, ProtoError> {
     let (path_memory, rest) = optional_field::<Option<PathMemory>>(rest)?;
     let (background, rest) = optional_field::<bool>(rest)?;
     let (diagnose, rest) = optional_field::<bool>(rest)?;
-    let (receive_preview, _) = optional_field::<Option<ReceivePreview>>(rest)?;
+    let (receive_preview, rest) = optional_field::<Option<ReceivePreview>>(rest)?;
+    let (keep, _) = optional_field::<bool>(rest)?;
     Ok(ClientHello {
         min_version: old.min_version,
         max_version: old.max_version,
@@ -345,6 +357,7 @@ pub fn decode_client_hello(payload: &[u8]) -> Result<ClientHello, ProtoError> {
         background: background.unwrap_or(false),
         diagnose: diagnose.unwrap_or(false),
         receive_preview: receive_preview.flatten(),
+        keep: keep.unwrap_or(false),
     })
 }
 
@@ -395,6 +408,7 @@ impl ClientHello {
             background: false,
             diagnose: false,
             receive_preview: None,
+            keep: false,
         }
     }
 
@@ -542,6 +556,14 @@ mod tests {
         let decoded = decode_client_hello(&pre_preview).expect("decodes");
         assert_eq!(decoded.receive_preview, None);
         assert!(decoded.diagnose);
+        // Since protocol 7, `keep`; a client from before ends after the preview.
+        let mut keeping = hello.clone();
+        keeping.keep = true;
+        let bytes = postcard::to_allocvec(&keeping).expect("encodes");
+        assert_eq!(decode_client_hello(&bytes).expect("decodes"), keeping);
+        let mut pre_keep = bytes.clone();
+        assert_eq!(pre_keep.pop(), Some(1), "keep is the last byte");
+        assert!(!decode_client_hello(&pre_keep).expect("decodes").keep);
     }
 
     /// Catches: a preview that makes the hello larger than a server from before

@@ -45,13 +45,33 @@ pub fn server_endpoint_toward(
     client: impl Into<ClientPin>,
     opts: &TransportOptions,
 ) -> Result<(Endpoint, SocketReport), TransportError> {
-    let crypto = server_crypto(identity, client.into(), opts.cipher)?;
-    let mut server = quinn::ServerConfig::with_crypto(Arc::new(crypto));
-    let mtu_bound = client_ip.map_or_else(|| mtu_upper_bound(bind.ip()), mtu_bound_toward);
-    server.transport_config(Arc::new(transport_config(opts, mtu_bound)));
+    let mtu_bound = server_mtu_bound(bind.ip(), client_ip);
+    let server = server_config(identity, client, opts, mtu_bound)?;
     let (socket, report) = bind_udp(bind, REQUESTED_BUFFER, true)?;
     let endpoint = new_endpoint(Some(server), socket, &report, mtu_bound)?;
     Ok((endpoint, report))
+}
+
+/// What a server endpoint takes its clients with: our `identity`, the client pinned by
+/// `client`, `opts` and the MTU bound. [`server_endpoint_toward`] makes its endpoint's
+/// from it; a server that takes more connections after refusing others for a while
+/// sets it again (`quinn::Endpoint::set_server_config`).
+pub fn server_config(
+    identity: &Identity,
+    client: impl Into<ClientPin>,
+    opts: &TransportOptions,
+    mtu_bound: u16,
+) -> Result<quinn::ServerConfig, TransportError> {
+    let crypto = server_crypto(identity, client.into(), opts.cipher)?;
+    let mut server = quinn::ServerConfig::with_crypto(Arc::new(crypto));
+    server.transport_config(Arc::new(transport_config(opts, mtu_bound)));
+    Ok(server)
+}
+
+/// The MTU bound a server endpoint bound to `bind` uses toward a client at `client_ip`
+/// (see [`server_endpoint_toward`]).
+pub fn server_mtu_bound(bind: IpAddr, client_ip: Option<IpAddr>) -> u16 {
+    client_ip.map_or_else(|| mtu_upper_bound(bind), mtu_bound_toward)
 }
 
 /// Client side: an endpoint on an ephemeral port of `family_of`'s address family, whose

@@ -42,6 +42,9 @@ pub enum TransportError {
     /// TLS over TCP failed: a certificate did not match its pin, or the peer went quiet.
     #[error("tls over tcp: {0}")]
     TcpHandshake(String),
+    /// A kept identity (see `Identity::from_der`) does not hold a usable key.
+    #[error("identity: {0}")]
+    Identity(String),
     /// The endpoint was closed while waiting for a connection.
     #[error("endpoint closed")]
     EndpointClosed,

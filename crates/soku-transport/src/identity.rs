@@ -84,7 +84,9 @@ fn hex_val(c: u8) -> Option<u8> {
 /// An ephemeral self-signed ECDSA P-256 certificate and its key, made once per session.
 ///
 /// Nothing chains to a CA: the peer trusts it only because its fingerprint arrived over
-/// the already-authenticated ssh channel. The key never leaves the process.
+/// the already-authenticated ssh channel. The key leaves the process only when a client
+/// keeps it for its next copy to a server that stays ([`Identity::to_der`]; soku writes
+/// it to a file only the user can read, beside its ssh control sockets).
 pub struct Identity {
     cert: CertificateDer<'static>,
     key: PrivatePkcs8KeyDer<'static>,
@@ -115,6 +117,22 @@ impl Identity {
     /// The certificate's DER.
     pub fn cert_der(&self) -> &[u8] {
         &self.cert
+    }
+
+    /// The certificate's and the key's DER (PKCS#8), for [`Identity::from_der`].
+    pub fn to_der(&self) -> (Vec<u8>, Vec<u8>) {
+        (self.cert.to_vec(), self.key.secret_pkcs8_der().to_vec())
+    }
+
+    /// An identity made earlier ([`Identity::to_der`]): the key must be one rustls can
+    /// sign with, which is checked here rather than at the first handshake.
+    pub fn from_der(cert: Vec<u8>, key: Vec<u8>) -> Result<Identity, TransportError> {
+        let key = PrivatePkcs8KeyDer::from(key);
+        rustls::crypto::ring::sign::any_supported_type(&PrivateKeyDer::Pkcs8(key.clone_key()))
+            .map_err(|e| TransportError::Identity(format!("a kept key: {e}")))?;
+        let cert = CertificateDer::from(cert);
+        let fingerprint = Fingerprint::of_der(&cert);
+        Ok(Identity { cert, key, fingerprint })
     }
 
     pub(crate) fn cert_chain(&self) -> Vec<CertificateDer<'static>> {

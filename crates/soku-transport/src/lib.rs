@@ -68,7 +68,8 @@ pub use config::{
     RECEIVE_WINDOW, STREAM_RECEIVE_WINDOW,
 };
 pub use endpoint::{
-    accept, accept_with, client_endpoint, connect, server_endpoint, server_endpoint_toward,
+    accept, accept_with, client_endpoint, connect, server_config, server_endpoint,
+    server_endpoint_toward, server_mtu_bound,
 };
 pub use error::TransportError;
 pub use identity::{Fingerprint, Identity};

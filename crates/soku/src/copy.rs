@@ -18,6 +18,7 @@ use soku_transport::{Cipher, ConnectionHint, HintSlot, TransportOptions};
 
 use crate::cli::{CopyArgs, DEFAULT_QUIC_TIMEOUT_SECS, DEFAULT_RETRY_FOR_SECS};
 use crate::exit::Exit;
+use crate::kept::KeptKey;
 use crate::launch::{Launcher, ServeCommand};
 use crate::path_memory::{self, Flow, Taught};
 use crate::preview;
@@ -153,11 +154,25 @@ pub async fn run_with(args: CopyArgs, events: Arc<dyn EventSink>) -> anyhow::Res
             (Some(r.clone()), Launcher::from_args(&args.ssh, args.verbose, args.quiet)?)
         }
     };
+    let mode = if args.force_ssh_channel {
+        TransportMode::Ssh
+    } else {
+        args.transport.unwrap_or_default()
+    };
+    let serve = ServeCommand::from_args(&args.ssh);
+    // Through a shared login, the server stays after the copy for the next ones, which
+    // reach it over QUIC alone (`crate::kept`). Not when the user chose another transport.
+    let kept_key = |launcher: &Launcher| match mode {
+        TransportMode::Auto | TransportMode::Quic => launcher.kept_key(&serve, args.background),
+        TransportMode::Tcp | TransportMode::Ssh => None,
+    };
     if let (Some(remote), Launcher::Ssh { .. }, false) = (&remote, &launcher, args.no_share_login) {
         match launcher.share_login(remote).await {
             Err(why) if args.verbose > 0 => {
                 eprintln!("soku: each copy logs in on its own: {why}");
             }
+            // Said when the copy reaches it (below).
+            Ok(()) if kept_key(&launcher).and_then(|key| key.recall()).is_some() => {}
             Ok(()) if args.verbose > 0 => {
                 if launcher.attach_timeout(false).is_some() {
                     eprintln!(
@@ -181,7 +196,6 @@ pub async fn run_with(args: CopyArgs, events: Arc<dyn EventSink>) -> anyhow::Res
             _ => {}
         }
     }
-    let serve = ServeCommand::from_args(&args.ssh);
     // What the last copy to this host in this direction learned: the data sender's
     // controller starts from it (see `path_memory.rs`). A copy under `-l` measures the
     // limit, not the path, so it teaches nothing.
@@ -201,11 +215,7 @@ pub async fn run_with(args: CopyArgs, events: Arc<dyn EventSink>) -> anyhow::Res
         background: args.background && flow == Flow::Up,
     });
     let mut session_opts = SessionOptions {
-        mode: if args.force_ssh_channel {
-            TransportMode::Ssh
-        } else {
-            args.transport.unwrap_or_default()
-        },
+        mode,
         switched: None,
         quic_timeout: Duration::from_secs_f64(
             args.quic_timeout.unwrap_or(DEFAULT_QUIC_TIMEOUT_SECS).clamp(0.1, 600.0),
@@ -218,7 +228,12 @@ pub async fn run_with(args: CopyArgs, events: Arc<dyn EventSink>) -> anyhow::Res
         attach_timeout: None,
         dial_errors: None,
         receive_preview: None,
+        keep: false,
     };
+    let kept_key = kept_key(&launcher);
+    session_opts.keep = kept_key.is_some();
+    // Only the first session tries the kept server: a reconnect logs in afresh.
+    let mut kept_tried = false;
     // An upload walks and hashes its sources while ssh logs in (see `soku_engine::ahead`).
     let mut ahead = match &direction {
         Direction::Upload { sources, .. } => {
@@ -236,7 +251,37 @@ pub async fn run_with(args: CopyArgs, events: Arc<dyn EventSink>) -> anyhow::Res
     let mut lost_because: Option<String> = None;
     loop {
         let reconnecting = retry.down_for(Instant::now()).is_some();
-        let cmd = launcher.command(remote.as_ref(), &serve, reconnecting)?;
+        let kept = match &kept_key {
+            Some(key) if !reconnecting && !kept_tried => key.recall(),
+            _ => None,
+        };
+        kept_tried = true;
+        let attached = match (kept, &kept_key) {
+            (Some(kept), Some(key)) => {
+                if args.verbose > 0 {
+                    eprintln!(
+                        "soku: reaching the remote soku kept from the last copy at {} over \
+                         QUIC (no ssh session)",
+                        kept.addr
+                    );
+                }
+                match Session::attach_kept(kept, &session_opts, events.as_ref()).await {
+                    Ok(attached) => Some(attached),
+                    Err(gone) => {
+                        key.forget();
+                        if args.verbose > 0 {
+                            eprintln!("soku: {gone}; opening an ssh session");
+                        }
+                        None
+                    }
+                }
+            }
+            _ => None,
+        };
+        let start = match attached {
+            Some(attached) => Start::Attached(Box::new(attached)),
+            None => Start::Ssh(launcher.command(remote.as_ref(), &serve, reconnecting)?),
+        };
         session_opts.attach_timeout = launcher.attach_timeout(reconnecting);
         session_opts.dial_errors = launcher.dial_errors(reconnecting);
         // Checked again in every session: an interrupted one leaves partial files.
@@ -251,11 +296,17 @@ pub async fn run_with(args: CopyArgs, events: Arc<dyn EventSink>) -> anyhow::Res
             events: events.clone(),
             learn: learn.clone(),
             summary: args.report.is_some(),
+            kept_key: kept_key.as_ref(),
         };
-        let err = match attempt.run(cmd, &session_opts, &mut retry).await {
+        let was_kept = matches!(start, Start::Attached(_));
+        let err = match attempt.run(start, &session_opts, &mut retry).await {
             Ok(report) => return Ok(report),
             Err(err) => err,
         };
+        if let (true, Some(key)) = (was_kept, &kept_key) {
+            // It may be gone; the reconnect's own server replaces it.
+            key.forget();
+        }
         if let Some(silent) = err.downcast_ref::<MasterSilent>() {
             // Not an outage of the path: the master's own connection may be what died.
             events.event(TransferEvent::Warning(format!("{silent}; logging in again")));
@@ -313,17 +364,30 @@ struct Attempt<'a> {
     learn: Option<(String, Flow, Taught)>,
     /// `--report`: wait for the server's summary at the end.
     summary: bool,
+    /// Where to record the server that stays after this copy, if it does.
+    kept_key: Option<&'a KeptKey>,
+}
+
+/// How an attempt's session starts.
+enum Start {
+    /// Through ssh, with this command.
+    Ssh(tokio::process::Command),
+    /// Already connected to a server kept from an earlier copy.
+    Attached(Box<(Session, Link)>),
 }
 
 impl Attempt<'_> {
     async fn run(
         self,
-        cmd: tokio::process::Command,
+        start: Start,
         session_opts: &SessionOptions,
         retry: &mut Retry,
     ) -> anyhow::Result<CopyReport> {
         let events = self.events;
-        let (mut session, mut link) = Session::start(cmd, session_opts, events.as_ref()).await?;
+        let (mut session, mut link) = match start {
+            Start::Ssh(cmd) => Session::start(cmd, session_opts, events.as_ref()).await?,
+            Start::Attached(attached) => *attached,
+        };
         link.set_stall_limit(Some(soku_engine::link::DEFAULT_STALL_LIMIT));
         retry.connected();
         let sampler = session
@@ -360,10 +424,14 @@ impl Attempt<'_> {
                 {
                     path_memory::remember(host, *flow, learned, *taught);
                 }
+                let kept = session.take_kept();
                 if self.summary {
                     report.server = session.close_for_summary(link).await?;
                 } else {
                     session.close(link).await?;
+                }
+                if let (Some(kept), Some(key)) = (kept, self.kept_key) {
+                    key.remember(&kept);
                 }
                 Ok(report)
             }

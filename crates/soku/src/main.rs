@@ -8,7 +8,8 @@
 //! - [`launch`]: starting the remote `soku serve` (ssh, `-S`, `-e`, or locally), and one
 //!   ssh login shared by copies that follow each other.
 //! - [`session`]: client bootstrap (hellos, QUIC or fallback) into a `soku_engine` link;
-//!   [`serve`]: the server's bootstrap and the job the client asks for.
+//!   [`serve`]: the server's bootstrap and the job the client asks for; [`kept`]: the
+//!   client's record of a server that stays for the next copies.
 //! - [`tunnel`]: TCP connections carried over soku's QUIC transport.
 //! - [`diagnose`]: `soku diagnose`, what limits a copy on a path, and its verdict.
 //! - [`ui`]: the engine's typed events (`soku_engine::events`), rendered only here;
@@ -23,6 +24,7 @@ mod copy;
 mod demo;
 mod diagnose;
 mod exit;
+mod kept;
 mod launch;
 mod path_board;
 mod path_memory;

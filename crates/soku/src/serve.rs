@@ -5,7 +5,11 @@
 //! announces both ports and its fingerprint, reads the client's hello and pins the
 //! client's certificate, and then does the one job the client asks for over the data
 //! path the client chose.
-//! It exits when the job is done or the ssh channel closes.
+//! It exits when the job is done or the ssh channel closes; or, when the client's hello
+//! asks it to and the job went well over QUIC, it stays for the client's next copies
+//! (`serve/kept.rs`).
+
+mod kept;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
@@ -16,7 +20,8 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use soku_proto::frame;
 use soku_proto::hello::{
-    ClientNote, ServerHello, ServerNote, ServerSummary, TransportChoice, MAX_CLIENT_NOTE,
+    ClientNote, ServerHello, ServerNote, ServerSummary, TransportChoice, KEEP_SINCE_VERSION,
+    MAX_CLIENT_NOTE,
 };
 use soku_proto::message::{Job, Message};
 use soku_proto::path::{Target, TargetError};
@@ -110,6 +115,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     // The newest version both speak (the client makes the same choice from our hello,
     // and says so itself if there is none); with one version there is nothing to switch on.
     let version = hello.negotiate()?;
+    let keep = hello.keep && version >= KEEP_SINCE_VERSION;
     // An upload's preview is answered at once, before the client's handshake (see
     // `crate::preview`): the client reads the answer beside our hello.
     let asked = hello.receive_preview.clone().filter(|_| version >= preview::SINCE_VERSION);
@@ -260,6 +266,18 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
                 conn.close(1u32.into(), b"aborted");
             }
             let _ = tokio::time::timeout(CLOSE_PATIENCE, conn.closed()).await;
+            if keep && result.is_ok() {
+                return kept::stay(kept::Stay {
+                    endpoint,
+                    identity,
+                    client: Fingerprint(hello.fingerprint),
+                    transport,
+                    bind_ip: ip,
+                    client_ip: ssh_client_ip(),
+                    stall,
+                })
+                .await;
+            }
             endpoint.close(0u32.into(), b"");
             result.map(drop)
         }

@@ -3,6 +3,7 @@
 //! what it runs on until the copy is done.
 
 mod choose;
+mod kept;
 mod race;
 
 use std::sync::{Arc, OnceLock};
@@ -13,7 +14,7 @@ use soku_engine::link::{self, Link};
 use soku_proto::frame;
 use soku_proto::hello::{
     ClientHello, HelloScanner, PathMemory, ReceivePreview, Scan, ServerHello, ServerNote,
-    ServerSummary, TransportChoice,
+    ServerSummary, TransportChoice, KEEP_SINCE_VERSION,
 };
 use soku_proto::MAGIC;
 use soku_transport::{Fingerprint, Identity, TransportOptions};
@@ -23,6 +24,7 @@ use tokio::process::{Child, ChildStdin};
 pub use self::choose::TransportMode;
 use self::choose::{Chosen, Offer};
 use crate::exit::Exit;
+use crate::kept::KeptServer;
 use crate::launch::Forward;
 use crate::shaping::{self, SshPings};
 use crate::{policing, preview};
@@ -41,7 +43,8 @@ pub struct QuicPath {
 /// A running session with the remote `soku serve`. The data moves over the [`Link`]
 /// that [`Session::start`] returns beside it; the session keeps what the link runs on.
 pub struct Session {
-    child: Child,
+    /// ssh; none when the session reached a server kept from an earlier copy.
+    child: Option<Child>,
     /// Over QUIC or TCP: ends when ssh's output does (see `watch_ssh`).
     ssh_watch: Option<tokio::task::JoinHandle<()>>,
     /// Kept open over QUIC or TCP: closing it tells the server to exit. Shared only with
@@ -70,6 +73,13 @@ pub struct Session {
     /// The receiving side said it holds nothing under the names that come (see
     /// `crate::preview`): the copy runs without held reports.
     nothing_held: bool,
+    /// The server stays after this job for the next copies (see `crate::kept`), and how
+    /// they reach it, until [`Session::take_kept`].
+    stays: bool,
+    kept: Option<KeptServer>,
+    /// On a session with a kept server: reads the server's summary, which comes on a
+    /// QUIC stream of its own (`serve/kept.rs`).
+    kept_notes: Option<tokio::task::JoinHandle<()>>,
 }
 
 /// A QUIC copy closed because UDP looks rate-limited.
@@ -108,6 +118,9 @@ pub struct SessionOptions {
     /// With resume: what the receiving side is asked or told before the copy (see
     /// `crate::preview`).
     pub receive_preview: Option<ReceivePreview>,
+    /// Ask the server to stay for the next copies (`serve/kept.rs`): a copy through a
+    /// shared login.
+    pub keep: bool,
 }
 
 /// The shared ssh login's master brought no hello within its time: it is given up.
@@ -131,6 +144,7 @@ impl SessionOptions {
             attach_timeout: None,
             dial_errors: None,
             receive_preview: None,
+            keep: false,
         }
     }
 }
@@ -158,6 +172,7 @@ impl Session {
         client_hello.background = opts.background;
         client_hello.diagnose = opts.diagnose;
         client_hello.receive_preview = opts.receive_preview.clone();
+        client_hello.keep = opts.keep;
         frame::encode(&client_hello, &mut hello)?;
         // If the remote never starts soku, this write may fail; the read below says why.
         let _ = async {
@@ -218,6 +233,9 @@ impl Session {
             ))
         })?;
         let (nothing_held, leftover) = answered?;
+        // The server stays after a job over QUIC that went well, if we asked it to and
+        // it speaks a protocol that can.
+        let keeps = opts.keep && version >= KEEP_SINCE_VERSION;
         let choice = match &chosen {
             Chosen::Quic(_, check) => TransportChoice::Quic { tcp_ready: check.is_some() },
             Chosen::Tcp(won, _) => TransportChoice::Tcp { lanes: won.conns.lanes.len() as u8 },
@@ -263,9 +281,15 @@ impl Session {
                 );
                 let ssh_watch = Some(tokio::spawn(watch));
                 let _wake = soku_transport::wake_when_silent(&conn);
+                let kept = keeps.then_some(KeptServer {
+                    addr: won.addr,
+                    server: Fingerprint(fingerprint),
+                    identity,
+                    min_rtt: Duration::ZERO,
+                });
                 let quic = Some(QuicPath { _endpoint: won.endpoint, conn, _wake });
                 let session = Session {
-                    child,
+                    child: Some(child),
                     ssh_watch,
                     ssh_stdin: Some(stdin),
                     pings,
@@ -277,6 +301,9 @@ impl Session {
                     choice_sent,
                     choice_seen,
                     nothing_held,
+                    stays: kept.is_some(),
+                    kept,
+                    kept_notes: None,
                 };
                 Ok((session, link))
             }
@@ -318,7 +345,7 @@ impl Session {
                 let ssh_watch = Some(tokio::spawn(watch_ssh(stdout, None, notes)));
                 let fallback = Some(why.unwrap_or_else(|| "--transport tcp".into()));
                 let session = Session {
-                    child,
+                    child: Some(child),
                     ssh_watch,
                     ssh_stdin: Some(Arc::new(tokio::sync::Mutex::new(stdin))),
                     pings: None,
@@ -330,6 +357,9 @@ impl Session {
                     choice_sent,
                     choice_seen: choice_seen.clone(),
                     nothing_held,
+                    stays: false,
+                    kept: None,
+                    kept_notes: None,
                 };
                 Ok((session, link))
             }
@@ -346,7 +376,7 @@ impl Session {
                     reason: Some(why.clone()),
                 });
                 let session = Session {
-                    child,
+                    child: Some(child),
                     ssh_watch: None,
                     ssh_stdin: None,
                     pings: None,
@@ -358,6 +388,9 @@ impl Session {
                     choice_sent,
                     choice_seen: choice_seen.clone(),
                     nothing_held,
+                    stays: false,
+                    kept: None,
+                    kept_notes: None,
                 };
                 Ok((session, link))
             }
@@ -429,6 +462,15 @@ impl Session {
         self.nothing_held
     }
 
+    /// How the next copies reach the server that stays after this job, if it does, with
+    /// the path's smallest RTT so far; taken once (to be recorded after the close).
+    pub fn take_kept(&mut self) -> Option<KeptServer> {
+        let min_rtt = self.connection().map(soku_transport::min_rtt);
+        let mut kept = self.kept.take()?;
+        kept.min_rtt = min_rtt.unwrap_or(kept.min_rtt);
+        Some(kept)
+    }
+
     /// The QUIC connection, if the data moves over QUIC.
     pub fn connection(&self) -> Option<&quinn::Connection> {
         self.quic.as_ref().map(|quic| &quic.conn)
@@ -448,7 +490,17 @@ impl Session {
     }
 
     async fn close_with(self, link: Link, summary: bool) -> anyhow::Result<Option<ServerSummary>> {
-        let Session { mut child, ssh_stdin, quic, ssh_watch, summary: said, pings, .. } = self;
+        let Session {
+            child,
+            ssh_stdin,
+            quic,
+            ssh_watch,
+            summary: said,
+            pings,
+            stays: kept,
+            kept_notes,
+            ..
+        } = self;
         if let Some((_, pinging)) = pings {
             pinging.abort();
         }
@@ -464,6 +516,20 @@ impl Session {
         };
         // The server ends its side once it is done; bounded, so a stuck peer cannot hang us.
         let _ = link.close(Duration::from_secs(5)).await;
+        // A server that stays does not end ssh: its summary, written before its side of
+        // the link ended, is waited for by itself (on ssh's output, or on QUIC when
+        // there is no ssh).
+        if kept && summary {
+            if let Some(notes) = kept_notes {
+                let _ = tokio::time::timeout(SUMMARY_PATIENCE, notes).await;
+            } else {
+                let deadline = tokio::time::Instant::now() + SUMMARY_PATIENCE;
+                // Bounded: polls every 5 ms until the summary or the deadline.
+                while said.get().is_none() && tokio::time::Instant::now() < deadline {
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+            }
+        }
         // Only the CONNECTION_CLOSE has to leave, and quinn's driver sends it while ssh
         // winds down below. Nothing waits for the endpoint to drain (3 PTO, at least
         // 75 ms with quinn's 25 ms ack delay): the server also ends when the ssh channel
@@ -473,16 +539,20 @@ impl Session {
             quic.conn.close(0u32.into(), b"done");
         }
         drop(ssh_stdin);
-        if off_channel && !summary {
+        let Some(mut child) = child else {
+            drop(quic);
+            return Ok(said.get().cloned());
+        };
+        if off_channel && (!summary || kept) {
             // The job is done and verified at the target, and nothing more is read from
             // ssh: the user does not wait for ssh's goodbye, a round trip after our close
             // (the server exits on it, then sshd tells ssh). Dropping `child` kills ssh:
-            // the server, done already, then exits as its ssh channel ends. Left to end
-            // by itself, an ssh whose path went away meanwhile would linger for as long
-            // as its TCP connection takes to give up.
+            // the server, done already, then exits as its ssh channel ends (or stays,
+            // when it was asked to). Left to end by itself, an ssh whose path went away
+            // meanwhile would linger for as long as its TCP connection takes to give up.
             drop(child);
             drop(quic);
-            return Ok(None);
+            return Ok(said.get().cloned());
         }
         match tokio::time::timeout(Duration::from_secs(10), child.wait()).await {
             Ok(_) => {}
@@ -509,12 +579,21 @@ impl Session {
         if let Some((_, pinging)) = self.pings.take() {
             pinging.abort();
         }
+        if let Some(notes) = self.kept_notes.take() {
+            notes.abort();
+        }
         if let Some(quic) = &self.quic {
             quic.conn.close(1u32.into(), b"aborted");
         }
-        let _ = self.child.kill().await;
+        if let Some(child) = &mut self.child {
+            let _ = child.kill().await;
+        }
     }
 }
+
+/// How long a copy waits for the summary of a server that stays (`--report`): it was
+/// written before the server's side of the link ended.
+const SUMMARY_PATIENCE: Duration = Duration::from_secs(2);
 
 /// Where [`watch_ssh`] keeps what the server says on the ssh channel.
 struct SshNotes {

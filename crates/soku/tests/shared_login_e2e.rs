@@ -4,7 +4,9 @@
 //! master that does not answer (stopped with SIGSTOP, as one whose network went away)
 //! costs a warning and a fresh login, not a hang, and a master that refuses a session
 //! (sshd's `MaxSessions`) leaves the copy to log in on its own, without ssh's notes
-//! about it.
+//! about it. The remote soku stays after a copy through a shared login
+//! (`crates/soku/src/serve/kept.rs`): the next copies reach it over QUIC with no ssh
+//! started at all, and one that finds it gone opens an ssh session instead.
 
 mod common;
 
@@ -13,6 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::procs::descendant;
 use common::{assert_same_file, data, write, Env};
 use soku_testkit::Sshd;
 
@@ -60,6 +63,12 @@ fn control(socket: &Path, what: &str) -> Command {
     cmd
 }
 
+/// Forgets the servers kept from earlier copies (`crate::kept`'s records), so that the
+/// next copy opens a session on the master.
+fn forget_kept_servers(env: &Env) {
+    let _ = std::fs::remove_dir_all(env.path("run").join("soku/kept"));
+}
+
 /// How many times sshd let a client in so far.
 fn logins(env: &Env) -> usize {
     env.sshd.log().matches("Accepted publickey").count()
@@ -87,9 +96,11 @@ fn the_next_copy_to_the_host_does_not_log_in_again() {
     assert!(stderr.contains("this ssh stays a minute after the copy"), "{stderr}");
     assert_eq!(logins(&env), 1);
     assert_eq!(masters.sockets().len(), 1, "the first copy's ssh stays as the master");
+    forget_kept_servers(&env);
     let out = upload(&env, "second.bin", &["-v"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("opening a session on the ssh login shared with"), "{stderr}");
+    forget_kept_servers(&env);
     upload(&env, "third.bin", &["-r"]);
     assert_eq!(
         logins(&env),
@@ -97,6 +108,65 @@ fn the_next_copy_to_the_host_does_not_log_in_again() {
         "later copies open sessions on the first login\n{}",
         env.sshd.log()
     );
+}
+
+/// An ssh that notes each start in `log` before it runs the real one.
+fn counting_ssh(env: &Env, log: &Path) -> PathBuf {
+    let wrapper = env.path("counting-ssh");
+    let script = format!("#!/bin/sh\necho \"$*\" >> '{}'\nexec ssh \"$@\"\n", log.display());
+    std::fs::write(&wrapper, script).expect("wrapper");
+    let status = Command::new("chmod").arg("755").arg(&wrapper).status().expect("chmod");
+    assert!(status.success());
+    wrapper
+}
+
+/// How many times ssh was started for a session (not `ssh -G`, which only reads the
+/// configuration, nor `ssh -O`, which talks to the local master).
+fn ssh_sessions(log: &Path) -> usize {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    text.lines().filter(|l| !l.split(' ').any(|w| w == "-G" || w == "-O")).count()
+}
+
+#[test]
+fn the_next_copies_reach_the_kept_server_with_no_ssh() {
+    let env = Env::new();
+    std::fs::create_dir_all(env.path("run")).expect("run dir");
+    let _masters = Masters::new(&env);
+    let log = env.path("ssh-starts.log");
+    let ssh = counting_ssh(&env, &log);
+    let ssh = ssh.to_str().expect("utf-8 path");
+    upload(&env, "first.bin", &["-S", ssh]);
+    assert_eq!(ssh_sessions(&log), 1);
+
+    let out = upload(&env, "second.bin", &["-v", "-S", ssh]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("reaching the remote soku kept from the last copy"), "{stderr}");
+    assert!(!stderr.contains("opening a session on the ssh login"), "{stderr}");
+    assert_eq!(ssh_sessions(&log), 1, "no ssh for the second copy\n{stderr}");
+    // A download through it too, and a recursive upload.
+    let back = env.path("back");
+    std::fs::create_dir_all(&back).expect("back dir");
+    let mut cmd = env.soku();
+    cmd.env("XDG_RUNTIME_DIR", env.path("run")).args(["-S", ssh]);
+    cmd.arg(env.remote(&env.dst().join("second.bin"))).arg(&back);
+    env.ok(cmd.stdin(Stdio::null()));
+    assert_same_file(&env.src().join("second.bin"), &back.join("second.bin"));
+    upload(&env, "third.bin", &["-r", "-S", ssh]);
+    assert_eq!(ssh_sessions(&log), 1, "no ssh for the download and the third upload");
+    assert_eq!(logins(&env), 1);
+
+    // Gone (killed): the next copy waits a few round trips for it, then opens an ssh
+    // session, and the server that session starts stays in its place.
+    let kept = descendant(env.sshd.pid(), &|c| c.contains(" serve")).expect("the kept server");
+    let status = Command::new("kill").arg("-9").arg(kept.to_string()).status();
+    assert!(status.expect("kill").success());
+    let out = upload(&env, "fourth.bin", &["-v", "-S", ssh]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("did not answer"), "{stderr}");
+    assert!(stderr.contains("opening an ssh session"), "{stderr}");
+    assert_eq!(ssh_sessions(&log), 2, "one ssh session for the fourth copy\n{stderr}");
+    upload(&env, "fifth.bin", &["-S", ssh]);
+    assert_eq!(ssh_sessions(&log), 2, "the fourth copy's server stayed");
 }
 
 #[test]
@@ -125,6 +195,7 @@ fn a_master_that_does_not_answer_costs_a_fresh_login_not_a_hang() {
         let status = Command::new("kill").arg(sig).arg(master.to_string()).status();
         assert!(status.expect("kill").success(), "kill {sig} {master}");
     };
+    forget_kept_servers(&env);
     signal("-STOP");
     let started = Instant::now();
     let out = upload(&env, "second.bin", &[]);

@@ -10,9 +10,10 @@ use std::time::Duration;
 
 use tokio::process::Command;
 
-pub use self::shared_login::{NotShared, SharedLogin};
+pub use self::shared_login::{NotShared, SharedLogin, PERSIST};
 pub use self::stderr::Forward;
 use crate::cli::SshArgs;
+use crate::kept::KeptKey;
 use crate::spec::Remote;
 
 /// How long a reconnecting ssh waits for the host to answer (see [`Launcher::command`]).
@@ -115,6 +116,19 @@ impl Launcher {
         match self {
             Launcher::Ssh { shared: Some(shared), .. } if !reconnect && shared.master_exists() => {
                 Some(shared_login::ATTACH_TIMEOUT)
+            }
+            _ => None,
+        }
+    }
+
+    /// Where the record of a server kept for the next copies to this host is (see
+    /// `crate::kept`): only for a shared login.
+    pub fn kept_key(&self, serve: &ServeCommand, background: bool) -> Option<KeptKey> {
+        match self {
+            Launcher::Ssh { program, shared: Some(shared), .. } => {
+                let mut command = vec![program.clone()];
+                command.extend(serve.words());
+                KeptKey::new(shared.socket(), &command, background)
             }
             _ => None,
         }

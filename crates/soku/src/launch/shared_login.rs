@@ -151,6 +151,11 @@ impl SharedLogin {
         self.dial.as_ref().map(|d| d.errors.as_path())
     }
 
+    /// The master's control socket.
+    pub fn socket(&self) -> &std::path::Path {
+        &self.socket
+    }
+
     /// Whether a master is there to attach to (its socket exists).
     pub fn master_exists(&self) -> bool {
         self.socket.exists()

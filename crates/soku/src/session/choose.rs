@@ -240,6 +240,7 @@ mod tests {
             attach_timeout: None,
             dial_errors: None,
             receive_preview: None,
+            keep: false,
         }
     }
 

@@ -1,0 +1,140 @@
+//! A server that stays after its job for the client's next copies, as ssh's
+//! `ControlPersist` keeps a login (ssh_config(5)): the next copy to this host reaches it
+//! over QUIC alone, one handshake instead of an ssh session and the remote shell's
+//! start (two round trips and ~0.1 s before the handshake could begin).
+//!
+//! - **Who gets in.** Only the certificate the client's hello pinned over ssh: the
+//!   client keeps its key in a file only its user can read (`crate::kept`), as ssh keeps
+//!   its control socket. Anyone else's handshake fails, as during the first job.
+//! - **How long.** [`IDLE`] after its last job ended (a handshake that fails does not
+//!   count), and never while a job runs.
+//! - **What it does.** One job per connection, as the first: the client opens the
+//!   stream, sends its request, and the engine runs it. A job that went well ends with
+//!   the server's summary on a stream the server opens (the ssh channel carried it on
+//!   the first job). Up to [`MAX_JOBS`] at once; more are refused at once, so that their
+//!   clients log in through ssh instead of waiting.
+//! - **Its output.** stdout and stderr were the ssh channel, which is gone: they are
+//!   pointed at /dev/null, so that nothing written there fails or blocks.
+
+use std::net::IpAddr;
+use std::time::{Duration, Instant};
+
+use soku_proto::frame;
+use soku_proto::hello::{ServerNote, ServerSummary};
+use soku_transport::{Fingerprint, Identity, TransportOptions};
+use tokio::task::JoinSet;
+
+use super::{serve_job, within, CLOSE_PATIENCE};
+use crate::preview;
+use crate::report::ServerSampler;
+use soku_engine::link;
+
+/// How long the server stays after its last job: as long as the shared ssh login
+/// (`launch/shared_login.rs`, `PERSIST`), which the client counts on in its record.
+pub const IDLE: Duration = crate::launch::PERSIST;
+/// Most jobs at once (sshd's `MaxSessions` is 10 sessions per login).
+const MAX_JOBS: usize = 8;
+
+/// What the first job leaves for the jobs after it.
+pub struct Stay {
+    /// The endpoint the first job ran on.
+    pub endpoint: quinn::Endpoint,
+    /// Our certificate, pinned by the client.
+    pub identity: Identity,
+    /// The client's certificate, as its hello said.
+    pub client: Fingerprint,
+    /// The first job's transport options: its path memory and background mode (from
+    /// the client's hello) and its path's board.
+    pub transport: TransportOptions,
+    /// The address the endpoint is bound to, and the client's as ssh saw it (for the
+    /// MTU bound, as in `crate::ports`).
+    pub bind_ip: IpAddr,
+    pub client_ip: Option<IpAddr>,
+    /// The client's stall limit (`--stall-timeout`).
+    pub stall: Duration,
+}
+
+/// Takes the client's next connections until [`IDLE`] passes without a job.
+pub async fn stay(stay: Stay) -> anyhow::Result<()> {
+    detach_output();
+    let Stay { endpoint, identity, client, transport, bind_ip, client_ip, stall } = stay;
+    let mtu_bound = soku_transport::server_mtu_bound(bind_ip, client_ip);
+    // The first job's accept stopped taking connections (`serve::accept_client`).
+    let config = soku_transport::server_config(&identity, client, &transport, mtu_bound)?;
+    endpoint.set_server_config(Some(config));
+    let mut jobs: JoinSet<bool> = JoinSet::new();
+    let mut idle_since = tokio::time::Instant::now();
+    loop {
+        tokio::select! {
+            incoming = endpoint.accept() => {
+                let Some(incoming) = incoming else { break };
+                if jobs.len() >= MAX_JOBS {
+                    incoming.refuse();
+                    continue;
+                }
+                jobs.spawn(async move {
+                    match incoming.await {
+                        Ok(conn) => serve_one(conn, stall).await,
+                        // A stranger's certificate, or a forged packet.
+                        Err(_) => false,
+                    }
+                });
+            }
+            Some(done) = jobs.join_next(), if !jobs.is_empty() => {
+                if done.unwrap_or(false) {
+                    idle_since = tokio::time::Instant::now();
+                }
+            }
+            () = tokio::time::sleep_until(idle_since + IDLE), if jobs.is_empty() => break,
+        }
+    }
+    endpoint.close(0u32.into(), b"");
+    let _ = tokio::time::timeout(CLOSE_PATIENCE, endpoint.wait_idle()).await;
+    Ok(())
+}
+
+/// One connection's job; whether there was one (the client opened its stream).
+async fn serve_one(conn: quinn::Connection, stall: Duration) -> bool {
+    let started = Instant::now();
+    let _wake = soku_transport::wake_when_silent(&conn);
+    let Ok(Ok((send, recv))) = within(stall, conn.accept_bi()).await else {
+        conn.close(1u32.into(), b"no job");
+        return false;
+    };
+    let mut link = link::quic::link(conn.clone(), send, recv);
+    link.set_stall_limit(Some(stall));
+    let sampler = ServerSampler::start(started, Some(&conn));
+    // No preview: the client asked nothing before its handshake.
+    let promise = preview::Promise::new(None, None);
+    let result = serve_job(&mut link, Some(&conn), &promise).await;
+    if let Ok(sent_data) = result {
+        send_summary(&conn, sampler.finish(sent_data)).await;
+    }
+    let _ = link.close(CLOSE_PATIENCE).await;
+    if result.is_err() {
+        conn.close(1u32.into(), b"aborted");
+    }
+    let _ = tokio::time::timeout(CLOSE_PATIENCE, conn.closed()).await;
+    true
+}
+
+/// The server's summary on a stream of its own (the first job's went on the ssh
+/// channel): a bidirectional one, which the engine never takes (its data streams are
+/// unidirectional, `soku_engine::link::quic`); bounded, so that a client gone already does not hold the job up.
+async fn send_summary(conn: &quinn::Connection, summary: ServerSummary) {
+    let Ok(note) = frame::to_vec(&ServerNote::Summary(summary)) else { return };
+    let write = async {
+        let (mut stream, _) = conn.open_bi().await.ok()?;
+        stream.write_all(&note).await.ok()?;
+        stream.finish().ok()
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(2), write).await;
+}
+
+/// Points stdout and stderr at /dev/null: the ssh channel they were is closed once the
+/// client's ssh has gone, and a write there would fail (and `eprintln!` panic).
+fn detach_output() {
+    let Ok(null) = std::fs::OpenOptions::new().write(true).open("/dev/null") else { return };
+    let _ = rustix::stdio::dup2_stdout(&null);
+    let _ = rustix::stdio::dup2_stderr(&null);
+}

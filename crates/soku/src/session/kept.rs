@@ -1,0 +1,103 @@
+//! A session with a server kept from an earlier copy (`serve/kept.rs`): one QUIC
+//! handshake with the certificates both sides pinned then, no ssh. The job, its
+//! messages and its verification are the same as in any QUIC session; only the
+//! server's summary comes differently, on a stream of its own.
+
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use soku_engine::events::{EventSink, TransferEvent};
+use soku_engine::link::{self, Link};
+use soku_proto::frame;
+use soku_proto::hello::{ServerNote, ServerSummary};
+use soku_transport::TransportOptions;
+
+use super::{QuicPath, Session, SessionOptions};
+use crate::kept::KeptServer;
+use crate::path_board;
+
+/// The kept server did not answer: the copy opens an ssh session instead.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "the remote soku kept from the last copy did not answer at {addr} within {waited:?}: {why}"
+)]
+pub struct KeptGone {
+    addr: std::net::SocketAddr,
+    waited: Duration,
+    why: String,
+}
+
+/// Largest summary read from a kept server (the ssh channel's notes have the same bound).
+const MAX_SUMMARY: usize = 64 * 1024;
+
+impl Session {
+    /// Connects to `kept` and opens the job's stream.
+    pub async fn attach_kept(
+        kept: KeptServer,
+        opts: &SessionOptions,
+        events: &dyn EventSink,
+    ) -> Result<(Session, Link), KeptGone> {
+        let (addr, waited) = (kept.addr, kept.patience());
+        let gone = |why: String| KeptGone { addr, waited, why };
+        // The controller shares its min RTT with the other copies to this address, as
+        // in any session (`choose.rs`).
+        let transport =
+            TransportOptions { board: path_board::slot_for(addr.ip()), ..opts.transport.clone() };
+        let (endpoint, _) =
+            soku_transport::client_endpoint(addr, &kept.identity, kept.server, &transport)
+                .map_err(|e| gone(e.to_string()))?;
+        // Opening the stream costs no round trip. The server judges our certificate
+        // after our side of the handshake: a refusal would end the copy's first
+        // exchange, and the copy's next attempt logs in through ssh.
+        let connecting = async {
+            let conn = soku_transport::connect(&endpoint, addr).await?;
+            let streams = conn.open_bi().await.map_err(soku_transport::TransportError::from)?;
+            Ok::<_, soku_transport::TransportError>((conn, streams))
+        };
+        let (conn, (send, recv)) = match tokio::time::timeout(waited, connecting).await {
+            Ok(Ok(made)) => made,
+            Ok(Err(err)) => return Err(gone(err.to_string())),
+            Err(_) => return Err(gone("no handshake".into())),
+        };
+        let link = link::quic::link(conn.clone(), send, recv);
+        events.event(TransferEvent::Connected {
+            transport: format!("QUIC to {addr} (the remote soku kept from the last copy)"),
+            reason: None,
+        });
+        let summary = Arc::new(OnceLock::new());
+        let kept_notes = Some(tokio::spawn(read_summary(conn.clone(), summary.clone())));
+        let _wake = soku_transport::wake_when_silent(&conn);
+        let session = Session {
+            child: None,
+            ssh_watch: None,
+            ssh_stdin: None,
+            pings: None,
+            quic: Some(QuicPath { _endpoint: endpoint, conn, _wake }),
+            fallback: None,
+            tcp_check: None,
+            note: Arc::new(OnceLock::new()),
+            summary,
+            choice_sent: tokio::time::Instant::now(),
+            choice_seen: Arc::new(OnceLock::new()),
+            nothing_held: false,
+            stays: true,
+            kept: Some(kept),
+            kept_notes,
+        };
+        Ok((session, link))
+    }
+}
+
+/// Reads the server's summary from the first bidirectional stream it opens to us (the
+/// engine's own streams from the server are unidirectional).
+async fn read_summary(conn: quinn::Connection, summary: Arc<OnceLock<ServerSummary>>) {
+    let Ok((_, mut stream)) = conn.accept_bi().await else { return };
+    let Ok(bytes) = stream.read_to_end(MAX_SUMMARY).await else { return };
+    let mut decoder = frame::Decoder::new(MAX_SUMMARY);
+    decoder.feed(&bytes);
+    if let Ok(Some(payload)) = decoder.next_payload() {
+        if let Ok(ServerNote::Summary(said)) = soku_proto::hello::decode_hello(&payload) {
+            let _ = summary.set(said);
+        }
+    }
+}
