@@ -167,6 +167,35 @@ fn vm_hwm_kib(pid: u32) -> Option<u64> {
     line.split_whitespace().nth(1)?.parse().ok()
 }
 
+/// Ends the remote soku servers below `root` that stay for the next copies
+/// (`crates/soku/src/serve/kept.rs`, named `soku-kept`), and waits up to two seconds
+/// for them to go (after up to three for servers still ending their job). Before the shared logins end: sshd's session waits for its command,
+/// so a kept server is below `root` (and reaped by it) only while its login stands. A
+/// run's server side must end for its CPU to be counted (sshd reaps it) and for
+/// [`settle_server`] to see it gone; a copy's next run must not find one.
+pub fn end_kept_servers(root: u32) {
+    let named = |pid: &u32, name: &str| {
+        std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim_end() == name)
+    };
+    // A server still ending its job (the client does not wait for that) becomes one
+    // that stays, or exits, within its close: waited for, up to three seconds.
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while descendants(root).iter().any(|pid| named(pid, "soku")) && Instant::now() < deadline {
+        std::thread::sleep(SETTLE_EVERY);
+    }
+    let kept: Vec<u32> =
+        descendants(root).into_iter().filter(|pid| named(pid, "soku-kept")).collect();
+    for pid in &kept {
+        let _ = Command::new("kill").arg(pid.to_string()).status();
+    }
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while kept.iter().any(|pid| stat_of(*pid).is_some_and(|s| !s.zombie))
+        && Instant::now() < deadline
+    {
+        std::thread::sleep(SETTLE_EVERY);
+    }
+}
+
 /// Every descendant of `pid` (bounded: process trees here are a few levels deep).
 fn descendants(pid: u32) -> Vec<u32> {
     let mut out = Vec::new();

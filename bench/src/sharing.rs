@@ -181,6 +181,7 @@ pub fn run(
                 .collect();
             handles.into_iter().map(|h| h.join()).collect::<Vec<_>>()
         });
+        crate::proc::end_kept_servers(sshd.pid());
         crate::tools::end_shared_logins(memory.path());
         let mut row = SharingRow { case: case.to_string(), flows: Vec::new() };
         for (i, (&flow, outcome)) in flows.iter().zip(outcomes).enumerate() {
@@ -235,6 +236,7 @@ fn prime_memory(
     let c = soku_upload(o, path, sshd, memory, &[], &src.path, &dst);
     let shown = show(&c);
     let out = proc::run(c, PRIMING * 10 + Duration::from_secs(30))?;
+    crate::proc::end_kept_servers(sshd.pid());
     crate::tools::end_shared_logins(memory);
     let _ = std::fs::remove_file(&src.path);
     anyhow::ensure!(out.ok(), "the priming copy failed ({shown})");

@@ -483,6 +483,7 @@ pub fn run(o: &SmallOpts<'_>, log: &dyn Fn(&str)) -> anyhow::Result<(Vec<SmallRo
                 let started = proc::ticks_since_boot();
                 let out = proc::run_watched(cmd, o.timeout, Some(sshd.pid()))?;
                 if let SmallTool::Soku { .. } = tool {
+                    proc::end_kept_servers(sshd.pid());
                     crate::tools::end_shared_logins(&memory.path().join("first-copy"));
                 }
                 let (idle, outlived) =

@@ -262,8 +262,11 @@ pub fn soku_homes(c: &mut Command, home: &Path) {
 /// Ends the ssh masters that soku runs under `home` (see [`soku_homes`]) left behind
 /// (`ssh -O exit`): soku's copies share one login for a minute after each other, and
 /// unless a row asks for that, each run logs in afresh as the first copy to a host
-/// does, and leaves no ssh session for the server's CPU count to wait on.
+/// does, and leaves no ssh session for the server's CPU count to wait on. The records
+/// of the servers kept for the next copies go too (the servers themselves are ended
+/// by [`proc::end_kept_servers`]): a copy that found one would wait for it first.
 pub fn end_shared_logins(home: &Path) {
+    let _ = std::fs::remove_dir_all(home.join("soku").join("kept"));
     let Ok(sockets) = std::fs::read_dir(home.join("soku").join("ssh")) else { return };
     for socket in sockets.flatten() {
         let mut c = Command::new("ssh");
@@ -453,6 +456,7 @@ pub fn run_copy(
     let out = proc::run_watched(cmd, timeout, Some(ep.sshd.pid()))?;
     keep_memory(tool, ep)?;
     if tool.is_soku() {
+        proc::end_kept_servers(ep.sshd.pid());
         end_shared_logins(&soku_home(tool, ep));
     }
     let (idle, outlived) =

@@ -169,6 +169,51 @@ fn the_next_copies_reach_the_kept_server_with_no_ssh() {
     assert_eq!(ssh_sessions(&log), 2, "the fourth copy's server stayed");
 }
 
+/// A stranger's certificate at the kept server's port is refused in the handshake, and
+/// the server goes on serving the client whose certificate it pinned.
+#[test]
+fn the_kept_server_takes_no_other_certificate() {
+    let env = Env::new();
+    std::fs::create_dir_all(env.path("run")).expect("run dir");
+    let _masters = Masters::new(&env);
+    upload(&env, "first.bin", &[]);
+    let records: Vec<PathBuf> = std::fs::read_dir(env.path("run").join("soku/kept"))
+        .expect("the kept server's record")
+        .map(|e| e.expect("entry").path())
+        .collect();
+    assert_eq!(records.len(), 1, "{records:?}");
+    let record: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&records[0]).expect("read")).expect("json");
+    let addr: std::net::SocketAddr = record["addr"].as_str().expect("addr").parse().expect("addr");
+    let server: soku_transport::Fingerprint =
+        record["server"].as_str().expect("server").parse().expect("fingerprint");
+
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("rt");
+    let verdict = runtime.block_on(async {
+        let stranger = soku_transport::Identity::generate().expect("identity");
+        let opts = soku_transport::TransportOptions::default();
+        let (endpoint, _) =
+            soku_transport::client_endpoint(addr, &stranger, server, &opts).expect("endpoint");
+        // TLS 1.3: the server judges our certificate after our side of the handshake.
+        let conn = match soku_transport::connect(&endpoint, addr).await {
+            Ok(conn) => conn,
+            Err(err) => return err,
+        };
+        let closed = tokio::time::timeout(Duration::from_secs(10), conn.closed()).await;
+        soku_transport::TransportError::from(closed.expect("refused within 10 s"))
+    });
+    assert!(
+        matches!(verdict, soku_transport::TransportError::Handshake(_)),
+        "refused in the handshake: {verdict}"
+    );
+
+    let out = upload(&env, "second.bin", &["-v"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("reaching the remote soku kept from the last copy"), "{stderr}");
+    assert!(!stderr.contains("opening an ssh session"), "{stderr}");
+    assert_eq!(logins(&env), 1);
+}
+
 #[test]
 fn sharing_is_turned_off_by_the_flag_or_the_users_control_master() {
     for off in [&["--no-share-login"][..], &["-o", "ControlMaster=no"]] {

@@ -15,6 +15,8 @@
 //!   clients log in through ssh instead of waiting.
 //! - **Its output.** stdout and stderr were the ssh channel, which is gone: they are
 //!   pointed at /dev/null, so that nothing written there fails or blocks.
+//! - **Its name.** `ps` shows it as [`PROCESS_NAME`] from then on, so that a user (or a
+//!   benchmark that must count every process's CPU) can tell it and end it.
 
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
@@ -32,6 +34,8 @@ use soku_engine::link;
 /// How long the server stays after its last job: as long as the shared ssh login
 /// (`launch/shared_login.rs`, `PERSIST`), which the client counts on in its record.
 pub const IDLE: Duration = crate::launch::PERSIST;
+/// The process's name (`/proc/PID/comm`) once it stays.
+pub const PROCESS_NAME: &str = "soku-kept";
 /// Most jobs at once (sshd's `MaxSessions` is 10 sessions per login).
 const MAX_JOBS: usize = 8;
 
@@ -57,6 +61,8 @@ pub struct Stay {
 /// Takes the client's next connections until [`IDLE`] passes without a job.
 pub async fn stay(stay: Stay) -> anyhow::Result<()> {
     detach_output();
+    // The thread group leader's name, whichever thread writes it.
+    let _ = std::fs::write("/proc/self/comm", PROCESS_NAME);
     let Stay { endpoint, identity, client, transport, bind_ip, client_ip, stall } = stay;
     let mtu_bound = soku_transport::server_mtu_bound(bind_ip, client_ip);
     // The first job's accept stopped taking connections (`serve::accept_client`).
