@@ -232,6 +232,17 @@ pub enum ClientNote {
     },
 }
 
+/// The first frame on the stream a client opens for its job on a kept server (since
+/// protocol 7, see [`KEEP_SINCE_VERSION`]), before the job's request: what the client's
+/// hello carried over ssh for the first job, where it still applies.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeptOpening {
+    /// A download's [`ReceivePreview::NothingHeld`]. An upload's preview is not sent:
+    /// its answer would come a round trip after the handshake, as late as the held
+    /// report it spares.
+    pub receive_preview: Option<ReceivePreview>,
+}
+
 /// Largest frame payload of a [`ClientNote`] a server reads (a ping takes a few bytes).
 pub const MAX_CLIENT_NOTE: usize = 64;
 

@@ -214,6 +214,40 @@ fn the_kept_server_takes_no_other_certificate() {
     assert_eq!(logins(&env), 1);
 }
 
+/// A kept server stopped (SIGTERM) under a copy closes its connection with a reason: the
+/// copy reconnects at once, through ssh, and finishes, resuming; it does not wait out
+/// its stall limit (a minute).
+#[test]
+fn a_kept_server_stopped_under_a_copy_leaves_it_to_resume_through_ssh() {
+    let env = Env::new();
+    std::fs::create_dir_all(env.path("run")).expect("run dir");
+    let _masters = Masters::new(&env);
+    upload(&env, "first.bin", &[]);
+    let kept = descendant(env.sshd.pid(), &|c| c.contains(" serve")).expect("the kept server");
+
+    // About 6 s: 6 MiB at 8 Mbit/s.
+    let big = env.src().join("big.bin");
+    write(&big, &data(6 << 20, 9));
+    let mut cmd = env.soku();
+    cmd.env("XDG_RUNTIME_DIR", env.path("run")).args(["-v", "-l", "8000"]);
+    cmd.arg(&big).arg(env.remote(&env.dst()));
+    let copy = cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped());
+    let started = Instant::now();
+    let copy = copy.spawn().expect("copy");
+    std::thread::sleep(Duration::from_secs(2));
+    let status = Command::new("kill").arg(kept.to_string()).status();
+    assert!(status.expect("kill").success());
+    let out = copy.wait_with_output().expect("the copy ends");
+    let took = started.elapsed();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("reaching the remote soku kept from the last copy"), "{stderr}");
+    assert!(stderr.contains("the remote soku was stopped"), "{stderr}");
+    assert!(stderr.contains("reconnecting"), "{stderr}");
+    assert_same_file(&big, &env.dst().join("big.bin"));
+    assert!(took < Duration::from_secs(30), "took {took:?}\n{stderr}");
+}
+
 #[test]
 fn sharing_is_turned_off_by_the_flag_or_the_users_control_master() {
     for off in [&["--no-share-login"][..], &["-o", "ControlMaster=no"]] {

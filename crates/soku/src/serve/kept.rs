@@ -7,7 +7,10 @@
 //!   client keeps its key in a file only its user can read (`crate::kept`), as ssh keeps
 //!   its control socket. Anyone else's handshake fails, as during the first job.
 //! - **How long.** [`IDLE`] after its last job ended (a handshake that fails does not
-//!   count), and never while a job runs.
+//!   count), and never while a job runs. Told to stop (SIGTERM), it closes its
+//!   connections with a reason first: a client under a copy then reconnects at once,
+//!   through ssh, and resumes, where a server gone without a word leaves it to wait out
+//!   its stall limit (there is no ssh channel whose end would tell it).
 //! - **What it does.** One job per connection, as the first: the client opens the
 //!   stream, sends its request, and the engine runs it. A job that went well ends with
 //!   the server's summary on a stream the server opens (the ssh channel carried it on
@@ -22,11 +25,11 @@ use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
 use soku_proto::frame;
-use soku_proto::hello::{ServerNote, ServerSummary};
+use soku_proto::hello::{KeptOpening, ServerNote, ServerSummary};
 use soku_transport::{Fingerprint, Identity, TransportOptions};
 use tokio::task::JoinSet;
 
-use super::{serve_job, within, CLOSE_PATIENCE};
+use super::{read_small_frame, serve_job, within, CLOSE_PATIENCE};
 use crate::preview;
 use crate::report::ServerSampler;
 use soku_engine::link;
@@ -36,6 +39,8 @@ use soku_engine::link;
 pub const IDLE: Duration = crate::launch::PERSIST;
 /// The process's name (`/proc/PID/comm`) once it stays.
 pub const PROCESS_NAME: &str = "soku-kept";
+/// QUIC close code of a kept server told to stop.
+const STOPPED: u32 = 3;
 /// Most jobs at once (sshd's `MaxSessions` is 10 sessions per login).
 const MAX_JOBS: usize = 8;
 
@@ -70,8 +75,13 @@ pub async fn stay(stay: Stay) -> anyhow::Result<()> {
     endpoint.set_server_config(Some(config));
     let mut jobs: JoinSet<bool> = JoinSet::new();
     let mut idle_since = tokio::time::Instant::now();
+    let mut stop = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     loop {
         tokio::select! {
+            _ = stop.recv() => {
+                endpoint.close(STOPPED.into(), b"the remote soku was stopped");
+                break;
+            }
             incoming = endpoint.accept() => {
                 let Some(incoming) = incoming else { break };
                 if jobs.len() >= MAX_JOBS {
@@ -103,15 +113,24 @@ pub async fn stay(stay: Stay) -> anyhow::Result<()> {
 async fn serve_one(conn: quinn::Connection, stall: Duration) -> bool {
     let started = Instant::now();
     let _wake = soku_transport::wake_when_silent(&conn);
-    let Ok(Ok((send, recv))) = within(stall, conn.accept_bi()).await else {
+    let Ok(Ok((send, mut recv))) = within(stall, conn.accept_bi()).await else {
         conn.close(1u32.into(), b"no job");
+        return false;
+    };
+    let opening = match within(stall, read_small_frame(&mut recv)).await {
+        Ok(Ok(payload)) => soku_proto::hello::decode_hello::<KeptOpening>(&payload).ok(),
+        _ => None,
+    };
+    let Some(opening) = opening else {
+        conn.close(1u32.into(), b"no opening frame");
         return false;
     };
     let mut link = link::quic::link(conn.clone(), send, recv);
     link.set_stall_limit(Some(stall));
     let sampler = ServerSampler::start(started, Some(&conn));
-    // No preview: the client asked nothing before its handshake.
-    let promise = preview::Promise::new(None, None);
+    // Only a download's "nothing held" (`KeptOpening`); an upload's preview, asked
+    // nothing, promises nothing.
+    let promise = preview::Promise::new(opening.receive_preview, None);
     let result = serve_job(&mut link, Some(&conn), &promise).await;
     if let Ok(sent_data) = result {
         send_summary(&conn, sampler.finish(sent_data)).await;

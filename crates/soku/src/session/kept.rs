@@ -1,7 +1,8 @@
 //! A session with a server kept from an earlier copy (`serve/kept.rs`): one QUIC
 //! handshake with the certificates both sides pinned then, no ssh. The job, its
-//! messages and its verification are the same as in any QUIC session; only the
-//! server's summary comes differently, on a stream of its own.
+//! messages and its verification are the same as in any QUIC session; what the ssh
+//! channel carried comes differently: a download's "nothing held" in a first frame
+//! (`KeptOpening`), the server's summary on a stream of its own.
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -9,7 +10,7 @@ use std::time::Duration;
 use soku_engine::events::{EventSink, TransferEvent};
 use soku_engine::link::{self, Link};
 use soku_proto::frame;
-use soku_proto::hello::{ServerNote, ServerSummary};
+use soku_proto::hello::{KeptOpening, ReceivePreview, ServerNote, ServerSummary};
 use soku_transport::TransportOptions;
 
 use super::{QuicPath, Session, SessionOptions};
@@ -46,17 +47,24 @@ impl Session {
         let (endpoint, _) =
             soku_transport::client_endpoint(addr, &kept.identity, kept.server, &transport)
                 .map_err(|e| gone(e.to_string()))?;
+        // What our hello would have said over ssh and still applies (`KeptOpening`).
+        let preview = opts.receive_preview.clone().filter(|p| *p == ReceivePreview::NothingHeld);
+        let nothing_held = preview.is_some();
+        let opening = frame::to_vec(&KeptOpening { receive_preview: preview })
+            .map_err(|e| gone(e.to_string()))?;
         // Opening the stream costs no round trip. The server judges our certificate
         // after our side of the handshake: a refusal would end the copy's first
         // exchange, and the copy's next attempt logs in through ssh.
         let connecting = async {
-            let conn = soku_transport::connect(&endpoint, addr).await?;
-            let streams = conn.open_bi().await.map_err(soku_transport::TransportError::from)?;
-            Ok::<_, soku_transport::TransportError>((conn, streams))
+            let conn = soku_transport::connect(&endpoint, addr).await.map_err(|e| e.to_string())?;
+            let (mut send, recv) = conn.open_bi().await.map_err(|e| e.to_string())?;
+            // Sent at once: the stream, and so the job, reaches the server with it.
+            send.write_all(&opening).await.map_err(|e| e.to_string())?;
+            Ok::<_, String>((conn, (send, recv)))
         };
         let (conn, (send, recv)) = match tokio::time::timeout(waited, connecting).await {
             Ok(Ok(made)) => made,
-            Ok(Err(err)) => return Err(gone(err.to_string())),
+            Ok(Err(why)) => return Err(gone(why)),
             Err(_) => return Err(gone("no handshake".into())),
         };
         let link = link::quic::link(conn.clone(), send, recv);
@@ -79,7 +87,7 @@ impl Session {
             summary,
             choice_sent: tokio::time::Instant::now(),
             choice_seen: Arc::new(OnceLock::new()),
-            nothing_held: false,
+            nothing_held,
             stays: true,
             kept: Some(kept),
             kept_notes,
