@@ -18,7 +18,7 @@ use soku_transport::{Cipher, ConnectionHint, HintSlot, TransportOptions};
 
 use crate::cli::{CopyArgs, DEFAULT_QUIC_TIMEOUT_SECS, DEFAULT_RETRY_FOR_SECS};
 use crate::exit::Exit;
-use crate::kept::KeptKey;
+use crate::kept::{KeptKey, KeptServer};
 use crate::launch::{Launcher, ServeCommand};
 use crate::path_memory::{self, Flow, Taught};
 use crate::preview;
@@ -258,23 +258,7 @@ pub async fn run_with(args: CopyArgs, events: Arc<dyn EventSink>) -> anyhow::Res
         kept_tried = true;
         let attached = match (kept, &kept_key) {
             (Some(kept), Some(key)) => {
-                if args.verbose > 0 {
-                    eprintln!(
-                        "soku: reaching the remote soku kept from the last copy at {} over \
-                         QUIC (no ssh session)",
-                        kept.addr
-                    );
-                }
-                match Session::attach_kept(kept, &session_opts, events.as_ref()).await {
-                    Ok(attached) => Some(attached),
-                    Err(gone) => {
-                        key.forget();
-                        if args.verbose > 0 {
-                            eprintln!("soku: {gone}; opening an ssh session");
-                        }
-                        None
-                    }
-                }
+                attach_kept(kept, key, &session_opts, events.as_ref(), args.verbose).await
             }
             _ => None,
         };
@@ -303,10 +287,6 @@ pub async fn run_with(args: CopyArgs, events: Arc<dyn EventSink>) -> anyhow::Res
             Ok(report) => return Ok(report),
             Err(err) => err,
         };
-        if let (true, Some(key)) = (was_kept, &kept_key) {
-            // It may be gone; the reconnect's own server replaces it.
-            key.forget();
-        }
         if let Some(silent) = err.downcast_ref::<MasterSilent>() {
             // Not an outage of the path: the master's own connection may be what died.
             events.event(TransferEvent::Warning(format!("{silent}; logging in again")));
@@ -316,6 +296,10 @@ pub async fn run_with(args: CopyArgs, events: Arc<dyn EventSink>) -> anyhow::Res
             continue;
         }
         if let Some(switch) = err.downcast_ref::<SwitchTransport>() {
+            if let (true, Some(key)) = (was_kept, &kept_key) {
+                // Over UDP, as the kept server is reached: the next copies log in.
+                key.forget();
+            }
             // Not an outage: the next session starts at once, on the other transport.
             events.event(TransferEvent::Warning(switch.to_string()));
             session_opts.mode = switch.to;
@@ -324,6 +308,10 @@ pub async fn run_with(args: CopyArgs, events: Arc<dyn EventSink>) -> anyhow::Res
         }
         match retry.after_failure(&err, Instant::now()) {
             Next::Retry { wait, attempt } => {
+                if let (true, Some(key)) = (was_kept, &kept_key) {
+                    // It may be gone; the reconnect's own server takes its place.
+                    key.forget();
+                }
                 let reason = crate::exit::one_line(&err);
                 if attempt == 1 {
                     lost_because = Some(reason.clone());
@@ -347,6 +335,34 @@ pub async fn run_with(args: CopyArgs, events: Arc<dyn EventSink>) -> anyhow::Res
                 ))
                 .into());
             }
+        }
+    }
+}
+
+/// Connects to the server kept from an earlier copy (`crate::kept`); forgets it if it
+/// does not answer, and the copy opens an ssh session instead.
+async fn attach_kept(
+    kept: KeptServer,
+    key: &KeptKey,
+    session_opts: &SessionOptions,
+    events: &dyn EventSink,
+    verbose: u8,
+) -> Option<(Session, Link)> {
+    if verbose > 0 {
+        eprintln!(
+            "soku: reaching the remote soku kept from the last copy at {} over QUIC (no ssh \
+             session)",
+            kept.addr
+        );
+    }
+    match Session::attach_kept(kept, session_opts, events).await {
+        Ok(attached) => Some(attached),
+        Err(gone) => {
+            key.forget();
+            if verbose > 0 {
+                eprintln!("soku: {gone}; opening an ssh session");
+            }
+            None
         }
     }
 }
@@ -424,7 +440,7 @@ impl Attempt<'_> {
                 {
                     path_memory::remember(host, *flow, learned, *taught);
                 }
-                let kept = session.take_kept();
+                let kept = session.take_kept().await;
                 if self.summary {
                     report.server = session.close_for_summary(link).await?;
                 } else {

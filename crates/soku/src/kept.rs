@@ -43,6 +43,10 @@ pub struct KeptServer {
     /// The path's smallest RTT when the record was made: how long to wait for the
     /// handshake.
     pub min_rtt: Duration,
+    /// Whether TLS over TCP got through when the first session raced it (`None`: it did
+    /// not race, `--transport quic`): a copy that finds UDP rate-limited moves to TCP
+    /// only if it does, as in any session (`policing.rs`).
+    pub tcp_reachable: Option<bool>,
 }
 
 impl KeptServer {
@@ -61,6 +65,7 @@ struct Record {
     cert: Vec<u8>,
     key: Vec<u8>,
     min_rtt_us: u64,
+    tcp_reachable: Option<bool>,
     /// Until when the record holds, in milliseconds since the Unix epoch.
     until_ms: u64,
 }
@@ -105,6 +110,7 @@ impl KeptKey {
             server: record.server.parse().ok()?,
             identity: Identity::from_der(record.cert, record.key).ok()?,
             min_rtt: Duration::from_micros(record.min_rtt_us),
+            tcp_reachable: record.tcp_reachable,
         })
     }
 
@@ -119,6 +125,7 @@ impl KeptKey {
             cert,
             key,
             min_rtt_us: u64::try_from(server.min_rtt.as_micros()).unwrap_or(u64::MAX),
+            tcp_reachable: server.tcp_reachable,
             until_ms,
         };
         let Ok(text) = serde_json::to_vec(&record) else { return };
@@ -158,6 +165,7 @@ mod tests {
             server: Identity::generate().expect("identity").fingerprint(),
             identity: Identity::generate().expect("identity"),
             min_rtt: Duration::from_millis(100),
+            tcp_reachable: Some(true),
         }
     }
 
@@ -175,6 +183,7 @@ mod tests {
         assert_eq!(read.server, kept.server);
         assert_eq!(read.identity.fingerprint(), kept.identity.fingerprint());
         assert_eq!(read.min_rtt, kept.min_rtt);
+        assert_eq!(read.tcp_reachable, kept.tcp_reachable);
         let later = SystemTime::now() + crate::launch::PERSIST;
         assert!(key.read(later).is_none(), "expired before the server's idle time ends");
     }

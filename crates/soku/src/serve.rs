@@ -275,6 +275,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
                     bind_ip: ip,
                     client_ip: ssh_client_ip(),
                     stall,
+                    tcp_ready,
                 })
                 .await;
             }

@@ -286,6 +286,7 @@ impl Session {
                     server: Fingerprint(fingerprint),
                     identity,
                     min_rtt: Duration::ZERO,
+                    tcp_reachable: None,
                 });
                 let quic = Some(QuicPath { _endpoint: won.endpoint, conn, _wake });
                 let session = Session {
@@ -463,11 +464,17 @@ impl Session {
     }
 
     /// How the next copies reach the server that stays after this job, if it does, with
-    /// the path's smallest RTT so far; taken once (to be recorded after the close).
-    pub fn take_kept(&mut self) -> Option<KeptServer> {
+    /// the path's smallest RTT so far and whether TCP got through; taken once (to be
+    /// recorded after the close).
+    pub async fn take_kept(&mut self) -> Option<KeptServer> {
         let min_rtt = self.connection().map(soku_transport::min_rtt);
         let mut kept = self.kept.take()?;
         kept.min_rtt = min_rtt.unwrap_or(kept.min_rtt);
+        if let Some(check) = self.tcp_check.take() {
+            // Decided long since on a copy that went well (the race ends with the
+            // handshake); one still undecided counts as not through.
+            kept.tcp_reachable = Some(check.is_finished() && check.await.unwrap_or(false));
+        }
         Some(kept)
     }
 

@@ -1,6 +1,7 @@
 //! The data transports through a real sshd over the project's emulator (see
 //! `common/emulated.rs`): TLS over TCP when asked for, and when UDP is blocked,
-//! policed or shaped, chosen by `--transport auto` on its own. Each copy is verified byte for
+//! policed or shaped, chosen by `--transport auto` on its own, also by a copy that
+//! reaches the remote soku kept from the copy before. Each copy is verified byte for
 //! byte; each prints how long the choice took and what carried the data.
 
 mod common;
@@ -106,6 +107,55 @@ fn udp_shaped_moves_to_tcp_in_both_directions() {
     report_switch("shaped", "upload", &String::from_utf8_lossy(&out.stderr), took, on_quic);
     let (stderr, took) = download(&host, "shaped-down.bin", &[]);
     report_switch("shaped", "download", &stderr, took, on_quic);
+}
+
+/// A copy that reaches the remote soku kept from the copy before
+/// (`crates/soku/src/serve/kept.rs`) watches for a UDP rate limit as any QUIC session
+/// does: a policer that comes between two copies moves the second to TCP, whichever
+/// side sends the data (the client watches an upload, the kept server a download).
+#[test]
+fn udp_policed_under_a_kept_server_moves_to_tcp_in_both_directions() {
+    const RATE: u64 = 100_000_000;
+    let host = EmulatedHost::up("keptudp", Duration::from_millis(50), RATE);
+    let on_quic = SIZE as f64 * 8.0 / (RATE / 20) as f64;
+    for what in ["upload", "download"] {
+        host.path.faults().set_udp_rate(None);
+        let (out, _) = upload(&host, &format!("before-{what}.bin"), &[]);
+        let (before, _) = connected(&String::from_utf8_lossy(&out.stderr));
+        assert!(before.starts_with("QUIC"), "{before}");
+        // Without the path memory: a copy that resumes from it retreats to the
+        // policer's rate at its first losses and then loses too little for the
+        // policer's signature, whichever way its session started (a limit of the
+        // watch, `crates/soku/src/policing.rs`, not of the kept server).
+        let _ = std::fs::remove_file(host.dir.path().join("cache/soku/paths"));
+        host.path.faults().set_udp_rate(Some(RATE / 20));
+        let (stderr, took) = match what {
+            "upload" => {
+                let (out, took) = upload(&host, "policed-up.bin", &[]);
+                (String::from_utf8_lossy(&out.stderr).into_owned(), took)
+            }
+            _ => download(&host, "policed-down.bin", &[]),
+        };
+        let transports: Vec<String> = stderr
+            .lines()
+            .filter(|l| l.contains(r#""event":"connected""#))
+            .map(|l| connected(l).0)
+            .collect();
+        println!("UDP policed to 5 %, {what} from a kept server: {took:.1?} via {transports:?}");
+        let first = transports.first().expect("a connection");
+        assert!(first.contains("the remote soku kept from the last copy"), "{what}: {first}");
+        let last = transports.last().expect("a connection");
+        assert!(last.starts_with("TLS/TCP"), "{what}: ended on {last}:\n{stderr}");
+        assert!(stderr.contains("UDP looks rate-limited"), "{what}: not told why:\n{stderr}");
+        // An upload moves from the kept server straight to TCP (our watch). A
+        // download's watch is the server's, whose CONNECTION_CLOSE the policer may drop
+        // with no ssh channel to repeat it: the copy then hears a reset, reconnects
+        // through ssh, and that session's watch moves it.
+        if what == "upload" {
+            assert_eq!(transports.len(), 2, "{transports:?}");
+        }
+        assert!(took.as_secs_f64() < on_quic, "{what}: {took:.1?}, slower than staying");
+    }
 }
 
 /// Downloads `SIZE` bytes with `args` over `host` into a fresh local directory; the

@@ -10,11 +10,15 @@
 //!   count), and never while a job runs. Told to stop (SIGTERM), it closes its
 //!   connections with a reason first: a client under a copy then reconnects at once,
 //!   through ssh, and resumes, where a server gone without a word leaves it to wait out
-//!   its stall limit (there is no ssh channel whose end would tell it).
+//!   its stall limit (there is no ssh channel whose end would tell it). A job whose
+//!   client goes silent for [`CLIENT_SILENCE`] (killed, or cut off) ends, and frees its
+//!   partial files for the client's next session.
 //! - **What it does.** One job per connection, as the first: the client opens the
-//!   stream, sends its request, and the engine runs it. A job that went well ends with
-//!   the server's summary on a stream the server opens (the ssh channel carried it on
-//!   the first job). Up to [`MAX_JOBS`] at once; more are refused at once, so that their
+//!   stream, sends a first frame (`KeptOpening`) and its request, and the engine runs
+//!   it. A job that went well ends with the server's summary on a stream the server
+//!   opens (the ssh channel carried it on the first job). A job that sends the data
+//!   watches for a UDP rate limit as the first did (`crate::policing`), if the client
+//!   can move to TCP. Up to [`MAX_JOBS`] at once; more are refused at once, so that their
 //!   clients log in through ssh instead of waiting.
 //! - **Its output.** stdout and stderr were the ssh channel, which is gone: they are
 //!   pointed at /dev/null, so that nothing written there fails or blocks.
@@ -30,8 +34,8 @@ use soku_transport::{Fingerprint, Identity, TransportOptions};
 use tokio::task::JoinSet;
 
 use super::{read_small_frame, serve_job, within, CLOSE_PATIENCE};
-use crate::preview;
 use crate::report::ServerSampler;
+use crate::{policing, preview};
 use soku_engine::link;
 
 /// How long the server stays after its last job: as long as the shared ssh login
@@ -41,6 +45,11 @@ pub const IDLE: Duration = crate::launch::PERSIST;
 pub const PROCESS_NAME: &str = "soku-kept";
 /// QUIC close code of a kept server told to stop.
 const STOPPED: u32 = 3;
+/// QUIC close code of a job whose client went silent.
+const GONE: u32 = 4;
+/// How long a job hears nothing from its client before it takes it for gone: three of
+/// the QUIC keep-alives a live client sends every 5 s (`soku_transport`'s config).
+const CLIENT_SILENCE: Duration = Duration::from_secs(15);
 /// Most jobs at once (sshd's `MaxSessions` is 10 sessions per login).
 const MAX_JOBS: usize = 8;
 
@@ -61,6 +70,10 @@ pub struct Stay {
     pub client_ip: Option<IpAddr>,
     /// The client's stall limit (`--stall-timeout`).
     pub stall: Duration,
+    /// The client can move to TCP (its first choice said so): each job sending the data
+    /// watches for a UDP rate limit and closes its connection with the reason, as the
+    /// first job did (`crate::policing`).
+    pub tcp_ready: bool,
 }
 
 /// Takes the client's next connections until [`IDLE`] passes without a job.
@@ -68,7 +81,7 @@ pub async fn stay(stay: Stay) -> anyhow::Result<()> {
     detach_output();
     // The thread group leader's name, whichever thread writes it.
     let _ = std::fs::write("/proc/self/comm", PROCESS_NAME);
-    let Stay { endpoint, identity, client, transport, bind_ip, client_ip, stall } = stay;
+    let Stay { endpoint, identity, client, transport, bind_ip, client_ip, stall, tcp_ready } = stay;
     let mtu_bound = soku_transport::server_mtu_bound(bind_ip, client_ip);
     // The first job's accept stopped taking connections (`serve::accept_client`).
     let config = soku_transport::server_config(&identity, client, &transport, mtu_bound)?;
@@ -90,7 +103,7 @@ pub async fn stay(stay: Stay) -> anyhow::Result<()> {
                 }
                 jobs.spawn(async move {
                     match incoming.await {
-                        Ok(conn) => serve_one(conn, stall).await,
+                        Ok(conn) => serve_one(conn, stall, tcp_ready).await,
                         // A stranger's certificate, or a forged packet.
                         Err(_) => false,
                     }
@@ -110,7 +123,7 @@ pub async fn stay(stay: Stay) -> anyhow::Result<()> {
 }
 
 /// One connection's job; whether there was one (the client opened its stream).
-async fn serve_one(conn: quinn::Connection, stall: Duration) -> bool {
+async fn serve_one(conn: quinn::Connection, stall: Duration, tcp_ready: bool) -> bool {
     let started = Instant::now();
     let _wake = soku_transport::wake_when_silent(&conn);
     let Ok(Ok((send, mut recv))) = within(stall, conn.accept_bi()).await else {
@@ -131,7 +144,14 @@ async fn serve_one(conn: quinn::Connection, stall: Duration) -> bool {
     // Only a download's "nothing held" (`KeptOpening`); an upload's preview, asked
     // nothing, promises nothing.
     let promise = preview::Promise::new(opening.receive_preview, None);
+    let watching = tcp_ready.then(|| tokio::spawn(policing::watch(conn.clone())));
+    let silence = tokio::spawn(end_when_silent(conn.clone()));
     let result = serve_job(&mut link, Some(&conn), &promise).await;
+    silence.abort();
+    if let Some(watching) = watching {
+        // A verdict closed the connection itself, with the reason for the client.
+        watching.abort();
+    }
     if let Ok(sent_data) = result {
         send_summary(&conn, sampler.finish(sent_data)).await;
     }
@@ -141,6 +161,29 @@ async fn serve_one(conn: quinn::Connection, stall: Duration) -> bool {
     }
     let _ = tokio::time::timeout(CLOSE_PATIENCE, conn.closed()).await;
     true
+}
+
+/// Ends `conn` once nothing has come from the client for [`CLIENT_SILENCE`]: a client
+/// killed, or cut off, sends no CONNECTION_CLOSE (and one closed under a UDP policer
+/// may have lost it), and its job would otherwise hold its partial files for the stall
+/// limit (two minutes). The client's next session, through ssh, waits up to 30 s for
+/// them (`soku_engine::partial`); a kept job gives them up within 15 s.
+async fn end_when_silent(conn: quinn::Connection) {
+    let mut heard = conn.stats().udp_rx.datagrams;
+    let mut last_heard = tokio::time::Instant::now();
+    loop {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        if conn.close_reason().is_some() {
+            return;
+        }
+        let now_heard = conn.stats().udp_rx.datagrams;
+        if now_heard != heard {
+            (heard, last_heard) = (now_heard, tokio::time::Instant::now());
+        } else if last_heard.elapsed() >= CLIENT_SILENCE {
+            conn.close(GONE.into(), b"the client went silent");
+            return;
+        }
+    }
 }
 
 /// The server's summary on a stream of its own (the first job's went on the ssh

@@ -82,7 +82,8 @@ impl Session {
             pings: None,
             quic: Some(QuicPath { _endpoint: endpoint, conn, _wake }),
             fallback: None,
-            tcp_check: None,
+            // As the first session found it, for the watch for a UDP rate limit.
+            tcp_check: kept.tcp_reachable.map(|through| tokio::spawn(async move { through })),
             note: Arc::new(OnceLock::new()),
             summary,
             choice_sent: tokio::time::Instant::now(),
