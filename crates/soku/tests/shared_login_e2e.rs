@@ -248,6 +248,46 @@ fn a_kept_server_stopped_under_a_copy_leaves_it_to_resume_through_ssh() {
     assert!(took < Duration::from_secs(30), "took {took:?}\n{stderr}");
 }
 
+/// A client killed (SIGKILL) under a copy through the kept server sends no close: the
+/// kept job ends once its client has been silent for 15 s and frees the partial file,
+/// so the same command, run again at once, finishes the copy (through the same kept
+/// server, whose new job waits for the file).
+#[test]
+fn a_copy_killed_under_a_kept_server_finishes_when_run_again() {
+    let env = Env::new();
+    std::fs::create_dir_all(env.path("run")).expect("run dir");
+    let _masters = Masters::new(&env);
+    upload(&env, "first.bin", &[]);
+
+    // About 6 s: 6 MiB at 8 Mbit/s.
+    let big = env.src().join("big.bin");
+    write(&big, &data(6 << 20, 11));
+    let copy = |extra: &[&str]| {
+        let mut cmd = env.soku();
+        cmd.env("XDG_RUNTIME_DIR", env.path("run")).args(extra);
+        cmd.arg(&big).arg(env.remote(&env.dst()));
+        cmd.stdin(Stdio::null());
+        cmd
+    };
+    let mut first = copy(&["-l", "8000"]).stdout(Stdio::null()).stderr(Stdio::null()).spawn();
+    let first = first.as_mut().expect("copy");
+    std::thread::sleep(Duration::from_secs(2));
+    // The copy itself, below the time limit's wrapper.
+    let client = descendant(first.id(), &|c| c.contains(" -l 8000 ")).expect("the client");
+    let status = Command::new("kill").arg("-9").arg(client.to_string()).status();
+    assert!(status.expect("kill").success());
+    let _ = first.wait();
+
+    let started = Instant::now();
+    let out = env.ok(&mut copy(&["-v"]));
+    let took = started.elapsed();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("reaching the remote soku kept from the last copy"), "{stderr}");
+    assert_same_file(&big, &env.dst().join("big.bin"));
+    // At most 15 s for the killed job to let go, then the rest of the copy.
+    assert!(took < Duration::from_secs(40), "took {took:?}\n{stderr}");
+}
+
 #[test]
 fn sharing_is_turned_off_by_the_flag_or_the_users_control_master() {
     for off in [&["--no-share-login"][..], &["-o", "ControlMaster=no"]] {

@@ -43,10 +43,11 @@ use soku_engine::link;
 pub const IDLE: Duration = crate::launch::PERSIST;
 /// The process's name (`/proc/PID/comm`) once it stays.
 pub const PROCESS_NAME: &str = "soku-kept";
-/// QUIC close code of a kept server told to stop.
-const STOPPED: u32 = 3;
+/// QUIC close code of a kept server told to stop (beside 1, a job aborted;
+/// `session::SSH_ENDED`, 2; `policing::POLICED`, 3).
+const STOPPED: u32 = 4;
 /// QUIC close code of a job whose client went silent.
-const GONE: u32 = 4;
+const GONE: u32 = 5;
 /// How long a job hears nothing from its client before it takes it for gone: three of
 /// the QUIC keep-alives a live client sends every 5 s (`soku_transport`'s config).
 const CLIENT_SILENCE: Duration = Duration::from_secs(15);
