@@ -169,14 +169,21 @@ fn the_next_copies_reach_the_kept_server_with_no_ssh() {
     assert_eq!(ssh_sessions(&log), 2, "the fourth copy's server stayed");
 }
 
+/// A test's sshd and soku's runtime directory, after a first copy (1 MiB) whose ssh
+/// stays as the master and whose remote soku stays as the kept server.
+fn after_a_first_copy() -> (Env, Masters) {
+    let env = Env::new();
+    std::fs::create_dir_all(env.path("run")).expect("run dir");
+    let masters = Masters::new(&env);
+    upload(&env, "first.bin", &[]);
+    (env, masters)
+}
+
 /// A stranger's certificate at the kept server's port is refused in the handshake, and
 /// the server goes on serving the client whose certificate it pinned.
 #[test]
 fn the_kept_server_takes_no_other_certificate() {
-    let env = Env::new();
-    std::fs::create_dir_all(env.path("run")).expect("run dir");
-    let _masters = Masters::new(&env);
-    upload(&env, "first.bin", &[]);
+    let (env, _masters) = after_a_first_copy();
     let records: Vec<PathBuf> = std::fs::read_dir(env.path("run").join("soku/kept"))
         .expect("the kept server's record")
         .map(|e| e.expect("entry").path())
@@ -219,10 +226,7 @@ fn the_kept_server_takes_no_other_certificate() {
 /// its stall limit (a minute).
 #[test]
 fn a_kept_server_stopped_under_a_copy_leaves_it_to_resume_through_ssh() {
-    let env = Env::new();
-    std::fs::create_dir_all(env.path("run")).expect("run dir");
-    let _masters = Masters::new(&env);
-    upload(&env, "first.bin", &[]);
+    let (env, _masters) = after_a_first_copy();
     let kept = descendant(env.sshd.pid(), &|c| c.contains(" serve")).expect("the kept server");
 
     // About 6 s: 6 MiB at 8 Mbit/s.
@@ -254,10 +258,7 @@ fn a_kept_server_stopped_under_a_copy_leaves_it_to_resume_through_ssh() {
 /// server, whose new job waits for the file).
 #[test]
 fn a_copy_killed_under_a_kept_server_finishes_when_run_again() {
-    let env = Env::new();
-    std::fs::create_dir_all(env.path("run")).expect("run dir");
-    let _masters = Masters::new(&env);
-    upload(&env, "first.bin", &[]);
+    let (env, _masters) = after_a_first_copy();
 
     // About 6 s: 6 MiB at 8 Mbit/s.
     let big = env.src().join("big.bin");
