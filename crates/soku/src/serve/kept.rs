@@ -6,8 +6,9 @@
 //! - **Who gets in.** Only the certificate the client's hello pinned over ssh: the
 //!   client keeps its key in a file only its user can read (`crate::kept`), as ssh keeps
 //!   its control socket. Anyone else's handshake fails, as during the first job.
-//! - **How long.** [`IDLE`] after its last job ended (a handshake that fails does not
-//!   count), and never while a job runs. Told to stop (SIGTERM), it closes its
+//! - **How long.** [`IDLE`] after its last job ended, and never while a job runs; a
+//!   handshake under way is no job (a stranger's, failing or left pending, neither
+//!   extends its life nor takes a job's place). Told to stop (SIGTERM), it closes its
 //!   connections with a reason first: a client under a copy then reconnects at once,
 //!   through ssh, and resumes, where a server gone without a word leaves it to wait out
 //!   its stall limit (there is no ssh channel whose end would tell it). A job whose
@@ -53,6 +54,8 @@ const GONE: u32 = 5;
 const CLIENT_SILENCE: Duration = Duration::from_secs(15);
 /// Most jobs at once (sshd's `MaxSessions` is 10 sessions per login).
 const MAX_JOBS: usize = 8;
+/// Most handshakes under way at once.
+const MAX_HANDSHAKES: usize = 8;
 
 /// What the first job leaves for the jobs after it.
 pub struct Stay {
@@ -87,6 +90,9 @@ pub async fn stay(stay: Stay) -> anyhow::Result<()> {
     // The first job's accept stopped taking connections (`serve::accept_client`).
     let config = soku_transport::server_config(&identity, client, &transport, mtu_bound)?;
     endpoint.set_server_config(Some(config));
+    // Handshakes apart from jobs: a stranger's pending ones neither count as jobs nor
+    // keep the server from ending, and at most MAX_HANDSHAKES wait at once.
+    let mut handshakes: JoinSet<Option<quinn::Connection>> = JoinSet::new();
     let mut jobs: JoinSet<bool> = JoinSet::new();
     let mut idle_since = tokio::time::Instant::now();
     let mut stop = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
@@ -98,17 +104,17 @@ pub async fn stay(stay: Stay) -> anyhow::Result<()> {
             }
             incoming = endpoint.accept() => {
                 let Some(incoming) = incoming else { break };
-                if jobs.len() >= MAX_JOBS {
+                if jobs.len() >= MAX_JOBS || handshakes.len() >= MAX_HANDSHAKES {
                     incoming.refuse();
                     continue;
                 }
-                jobs.spawn(async move {
-                    match incoming.await {
-                        Ok(conn) => serve_one(conn, stall, tcp_ready).await,
-                        // A stranger's certificate, or a forged packet.
-                        Err(_) => false,
-                    }
-                });
+                // A stranger's certificate, or a forged packet, fails here.
+                handshakes.spawn(async move { incoming.await.ok() });
+            }
+            Some(done) = handshakes.join_next(), if !handshakes.is_empty() => {
+                if let Ok(Some(conn)) = done {
+                    jobs.spawn(serve_one(conn, stall, tcp_ready));
+                }
             }
             Some(done) = jobs.join_next(), if !jobs.is_empty() => {
                 if done.unwrap_or(false) {
