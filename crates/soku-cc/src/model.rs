@@ -311,6 +311,12 @@ impl SokuCc {
         self.resume.jump()
     }
 
+    /// Whether careful resume's jump was lost with no queue (see
+    /// [`CarefulResume::lost_without_queue`]).
+    pub fn resume_lost_without_queue(&self) -> bool {
+        self.resume.lost_without_queue()
+    }
+
     /// Rounds completed so far.
     pub fn round(&self) -> u64 {
         self.delivery.round()
@@ -558,6 +564,7 @@ impl Controller for SokuCc {
             if self.mode == Mode::Startup && !app_limited {
                 self.startup_delay.on_sample(rtt);
                 if self.startup_delay.queue_confirmed() {
+                    self.resume.on_queue_confirmed();
                     self.filled_pipe = true;
                 }
             }
@@ -615,6 +622,7 @@ impl Controller for SokuCc {
         if self.mode == Mode::Startup
             && self.resume.lost_too_much(self.config.loss_threshold, MIN_LOSS_PACKETS * self.mtu)
         {
+            self.resume.retreat_on_loss();
             self.filled_pipe = true;
             self.enter_drain();
         }

@@ -131,6 +131,11 @@ pub struct CarefulResume {
     rises: u32,
     rising_since: Option<Instant>,
     calm: u32,
+    /// Whether the last ack frame judged came back risen by a queue's threshold (or
+    /// startup confirmed a queue since), and whether the jump was retreated from on its
+    /// losses while it had not (see [`CarefulResume::lost_without_queue`]).
+    queue_now: bool,
+    lost_without_queue: bool,
     /// Bytes sent under the jump, and the last packet number.
     sent: u64,
     last_pn: Option<u64>,
@@ -179,6 +184,8 @@ impl CarefulResume {
             rises: 0,
             rising_since: None,
             calm: 0,
+            queue_now: false,
+            lost_without_queue: false,
             sent: 0,
             last_pn: None,
             acked: 0,
@@ -194,6 +201,20 @@ impl CarefulResume {
     /// The jump window, in bytes (0 if there was no jump).
     pub fn jump(&self) -> u64 {
         self.jump
+    }
+
+    /// Whether the jump was retreated from on its losses while its acks came back with
+    /// no queue: its packets were dropped at a rate the path carried without queueing,
+    /// which is how a UDP policer drops (the application's policing watch then counts
+    /// them). A slower path with a buffer fills its queue before it drops, so the ack
+    /// frame that reports its losses, for packets sent after them, carries that queue.
+    pub fn lost_without_queue(&self) -> bool {
+        self.lost_without_queue
+    }
+
+    /// Startup confirmed a queue while the jump was out.
+    pub fn on_queue_confirmed(&mut self) {
+        self.queue_now = true;
     }
 
     /// The window the jump allows now: its first step, then all of it (0 without one).
@@ -263,7 +284,8 @@ impl CarefulResume {
         }
         let base = self.base_rtt.min(min_rtt);
         let rise = queue_rise(base);
-        if rtt > base + rise {
+        self.queue_now = rtt > base + rise;
+        if self.queue_now {
             self.calm = 0;
             self.rises += 1;
             let since = *self.rising_since.get_or_insert(now);
@@ -332,7 +354,7 @@ impl CarefulResume {
             return Verdict::Pending;
         }
         if self.lost_too_much(loss_threshold, min_loss) {
-            self.phase = Phase::SafeRetreat;
+            self.retreat_on_loss();
             Verdict::Retreat
         } else {
             self.phase = Phase::Normal;
@@ -347,6 +369,16 @@ impl CarefulResume {
         self.in_jump()
             && self.lost >= min_loss
             && self.lost as f64 > loss_threshold * (self.acked + self.lost) as f64
+    }
+
+    /// The jump lost more than the threshold ([`CarefulResume::lost_too_much`]): the
+    /// path did not carry it. quinn judges an ack frame's RTT (`on_end_acks`) before
+    /// the losses it reveals, so the frame that reported them was judged already.
+    pub fn retreat_on_loss(&mut self) {
+        if self.in_jump() {
+            self.phase = Phase::SafeRetreat;
+            self.lost_without_queue = !self.queue_now;
+        }
     }
 
     /// Startup ended while the jump was out (a queue built, or a round lost too much):
@@ -487,6 +519,52 @@ mod tests {
         cr.on_loss(450_000);
         assert_eq!(cr.on_end_acks(Some(last), 0.1, 4000), Verdict::Retreat);
         assert_eq!(cr.phase(), Phase::SafeRetreat);
+        assert!(cr.lost_without_queue(), "no ack frame showed a queue");
+    }
+
+    #[test]
+    fn losses_behind_acks_with_no_queue_are_told_from_losses_behind_a_queue() {
+        let ms = Duration::from_millis;
+        for (last_frame_ms, without_queue) in [(201, true), (260, false)] {
+            let mut cr = CarefulResume::new(hint(path(100, 200)), true);
+            cr.on_rtt_sample(ms(200), 14_720).expect("jump");
+            cr.on_sent(600_000, 400);
+            cr.on_ack(100_000);
+            assert_eq!(cr.on_frame_rtt(tick(), ms(201), ms(200), W), Step::Hold);
+            cr.on_frame_rtt(tick(), ms(last_frame_ms), ms(200), W);
+            cr.on_loss(50_000);
+            assert!(cr.lost_too_much(0.1, 4000));
+            cr.retreat_on_loss();
+            assert_eq!(cr.phase(), Phase::SafeRetreat);
+            assert_eq!(cr.lost_without_queue(), without_queue, "last frame at {last_frame_ms} ms");
+        }
+    }
+
+    #[test]
+    fn a_queue_startup_confirmed_is_a_queue_for_the_losses_after_it() {
+        let mut cr = CarefulResume::new(hint(path(100, 200)), true);
+        cr.on_rtt_sample(Duration::from_millis(200), 14_720).expect("jump");
+        cr.on_sent(600_000, 400);
+        cr.on_queue_confirmed();
+        cr.on_loss(50_000);
+        cr.retreat_on_loss();
+        assert!(!cr.lost_without_queue());
+    }
+
+    #[test]
+    fn a_retreat_from_a_rise_or_from_startup_is_not_one_without_a_queue() {
+        let ms = Duration::from_millis;
+        let mut cr = CarefulResume::new(hint(path(1000, 200)), true);
+        cr.on_rtt_sample(ms(200), 14_720).expect("jump");
+        cr.on_sent(3_000_000, 2000);
+        cr.on_ack(30_000);
+        cr.on_frame_rtt(tick(), ms(230), ms(200), W);
+        assert_eq!(cr.on_frame_rtt(tick(), ms(240), ms(200), W), Step::Retreat);
+        assert!(!cr.lost_without_queue());
+        let mut cr = CarefulResume::new(hint(path(100, 200)), true);
+        cr.on_rtt_sample(ms(200), 14_720).expect("jump");
+        cr.retreat();
+        assert!(!cr.lost_without_queue(), "a collapse or a full pipe says nothing of a policer");
     }
 
     #[test]

@@ -108,6 +108,9 @@ pub struct PathModel {
     pub resume: ResumePhase,
     /// See `resume`.
     pub resume_jump: u64,
+    /// Whether the jump was lost with no queue (see
+    /// `soku_cc::resume::CarefulResume::lost_without_queue`).
+    pub resume_lost_without_queue: bool,
     /// Whether the controller yields to other traffic (`--background`).
     pub background: bool,
 }
@@ -131,6 +134,7 @@ pub fn path_model(conn: &quinn::Connection) -> Option<PathModel> {
         phase: cc.mode(),
         resume: cc.resume_phase(),
         resume_jump: cc.resume_jump(),
+        resume_lost_without_queue: cc.resume_lost_without_queue(),
         background: cc.is_background(),
     })
 }

@@ -44,6 +44,14 @@ fn upload_with(host: &EmulatedHost, name: &str, args: &[&str]) -> serde_json::Va
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{name}: the copy failed:\n{stderr}");
     assert_same_file(&src, &host.dst().join(name));
+    // No path here polices UDP: a jump the path did not carry (a queue filled, then
+    // dropped) must not pass for a policer's losses (`crates/soku/src/policing.rs`).
+    let transports: Vec<&str> =
+        stderr.lines().filter(|l| l.contains(r#""event":"connected""#)).collect();
+    assert!(
+        transports.len() == 1 && transports[0].contains(r#""transport":"QUIC"#),
+        "{name}: the copy left QUIC on a path that does not police UDP:\n{stderr}"
+    );
     let path = path_event(&stderr);
     println!("{name}: resume {} jump {} B", path["resume"], path["resume_jump"]);
     path

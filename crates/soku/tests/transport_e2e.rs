@@ -109,25 +109,31 @@ fn udp_shaped_moves_to_tcp_in_both_directions() {
     report_switch("shaped", "download", &stderr, took, on_quic);
 }
 
-/// A copy that reaches the remote soku kept from the copy before
-/// (`crates/soku/src/serve/kept.rs`) watches for a UDP rate limit as any QUIC session
-/// does: a policer that comes between two copies moves the second to TCP, whichever
-/// side sends the data (the client watches an upload, the kept server a download).
+/// A policer that comes between two copies, in both directions: the second copy
+/// resumes from what the first learned of the path (careful resume's jump,
+/// `crates/soku-cc/src/resume.rs`) and reaches the remote soku kept from the first
+/// (`crates/soku/src/serve/kept.rs`); its jump is lost with no queue, which is the
+/// policer's signature, and the copy moves to TCP whichever side sends the data (the
+/// client watches an upload, the kept server a download). After the jump's retreat
+/// the controller runs at the policer's rate and loses too little for the signature
+/// on its own: a watch that left the jump's losses out kept such a copy on QUIC.
 #[test]
-fn udp_policed_under_a_kept_server_moves_to_tcp_in_both_directions() {
+fn udp_policed_after_a_copy_learned_the_path_moves_to_tcp_in_both_directions() {
     const RATE: u64 = 100_000_000;
     let host = EmulatedHost::up("keptudp", Duration::from_millis(50), RATE);
     let on_quic = SIZE as f64 * 8.0 / (RATE / 20) as f64;
     for what in ["upload", "download"] {
         host.path.faults().set_udp_rate(None);
-        let (out, _) = upload(&host, &format!("before-{what}.bin"), &[]);
-        let (before, _) = connected(&String::from_utf8_lossy(&out.stderr));
-        assert!(before.starts_with("QUIC"), "{before}");
-        // Without the path memory: a copy that resumes from it retreats to the
-        // policer's rate at its first losses and then loses too little for the
-        // policer's signature, whichever way its session started (a limit of the
-        // watch, `crates/soku/src/policing.rs`, not of the kept server).
-        let _ = std::fs::remove_file(host.dir.path().join("cache/soku/paths"));
+        match what {
+            "upload" => drop(upload(&host, "before-upload.bin", &[])),
+            _ => drop(download(&host, "before-download.bin", &[])),
+        }
+        let memory = std::fs::read_to_string(host.dir.path().join("cache/soku/paths"));
+        let flow = if what == "upload" { " up " } else { " down " };
+        assert!(
+            memory.as_deref().is_ok_and(|m| m.contains(flow)),
+            "{what}: the first copy left no memory of the path: {memory:?}"
+        );
         host.path.faults().set_udp_rate(Some(RATE / 20));
         let (stderr, took) = match what {
             "upload" => {

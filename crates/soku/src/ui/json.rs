@@ -249,6 +249,7 @@ mod tests {
             phase: soku_transport::CcPhase::ProbeBw,
             resume: soku_transport::ResumePhase::Normal,
             resume_jump: 1_250_000,
+            resume_lost_without_queue: false,
             background: false,
         };
         // Numbers stay numbers; serde_json writes 301.5 where `{:.3}` wrote 301.500.
@@ -272,6 +273,7 @@ mod tests {
             phase: soku_transport::CcPhase::ProbeBw,
             resume: soku_transport::ResumePhase::Normal,
             resume_jump: 0,
+            resume_lost_without_queue: false,
             background: false,
         };
         let mut rep = report(Some(model));
