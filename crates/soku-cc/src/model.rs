@@ -68,6 +68,7 @@
 
 use std::any::Any;
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -127,6 +128,9 @@ impl Mode {
 #[derive(Debug, Clone)]
 pub struct SokuCc {
     config: Arc<SokuCcConfig>,
+    /// Set by the application as it closes the connection (see
+    /// [`SokuCc::open_for_close`]); shared with this controller's clones.
+    closing: Arc<AtomicBool>,
     mode: Mode,
     mtu: u64,
     window: u64,
@@ -223,6 +227,7 @@ impl SokuCc {
         let rng = splitmix64(config.seed);
         let mtu = u64::from(current_mtu).max(1);
         Self {
+            closing: Arc::new(AtomicBool::new(false)),
             mode: Mode::Startup,
             mtu,
             window: config.initial_window.max(MIN_WINDOW_PACKETS * mtu),
@@ -315,6 +320,18 @@ impl SokuCc {
     /// [`CarefulResume::lost_without_queue`]).
     pub fn resume_lost_without_queue(&self) -> bool {
         self.resume.lost_without_queue()
+    }
+
+    /// Opens the window for good, for the packet that carries the application's
+    /// CONNECTION_CLOSE. quinn-proto 0.11 holds that packet behind the congestion window
+    /// while stream data is still queued, and a closed connection processes no more
+    /// acks, so a close made under a full window never left (quinn issue #2785, fixed
+    /// after 0.11.19 by quinn PR #2787): the peer heard nothing until its idle timeout,
+    /// or a kept server's silence rule. Closed, quinn sends nothing but acks and the
+    /// close, so the open window lets only those out. Called on a clone
+    /// (`quinn::Connection::congestion_state`), whose flag is the live controller's.
+    pub fn open_for_close(&self) {
+        self.closing.store(true, Ordering::Relaxed);
     }
 
     /// Rounds completed so far.
@@ -646,6 +663,10 @@ impl Controller for SokuCc {
     }
 
     fn window(&self) -> u64 {
+        if self.closing.load(Ordering::Relaxed) {
+            // Above u32::MAX quinn's pacer stands aside as well.
+            return u64::MAX;
+        }
         if self.config.stall_probes {
             // quinn asks without a time; its own clock is `Instant::now()` too.
             self.stall.window(self.window, self.mtu, Instant::now())

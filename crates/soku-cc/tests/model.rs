@@ -489,3 +489,19 @@ fn a_lone_flows_first_probe_rtt_follows_its_min_rtt_expiry() {
     });
     assert!(at >= Duration::from_secs(15) && at < Duration::from_millis(15_500), "{at:?}");
 }
+
+/// The application opens the live controller's window through a clone (what
+/// `quinn::Connection::congestion_state` hands out), so that its CONNECTION_CLOSE is not
+/// held behind a full window (`SokuCc::open_for_close`).
+#[test]
+fn a_clone_opens_the_live_window_for_the_close() {
+    let mut d = Driver::new(SokuCcConfig::default());
+    d.round(10, 0, false);
+    let before = d.cc.window();
+    assert!(before < u64::from(u32::MAX), "an ordinary window: {before}");
+    let clone = d.cc.clone_box().into_any().downcast::<SokuCc>().expect("soku-cc");
+    clone.open_for_close();
+    assert_eq!(d.cc.window(), u64::MAX, "open wide: quinn's pacer stands aside too");
+    let fresh = Driver::new(SokuCcConfig::default());
+    assert!(fresh.cc.window() < u64::from(u32::MAX), "another connection's stays as it was");
+}

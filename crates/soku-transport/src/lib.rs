@@ -125,6 +125,17 @@ pub fn min_rtt(conn: &quinn::Connection) -> std::time::Duration {
     path_model(conn).map_or_else(|| conn.stats().path.min_rtt, |model| model.min_rtt)
 }
 
+/// Closes `conn` with `code` and `reason`, making sure the CONNECTION_CLOSE can leave
+/// under a full congestion window (see `soku_cc::SokuCc::open_for_close`): a copy
+/// closed for a UDP rate limit, a stop or an abort is closed with its window full, and
+/// a peer with no ssh channel to tell it otherwise (a kept server) heard nothing.
+pub fn close(conn: &quinn::Connection, code: u32, reason: &[u8]) {
+    if let Ok(cc) = conn.congestion_state().into_any().downcast::<soku_cc::SokuCc>() {
+        cc.open_for_close();
+    }
+    conn.close(code.into(), reason);
+}
+
 /// The controller's path model, if the connection runs soku-cc and has estimates.
 pub fn path_model(conn: &quinn::Connection) -> Option<PathModel> {
     let cc = conn.congestion_state().into_any().downcast::<soku_cc::SokuCc>().ok()?;

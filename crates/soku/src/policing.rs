@@ -141,13 +141,13 @@ pub async fn watch_beside_ssh(
             .and_then(|ssh| shaping::looks_shaped(&report, ssh));
         shaped_looks = if shaped.is_some() { shaped_looks + 1 } else { 0 };
         if let Some(why) = shaped.filter(|_| shaped_looks >= SHAPED_LOOKS) {
-            conn.close(POLICED.into(), why.as_bytes());
+            soku_transport::close(&conn, POLICED, why.as_bytes());
             return Some(why);
         }
         report.sent_packets -= baseline.0.min(report.sent_packets);
         report.lost_packets -= baseline.1.min(report.lost_packets);
         if let Some(why) = looks_policed(&report) {
-            conn.close(POLICED.into(), why.as_bytes());
+            soku_transport::close(&conn, POLICED, why.as_bytes());
             return Some(why);
         }
     }

@@ -216,7 +216,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             tokio::spawn(async move {
                 answer_pings_until_closed(stdin, answering).await;
                 channel_gone.store(true, Ordering::SeqCst);
-                watched.close(1u32.into(), b"ssh channel closed");
+                soku_transport::close(&watched, 1, b"ssh channel closed");
             });
             // What failed because of that says so (not QUIC's "closed").
             let why = |err: anyhow::Error| {
@@ -263,7 +263,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
                 // A client that took our reason (a `Fatal`) has closed by now, in
                 // `link.close`; one that did not (a broken or hostile one) is not given
                 // the patience a second time.
-                conn.close(1u32.into(), b"aborted");
+                soku_transport::close(&conn, 1, b"aborted");
             }
             let _ = tokio::time::timeout(CLOSE_PATIENCE, conn.closed()).await;
             if keep && result.is_ok() {

@@ -543,7 +543,7 @@ impl Session {
         // closes, so a lost CONNECTION_CLOSE costs nothing. A fixed 20 ms grace here was
         // 20 ms of every copy's wall time (1.3 % of a 1 GiB loopback copy).
         if let Some(quic) = &quic {
-            quic.conn.close(0u32.into(), b"done");
+            soku_transport::close(&quic.conn, 0, b"done");
         }
         drop(ssh_stdin);
         let Some(mut child) = child else {
@@ -590,7 +590,7 @@ impl Session {
             notes.abort();
         }
         if let Some(quic) = &self.quic {
-            quic.conn.close(1u32.into(), b"aborted");
+            soku_transport::close(&quic.conn, 1, b"aborted");
         }
         if let Some(child) = &mut self.child {
             let _ = child.kill().await;
@@ -639,10 +639,11 @@ async fn watch_ssh<R: AsyncRead + Unpin>(
         while let Ok(Some(payload)) = decoder.next_payload() {
             match soku_proto::hello::decode_hello(&payload) {
                 Ok(ServerNote::Policed { why }) => {
+                    // Kept first: the copy, failing on the close, looks for it.
+                    let _ = note.set(why.clone());
                     if let Some(conn) = &conn {
-                        conn.close(policing::POLICED.into(), why.as_bytes());
+                        soku_transport::close(conn, policing::POLICED, why.as_bytes());
                     }
-                    let _ = note.set(why);
                 }
                 Ok(ServerNote::Summary(said)) => {
                     let _ = summary.set(said);
@@ -661,7 +662,7 @@ async fn watch_ssh<R: AsyncRead + Unpin>(
         }
     }
     if let Some(conn) = conn {
-        conn.close(SSH_ENDED.into(), b"the ssh session ended");
+        soku_transport::close(&conn, SSH_ENDED, b"the ssh session ended");
     }
 }
 

@@ -169,6 +169,31 @@ fn the_next_copies_reach_the_kept_server_with_no_ssh() {
     assert_eq!(ssh_sessions(&log), 2, "the fourth copy's server stayed");
 }
 
+/// Copies in a row, as a script runs them, all go through the kept server: each one's
+/// CONNECTION_CLOSE reaches it, so its job ends with the copy and does not hold one of
+/// the server's places (at most 8 jobs) until its client has been silent for 15 s.
+#[test]
+fn copies_in_a_row_all_reach_the_kept_server() {
+    let env = Env::new();
+    std::fs::create_dir_all(env.path("run")).expect("run dir");
+    let _masters = Masters::new(&env);
+    let log = env.path("ssh-starts.log");
+    let ssh = counting_ssh(&env, &log);
+    let ssh = ssh.to_str().expect("utf-8 path");
+    upload(&env, "first.bin", &["-S", ssh]);
+    let began = std::time::Instant::now();
+    for n in 0..12 {
+        upload(&env, &format!("row-{n}.bin"), &["-S", ssh]);
+    }
+    let took = began.elapsed();
+    println!("12 copies in a row through the kept server: {took:.1?}");
+    assert_eq!(
+        ssh_sessions(&log),
+        1,
+        "every copy after the first reached the kept server ({took:.1?} for 12)"
+    );
+}
+
 /// A test's sshd and soku's runtime directory, after a first copy (1 MiB) whose ssh
 /// stays as the master and whose remote soku stays as the kept server.
 fn after_a_first_copy() -> (Env, Masters) {

@@ -94,11 +94,18 @@ pub async fn stay(stay: Stay) -> anyhow::Result<()> {
     // keep the server from ending, and at most MAX_HANDSHAKES wait at once.
     let mut handshakes: JoinSet<Option<quinn::Connection>> = JoinSet::new();
     let mut jobs: JoinSet<bool> = JoinSet::new();
+    // The jobs' connections, so that a stop closes each with its window open
+    // (`soku_transport::close`): under a copy, a close made by the endpoint stayed
+    // behind a full congestion window.
+    let mut live: Vec<quinn::Connection> = Vec::new();
     let mut idle_since = tokio::time::Instant::now();
     let mut stop = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     loop {
         tokio::select! {
             _ = stop.recv() => {
+                for conn in &live {
+                    soku_transport::close(conn, STOPPED, b"the remote soku was stopped");
+                }
                 endpoint.close(STOPPED.into(), b"the remote soku was stopped");
                 break;
             }
@@ -113,6 +120,8 @@ pub async fn stay(stay: Stay) -> anyhow::Result<()> {
             }
             Some(done) = handshakes.join_next(), if !handshakes.is_empty() => {
                 if let Ok(Some(conn)) = done {
+                    live.retain(|c| c.close_reason().is_none());
+                    live.push(conn.clone());
                     jobs.spawn(serve_one(conn, stall, tcp_ready));
                 }
             }
@@ -134,7 +143,7 @@ async fn serve_one(conn: quinn::Connection, stall: Duration, tcp_ready: bool) ->
     let started = Instant::now();
     let _wake = soku_transport::wake_when_silent(&conn);
     let Ok(Ok((send, mut recv))) = within(stall, conn.accept_bi()).await else {
-        conn.close(1u32.into(), b"no job");
+        soku_transport::close(&conn, 1, b"no job");
         return false;
     };
     let opening = match within(stall, read_small_frame(&mut recv)).await {
@@ -142,7 +151,7 @@ async fn serve_one(conn: quinn::Connection, stall: Duration, tcp_ready: bool) ->
         _ => None,
     };
     let Some(opening) = opening else {
-        conn.close(1u32.into(), b"no opening frame");
+        soku_transport::close(&conn, 1, b"no opening frame");
         return false;
     };
     let mut link = link::quic::link(conn.clone(), send, recv);
@@ -164,7 +173,7 @@ async fn serve_one(conn: quinn::Connection, stall: Duration, tcp_ready: bool) ->
     }
     let _ = link.close(CLOSE_PATIENCE).await;
     if result.is_err() {
-        conn.close(1u32.into(), b"aborted");
+        soku_transport::close(&conn, 1, b"aborted");
     }
     let _ = tokio::time::timeout(CLOSE_PATIENCE, conn.closed()).await;
     true
@@ -187,7 +196,7 @@ async fn end_when_silent(conn: quinn::Connection) {
         if now_heard != heard {
             (heard, last_heard) = (now_heard, tokio::time::Instant::now());
         } else if last_heard.elapsed() >= CLIENT_SILENCE {
-            conn.close(GONE.into(), b"the client went silent");
+            soku_transport::close(&conn, GONE, b"the client went silent");
             return;
         }
     }

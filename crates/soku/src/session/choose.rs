@@ -272,7 +272,7 @@ mod tests {
         };
         assert_eq!(won.addr, SocketAddr::from(([127, 0, 0, 1], port)));
         assert!(accepting.await.unwrap().is_ok());
-        won.conn.close(0u32.into(), b"");
+        soku_transport::close(&won.conn, 0, b"");
     }
 
     /// Nothing answers anywhere: the error names what was tried, within the timeout.

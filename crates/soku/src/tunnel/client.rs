@@ -121,7 +121,7 @@ pub async fn run(mut args: TunnelArgs) -> anyhow::Result<()> {
         }
     };
     // Closing the connection first ends the server's job at once; then ssh is reaped.
-    conn.close(0u32.into(), b"done");
+    soku_transport::close(&conn, 0, b"done");
     session.close(link).await?;
     outcome
 }
