@@ -166,34 +166,40 @@ pub async fn run_with(args: CopyArgs, events: Arc<dyn EventSink>) -> anyhow::Res
         TransportMode::Auto | TransportMode::Quic => launcher.kept_key(&serve, args.background),
         TransportMode::Tcp | TransportMode::Ssh => None,
     };
+    // The record of a server kept from the last copy, read once: the first session
+    // reaches it (below).
+    let mut recalled: Option<KeptServer> = None;
     if let (Some(remote), Launcher::Ssh { .. }, false) = (&remote, &launcher, args.no_share_login) {
         match launcher.share_login(remote).await {
-            Err(why) if args.verbose > 0 => {
-                eprintln!("soku: each copy logs in on its own: {why}");
+            Err(why) => {
+                if args.verbose > 0 {
+                    eprintln!("soku: each copy logs in on its own: {why}");
+                }
             }
-            // Said when the copy reaches it (below).
-            Ok(()) if kept_key(&launcher).and_then(|key| key.recall()).is_some() => {}
-            Ok(()) if args.verbose > 0 => {
-                if launcher.attach_timeout(false).is_some() {
-                    eprintln!(
-                        "soku: opening a session on the ssh login shared with {}",
-                        remote.host
-                    );
-                } else {
-                    eprintln!(
-                        "soku: logging in; this ssh stays a minute after the copy as the login \
-                         the next copies to {} share (--no-share-login: not)",
-                        remote.host
-                    );
-                    if launcher.dials_login() {
+            Ok(()) => {
+                recalled = kept_key(&launcher).and_then(|key| key.recall());
+                // A copy that reaches a kept server says so then.
+                if recalled.is_none() && args.verbose > 0 {
+                    if launcher.attach_timeout(false).is_some() {
                         eprintln!(
-                            "soku: soku connects ssh's TCP connection with TCP_NODELAY and \
-                             hands it to ssh (ProxyUseFdpass)"
+                            "soku: opening a session on the ssh login shared with {}",
+                            remote.host
                         );
+                    } else {
+                        eprintln!(
+                            "soku: logging in; this ssh stays a minute after the copy as the \
+                             login the next copies to {} share (--no-share-login: not)",
+                            remote.host
+                        );
+                        if launcher.dials_login() {
+                            eprintln!(
+                                "soku: soku connects ssh's TCP connection with TCP_NODELAY and \
+                                 hands it to ssh (ProxyUseFdpass)"
+                            );
+                        }
                     }
                 }
             }
-            _ => {}
         }
     }
     // What the last copy to this host in this direction learned: the data sender's
@@ -232,8 +238,6 @@ pub async fn run_with(args: CopyArgs, events: Arc<dyn EventSink>) -> anyhow::Res
     };
     let kept_key = kept_key(&launcher);
     session_opts.keep = kept_key.is_some();
-    // Only the first session tries the kept server: a reconnect logs in afresh.
-    let mut kept_tried = false;
     // An upload walks and hashes its sources while ssh logs in (see `soku_engine::ahead`).
     let mut ahead = match &direction {
         Direction::Upload { sources, .. } => {
@@ -251,11 +255,8 @@ pub async fn run_with(args: CopyArgs, events: Arc<dyn EventSink>) -> anyhow::Res
     let mut lost_because: Option<String> = None;
     loop {
         let reconnecting = retry.down_for(Instant::now()).is_some();
-        let kept = match &kept_key {
-            Some(key) if !reconnecting && !kept_tried => key.recall(),
-            _ => None,
-        };
-        kept_tried = true;
+        // Only the first session tries the kept server: a reconnect logs in afresh.
+        let kept = recalled.take();
         let attached = match (kept, &kept_key) {
             (Some(kept), Some(key)) => {
                 attach_kept(kept, key, &session_opts, events.as_ref(), args.verbose).await

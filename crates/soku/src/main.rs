@@ -40,6 +40,7 @@ mod shaping;
 mod spec;
 mod tcp_path;
 mod tunnel;
+mod udp_block;
 mod ui;
 
 use std::ffi::OsString;

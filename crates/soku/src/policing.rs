@@ -34,6 +34,7 @@ use soku_engine::events::PathReport;
 use soku_transport::ResumePhase;
 
 use crate::shaping::{self, SshPings};
+use crate::udp_block;
 
 /// QUIC application close code: UDP looks rate-limited, move to TCP.
 pub const POLICED: u32 = 3;
@@ -95,7 +96,8 @@ pub async fn watch(conn: quinn::Connection) -> Option<String> {
 
 /// [`watch`], and with the ssh round trips that `pings` times (the client's side,
 /// `crate::shaping`) also for a shaper's signature: QUIC in a queue that ssh does not
-/// see, in [`SHAPED_LOOKS`] looks in a row.
+/// see, in [`SHAPED_LOOKS`] looks in a row; after [`WATCH_FOR`], for UDP blocked under
+/// the copy (`crate::udp_block`), until the connection closes.
 pub async fn watch_beside_ssh(
     conn: quinn::Connection,
     pings: Option<Arc<SshPings>>,
@@ -104,6 +106,7 @@ pub async fn watch_beside_ssh(
     let mut baseline = (0, 0);
     let mut settle_until = None;
     let mut shaped_looks = 0;
+    let mut silence = udp_block::Silence::new(&conn);
     while started.elapsed() < WATCH_FOR {
         tokio::time::sleep(LOOK_EVERY).await;
         if conn.close_reason().is_some() {
@@ -111,6 +114,10 @@ pub async fn watch_beside_ssh(
         }
         let mut report = PathReport::from_connection(&conn);
         let now = tokio::time::Instant::now();
+        if let Some(why) = pings.as_ref().and_then(|pings| silence.look(&conn, pings)) {
+            soku_transport::close(&conn, POLICED, why.as_bytes());
+            return Some(why);
+        }
         let settling = match report.model.map(|m| (m.resume, m.resume_lost_without_queue)) {
             Some((ResumePhase::Unvalidated | ResumePhase::Validating, _)) => true,
             Some((ResumePhase::SafeRetreat, false)) => {
@@ -151,7 +158,10 @@ pub async fn watch_beside_ssh(
             return Some(why);
         }
     }
-    None
+    // From then on, with ssh's round trips: UDP blocked under the copy.
+    let why = udp_block::watch(&conn, pings.as_deref()?, silence).await?;
+    soku_transport::close(&conn, POLICED, why.as_bytes());
+    Some(why)
 }
 
 /// The verdict of a [`watch`] task once the copy it watched has failed: the task may

@@ -29,8 +29,10 @@ use tokio::io::AsyncWriteExt;
 use tokio::process::ChildStdin;
 use tokio::time::Instant;
 
-/// How often the client pings over ssh while the watch runs.
+/// How often the client pings over ssh while the watch runs...
 pub const PING_EVERY: Duration = Duration::from_millis(250);
+/// ... and after it, for the rest of the copy (`crate::udp_block`).
+const PING_AFTER_EVERY: Duration = Duration::from_secs(1);
 /// QUIC's queueing delay (its RTT above its minimum) that may mark a shaper, at least:
 /// well above scheduling noise and a loaded host's ack delays...
 const MIN_QUEUE: Duration = Duration::from_millis(20);
@@ -50,6 +52,9 @@ const MIN_PONGS: usize = 4;
 const RECENT: Duration = Duration::from_secs(1);
 /// Pings awaiting their answer, at most (older ones are forgotten: lost or very late).
 const MAX_OUTSTANDING: usize = 64;
+/// Answered pings remembered (when each was sent, its round trip), at most: more than
+/// a [`crate::udp_block::QUIC_SILENCE`] of them at either rate.
+const MAX_ANSWERS: usize = 64;
 
 /// Round trips over ssh: pings sent and their answers.
 #[derive(Debug, Default)]
@@ -65,6 +70,8 @@ struct Pings {
     recent: VecDeque<(Instant, Duration)>,
     min: Option<Duration>,
     answered: usize,
+    /// (when it was sent, its round trip), the last [`MAX_ANSWERS`] answers.
+    answers: VecDeque<(Instant, Duration)>,
 }
 
 /// What the ssh round trips show now.
@@ -103,9 +110,35 @@ impl SshPings {
         p.min = Some(p.min.map_or(rtt, |m| m.min(rtt)));
         p.answered += 1;
         p.recent.push_back((now, rtt));
+        if p.answers.len() == MAX_ANSWERS {
+            p.answers.pop_front();
+        }
+        p.answers.push_back((sent, rtt));
         while p.recent.front().is_some_and(|(t, _)| now.saturating_duration_since(*t) > RECENT) {
             p.recent.pop_front();
         }
+    }
+
+    /// Whether ssh answered on time all through the span from `since` to `now`: a ping
+    /// sent within `patience` of `since` came back within `patience`, and so did every
+    /// ping sent since until `patience` before `now`. The longest of those round trips,
+    /// if so.
+    pub fn answered_throughout(
+        &self,
+        since: Instant,
+        now: Instant,
+        patience: Duration,
+    ) -> Option<Duration> {
+        let p = self.lock();
+        let due = now.checked_sub(patience)?;
+        let late_or_lost = p.outstanding.iter().any(|(_, sent)| *sent >= since && *sent <= due);
+        let in_span: Vec<(Instant, Duration)> =
+            p.answers.iter().copied().filter(|(sent, _)| *sent >= since).collect();
+        let slow = in_span.iter().any(|(_, rtt)| *rtt > patience);
+        let first = in_span.iter().map(|(sent, _)| *sent).min()?;
+        let last = in_span.iter().map(|(sent, _)| *sent).max()?;
+        let covered = first <= since + patience && last + patience * 2 >= now;
+        (!late_or_lost && !slow && covered).then(|| in_span.iter().map(|(_, rtt)| *rtt).max())?
     }
 
     /// The round trips as of `now`, once there are enough of them and recent ones.
@@ -124,9 +157,10 @@ impl SshPings {
     }
 }
 
-/// Pings over ssh every [`PING_EVERY`] for `watch_for`, through `stdin` while the session
-/// still holds it (a [`Weak`]: the session's drop of its handle closes the channel, which
-/// tells the server to exit; this task must not keep it open).
+/// Pings over ssh every [`PING_EVERY`] for `watch_for`, then every [`PING_AFTER_EVERY`],
+/// through `stdin` while the session still holds it (a [`Weak`]: the session's drop of
+/// its handle closes the channel, which tells the server to exit; this task must not
+/// keep it open).
 pub async fn ping(
     stdin: Weak<tokio::sync::Mutex<ChildStdin>>,
     pings: Arc<SshPings>,
@@ -135,8 +169,15 @@ pub async fn ping(
     let started = Instant::now();
     let mut tick = tokio::time::interval(PING_EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    while started.elapsed() < watch_for {
+    let mut slowed = false;
+    loop {
         tick.tick().await;
+        if !slowed && started.elapsed() >= watch_for {
+            slowed = true;
+            tick = tokio::time::interval(PING_AFTER_EVERY);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            tick.tick().await;
+        }
         let Some(stdin) = stdin.upgrade() else { return };
         let seq = pings.sent(Instant::now());
         let Ok(ping) = frame::to_vec(&ClientNote::Ping { seq }) else { return };
@@ -238,5 +279,49 @@ mod tests {
         assert_eq!(pings.rtt(later), Some(ssh(80, 50)));
         // Nothing recent: no figure to set beside QUIC's.
         assert_eq!(pings.rtt(t0 + Duration::from_secs(5)), None);
+    }
+
+    /// Pings every second from `t0`, the k-th answered after `rtts[k]` ms (None: never).
+    fn pinged(t0: Instant, rtts: &[Option<u64>]) -> SshPings {
+        let pings = SshPings::default();
+        for (k, rtt) in rtts.iter().enumerate() {
+            let sent = t0 + Duration::from_secs(k as u64);
+            let seq = pings.sent(sent);
+            if let Some(ms) = rtt {
+                pings.answered(seq, sent + Duration::from_millis(*ms));
+            }
+        }
+        pings
+    }
+
+    /// ssh must have answered on time over the whole span: from its start, and to
+    /// within a few seconds of now; a late or lost ping in it says ssh was cut too.
+    #[test]
+    fn ssh_answered_throughout_a_span_or_not() {
+        let t0 = Instant::now();
+        let patience = Duration::from_millis(1500);
+        let since = t0 + Duration::from_millis(500);
+        let now = t0 + Duration::from_secs(10);
+        let steady = pinged(t0, &[Some(50); 10]);
+        assert_eq!(
+            steady.answered_throughout(since, now, patience),
+            Some(Duration::from_millis(50)),
+            "ssh went on all through"
+        );
+        let mut outage = [Some(50); 10];
+        outage[4] = None;
+        outage[5] = Some(4000);
+        assert_eq!(pinged(t0, &outage).answered_throughout(since, now, patience), None);
+        let mut late = [Some(50); 10];
+        late[6] = Some(2500);
+        assert_eq!(pinged(t0, &late).answered_throughout(since, now, patience), None);
+        // The last ping, still within its patience, counts neither way.
+        let mut in_flight = [Some(50); 10];
+        in_flight[9] = None;
+        assert!(pinged(t0, &in_flight).answered_throughout(since, now, patience).is_some());
+        // Pings that stopped long ago, or began long after the span did, do not cover it.
+        assert_eq!(pinged(t0, &[Some(50); 4]).answered_throughout(since, now, patience), None);
+        let later = pinged(t0 + Duration::from_secs(5), &[Some(50); 5]);
+        assert_eq!(later.answered_throughout(since, now, patience), None);
     }
 }

@@ -303,6 +303,8 @@ fn ten_seconds(tag: &str, way: Way) {
     report(&format!("10 s blackout, {way:?}"), &run);
     run.assert_complete();
     assert!(run.events("reconnecting").is_empty(), "no reconnect needed:\n{}", run.stderr);
+    // Nor a move to TCP: ssh was cut too, so this was no UDP block (`udp_block.rs`).
+    assert_eq!(run.events("connected").len(), 1, "one connection:\n{}", run.stderr);
     let waiting = run.events("waiting");
     let told_at =
         |line: &str| -> f64 { line.split(' ').next().and_then(|t| t.parse().ok()).unwrap_or(-1.0) };

@@ -168,6 +168,88 @@ fn udp_policed_after_a_copy_learned_the_path_moves_to_tcp_in_both_directions() {
     }
 }
 
+/// UDP dropped under a running copy while TCP goes on (a firewall's UDP state gone, a
+/// VPN that carries TCP only): QUIC hears nothing while ssh's round trips go on
+/// (`crates/soku/src/udp_block.rs`), and the copy moves to TCP and finishes, keeping
+/// what arrived, in well under QUIC's idle timeout (a minute) that it used to wait out
+/// before logging in again. Both directions: the client watches either way.
+#[test]
+fn udp_blocked_under_a_copy_moves_to_tcp_in_both_directions() {
+    use std::io::{BufRead, BufReader};
+    const BIG: usize = 96 << 20;
+    let host = EmulatedHost::up("cutudp", Duration::from_millis(50), 100_000_000);
+    let remote = host.dir.path().join("remote");
+    std::fs::create_dir(&remote).expect("mkdir");
+    let local = host.dir.path().join("local");
+    std::fs::create_dir(&local).expect("mkdir");
+    for what in ["upload", "download"] {
+        host.path.faults().set_drop_udp(false);
+        let name = format!("cut-{what}.bin");
+        let (src, dst) = match what {
+            "upload" => (host.src().join(&name), remote.join(&name)),
+            _ => (remote.join(&name), local.join(&name)),
+        };
+        write(&src, &data(BIG, 34));
+        let mut cmd = host.soku_json();
+        // No kept server: its copies have no ssh channel to time round trips on.
+        cmd.arg("--no-share-login");
+        match what {
+            "upload" => cmd.arg(&src).arg(host.remote(&dst)),
+            _ => cmd.arg(host.remote(&src)).arg(&dst),
+        };
+        let began = Instant::now();
+        let mut child = cmd.stdin(Stdio::null()).stderr(Stdio::piped()).spawn().expect("spawn");
+        let stderr = child.stderr.take().expect("piped");
+        let mut lines = Vec::new();
+        let (mut cut_at, mut told_at) = (None, None);
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if told_at.is_none() && line.contains("UDP stopped getting through") {
+                told_at = Some(began.elapsed());
+            }
+            let verified = line.contains(r#""event":"verified""#);
+            if cut_at.is_none()
+                && verified
+                && lines.iter().filter(|l: &&String| l.contains(r#""event":"verified""#)).count()
+                    >= 16
+            {
+                host.path.faults().set_drop_udp(true);
+                cut_at = Some(began.elapsed());
+            }
+            lines.push(line);
+        }
+        let status = child.wait().expect("wait");
+        let took = began.elapsed();
+        let stderr = lines.join("\n");
+        assert!(status.success(), "{what}: the copy failed:\n{stderr}");
+        assert_same_file(&src, &dst);
+        let cut_at = cut_at.expect("UDP was cut under the copy");
+        let transports: Vec<String> = lines
+            .iter()
+            .filter(|l| l.contains(r#""event":"connected""#))
+            .map(|l| connected(l).0)
+            .collect();
+        println!(
+            "UDP dropped {cut_at:.1?} into a {} MiB {what}: told at {told_at:.1?}, done after \
+             {took:.1?} via {transports:?}",
+            BIG >> 20
+        );
+        assert_eq!(transports.len(), 2, "{what}: {transports:?}\n{stderr}");
+        assert!(transports[0].starts_with("QUIC"), "{what}: {transports:?}");
+        assert!(transports[1].starts_with("TLS/TCP"), "{what}: {transports:?}");
+        assert!(stderr.contains("UDP stopped getting through"), "{what}: not told why:\n{stderr}");
+        // 8 s of QUIC silence (`udp_block::QUIC_SILENCE`), and a margin for a busy host.
+        let told_at = told_at.expect("told");
+        assert!(
+            told_at < cut_at + Duration::from_secs(15),
+            "{what}: told {told_at:.1?} into the copy, UDP cut at {cut_at:.1?}"
+        );
+        assert!(
+            took < cut_at + Duration::from_secs(30),
+            "{what}: {took:.1?}, UDP cut at {cut_at:.1?}: waited as for an outage"
+        );
+    }
+}
+
 /// Downloads `SIZE` bytes with `args` over `host` into a fresh local directory; the
 /// stderr and the wall time.
 fn download(host: &EmulatedHost, name: &str, args: &[&str]) -> (String, Duration) {
