@@ -142,8 +142,12 @@ pub async fn watch_beside_ssh(
             shaped_looks = 0;
             continue;
         }
+        // QUIC's RTT stands still while it hears nothing (UDP cut under the copy): a
+        // standing figure beside ssh's fresh ones is no queue.
+        let hearing = silence.silent_for(now) < LOOK_EVERY;
         let shaped = pings
             .as_ref()
+            .filter(|_| hearing)
             .and_then(|pings| pings.rtt(now))
             .and_then(|ssh| shaping::looks_shaped(&report, ssh));
         shaped_looks = if shaped.is_some() { shaped_looks + 1 } else { 0 };

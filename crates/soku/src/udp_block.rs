@@ -47,6 +47,11 @@ impl Silence {
         Silence { heard: conn.stats().udp_rx.datagrams, since: Instant::now() }
     }
 
+    /// How long QUIC had heard nothing at the last look, as of `now`.
+    pub fn silent_for(&self, now: Instant) -> Duration {
+        now.saturating_duration_since(self.since)
+    }
+
     /// One look at `conn` and `pings`: the reason, if UDP looks blocked (see the module
     /// documentation).
     pub fn look(&mut self, conn: &quinn::Connection, pings: &SshPings) -> Option<String> {
