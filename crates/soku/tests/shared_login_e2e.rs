@@ -176,9 +176,10 @@ fn the_next_copies_reach_the_kept_server_with_no_ssh() {
     assert_eq!(ssh_sessions(&log), 2, "the fourth copy's server stayed");
 }
 
-/// Copies in a row, as a script runs them, all go through the kept server: each one's
-/// CONNECTION_CLOSE reaches it, so its job ends with the copy; a job that waited for a
-/// lost close (up to 10 s) held one of the server's 8 places meanwhile.
+/// Copies in a row, as a script runs them, all go through the kept server: no job holds
+/// one of its 8 places past its copy (a job waits up to 10 s for a close it did not
+/// get). On loopback a finished copy's close left even before `soku_transport::close`;
+/// the close under a full window is `transport_e2e.rs`'s policed tests' to prove.
 #[test]
 fn copies_in_a_row_all_reach_the_kept_server() {
     let (env, _masters, log, ssh) = after_a_first_counted_copy();
