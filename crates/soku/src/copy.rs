@@ -235,9 +235,11 @@ pub async fn run_with(args: CopyArgs, events: Arc<dyn EventSink>) -> anyhow::Res
         dial_errors: None,
         receive_preview: None,
         keep: false,
+        login_at: None,
     };
     let kept_key = kept_key(&launcher);
     session_opts.keep = kept_key.is_some();
+    session_opts.login_at = launcher.login_address();
     // An upload walks and hashes its sources while ssh logs in (see `soku_engine::ahead`).
     let mut ahead = match &direction {
         Direction::Upload { sources, .. } => {

@@ -39,6 +39,7 @@ mod session;
 mod shaping;
 mod spec;
 mod tcp_path;
+mod tcp_probe;
 mod tunnel;
 mod udp_block;
 mod ui;

@@ -33,8 +33,8 @@ use std::time::Duration;
 use soku_engine::events::PathReport;
 use soku_transport::ResumePhase;
 
-use crate::shaping::{self, SshPings};
-use crate::udp_block;
+use crate::shaping::{self, RoundTrips};
+use crate::udp_block::{self, TcpRoundTrips};
 
 /// QUIC application close code: UDP looks rate-limited, move to TCP.
 pub const POLICED: u32 = 3;
@@ -91,16 +91,18 @@ pub fn looks_policed(report: &PathReport) -> Option<String> {
 /// declared ([`SETTLE_RTTS`] round trips). A jump that retreated without meeting a
 /// queue lost its packets as a policer drops them: then they all count.
 pub async fn watch(conn: quinn::Connection) -> Option<String> {
-    watch_beside_ssh(conn, None).await
+    watch_beside_tcp(conn, None, None).await
 }
 
-/// [`watch`], and with the ssh round trips that `pings` times (the client's side,
-/// `crate::shaping`) also for a shaper's signature: QUIC in a queue that ssh does not
-/// see, in [`SHAPED_LOOKS`] looks in a row; after [`WATCH_FOR`], for UDP blocked under
-/// the copy (`crate::udp_block`), until the connection closes.
-pub async fn watch_beside_ssh(
+/// [`watch`], and on the client's side: with the ssh round trips that `pings` times
+/// (`crate::shaping`) also for a shaper's signature, QUIC in a queue that ssh does not
+/// see, in [`SHAPED_LOOKS`] looks in a row; with round trips over TCP (`tcp`: the same
+/// pings, or a kept server's handshakes), for UDP blocked under the copy
+/// (`crate::udp_block`), until the connection closes.
+pub async fn watch_beside_tcp(
     conn: quinn::Connection,
-    pings: Option<Arc<SshPings>>,
+    pings: Option<Arc<RoundTrips>>,
+    tcp: Option<TcpRoundTrips>,
 ) -> Option<String> {
     let started = tokio::time::Instant::now();
     let mut baseline = (0, 0);
@@ -114,7 +116,7 @@ pub async fn watch_beside_ssh(
         }
         let mut report = PathReport::from_connection(&conn);
         let now = tokio::time::Instant::now();
-        if let Some(why) = pings.as_ref().and_then(|pings| silence.look(&conn, pings)) {
+        if let Some(why) = tcp.as_ref().and_then(|tcp| silence.look(&conn, tcp)) {
             soku_transport::close(&conn, POLICED, why.as_bytes());
             return Some(why);
         }
@@ -162,8 +164,8 @@ pub async fn watch_beside_ssh(
             return Some(why);
         }
     }
-    // From then on, with ssh's round trips: UDP blocked under the copy.
-    let why = udp_block::watch(&conn, pings.as_deref()?, silence).await?;
+    // From then on, with the round trips over TCP: UDP blocked under the copy.
+    let why = udp_block::watch(&conn, tcp.as_ref()?, silence).await?;
     soku_transport::close(&conn, POLICED, why.as_bytes());
     Some(why)
 }

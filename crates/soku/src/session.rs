@@ -26,7 +26,8 @@ use self::choose::{Chosen, Offer};
 use crate::exit::Exit;
 use crate::kept::KeptServer;
 use crate::launch::Forward;
-use crate::shaping::{self, SshPings};
+use crate::shaping::{self, RoundTrips};
+use crate::udp_block::TcpRoundTrips;
 use crate::{policing, preview};
 
 /// A QUIC connection and the endpoint that made it.
@@ -52,7 +53,10 @@ pub struct Session {
     ssh_stdin: Option<Arc<tokio::sync::Mutex<ChildStdin>>>,
     /// Over QUIC with TCP as a way out: round trips over ssh, timed beside QUIC's to tell
     /// a UDP shaper (see `crate::shaping`), and the task that pings.
-    pings: Option<(Arc<SshPings>, tokio::task::JoinHandle<()>)>,
+    pings: Option<(Arc<RoundTrips>, tokio::task::JoinHandle<()>)>,
+    /// On a session with a kept server, which has no ssh channel: TCP handshakes with
+    /// the login's host, made while QUIC is silent (see `crate::udp_block`).
+    handshakes: Option<Arc<crate::tcp_probe::Handshakes>>,
     /// The QUIC connection, if the data moves over QUIC.
     pub quic: Option<QuicPath>,
     /// Why the data does not move over QUIC, when it does not (the user asked, or UDP
@@ -121,6 +125,10 @@ pub struct SessionOptions {
     /// Ask the server to stay for the next copies (`serve/kept.rs`): a copy through a
     /// shared login.
     pub keep: bool,
+    /// Where ssh connects to log in, when it connects to the host itself: a copy
+    /// through a kept server times TCP handshakes there while QUIC is silent
+    /// (`crate::tcp_probe`).
+    pub login_at: Option<crate::tcp_probe::LoginAddress>,
 }
 
 /// The shared ssh login's master brought no hello within its time: it is given up.
@@ -145,6 +153,7 @@ impl SessionOptions {
             dial_errors: None,
             receive_preview: None,
             keep: false,
+            login_at: None,
         }
     }
 }
@@ -264,7 +273,7 @@ impl Session {
                 let stdin = Arc::new(tokio::sync::Mutex::new(stdin));
                 // Only a copy that could move to TCP has a use for the round trips.
                 let pings = tcp_check.as_ref().map(|_| {
-                    let pings = Arc::new(SshPings::default());
+                    let pings = Arc::new(RoundTrips::default());
                     let pinging =
                         shaping::ping(Arc::downgrade(&stdin), pings.clone(), policing::WATCH_FOR);
                     (pings, tokio::spawn(pinging))
@@ -294,6 +303,7 @@ impl Session {
                     ssh_watch,
                     ssh_stdin: Some(stdin),
                     pings,
+                    handshakes: None,
                     quic,
                     fallback: None,
                     tcp_check,
@@ -350,6 +360,7 @@ impl Session {
                     ssh_watch,
                     ssh_stdin: Some(Arc::new(tokio::sync::Mutex::new(stdin))),
                     pings: None,
+                    handshakes: None,
                     quic: None,
                     fallback,
                     tcp_check: None,
@@ -381,6 +392,7 @@ impl Session {
                     ssh_watch: None,
                     ssh_stdin: None,
                     pings: None,
+                    handshakes: None,
                     quic: None,
                     fallback: Some(why),
                     tcp_check: None,
@@ -404,7 +416,12 @@ impl Session {
         let conn = self.connection()?;
         self.tcp_check.as_ref()?;
         let pings = self.pings.as_ref().map(|(pings, _)| pings.clone());
-        Some(tokio::spawn(crate::policing::watch_beside_ssh(conn.clone(), pings)))
+        let tcp = match (&pings, &self.handshakes) {
+            (Some(pings), _) => Some(TcpRoundTrips::Ssh(pings.clone())),
+            (None, Some(handshakes)) => Some(TcpRoundTrips::Handshakes(handshakes.clone())),
+            (None, None) => None,
+        };
+        Some(tokio::spawn(crate::policing::watch_beside_tcp(conn.clone(), pings, tcp)))
     }
 
     /// After a QUIC copy failed: whether it was closed for a UDP rate limit, by our
@@ -611,7 +628,7 @@ struct SshNotes {
     /// When the server's [`ServerNote::ChoiceSeen`] came.
     choice_seen: Arc<OnceLock<tokio::time::Instant>>,
     /// The round trips its pongs complete, when we ping.
-    pings: Option<Arc<SshPings>>,
+    pings: Option<Arc<RoundTrips>>,
 }
 
 /// Code of the QUIC close when the ssh session ended under a running copy.

@@ -56,9 +56,11 @@ const MAX_OUTSTANDING: usize = 64;
 /// a [`crate::udp_block::QUIC_SILENCE`] of them at either rate.
 const MAX_ANSWERS: usize = 64;
 
-/// Round trips over ssh: pings sent and their answers.
+/// Round trips over TCP on the copy's path, sent and answered: pings over the ssh
+/// channel, or, for a copy through a kept server, TCP handshakes with the host ssh logs
+/// in to (`crate::tcp_probe`).
 #[derive(Debug, Default)]
-pub struct SshPings {
+pub struct RoundTrips {
     inner: Mutex<Pings>,
 }
 
@@ -83,14 +85,14 @@ pub struct SshRtt {
     pub min: Duration,
 }
 
-impl SshPings {
+impl RoundTrips {
     fn lock(&self) -> std::sync::MutexGuard<'_, Pings> {
         // A poisoned lock only means a panic elsewhere mid-update of plain numbers.
         self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// A new ping's number, noted as sent at `now`.
-    fn sent(&self, now: Instant) -> u32 {
+    pub fn sent(&self, now: Instant) -> u32 {
         let mut p = self.lock();
         let seq = p.next_seq;
         p.next_seq = p.next_seq.wrapping_add(1);
@@ -101,7 +103,7 @@ impl SshPings {
         seq
     }
 
-    /// The server answered ping `seq` at `now`; an answer to no ping of ours is ignored.
+    /// Ping `seq` was answered at `now`; an answer to no ping of ours is ignored.
     pub fn answered(&self, seq: u32, now: Instant) {
         let mut p = self.lock();
         let Some(at) = p.outstanding.iter().position(|(s, _)| *s == seq) else { return };
@@ -119,7 +121,7 @@ impl SshPings {
         }
     }
 
-    /// Whether ssh answered on time all through the span from `since` to `now`: a ping
+    /// Whether the pings were answered on time all through the span from `since` to `now`: a ping
     /// sent within `patience` of `since` came back within `patience`, and so did every
     /// ping sent since until `patience` before `now`. The longest of those round trips,
     /// if so.
@@ -163,7 +165,7 @@ impl SshPings {
 /// keep it open).
 pub async fn ping(
     stdin: Weak<tokio::sync::Mutex<ChildStdin>>,
-    pings: Arc<SshPings>,
+    pings: Arc<RoundTrips>,
     watch_for: Duration,
 ) {
     let started = Instant::now();
@@ -263,7 +265,7 @@ mod tests {
     /// ping is ignored; the minimum and the recent smallest are kept apart.
     #[test]
     fn ssh_round_trips_are_matched_and_aged() {
-        let pings = SshPings::default();
+        let pings = RoundTrips::default();
         let t0 = Instant::now();
         pings.answered(999, t0);
         for k in 0..4u64 {
@@ -282,8 +284,8 @@ mod tests {
     }
 
     /// Pings every second from `t0`, the k-th answered after `rtts[k]` ms (None: never).
-    fn pinged(t0: Instant, rtts: &[Option<u64>]) -> SshPings {
-        let pings = SshPings::default();
+    fn pinged(t0: Instant, rtts: &[Option<u64>]) -> RoundTrips {
+        let pings = RoundTrips::default();
         for (k, rtt) in rtts.iter().enumerate() {
             let sent = t0 + Duration::from_secs(k as u64);
             let seq = pings.sent(sent);

@@ -17,14 +17,19 @@
 //!   answered late or not at all, and keeps the verdict off for the rest of that
 //!   silence: QUIC's probes find the path again within a second of its return.
 //!
-//! A server from before the pings never answers them, and a copy through a kept server
-//! has no ssh channel: no verdict, as before.
+//! A copy through a kept server has no ssh channel: its round trips over TCP are
+//! handshakes with the host ssh logs in to, made once QUIC has been silent for longer
+//! than a live connection ever is (`crate::tcp_probe`), and they cover the silence
+//! from then on. Where soku cannot make them (ssh goes through a proxy), and with a
+//! server from before the pings, which never answers them: no verdict.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::shaping::SshPings;
+use crate::shaping::RoundTrips;
+use crate::tcp_probe::Handshakes;
 
 /// How long QUIC must hear nothing: longer than the keep-alive interval (5 s) and a
 /// round trip, with a margin for a busy host's timers.
@@ -33,6 +38,38 @@ pub const QUIC_SILENCE: Duration = Duration::from_secs(8);
 pub const PONG_PATIENCE: Duration = Duration::from_millis(1500);
 /// How often the watch looks.
 const LOOK_EVERY: Duration = Duration::from_millis(500);
+
+/// The round trips over TCP that stand beside QUIC's silence.
+#[derive(Debug, Clone)]
+pub enum TcpRoundTrips {
+    /// Pings over the ssh channel, sent all through the copy (`crate::shaping`).
+    Ssh(Arc<RoundTrips>),
+    /// TCP handshakes, made only while QUIC is silent (a copy through a kept server).
+    Handshakes(Arc<Handshakes>),
+}
+
+impl TcpRoundTrips {
+    fn record(&self) -> &RoundTrips {
+        match self {
+            TcpRoundTrips::Ssh(pings) => pings,
+            TcpRoundTrips::Handshakes(handshakes) => handshakes.round_trips(),
+        }
+    }
+
+    /// Where the span the round trips must cover starts, for a silence from `since`.
+    fn covering_from(&self, since: Instant) -> Instant {
+        match self {
+            TcpRoundTrips::Ssh(_) => since,
+            TcpRoundTrips::Handshakes(_) => since + crate::tcp_probe::PROBE_AFTER,
+        }
+    }
+
+    fn silent_for(&self, silent: Duration, now: Instant) {
+        if let TcpRoundTrips::Handshakes(handshakes) = self {
+            handshakes.silent_for(silent, now);
+        }
+    }
+}
 
 /// When QUIC last heard anything, as the looks see it.
 #[derive(Debug)]
@@ -52,9 +89,9 @@ impl Silence {
         now.saturating_duration_since(self.since)
     }
 
-    /// One look at `conn` and `pings`: the reason, if UDP looks blocked (see the module
+    /// One look at `conn` and `tcp`: the reason, if UDP looks blocked (see the module
     /// documentation).
-    pub fn look(&mut self, conn: &quinn::Connection, pings: &SshPings) -> Option<String> {
+    pub fn look(&mut self, conn: &quinn::Connection, tcp: &TcpRoundTrips) -> Option<String> {
         let now = Instant::now();
         let heard = conn.stats().udp_rx.datagrams;
         if heard != self.heard {
@@ -62,15 +99,21 @@ impl Silence {
             return None;
         }
         let silent = now.saturating_duration_since(self.since);
+        tcp.silent_for(silent, now);
         if silent < QUIC_SILENCE {
             return None;
         }
-        let ssh = pings.answered_throughout(self.since, now, PONG_PATIENCE)?;
+        let from = tcp.covering_from(self.since);
+        let rtt = tcp.record().answered_throughout(from, now, PONG_PATIENCE)?;
+        let answered = match tcp {
+            TcpRoundTrips::Ssh(_) => "ssh (TCP) answered every ping",
+            TcpRoundTrips::Handshakes(_) => "TCP to the ssh port answered every handshake",
+        };
         Some(format!(
             "UDP stopped getting through on this path: QUIC heard nothing for {:.1} s while \
-             ssh (TCP) answered every ping (rtt up to {:.1} ms)",
+             {answered} (rtt up to {:.1} ms)",
             silent.as_secs_f64(),
-            ssh.as_secs_f64() * 1e3
+            rtt.as_secs_f64() * 1e3
         ))
     }
 }
@@ -79,7 +122,7 @@ impl Silence {
 /// Does not close the connection.
 pub async fn watch(
     conn: &quinn::Connection,
-    pings: &SshPings,
+    tcp: &TcpRoundTrips,
     mut silence: Silence,
 ) -> Option<String> {
     loop {
@@ -87,7 +130,7 @@ pub async fn watch(
         if conn.close_reason().is_some() {
             return None;
         }
-        if let Some(why) = silence.look(conn, pings) {
+        if let Some(why) = silence.look(conn, tcp) {
             return Some(why);
         }
     }

@@ -175,79 +175,115 @@ fn udp_policed_after_a_copy_learned_the_path_moves_to_tcp_in_both_directions() {
 /// before logging in again. Both directions: the client watches either way.
 #[test]
 fn udp_blocked_under_a_copy_moves_to_tcp_in_both_directions() {
+    let host = EmulatedHost::up("cutudp", Duration::from_millis(50), 100_000_000);
+    for what in ["upload", "download"] {
+        cut_udp_under_a_copy(&host, what, false);
+    }
+}
+
+/// The same through the remote soku kept from the copy before, which has no ssh
+/// channel to ping on: TCP handshakes with sshd's port, made once QUIC has been silent
+/// longer than a live connection is (`crates/soku/src/tcp_probe.rs`), stand in.
+#[test]
+fn udp_blocked_under_a_kept_server_copy_moves_to_tcp_in_both_directions() {
+    let host = EmulatedHost::up("cutkept", Duration::from_millis(50), 100_000_000);
+    for what in ["upload", "download"] {
+        cut_udp_under_a_copy(&host, what, true);
+    }
+}
+
+/// Copies 96 MiB (`what`: "upload" or "download") over `host`, dropping UDP once 16
+/// progress events have come, and checks that the copy moved to TCP, was told why and
+/// finished in time, with the same bytes. Through a kept server if `kept`: a small
+/// copy first leaves one, with UDP open.
+fn cut_udp_under_a_copy(host: &EmulatedHost, what: &str, kept: bool) {
     use std::io::{BufRead, BufReader};
     const BIG: usize = 96 << 20;
-    let host = EmulatedHost::up("cutudp", Duration::from_millis(50), 100_000_000);
-    let remote = host.dir.path().join("remote");
+    let remote = host.dir.path().join(format!("remote-cut-{what}"));
     std::fs::create_dir(&remote).expect("mkdir");
-    let local = host.dir.path().join("local");
+    let local = host.dir.path().join(format!("local-cut-{what}"));
     std::fs::create_dir(&local).expect("mkdir");
-    for what in ["upload", "download"] {
-        host.path.faults().set_drop_udp(false);
-        let name = format!("cut-{what}.bin");
-        let (src, dst) = match what {
-            "upload" => (host.src().join(&name), remote.join(&name)),
-            _ => (remote.join(&name), local.join(&name)),
-        };
-        write(&src, &data(BIG, 34));
-        let mut cmd = host.soku_json();
-        // No kept server: its copies have no ssh channel to time round trips on.
-        cmd.arg("--no-share-login");
+    host.path.faults().set_drop_udp(false);
+    if kept {
         match what {
-            "upload" => cmd.arg(&src).arg(host.remote(&dst)),
-            _ => cmd.arg(host.remote(&src)).arg(&dst),
-        };
-        let began = Instant::now();
-        let mut child = cmd.stdin(Stdio::null()).stderr(Stdio::piped()).spawn().expect("spawn");
-        let stderr = child.stderr.take().expect("piped");
-        let mut lines = Vec::new();
-        let (mut cut_at, mut told_at) = (None, None);
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if told_at.is_none() && line.contains("UDP stopped getting through") {
-                told_at = Some(began.elapsed());
-            }
-            let verified = line.contains(r#""event":"verified""#);
-            if cut_at.is_none()
-                && verified
-                && lines.iter().filter(|l: &&String| l.contains(r#""event":"verified""#)).count()
-                    >= 16
-            {
-                host.path.faults().set_drop_udp(true);
-                cut_at = Some(began.elapsed());
-            }
-            lines.push(line);
+            "upload" => drop(upload(host, &format!("before-{what}.bin"), &[])),
+            _ => drop(download(host, &format!("before-{what}.bin"), &[])),
         }
-        let status = child.wait().expect("wait");
-        let took = began.elapsed();
-        let stderr = lines.join("\n");
-        assert!(status.success(), "{what}: the copy failed:\n{stderr}");
-        assert_same_file(&src, &dst);
-        let cut_at = cut_at.expect("UDP was cut under the copy");
-        let transports: Vec<String> = lines
-            .iter()
-            .filter(|l| l.contains(r#""event":"connected""#))
-            .map(|l| connected(l).0)
-            .collect();
-        println!(
-            "UDP dropped {cut_at:.1?} into a {} MiB {what}: told at {told_at:.1?}, done after \
-             {took:.1?} via {transports:?}",
-            BIG >> 20
-        );
-        assert_eq!(transports.len(), 2, "{what}: {transports:?}\n{stderr}");
-        assert!(transports[0].starts_with("QUIC"), "{what}: {transports:?}");
-        assert!(transports[1].starts_with("TLS/TCP"), "{what}: {transports:?}");
-        assert!(stderr.contains("UDP stopped getting through"), "{what}: not told why:\n{stderr}");
-        // 8 s of QUIC silence (`udp_block::QUIC_SILENCE`), and a margin for a busy host.
-        let told_at = told_at.expect("told");
-        assert!(
-            told_at < cut_at + Duration::from_secs(15),
-            "{what}: told {told_at:.1?} into the copy, UDP cut at {cut_at:.1?}"
-        );
-        assert!(
-            took < cut_at + Duration::from_secs(30),
-            "{what}: {took:.1?}, UDP cut at {cut_at:.1?}: waited as for an outage"
-        );
     }
+    let name = format!("cut-{what}.bin");
+    let (src, dst) = match what {
+        "upload" => (host.src().join(&name), remote.join(&name)),
+        _ => (remote.join(&name), local.join(&name)),
+    };
+    write(&src, &data(BIG, 34));
+    let mut cmd = host.soku_json();
+    if !kept {
+        // No kept server: the copy runs over an ssh session, and pings on it.
+        cmd.arg("--no-share-login");
+    }
+    match what {
+        "upload" => cmd.arg(&src).arg(host.remote(&dst)),
+        _ => cmd.arg(host.remote(&src)).arg(&dst),
+    };
+    let began = Instant::now();
+    let mut child = cmd.stdin(Stdio::null()).stderr(Stdio::piped()).spawn().expect("spawn");
+    let stderr = child.stderr.take().expect("piped");
+    let mut lines = Vec::new();
+    let (mut cut_at, mut told_at) = (None, None);
+    for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+        if told_at.is_none() && line.contains("UDP stopped getting through") {
+            told_at = Some(began.elapsed());
+        }
+        let verified = line.contains(r#""event":"verified""#);
+        if cut_at.is_none()
+            && verified
+            && lines.iter().filter(|l: &&String| l.contains(r#""event":"verified""#)).count()
+                >= 16
+        {
+            host.path.faults().set_drop_udp(true);
+            cut_at = Some(began.elapsed());
+        }
+        lines.push(line);
+    }
+    let status = child.wait().expect("wait");
+    let took = began.elapsed();
+    host.path.faults().set_drop_udp(false);
+    let stderr = lines.join("\n");
+    assert!(status.success(), "{what}: the copy failed:\n{stderr}");
+    assert_same_file(&src, &dst);
+    let cut_at = cut_at.expect("UDP was cut under the copy");
+    let transports: Vec<String> = lines
+        .iter()
+        .filter(|l| l.contains(r#""event":"connected""#))
+        .map(|l| connected(l).0)
+        .collect();
+    let through = if kept { " through a kept server" } else { "" };
+    println!(
+        "UDP dropped {cut_at:.1?} into a {} MiB {what}{through}: told at {told_at:.1?}, done \
+         after {took:.1?} via {transports:?}",
+        BIG >> 20
+    );
+    assert_eq!(transports.len(), 2, "{what}: {transports:?}\n{stderr}");
+    assert!(transports[0].starts_with("QUIC"), "{what}: {transports:?}");
+    assert_eq!(
+        transports[0].contains("the remote soku kept from the last copy"),
+        kept,
+        "{what}: {transports:?}"
+    );
+    assert!(transports[1].starts_with("TLS/TCP"), "{what}: {transports:?}");
+    assert!(stderr.contains("UDP stopped getting through"), "{what}: not told why:\n{stderr}");
+    // 8 s of QUIC silence (`udp_block::QUIC_SILENCE`), and a margin for a busy host.
+    let told_at = told_at.expect("told");
+    assert!(
+        told_at < cut_at + Duration::from_secs(15),
+        "{what}: told {told_at:.1?} into the copy, UDP cut at {cut_at:.1?}"
+    );
+    // A kept job holds an upload's partial file until its client has been silent for
+    // 15 s (`serve/kept.rs`); the TCP session waits for it.
+    assert!(
+        took < cut_at + Duration::from_secs(30),
+        "{what}: {took:.1?}, UDP cut at {cut_at:.1?}: waited as for an outage"
+    );
 }
 
 /// Downloads `SIZE` bytes with `args` over `host` into a fresh local directory; the

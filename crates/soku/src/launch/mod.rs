@@ -134,6 +134,15 @@ impl Launcher {
         }
     }
 
+    /// Where ssh connects to log in, for a shared login that connects to the host
+    /// itself (`shared_login.rs`).
+    pub fn login_address(&self) -> Option<crate::tcp_probe::LoginAddress> {
+        match self {
+            Launcher::Ssh { shared: Some(shared), .. } => shared.login_address().cloned(),
+            _ => None,
+        }
+    }
+
     /// Whether soku dials the login's TCP connection for ssh (`shared_login.rs`, `Dial`).
     pub fn dials_login(&self) -> bool {
         self.dial_errors(false).is_some()

@@ -34,6 +34,7 @@ use std::time::Duration;
 use tokio::process::Command;
 
 use crate::private_dir::{netns_id, soku_runtime_dir};
+use crate::tcp_probe::LoginAddress;
 
 /// How long the master stays after its last session ends.
 pub const PERSIST: Duration = Duration::from_secs(60);
@@ -59,6 +60,8 @@ pub struct SharedLogin {
     keepalive: bool,
     /// How soku dials the login's TCP connection itself, if it does (see [`Dial`]).
     dial: Option<Dial>,
+    /// Where ssh connects, when it connects to the host itself.
+    login_at: Option<LoginAddress>,
 }
 
 /// The login's TCP connection made by soku with `TCP_NODELAY` and handed to ssh
@@ -121,12 +124,13 @@ impl SharedLogin {
         if socket.as_os_str().len() > MAX_SOCKET_PATH {
             return Err(NotShared::NoPlace(format!("{} is too long", socket.display())));
         }
+        let login_at = settings.login_address();
         let dial = settings.dial.filter(|_| std::env::var_os("SOKU_NO_DIAL").is_none()).map(|d| {
             let errors = dir.join(format!("dial-{}.err", std::process::id()));
             let _ = std::fs::remove_file(&errors);
             Dial { errors, ..d }
         });
-        Ok(SharedLogin { socket, keepalive: settings.keepalive_unset, dial })
+        Ok(SharedLogin { socket, keepalive: settings.keepalive_unset, dial, login_at })
     }
 
     /// The ssh options that make or use the master.
@@ -149,6 +153,12 @@ impl SharedLogin {
     /// Where the dialer leaves its error, when soku dials the login's connection.
     pub fn dial_errors(&self) -> Option<&std::path::Path> {
         self.dial.as_ref().map(|d| d.errors.as_path())
+    }
+
+    /// Where ssh connects to log in, when it connects to the host itself (no proxy):
+    /// a copy through a kept server times TCP handshakes there (`crate::tcp_probe`).
+    pub fn login_address(&self) -> Option<&LoginAddress> {
+        self.login_at.as_ref()
     }
 
     /// The master's control socket.
@@ -240,6 +250,9 @@ struct ResolvedConfig {
     keepalive_unset: bool,
     /// Set when ssh would connect directly, so soku may dial for it.
     dial: Option<Dial>,
+    /// `hostname` and `port`.
+    host: String,
+    port: Option<u16>,
 }
 
 impl ResolvedConfig {
@@ -250,6 +263,7 @@ impl ResolvedConfig {
         let mut batch_mode = false;
         let mut dial =
             Some(Dial { family: "any".to_string(), timeout: None, errors: PathBuf::new() });
+        let (mut host, mut port) = (String::new(), None);
         for line in config.lines() {
             let (key, value) = line.split_once(' ').unwrap_or((line, ""));
             match key {
@@ -257,6 +271,8 @@ impl ResolvedConfig {
                 "controlpath" => control_path = !value.is_empty() && value != "none",
                 "serveraliveinterval" => keepalive = value.to_string(),
                 "batchmode" => batch_mode = value == "yes",
+                "hostname" => host = value.to_string(),
+                "port" => port = value.parse().ok(),
                 // The user's own way of connecting: ssh connects as they said.
                 "proxycommand" | "proxyjump" | "bindaddress" | "bindinterface"
                     if !value.is_empty() && value != "none" =>
@@ -286,7 +302,18 @@ impl ResolvedConfig {
         // OpenSSH's -G always prints controlmaster: without it, this is not that ssh.
         let control_master =
             control_master.ok_or_else(|| NotShared::NoConfig("no controlmaster line".into()))?;
-        Ok(ResolvedConfig { control_master, control_path, keepalive_unset, dial })
+        Ok(ResolvedConfig { control_master, control_path, keepalive_unset, dial, host, port })
+    }
+
+    /// Where ssh connects, when it connects to the host itself (as soku may dial it).
+    fn login_address(&self) -> Option<LoginAddress> {
+        let dial = self.dial.as_ref()?;
+        let port = self.port?;
+        (!self.host.is_empty()).then(|| LoginAddress {
+            host: self.host.clone(),
+            port,
+            family: dial.family.clone(),
+        })
     }
 
     /// The user's config multiplexes: a master of theirs (any ControlMaster but `false`),
@@ -396,6 +423,22 @@ mod tests {
         }
         let unset = "controlmaster false\nproxycommand none\nproxyjump none\n";
         assert!(ResolvedConfig::parse(unset).expect("parses").dial.is_some());
+    }
+
+    #[test]
+    fn the_login_address_is_known_only_where_ssh_connects_itself() {
+        let direct = "hostname 10.0.0.2\nport 2222\ncontrolmaster false\naddressfamily inet\n";
+        let at = ResolvedConfig::parse(direct).expect("parses").login_address();
+        let want = LoginAddress { host: "10.0.0.2".into(), port: 2222, family: "inet".into() };
+        assert_eq!(at, Some(want));
+        for config in [
+            "hostname h\nport 22\ncontrolmaster false\nproxyjump bastion\n",
+            "hostname h\ncontrolmaster false\n",
+            "port 22\ncontrolmaster false\n",
+        ] {
+            let parsed = ResolvedConfig::parse(config).expect("parses");
+            assert_eq!(parsed.login_address(), None, "{config}");
+        }
     }
 
     #[test]

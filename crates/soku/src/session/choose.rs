@@ -241,6 +241,7 @@ mod tests {
             dial_errors: None,
             receive_preview: None,
             keep: false,
+            login_at: None,
         }
     }
 

@@ -80,6 +80,8 @@ impl Session {
             ssh_watch: None,
             ssh_stdin: None,
             pings: None,
+            // No ssh channel to ping on: TCP handshakes stand in, if UDP goes silent.
+            handshakes: opts.login_at.clone().map(crate::tcp_probe::Handshakes::start),
             quic: Some(QuicPath { _endpoint: endpoint, conn, _wake }),
             fallback: None,
             // As the first session found it, for the watch for a UDP rate limit.
