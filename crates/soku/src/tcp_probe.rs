@@ -168,7 +168,11 @@ mod tests {
         assert!(third.is_err(), "a third handshake within the second");
         // Both answered, within the span they cover.
         for _ in 0..200 {
-            if probe.round_trips().answered_throughout(t0, t0 + PROBE_EVERY * 2, PROBE_EVERY).is_some() {
+            if probe
+                .round_trips()
+                .answered_throughout(t0, t0 + PROBE_EVERY * 2, PROBE_EVERY)
+                .is_some()
+            {
                 return;
             }
             tokio::time::sleep(Duration::from_millis(5)).await;

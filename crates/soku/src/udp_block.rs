@@ -105,13 +105,18 @@ impl Silence {
         }
         let from = tcp.covering_from(self.since);
         let rtt = tcp.record().answered_throughout(from, now, PONG_PATIENCE)?;
-        let answered = match tcp {
-            TcpRoundTrips::Ssh(_) => "ssh (TCP) answered every ping",
-            TcpRoundTrips::Handshakes(_) => "TCP to the ssh port answered every handshake",
+        // Over ssh, a remote soku that stopped ends the channel and is told at once; a
+        // kept server that stopped without a word (killed) looks like UDP cut.
+        let (suspects, answered) = match tcp {
+            TcpRoundTrips::Ssh(_) => ("", "ssh (TCP) answered every ping"),
+            TcpRoundTrips::Handshakes(_) => (
+                ", or the remote soku kept from the last copy stopped",
+                "TCP to the ssh port answered every handshake",
+            ),
         };
         Some(format!(
-            "UDP stopped getting through on this path: QUIC heard nothing for {:.1} s while \
-             {answered} (rtt up to {:.1} ms)",
+            "UDP stopped getting through on this path{suspects}: QUIC heard nothing for \
+             {:.1} s while {answered} (rtt up to {:.1} ms)",
             silent.as_secs_f64(),
             rtt.as_secs_f64() * 1e3
         ))

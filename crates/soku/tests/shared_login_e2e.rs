@@ -280,6 +280,42 @@ fn a_kept_server_stopped_under_a_copy_leaves_it_to_resume_through_ssh() {
     assert!(took < Duration::from_secs(30), "took {took:?}\n{stderr}");
 }
 
+/// A kept server killed (SIGKILL) under a copy says nothing: QUIC goes silent while
+/// TCP to sshd answers, as when UDP is cut (`crates/soku/src/tcp_probe.rs`), and the
+/// copy moves to TCP through ssh after 8 s of silence and finishes, resuming; it used
+/// to wait out QUIC's idle timeout (a minute) first. The line says both suspects.
+#[test]
+fn a_kept_server_killed_under_a_copy_is_left_for_tcp_within_seconds() {
+    let (env, _masters) = after_a_first_copy();
+    let kept = descendant(env.sshd.pid(), &|c| c.contains(" serve")).expect("the kept server");
+
+    // About 6 s: 6 MiB at 8 Mbit/s.
+    let big = env.src().join("big.bin");
+    write(&big, &data(6 << 20, 10));
+    let mut cmd = env.soku();
+    cmd.env("XDG_RUNTIME_DIR", env.path("run")).args(["-v", "-l", "8000"]);
+    cmd.arg(&big).arg(env.remote(&env.dst()));
+    let copy = cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped());
+    let started = Instant::now();
+    let copy = copy.spawn().expect("copy");
+    std::thread::sleep(Duration::from_secs(2));
+    let status = Command::new("kill").arg("-9").arg(kept.to_string()).status();
+    assert!(status.expect("kill").success());
+    let out = copy.wait_with_output().expect("the copy ends");
+    let took = started.elapsed();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    println!("kept server killed 2 s into the copy: done after {took:.1?}");
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("reaching the remote soku kept from the last copy"), "{stderr}");
+    assert!(
+        stderr.contains("or the remote soku kept from the last copy stopped"),
+        "not told why: {stderr}"
+    );
+    assert!(stderr.contains("moving the copy to TLS/TCP"), "{stderr}");
+    assert_same_file(&big, &env.dst().join("big.bin"));
+    assert!(took < Duration::from_secs(30), "took {took:?}\n{stderr}");
+}
+
 /// A client killed (SIGKILL) under a copy through the kept server sends no close: the
 /// kept job ends once its client has been silent for 15 s and frees the partial file,
 /// so the same command, run again at once, finishes the copy (through the same kept

@@ -237,8 +237,7 @@ fn cut_udp_under_a_copy(host: &EmulatedHost, what: &str, kept: bool) {
         let verified = line.contains(r#""event":"verified""#);
         if cut_at.is_none()
             && verified
-            && lines.iter().filter(|l: &&String| l.contains(r#""event":"verified""#)).count()
-                >= 16
+            && lines.iter().filter(|l: &&String| l.contains(r#""event":"verified""#)).count() >= 16
         {
             host.path.faults().set_drop_udp(true);
             cut_at = Some(began.elapsed());
