@@ -249,17 +249,13 @@ fn the_kept_server_takes_no_other_certificate() {
     assert_eq!(logins(&env), 1);
 }
 
-/// A kept server stopped (SIGTERM) under a copy closes its connection with a reason: the
-/// copy reconnects at once, through ssh, and finishes, resuming; it does not wait out
-/// its stall limit (a minute).
-#[test]
-fn a_kept_server_stopped_under_a_copy_leaves_it_to_resume_through_ssh() {
+/// Sends `signal` to the kept server 2 s into a 6 s copy through it (6 MiB at 8
+/// Mbit/s, `-v`); the copy's output, after it checked the bytes, and how long it took.
+fn signal_the_kept_server_under_a_copy(signal: &str, seed: u64) -> (String, Duration) {
     let (env, _masters) = after_a_first_copy();
     let kept = descendant(env.sshd.pid(), &|c| c.contains(" serve")).expect("the kept server");
-
-    // About 6 s: 6 MiB at 8 Mbit/s.
     let big = env.src().join("big.bin");
-    write(&big, &data(6 << 20, 9));
+    write(&big, &data(6 << 20, seed));
     let mut cmd = env.soku();
     cmd.env("XDG_RUNTIME_DIR", env.path("run")).args(["-v", "-l", "8000"]);
     cmd.arg(&big).arg(env.remote(&env.dst()));
@@ -267,16 +263,26 @@ fn a_kept_server_stopped_under_a_copy_leaves_it_to_resume_through_ssh() {
     let started = Instant::now();
     let copy = copy.spawn().expect("copy");
     std::thread::sleep(Duration::from_secs(2));
-    let status = Command::new("kill").arg(kept.to_string()).status();
+    let status = Command::new("kill").arg(signal).arg(kept.to_string()).status();
     assert!(status.expect("kill").success());
     let out = copy.wait_with_output().expect("the copy ends");
     let took = started.elapsed();
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    println!("kept server sent {signal} 2 s into the copy: done after {took:.1?}");
     assert!(out.status.success(), "{stderr}");
     assert!(stderr.contains("reaching the remote soku kept from the last copy"), "{stderr}");
+    assert_same_file(&big, &env.dst().join("big.bin"));
+    (stderr, took)
+}
+
+/// A kept server stopped (SIGTERM) under a copy closes its connection with a reason: the
+/// copy reconnects at once, through ssh, and finishes, resuming; it does not wait out
+/// its stall limit (a minute).
+#[test]
+fn a_kept_server_stopped_under_a_copy_leaves_it_to_resume_through_ssh() {
+    let (stderr, took) = signal_the_kept_server_under_a_copy("-TERM", 9);
     assert!(stderr.contains("the remote soku was stopped"), "{stderr}");
     assert!(stderr.contains("reconnecting"), "{stderr}");
-    assert_same_file(&big, &env.dst().join("big.bin"));
     assert!(took < Duration::from_secs(30), "took {took:?}\n{stderr}");
 }
 
@@ -286,33 +292,12 @@ fn a_kept_server_stopped_under_a_copy_leaves_it_to_resume_through_ssh() {
 /// to wait out QUIC's idle timeout (a minute) first. The line says both suspects.
 #[test]
 fn a_kept_server_killed_under_a_copy_is_left_for_tcp_within_seconds() {
-    let (env, _masters) = after_a_first_copy();
-    let kept = descendant(env.sshd.pid(), &|c| c.contains(" serve")).expect("the kept server");
-
-    // About 6 s: 6 MiB at 8 Mbit/s.
-    let big = env.src().join("big.bin");
-    write(&big, &data(6 << 20, 10));
-    let mut cmd = env.soku();
-    cmd.env("XDG_RUNTIME_DIR", env.path("run")).args(["-v", "-l", "8000"]);
-    cmd.arg(&big).arg(env.remote(&env.dst()));
-    let copy = cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped());
-    let started = Instant::now();
-    let copy = copy.spawn().expect("copy");
-    std::thread::sleep(Duration::from_secs(2));
-    let status = Command::new("kill").arg("-9").arg(kept.to_string()).status();
-    assert!(status.expect("kill").success());
-    let out = copy.wait_with_output().expect("the copy ends");
-    let took = started.elapsed();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    println!("kept server killed 2 s into the copy: done after {took:.1?}");
-    assert!(out.status.success(), "{stderr}");
-    assert!(stderr.contains("reaching the remote soku kept from the last copy"), "{stderr}");
+    let (stderr, took) = signal_the_kept_server_under_a_copy("-KILL", 10);
     assert!(
         stderr.contains("or the remote soku kept from the last copy stopped"),
         "not told why: {stderr}"
     );
     assert!(stderr.contains("moving the copy to TLS/TCP"), "{stderr}");
-    assert_same_file(&big, &env.dst().join("big.bin"));
     assert!(took < Duration::from_secs(30), "took {took:?}\n{stderr}");
 }
 

@@ -10,10 +10,12 @@
 //!   handshake under way is no job (a stranger's, failing or left pending, neither
 //!   extends its life nor takes a job's place). Told to stop (SIGTERM), it closes its
 //!   connections with a reason first: a client under a copy then reconnects at once,
-//!   through ssh, and resumes, where a server gone without a word leaves it to wait out
-//!   its stall limit (there is no ssh channel whose end would tell it). A job whose
-//!   client goes silent for [`CLIENT_SILENCE`] (killed, or cut off) ends, and frees its
-//!   partial files for the client's next session.
+//!   through ssh, and resumes. A server gone without a word (killed) has no ssh
+//!   channel whose end would tell: the client finds it 8 s into QUIC's silence, by TCP
+//!   handshakes with sshd that go on answering (`crate::tcp_probe`), or after QUIC's
+//!   idle timeout where it cannot make them. A job whose client goes silent for
+//!   [`CLIENT_SILENCE`] (killed, or cut off) ends, and frees its partial files for the
+//!   client's next session.
 //! - **What it does.** One job per connection, as the first: the client opens the
 //!   stream, sends a first frame (`KeptOpening`) and its request, and the engine runs
 //!   it. A job that went well ends with the server's summary on a stream the server
