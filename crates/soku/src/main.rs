@@ -58,6 +58,7 @@ use cli::{Cli, Command};
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
+    no_huge_pages_for_small_buffers();
     let cli = Cli::parse_from(copy_of_a_file_named_config(std::env::args_os().collect()));
     let result = match cli.command {
         Some(Command::Config(args)) => config::show(args.host.as_deref().map(without_user)),
@@ -86,6 +87,18 @@ fn main() -> ExitCode {
         None => block_on(copy::run(cli.copy)).map(|_| ()),
     };
     exit::report(result)
+}
+
+/// Turns transparent huge pages off for this process (and the ssh it starts). mimalloc
+/// asks for them on its arenas (`madvise(MADV_HUGEPAGE)`), so a buffer in a fresh part of
+/// an arena costs the kernel a whole 2 MiB page to zero, however small the buffer: a
+/// small file's chunk buffer is read into once and freed, and freed memory is returned
+/// to the kernel after a while, so a copy of many small files zeroed a huge page again
+/// and again (most of `clear_page_erms`, under `do_huge_pmd_anonymous_page`, in `perf`).
+/// Measured in `bench/results/2026-11-27/small-files-lan/`. A failure (an old kernel)
+/// changes nothing else.
+fn no_huge_pages_for_small_buffers() {
+    let _ = rustix::thread::disable_transparent_huge_pages(true);
 }
 
 /// `soku config host:dir/` and `soku config a b` copy a file named `config`, as scp
