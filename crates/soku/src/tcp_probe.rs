@@ -11,7 +11,8 @@
 //!   then, every handshake must have been answered at once. An outage that ends
 //!   within those seconds spoils it (its handshakes are answered late or not at all),
 //!   and one that ends before them is over before the verdict could come: QUIC hears
-//!   the path within half a second of its return (`soku_transport::wake_when_silent`).
+//!   the path within half a second of its return, or a round trip on a slower path
+//!   (`soku_transport::wake_when_silent`).
 //! - **Only where ssh connects to the host itself** (no ProxyCommand or ProxyJump;
 //!   `launch/shared_login.rs`): the handshake then crosses the path the login did. The
 //!   name is resolved when the copy starts: in the silence a DNS query, over UDP, would
