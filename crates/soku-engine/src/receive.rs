@@ -8,6 +8,7 @@
 //! temporary files of unfinished files are removed either way ([`files::TempFiles`]),
 //! or, with resume, kept for the next run to continue ([`crate::partial`]).
 
+mod arrivals;
 mod files;
 
 use std::collections::HashMap;
@@ -20,9 +21,10 @@ use soku_proto::manifest::{Entry, Meta};
 use soku_proto::message::{HeldBase, HeldChunk, Message, HELD_BATCH};
 use soku_proto::receive::{ChunkCheck, EntryAction, FileOutcome, Receiver};
 use soku_proto::ProtoError;
-use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 
+use self::arrivals::Arrivals;
 use self::files::{TargetFile, TempFiles};
 use crate::events::{EventSink, TransferEvent};
 use crate::failure::{self, Action, Failure};
@@ -51,9 +53,8 @@ struct Shared {
     dir: Arc<TargetDir>,
     files: Mutex<HashMap<u32, Arc<TargetFile>>>,
     temps: TempFiles,
-    /// Bumped whenever an entry is handled: chunks that arrived before their file's
-    /// entry (QUIC) wait on it.
-    announced: watch::Sender<u64>,
+    /// Chunks that arrived before their file was ready (QUIC) wait here.
+    arrivals: Arrivals,
     tx: Arc<dyn Transport>,
     events: Arc<dyn EventSink>,
     preserve: bool,
@@ -91,7 +92,6 @@ pub async fn run(
 ) -> Result<Outcome, EngineError> {
     // The sender may announce many files ahead, each a temporary file here.
     let _ = crate::limits::open_files();
-    let (announced, _) = watch::channel(0u64);
     let receiver = receiver.with_resume(opts.resume).with_nothing_held(opts.nothing_held);
     let dir = TargetDir::open(&root).map_err(|e| {
         let problem = crate::walk::describe(&e);
@@ -106,7 +106,7 @@ pub async fn run(
         dir: dir.clone(),
         files: Mutex::default(),
         temps: TempFiles::new(dir, opts.resume),
-        announced,
+        arrivals: Arrivals::default(),
         tx: link.tx.clone(),
         events: events.clone(),
         preserve: opts.preserve,
@@ -220,7 +220,6 @@ async fn on_chunk(
     ordered: bool,
 ) -> Result<(), EngineError> {
     let header = chunk.header;
-    let mut announced = shared.announced.subscribe();
     let (offset, plain_len) = loop {
         let check = lock(&shared.state).check_chunk(&header)?;
         match check {
@@ -238,10 +237,10 @@ async fn on_chunk(
             // Its bytes are already off the connection (unread stream data would hold
             // flow-control credit the entry we wait for may need); wait for the entry,
             // and for the file's storage (prepared concurrently, even on an ordered link).
-            ChunkCheck::NotYetAnnounced => announced
-                .changed()
-                .await
-                .map_err(|_| EngineError::Internal("the receiver stopped".into()))?,
+            ChunkCheck::NotYetAnnounced => {
+                let not_yet = || lock(&shared.state).awaits_file(header.file);
+                shared.arrivals.wait_for(header.file, not_yet).await;
+            }
         }
     };
     let file = lock(&shared.files).get(&header.file).cloned();
@@ -321,7 +320,7 @@ impl Shared {
             }
             Message::EndOfManifest { files, bytes } => {
                 lock(&self.state).on_end(files, bytes)?;
-                self.announced.send_modify(|n| *n += 1);
+                self.arrivals.all_ready();
                 *ended = true;
             }
             Message::Fatal { message } => return Err(EngineError::Remote(message)),
@@ -349,7 +348,6 @@ impl Shared {
                 tokio::task::spawn_blocking(move || dir.ensure_dir(&at)).await?.map_err(|e| {
                     EngineError::Target(failure::describe(&local, Action::MakeDir, &e).message)
                 })?;
-                self.announced.send_modify(|n| *n += 1);
             }
             EntryAction::CreateFile { id, local, size, meta, chunks } => {
                 let path = local.display().to_string();
@@ -361,7 +359,7 @@ impl Shared {
                 tasks.spawn(async move {
                     let prepared = this.prepare_file(id, local, size, meta, chunks).await;
                     drop(room);
-                    this.announced.send_modify(|n| *n += 1);
+                    this.arrivals.ready(id);
                     prepared
                 });
             }

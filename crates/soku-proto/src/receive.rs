@@ -326,23 +326,33 @@ impl Receiver {
         id < self.next_id
     }
 
+    /// Whether a chunk of `file` would wait now ([`ChunkCheck::NotYetAnnounced`]): its
+    /// entry has not come (and may still), or its storage is being made. Changes
+    /// nothing.
+    pub fn awaits_file(&self, file: u32) -> bool {
+        if self.failed.contains(&file) {
+            return false;
+        }
+        match self.open.get(&file) {
+            Some(open) => !open.opened,
+            None => file >= self.next_id && self.manifest_end.is_none(),
+        }
+    }
+
     /// Checks a chunk header before its bytes are read.
     pub fn check_chunk(&mut self, header: &ChunkHeader) -> Result<ChunkCheck, ProtoError> {
         if self.failed.contains(&header.file) {
             return Ok(ChunkCheck::Discard);
         }
+        if self.awaits_file(header.file) {
+            return Ok(ChunkCheck::NotYetAnnounced);
+        }
         let Some(file) = self.open.get_mut(&header.file) else {
-            if header.file >= self.next_id && self.manifest_end.is_none() {
-                return Ok(ChunkCheck::NotYetAnnounced);
-            }
             return Err(ProtoError::Violation(format!(
                 "chunk for file {} which is not open",
                 header.file
             )));
         };
-        if !file.opened {
-            return Ok(ChunkCheck::NotYetAnnounced);
-        }
         let Some((offset, plain_len)) = file.plan.span(header.index) else {
             return Err(ProtoError::Violation(format!(
                 "chunk {} past the end of {}",

@@ -137,7 +137,9 @@ fn a_chunk_may_arrive_before_its_entry() {
     let mut rx = into_dir(false);
     let early = ChunkHeader { file: 0, index: 0, wire_len: 1, compressed: false, hash: [0; 32] };
     assert_eq!(rx.check_chunk(&early), Ok(ChunkCheck::NotYetAnnounced));
+    assert!(rx.awaits_file(0));
     rx.on_end(0, 0).expect("end");
+    assert!(!rx.awaits_file(0), "after the end nothing more is announced");
     assert!(rx.check_chunk(&early).is_err(), "after the end nothing more is announced");
 }
 
@@ -197,7 +199,9 @@ fn chunks_wait_until_the_file_is_opened() {
     rx.on_entry(file(0, &["f"], 10)).expect("accepted");
     let header = ChunkHeader { file: 0, index: 0, wire_len: 10, compressed: false, hash: [0; 32] };
     assert_eq!(rx.check_chunk(&header), Ok(ChunkCheck::NotYetAnnounced));
+    assert!(rx.awaits_file(0) && rx.awaits_file(0), "asking changes nothing");
     rx.on_file_opened(0);
+    assert!(!rx.awaits_file(0));
     assert!(matches!(rx.check_chunk(&header), Ok(ChunkCheck::Accept { .. })));
 }
 
