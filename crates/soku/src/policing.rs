@@ -27,13 +27,12 @@
 //! signature (a queue UDP alone waits in, `crate::shaping`), in either direction: its
 //! RTT samples carry the queue both ways, since the server's acks wait in it too.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use soku_engine::events::PathReport;
 use soku_transport::ResumePhase;
 
-use crate::shaping::{self, RoundTrips};
+use crate::shaping;
 use crate::udp_block::{self, TcpRoundTrips};
 
 /// QUIC application close code: UDP looks rate-limited, move to TCP.
@@ -91,19 +90,18 @@ pub fn looks_policed(report: &PathReport) -> Option<String> {
 /// declared ([`SETTLE_RTTS`] round trips). A jump that retreated without meeting a
 /// queue lost its packets as a policer drops them: then they all count.
 pub async fn watch(conn: quinn::Connection) -> Option<String> {
-    watch_beside_tcp(conn, None, None).await
+    watch_beside_tcp(conn, None).await
 }
 
-/// [`watch`], and on the client's side: with the ssh round trips that `pings` times
-/// (`crate::shaping`) also for a shaper's signature, QUIC in a queue that ssh does not
-/// see, in [`SHAPED_LOOKS`] looks in a row; with round trips over TCP (`tcp`: the same
-/// pings, or a kept server's handshakes), for UDP blocked under the copy
-/// (`crate::udp_block`), until the connection closes.
+/// [`watch`], and on the client's side with round trips over TCP (`tcp`): for UDP
+/// blocked under the copy (`crate::udp_block`), until the connection closes; when they
+/// are ssh's pings (`crate::shaping`), also for a shaper's signature, QUIC in a queue
+/// that ssh does not see, in [`SHAPED_LOOKS`] looks in a row.
 pub async fn watch_beside_tcp(
     conn: quinn::Connection,
-    pings: Option<Arc<RoundTrips>>,
     tcp: Option<TcpRoundTrips>,
 ) -> Option<String> {
+    let pings = tcp.as_ref().and_then(TcpRoundTrips::ssh_pings);
     let started = tokio::time::Instant::now();
     let mut baseline = (0, 0);
     let mut settle_until = None;
@@ -148,7 +146,6 @@ pub async fn watch_beside_tcp(
         // standing figure beside ssh's fresh ones is no queue.
         let hearing = silence.silent_for(now) < LOOK_EVERY;
         let shaped = pings
-            .as_ref()
             .filter(|_| hearing)
             .and_then(|pings| pings.rtt(now))
             .and_then(|ssh| shaping::looks_shaped(&report, ssh));

@@ -415,13 +415,12 @@ impl Session {
     pub fn watch_policing(&self) -> Option<tokio::task::JoinHandle<Option<String>>> {
         let conn = self.connection()?;
         self.tcp_check.as_ref()?;
-        let pings = self.pings.as_ref().map(|(pings, _)| pings.clone());
-        let tcp = match (&pings, &self.handshakes) {
-            (Some(pings), _) => Some(TcpRoundTrips::Ssh(pings.clone())),
+        let tcp = match (&self.pings, &self.handshakes) {
+            (Some((pings, _)), _) => Some(TcpRoundTrips::Ssh(pings.clone())),
             (None, Some(handshakes)) => Some(TcpRoundTrips::Handshakes(handshakes.clone())),
             (None, None) => None,
         };
-        Some(tokio::spawn(crate::policing::watch_beside_tcp(conn.clone(), pings, tcp)))
+        Some(tokio::spawn(crate::policing::watch_beside_tcp(conn.clone(), tcp)))
     }
 
     /// After a QUIC copy failed: whether it was closed for a UDP rate limit, by our

@@ -121,10 +121,10 @@ impl RoundTrips {
         }
     }
 
-    /// Whether the pings were answered on time all through the span from `since` to `now`: a ping
-    /// sent within `patience` of `since` came back within `patience`, and so did every
-    /// ping sent since until `patience` before `now`. The longest of those round trips,
-    /// if so.
+    /// Whether the pings were answered on time all through the span from `since` to
+    /// `now`: a ping sent within `patience` of `since` came back within `patience`, and
+    /// so did every ping sent since until `patience` before `now`. The longest of those
+    /// round trips, if so.
     pub fn answered_throughout(
         &self,
         since: Instant,

@@ -49,6 +49,14 @@ pub enum TcpRoundTrips {
 }
 
 impl TcpRoundTrips {
+    /// ssh's pings, which also time the path beside QUIC for a shaper.
+    pub fn ssh_pings(&self) -> Option<&RoundTrips> {
+        match self {
+            TcpRoundTrips::Ssh(pings) => Some(pings),
+            TcpRoundTrips::Handshakes(_) => None,
+        }
+    }
+
     fn record(&self) -> &RoundTrips {
         match self {
             TcpRoundTrips::Ssh(pings) => pings,
@@ -89,16 +97,21 @@ impl Silence {
         now.saturating_duration_since(self.since)
     }
 
-    /// One look at `conn` and `tcp`: the reason, if UDP looks blocked (see the module
-    /// documentation).
-    pub fn look(&mut self, conn: &quinn::Connection, tcp: &TcpRoundTrips) -> Option<String> {
+    /// Looks at `conn` now: how long it has heard nothing.
+    pub fn update(&mut self, conn: &quinn::Connection) -> Duration {
         let now = Instant::now();
         let heard = conn.stats().udp_rx.datagrams;
         if heard != self.heard {
             (self.heard, self.since) = (heard, now);
-            return None;
         }
-        let silent = now.saturating_duration_since(self.since);
+        now.saturating_duration_since(self.since)
+    }
+
+    /// One look at `conn` and `tcp`: the reason, if UDP looks blocked (see the module
+    /// documentation).
+    pub fn look(&mut self, conn: &quinn::Connection, tcp: &TcpRoundTrips) -> Option<String> {
+        let silent = self.update(conn);
+        let now = Instant::now();
         tcp.silent_for(silent, now);
         if silent < QUIC_SILENCE {
             return None;

@@ -54,7 +54,7 @@ impl Arrivals {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
     use std::time::Duration;
 
     use super::*;
@@ -63,16 +63,24 @@ mod tests {
     async fn a_file_made_ready_wakes_its_own_chunks_only() {
         let arrivals = Arc::new(Arrivals::default());
         let ready = [Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false))];
+        // How often each file's chunk looked at its file: once per wake.
+        let looks = [Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0))];
         let mut waits = Vec::new();
         for file in [0u32, 1] {
             let (arrivals, ready) = (arrivals.clone(), ready[file as usize].clone());
+            let looked = looks[file as usize].clone();
             waits.push(tokio::spawn(async move {
                 while !ready.load(Ordering::SeqCst) {
-                    arrivals.wait_for(file, || !ready.load(Ordering::SeqCst)).await;
+                    let not_yet = || {
+                        looked.fetch_add(1, Ordering::SeqCst);
+                        !ready.load(Ordering::SeqCst)
+                    };
+                    arrivals.wait_for(file, not_yet).await;
                 }
             }));
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(looks[0].load(Ordering::SeqCst), 1, "waiting");
         ready[1].store(true, Ordering::SeqCst);
         arrivals.ready(1);
         tokio::time::timeout(Duration::from_secs(5), &mut waits[1])
@@ -80,7 +88,8 @@ mod tests {
             .expect("woken")
             .expect("task");
         tokio::time::sleep(Duration::from_millis(50)).await;
-        assert!(!waits[0].is_finished(), "file 0's chunk was woken by file 1");
+        assert!(!waits[0].is_finished());
+        assert_eq!(looks[0].load(Ordering::SeqCst), 1, "file 0's chunk was woken by file 1");
         ready[0].store(true, Ordering::SeqCst);
         arrivals.all_ready();
         tokio::time::timeout(Duration::from_secs(5), &mut waits[0])

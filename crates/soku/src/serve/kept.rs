@@ -187,17 +187,13 @@ async fn serve_one(conn: quinn::Connection, stall: Duration, tcp_ready: bool) ->
 /// limit (two minutes). The client's next session, through ssh, waits up to 30 s for
 /// them (`soku_engine::partial`); a kept job gives them up within 15 s.
 async fn end_when_silent(conn: quinn::Connection) {
-    let mut heard = conn.stats().udp_rx.datagrams;
-    let mut last_heard = tokio::time::Instant::now();
+    let mut silence = crate::udp_block::Silence::new(&conn);
     loop {
         tokio::time::sleep(Duration::from_secs(1)).await;
         if conn.close_reason().is_some() {
             return;
         }
-        let now_heard = conn.stats().udp_rx.datagrams;
-        if now_heard != heard {
-            (heard, last_heard) = (now_heard, tokio::time::Instant::now());
-        } else if last_heard.elapsed() >= CLIENT_SILENCE {
+        if silence.update(&conn) >= CLIENT_SILENCE {
             soku_transport::close(&conn, GONE, b"the client went silent");
             return;
         }

@@ -80,8 +80,12 @@ impl Session {
             ssh_watch: None,
             ssh_stdin: None,
             pings: None,
-            // No ssh channel to ping on: TCP handshakes stand in, if UDP goes silent.
-            handshakes: opts.login_at.clone().map(crate::tcp_probe::Handshakes::start),
+            // No ssh channel to ping on: TCP handshakes stand in, if UDP goes silent,
+            // for a copy that watches its path (it could move to TCP).
+            handshakes: kept
+                .tcp_reachable
+                .and(opts.login_at.clone())
+                .map(crate::tcp_probe::Handshakes::start),
             quic: Some(QuicPath { _endpoint: endpoint, conn, _wake }),
             fallback: None,
             // As the first session found it, for the watch for a UDP rate limit.
