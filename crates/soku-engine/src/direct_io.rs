@@ -19,7 +19,8 @@ use crate::page_buf::PAGE;
 /// F2FS. Elsewhere `O_DIRECT` means other things: on NFS or SMB a synchronous round
 /// trip per call, on FUSE whatever the daemon does, on tmpfs and overlays no gain, so
 /// those keep the page cache.
-const DIRECT_FILE_SYSTEMS: [u64; 4] = [0xEF53, 0x5846_5342, 0x9123_683E, 0xF2F5_2010];
+pub(crate) const LOCAL_DISK_FILE_SYSTEMS: [u64; 4] =
+    [0xEF53, 0x5846_5342, 0x9123_683E, 0xF2F5_2010];
 
 /// Chunks smaller than this take the page cache: for a small file, a second descriptor
 /// to open and the disk's latency on every call cost more than the copy they save.
@@ -40,11 +41,11 @@ pub(crate) enum Access {
 
 /// A second, `O_DIRECT` descriptor of `file`, opened through `/proc/self/fd`: the same
 /// file whatever happened to its name since. Refused on file systems not in
-/// [`DIRECT_FILE_SYSTEMS`].
+/// [`LOCAL_DISK_FILE_SYSTEMS`].
 pub(crate) fn open_direct(file: &File, access: Access) -> std::io::Result<File> {
     // The magic number is 32 bits; `f_type`'s width differs between architectures.
     let kind = rustix::fs::fstatfs(file)?.f_type as u64 & 0xFFFF_FFFF;
-    if !DIRECT_FILE_SYSTEMS.contains(&kind) {
+    if !LOCAL_DISK_FILE_SYSTEMS.contains(&kind) {
         return Err(rustix::io::Errno::OPNOTSUPP.into());
     }
     let path = format!("/proc/self/fd/{}", file.as_raw_fd());

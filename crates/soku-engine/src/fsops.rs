@@ -24,6 +24,7 @@ use rustix::io::Errno;
 use soku_proto::manifest::Meta;
 
 use crate::partial::Trailer;
+use crate::small_steps::Keeps;
 
 /// The temporary name for a file being received.
 pub fn temp_path(local: &Path) -> PathBuf {
@@ -78,6 +79,11 @@ impl TargetDir {
     /// The target directory's path.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Where the target's file system keeps its files: which steps may run in place.
+    pub(crate) fn keeps(&self) -> Keeps {
+        Keeps::of(&self.fd)
     }
 
     /// Opens the directory `rel` below the target (`.` for the target itself), never

@@ -40,6 +40,7 @@ pub mod receive;
 pub mod role;
 pub mod send;
 mod sent_log;
+mod small_steps;
 pub mod source_file;
 pub mod throttle;
 pub mod walk;

@@ -142,10 +142,24 @@ pub fn prepare(
     plan: ChunkPlan,
     mode: u32,
 ) -> std::io::Result<Prepared> {
+    prepare_within(dir, local, trailer, plan, mode, LOCK_WAIT)
+}
+
+/// [`prepare`], waiting at most `lock_wait` for another receiver to let go of the
+/// partial file; with no wait at all, a partial file locked elsewhere fails with
+/// [`LockBusy`] before anything is changed, for the caller to wait where it may.
+pub fn prepare_within(
+    dir: &TargetDir,
+    local: &Path,
+    trailer: Trailer,
+    plan: ChunkPlan,
+    mode: u32,
+    lock_wait: Duration,
+) -> std::io::Result<Prepared> {
     let mut restarted = None;
     let temp = fsops::temp_path(local);
     if let Some(file) = dir.open_temp(local)? {
-        lock_exclusive(&file, &temp)?;
+        lock_exclusive(&file, &temp, lock_wait)?;
         match Trailer::read_from(&file)? {
             Some(found) => match found.differs_from(&trailer) {
                 None => {
@@ -176,7 +190,9 @@ pub fn prepare(
         }
     }
     let file = dir.create_temp(local, trailer.size, mode, Some(&trailer))?;
-    lock_exclusive(&file, &temp)?;
+    // Taken by another receiver only if it made the same partial file meanwhile: a
+    // caller that could not wait finds it next time, and waits for it.
+    lock_exclusive(&file, &temp, lock_wait)?;
     let base = match restarted {
         Some(reason) => HeldBase::Restarted { reason },
         None => HeldBase::Nothing,
@@ -211,7 +227,7 @@ pub fn copy_final_to_temp(
         || std::io::Error::other(format!("{} changed while it was being updated", local.display()));
     let Some(mut from) = dir.open_final(local)? else { return Err(changed()) };
     let mut temp = dir.create_temp(local, trailer.size, mode, None)?;
-    lock_exclusive(&temp, &fsops::temp_path(local))?;
+    lock_exclusive(&temp, &fsops::temp_path(local), LOCK_WAIT)?;
     // std's copy uses copy_file_range on Linux: no bytes through user space, and a
     // reflink where the file system offers one.
     let copied = std::io::copy(&mut (&mut from).take(trailer.size), &mut temp)?;
@@ -223,17 +239,32 @@ pub fn copy_final_to_temp(
 }
 
 /// How long a receiver waits for another one to let go of a partial file.
-const LOCK_WAIT: Duration = Duration::from_secs(30);
+pub const LOCK_WAIT: Duration = Duration::from_secs(30);
 
-/// Takes the exclusive lock on the partial file `file` at `path`, waiting up to
-/// [`LOCK_WAIT`] for another receiver to end. A file system without `flock` (some
-/// network file systems) is used unlocked.
-fn lock_exclusive(file: &File, path: &Path) -> std::io::Result<()> {
+/// A partial file is locked by another receiver, and the caller asked not to wait.
+#[derive(Debug, thiserror::Error)]
+#[error("another receiver holds the partial file")]
+pub struct LockBusy;
+
+impl LockBusy {
+    /// Whether `err` is this.
+    pub fn is(err: &std::io::Error) -> bool {
+        err.get_ref().is_some_and(|inner| inner.is::<LockBusy>())
+    }
+}
+
+/// Takes the exclusive lock on the partial file `file` at `path`, waiting up to `wait`
+/// for another receiver to end ([`LockBusy`] at once if `wait` is zero). A file system
+/// without `flock` (some network file systems) is used unlocked.
+fn lock_exclusive(file: &File, path: &Path, wait: Duration) -> std::io::Result<()> {
     use rustix::fs::{flock, FlockOperation};
-    let deadline = Instant::now() + LOCK_WAIT;
+    let deadline = Instant::now() + wait;
     loop {
         match flock(file, FlockOperation::NonBlockingLockExclusive) {
             Ok(()) => return Ok(()),
+            Err(rustix::io::Errno::WOULDBLOCK) if wait.is_zero() => {
+                return Err(std::io::Error::other(LockBusy))
+            }
             Err(rustix::io::Errno::WOULDBLOCK) if Instant::now() < deadline => {
                 std::thread::sleep(Duration::from_millis(100));
             }

@@ -31,6 +31,7 @@ use crate::failure::{self, Action, Failure};
 use crate::fsops::TargetDir;
 use crate::link::{Inbound, Incoming, Link, Transport};
 use crate::partial::{self, Storage, Trailer};
+use crate::small_steps::{self, Keeps};
 use crate::{codec, lock, CopyOptions, EngineError, Outcome};
 
 /// How often the receiver reports verified bytes to the sender.
@@ -57,6 +58,8 @@ struct Shared {
     arrivals: Arrivals,
     tx: Arc<dyn Transport>,
     events: Arc<dyn EventSink>,
+    /// Where the target's file system keeps files: which steps run in place.
+    keeps: Keeps,
     preserve: bool,
     fsync: bool,
     chunk_size: u32,
@@ -101,6 +104,7 @@ pub async fn run(
         ))
     })?;
     let dir = Arc::new(dir);
+    let keeps = dir.keeps();
     let shared = Arc::new(Shared {
         state: Mutex::new(receiver),
         dir: dir.clone(),
@@ -109,6 +113,7 @@ pub async fn run(
         arrivals: Arrivals::default(),
         tx: link.tx.clone(),
         events: events.clone(),
+        keeps,
         preserve: opts.preserve,
         fsync: opts.fsync,
         chunk_size: opts.chunk_size,
@@ -255,7 +260,7 @@ async fn on_chunk(
     let this = shared.clone();
     // A session that has taken its last count writes nothing more.
     let Some(writing) = shared.writes.start() else { return Ok(()) };
-    let written = tokio::task::spawn_blocking(move || {
+    let written = small_steps::run(file.writes_in_place(), move || {
         let _writing = writing;
         // Undecodable bytes fail the file as a hash mismatch would.
         let mut hash = [0; 32];
@@ -345,7 +350,8 @@ impl Shared {
         match action {
             EntryAction::MakeDir { local } => {
                 let (dir, at) = (self.dir.clone(), local.clone());
-                tokio::task::spawn_blocking(move || dir.ensure_dir(&at)).await?.map_err(|e| {
+                let made = small_steps::run(self.keeps.in_place(0), move || dir.ensure_dir(&at));
+                made.await?.map_err(|e| {
                     EngineError::Target(failure::describe(&local, Action::MakeDir, &e).message)
                 })?;
             }
@@ -377,11 +383,12 @@ impl Shared {
         meta: Meta,
         chunks: u32,
     ) -> Result<(), EngineError> {
+        let in_place = self.keeps.in_place(size);
         let made = if lock(&self.state).resumes() && chunks > 0 {
-            self.prepare_held(&local, size, meta).await?
+            self.prepare_held(&local, size, meta, in_place).await?
         } else {
             let (this, local) = (self.clone(), local.clone());
-            tokio::task::spawn_blocking(move || {
+            small_steps::run(in_place, move || {
                 this.temps.track(&local, || this.dir.create_temp(&local, size, meta.mode, None))
             })
             .await?
@@ -389,7 +396,7 @@ impl Shared {
         };
         match made {
             Ok((target, held)) => {
-                let target = target.writing_back_early(self.fsync);
+                let target = target.writing_back_early(self.fsync).writing_in_place(in_place);
                 lock(&self.files).insert(id, Arc::new(target));
                 let opened = lock(&self.state).on_file_opened(id);
                 let Some(outcome) = opened else {
@@ -415,30 +422,39 @@ impl Shared {
         }
     }
 
-    /// With resume: finds what is held of the file at `local` and prepares its storage
-    /// (on the blocking pool: it hashes what is held).
+    /// With resume: finds what is held of the file at `local` and prepares its storage.
+    /// On the blocking pool (it hashes what is held), or in place for a small file, unless
+    /// another receiver holds its partial file: that wait is the pool's.
     async fn prepare_held(
         self: &Arc<Self>,
         local: &Path,
         size: u64,
         meta: Meta,
+        in_place: bool,
     ) -> Result<std::io::Result<(TargetFile, Option<Held>)>, EngineError> {
-        let (this, local) = (self.clone(), local.to_path_buf());
         let trailer = Trailer::new(size, &meta);
         let plan = ChunkPlan::new(size, self.chunk_size);
-        let made = tokio::task::spawn_blocking(move || {
-            let found = this
-                .temps
-                .track(&local, || partial::prepare(&this.dir, &local, trailer, plan, meta.mode))?;
-            let partial::Prepared { base, held, storage } = found;
-            let target = match storage {
-                Storage::Temp(file) => TargetFile::new(file, held.is_empty()),
-                Storage::FinalFile => TargetFile::in_final(&local, trailer, meta.mode),
-            };
-            Ok((target, Some((base, held))))
-        })
-        .await?;
-        Ok(made)
+        let prepare = |lock_wait| {
+            let (this, local) = (self.clone(), local.to_path_buf());
+            move || {
+                let found = this.temps.track(&local, || {
+                    partial::prepare_within(&this.dir, &local, trailer, plan, meta.mode, lock_wait)
+                })?;
+                let partial::Prepared { base, held, storage } = found;
+                let target = match storage {
+                    Storage::Temp(file) => TargetFile::new(file, held.is_empty()),
+                    Storage::FinalFile => TargetFile::in_final(&local, trailer, meta.mode),
+                };
+                Ok((target, Some((base, held))))
+            }
+        };
+        if in_place {
+            match prepare(Duration::ZERO)() {
+                Err(e) if partial::LockBusy::is(&e) => {}
+                made => return Ok(made),
+            }
+        }
+        Ok(tokio::task::spawn_blocking(prepare(partial::LOCK_WAIT)).await?)
     }
 
     /// Tells the sender what is held of file `id` (of `chunks` chunks), in batches.
@@ -479,7 +495,8 @@ impl Shared {
                 let ready_path = ready.local.display().to_string();
                 let file = lock(&self.files).remove(&ready.id);
                 let this = self.clone();
-                let result = tokio::task::spawn_blocking(move || {
+                let in_place = self.keeps.in_place_flushing(ready.size, self.fsync);
+                let result = small_steps::run(in_place, move || {
                     let Some(target) = file else { return Ok(()) };
                     let done = match target.take_file() {
                         _ if ready.in_place => {

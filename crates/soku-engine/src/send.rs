@@ -32,6 +32,7 @@ use crate::compress_policy::{self, CompressPolicy};
 use crate::events::{EventSink, TransferEvent};
 use crate::failure;
 use crate::link::{Inbound, Link, Transport};
+use crate::small_steps::{self, Keeps};
 use crate::source_file::SourceFile;
 use crate::throttle::Throttle;
 use crate::walk::Item;
@@ -311,6 +312,9 @@ struct Announced {
     id: u32,
     size: u64,
     file: Arc<SourceFile>,
+    /// Its chunks may be read in place ([`crate::small_steps`]): a small file on a file
+    /// system that answers from memory or a local disk.
+    small: bool,
     ahead: ChunkHashes,
     watch: Arc<SourceWatch>,
 }
@@ -370,7 +374,8 @@ impl Copy {
             let open = |local: &std::path::Path| {
                 let file = std::fs::File::open(local)?;
                 let md = file.metadata()?;
-                Ok::<_, std::io::Error>((file, md))
+                let small = Keeps::of(&file).in_place(md.len());
+                Ok::<_, std::io::Error>((file, md, small))
             };
             paths.iter().map(|local| open(local)).collect::<Vec<_>>()
         })
@@ -387,10 +392,10 @@ impl Copy {
                     let Some(opened) = opened.next() else {
                         return Err(EngineError::Internal("a file was not opened".into()));
                     };
-                    let (file, ahead, md) = match opened {
-                        Ok((file, md)) => {
+                    let (file, ahead, md, small) = match opened {
+                        Ok((file, md, small)) => {
                             let ahead = known.take(&local, &md).unwrap_or_default();
-                            (Arc::new(SourceFile::new(file)), ahead, md)
+                            (Arc::new(SourceFile::new(file)), ahead, md, small)
                         }
                         Err(e) => {
                             let failure = failure::describe_source(&local, &e);
@@ -414,7 +419,7 @@ impl Copy {
                     // The rules refuse a file of more chunks than a u32 counts.
                     let chunks = u32::try_from(start.chunks).unwrap_or(u32::MAX);
                     let watch = Arc::new(SourceWatch::new(&md, chunks));
-                    files.push(Announced { id: start.id, size, file, ahead, watch });
+                    files.push(Announced { id: start.id, size, file, small, ahead, watch });
                 }
             }
         }
@@ -442,6 +447,7 @@ impl Copy {
         };
         let task = ChunkTask {
             file: file.file.clone(),
+            small: file.small,
             watch: file.watch.clone(),
             span,
             known: file.ahead.get(span.index as usize).copied().flatten(),
@@ -588,6 +594,8 @@ impl Copy {
 /// One chunk: read, hash, maybe compress (on the blocking pool), pace, send.
 struct ChunkTask {
     file: Arc<SourceFile>,
+    /// Of a small file, read in place when cached ([`Announced::small`]).
+    small: bool,
     /// Checks the file once its last chunk is read.
     watch: Arc<SourceWatch>,
     span: ChunkSpan,
@@ -618,7 +626,10 @@ impl ChunkTask {
         let watch = self.watch.clone();
         // The semaphore is never closed; if it were, reading without a permit is safe.
         let permit = self.reads.acquire().await.ok();
-        let read = tokio::task::spawn_blocking(move || {
+        // A small file's chunk is read in place when the page cache holds it: one that
+        // must come from the disk waits for it on the pool, many at once.
+        let in_place = self.small && file.cached(offset);
+        let read = small_steps::run(in_place, move || {
             let encoded = codec::read_chunk(&file, id, index, (offset, len), known, compress)?;
             // Before its hash is told: a file that changed while it was read never gets
             // the summary that would let the receiver name it (`ReadFailed` aborts it).

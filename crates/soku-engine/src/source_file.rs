@@ -80,7 +80,7 @@ impl SourceFile {
     /// Whether the page at `offset` is in the page cache: a one-byte read that may not
     /// wait for the disk (`RWF_NOWAIT`). Anything but "it would wait" counts as cached,
     /// so the page cache's read reports a real error.
-    fn cached(&self, offset: u64) -> bool {
+    pub(crate) fn cached(&self, offset: u64) -> bool {
         let mut one = [0u8; 1];
         let probe = rustix::io::preadv2(
             &self.file,

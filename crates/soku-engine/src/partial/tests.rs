@@ -135,6 +135,30 @@ fn a_second_receiver_waits_for_the_first_to_let_go_of_the_partial_file() {
 }
 
 #[test]
+fn a_receiver_that_cannot_wait_is_told_the_partial_file_is_busy_and_nothing_changes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let local = dir.path().join("f");
+    let bytes = data(CS as usize);
+    let size = bytes.len() as u64;
+    let trailer = Trailer::new(size, &meta(5));
+    let plan = ChunkPlan::new(size, CS);
+    let first = prepare(&target(&dir), &local, trailer, plan, 0o644).expect("prepared");
+    let Storage::Temp(held) = first.storage else { panic!("a partial file") };
+    held.write_all_at(&bytes, 0).expect("write");
+    let started = Instant::now();
+    let busy = prepare_within(&target(&dir), &local, trailer, plan, 0o644, Duration::ZERO);
+    let Err(err) = busy else { panic!("prepared while the first receiver holds the lock") };
+    assert!(LockBusy::is(&err), "not told busy: {err}");
+    assert!(started.elapsed() < LOCK_WAIT / 2, "it waited");
+    drop(held);
+    // What the first wrote is still there for the next receiver to hold.
+    let next = prepare_within(&target(&dir), &local, trailer, plan, 0o644, Duration::ZERO);
+    let next = next.expect("prepared once let go");
+    assert_eq!(next.base, HeldBase::Partial);
+    assert_eq!(next.held.iter().map(|c| c.hash).collect::<Vec<_>>(), [chunk_hash(&bytes)]);
+}
+
+#[test]
 fn holds_nothing_only_where_no_name_and_no_partial_file_exists() {
     let dir = tempfile::tempdir().expect("tempdir");
     let into = Target::IntoDir(dir.path().to_path_buf());

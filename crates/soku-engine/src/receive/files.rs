@@ -31,6 +31,8 @@ pub(super) struct TargetFile {
     /// The file is flushed before its rename: start the disk writes of each chunk at
     /// once, straight from the chunk's memory where it can ([`Direct`]).
     write_back_early: bool,
+    /// Its chunks are written in place, not on the blocking pool ([`crate::small_steps`]).
+    writes_in_place: bool,
 }
 
 /// The file being written, and its second descriptor for direct writes.
@@ -73,6 +75,7 @@ impl TargetFile {
             from_final: None,
             fresh,
             write_back_early: false,
+            writes_in_place: false,
         }
     }
 
@@ -84,6 +87,7 @@ impl TargetFile {
             from_final: Some(from_final),
             fresh: false,
             write_back_early: false,
+            writes_in_place: false,
         }
     }
 
@@ -93,6 +97,19 @@ impl TargetFile {
     pub(super) fn writing_back_early(mut self, on: bool) -> Self {
         self.write_back_early = on;
         self
+    }
+
+    /// Writes its chunks in place when `small` (a small file on a file system that
+    /// answers at once, [`crate::small_steps`]). Never a file whose held chunks are at
+    /// the final name: its first write copies that file, however large, first.
+    pub(super) fn writing_in_place(mut self, small: bool) -> Self {
+        self.writes_in_place = small && self.from_final.is_none();
+        self
+    }
+
+    /// Whether its chunks are written in place ([`Self::writing_in_place`]).
+    pub(super) fn writes_in_place(&self) -> bool {
+        self.writes_in_place
     }
 
     /// Writes a chunk's verified plain bytes at `offset`.

@@ -198,7 +198,8 @@ async fn a_tree_copied_again_sends_only_what_changed_or_is_missing() {
 /// A session that fails while a chunk is being written counts that chunk as sent: the
 /// write lands anyway and the next session finds it held, so a count taken before it
 /// landed would make the command call it resumed. The only blocking thread is kept busy
-/// so that the write is certainly still waiting when the link is lost.
+/// so that the write is certainly still waiting when the link is lost. The file is
+/// larger than the small files whose writes run in place (`small_steps.rs`).
 #[test]
 fn a_chunk_still_being_written_when_the_link_is_lost_is_counted_as_sent() {
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -215,7 +216,7 @@ fn a_chunk_still_being_written_when_the_link_is_lost_is_counted_as_sent() {
         let receiving = tokio::spawn(async move {
             soku_engine::run(receive, &mut ours, options(false), sink).await
         });
-        peer.tx.send_control(file_entry(0, "f.bin", 3 * CS as u64)).await.unwrap();
+        peer.tx.send_control(file_entry(0, "f.bin", 5 * CS as u64)).await.unwrap();
         // What the receiver holds of the file (nothing) comes once its storage is made.
         let told = tokio::time::timeout(Duration::from_secs(10), peer.recv()).await;
         assert!(matches!(told, Ok(Some(Ok(Inbound::Control(_))))), "held report: {told:?}");
@@ -237,14 +238,16 @@ fn a_chunk_still_being_written_when_the_link_is_lost_is_counted_as_sent() {
         tokio::time::sleep(Duration::from_millis(300)).await;
         drop(peer);
         tokio::time::sleep(Duration::from_millis(300)).await;
+        let mut held = vec![0; CS];
+        let partial = std::fs::File::open(partial_of(&scene.dst(), "f.bin")).unwrap();
+        partial.read_exact_at(&mut held, 0).unwrap();
+        assert!(held != data, "the chunk was written before the link was lost: no race");
         release.send(()).unwrap();
         blocker.await.unwrap();
         let received = tokio::time::timeout(Duration::from_secs(10), receiving).await;
         let received = received.expect("the receiver stops").unwrap();
         assert!(received.is_err(), "the session failed: {received:?}");
 
-        let mut held = vec![0; CS];
-        let partial = std::fs::File::open(partial_of(&scene.dst(), "f.bin")).unwrap();
         partial.read_exact_at(&mut held, 0).unwrap();
         // The race took place: the write landed after the link was lost.
         assert!(
