@@ -461,7 +461,13 @@ async fn serve_job(
             // The probes' figures travel in diagnose's own messages, not the summary.
             return crate::diagnose::serve(link, quic, &expand_home(&target)).await.map(|()| false);
         }
-        Job::Receive { target, sources } => receive_role(&target, sources, opts),
+        Job::Receive { target, sources } => {
+            if opts.resume && !opts.nothing_held {
+                // A kept job this client left (UDP cut) may hold the partial files.
+                kept::nudge_silent_jobs();
+            }
+            receive_role(&target, sources, opts)
+        }
         Job::Send { sources } => send_role(&sources, opts).await,
     };
     let role = match role {

@@ -230,9 +230,17 @@ fn cut_udp_under_a_copy(host: &EmulatedHost, what: &str, kept: bool) {
     let stderr = child.stderr.take().expect("piped");
     let mut lines = Vec::new();
     let (mut cut_at, mut told_at) = (None, None);
+    // When the copy moved to TCP, and when the receiver there verified its first chunk.
+    let (mut moved_at, mut flowing_at) = (None, None);
     for line in BufReader::new(stderr).lines().map_while(Result::ok) {
         if told_at.is_none() && line.contains("UDP stopped getting through") {
             told_at = Some(began.elapsed());
+        }
+        if line.contains(r#""event":"connected""#) && line.contains("TLS/TCP") {
+            moved_at = Some(began.elapsed());
+        }
+        if moved_at.is_some() && flowing_at.is_none() && line.contains(r#""event":"verified""#) {
+            flowing_at = Some(began.elapsed());
         }
         let verified = line.contains(r#""event":"verified""#);
         if cut_at.is_none()
@@ -258,8 +266,9 @@ fn cut_udp_under_a_copy(host: &EmulatedHost, what: &str, kept: bool) {
         .collect();
     let through = if kept { " through a kept server" } else { "" };
     println!(
-        "UDP dropped {cut_at:.1?} into a {} MiB {what}{through}: told at {told_at:.1?}, done \
-         after {took:.1?} via {transports:?}",
+        "UDP dropped {cut_at:.1?} into a {} MiB {what}{through}: told at {told_at:.1?}, on TCP \
+         at {moved_at:.1?}, first chunk verified there at {flowing_at:.1?}, done after \
+         {took:.1?} via {transports:?}",
         BIG >> 20
     );
     assert_eq!(transports.len(), 2, "{what}: {transports:?}\n{stderr}");
@@ -277,8 +286,16 @@ fn cut_udp_under_a_copy(host: &EmulatedHost, what: &str, kept: bool) {
         told_at < cut_at + Duration::from_secs(15),
         "{what}: told {told_at:.1?} into the copy, UDP cut at {cut_at:.1?}"
     );
-    // A kept job holds an upload's partial file until its client has been silent for
-    // 15 s (`serve/kept.rs`); the TCP session waits for it.
+    // A kept job would hold an upload's partial file until its client had been silent
+    // for 15 s, 7 s after the move (`serve/kept.rs`): the TCP session's server nudges it
+    // instead, and the data flows there within a second or two (0.6 s here; 7.7 s
+    // without the nudge).
+    let moved_at = moved_at.expect("moved to TCP");
+    let flowing_at = flowing_at.expect("a chunk verified over TCP");
+    assert!(
+        flowing_at < moved_at + Duration::from_secs(4),
+        "{what}: on TCP at {moved_at:.1?}, first chunk verified there at {flowing_at:.1?}"
+    );
     assert!(
         took < cut_at + Duration::from_secs(30),
         "{what}: {took:.1?}, UDP cut at {cut_at:.1?}: waited as for an outage"

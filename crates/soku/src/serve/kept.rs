@@ -15,7 +15,12 @@
 //!   handshakes with sshd that go on answering (`crate::tcp_probe`), or after QUIC's
 //!   idle timeout where it cannot make them. A job whose client goes silent for
 //!   [`CLIENT_SILENCE`] (killed, or cut off) ends, and frees its partial files for the
-//!   client's next session.
+//!   client's next session. That session, through ssh, nudges this user's kept servers
+//!   as it begins an upload that may find partial files (SIGUSR1,
+//!   [`nudge_silent_jobs`]): a job whose client has been silent for [`NUDGED_SILENCE`]
+//!   ends at once. The client of a kept job moves to TCP after 8 s of silence
+//!   (`crate::tcp_probe`), so the job it left is already past that, and its upload does
+//!   not wait for the rest of [`CLIENT_SILENCE`].
 //! - **What it does.** One job per connection, as the first: the client opens the
 //!   stream, sends a first frame (`KeptOpening`) and its request, and the engine runs
 //!   it. A job that went well ends with the server's summary on a stream the server
@@ -29,11 +34,14 @@
 //!   benchmark that must count every process's CPU) can tell it and end it.
 
 use std::net::IpAddr;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use soku_proto::frame;
 use soku_proto::hello::{KeptOpening, ServerNote, ServerSummary};
 use soku_transport::{Fingerprint, Identity, TransportOptions};
+use tokio::signal::unix::{signal, SignalKind};
+use tokio::sync::Notify;
 use tokio::task::JoinSet;
 
 use super::{read_small_frame, serve_job, within, CLOSE_PATIENCE};
@@ -54,6 +62,9 @@ const GONE: u32 = 5;
 /// How long a job hears nothing from its client before it takes it for gone: three of
 /// the QUIC keep-alives a live client sends every 5 s (`soku_transport`'s config).
 const CLIENT_SILENCE: Duration = Duration::from_secs(15);
+/// How long a job's client must have been silent for a nudge to end it: more than the
+/// 5 s between a live client's keep-alives.
+const NUDGED_SILENCE: Duration = Duration::from_secs(6);
 /// Most jobs at once (sshd's `MaxSessions` is 10 sessions per login).
 const MAX_JOBS: usize = 8;
 /// Most handshakes under way at once.
@@ -85,6 +96,9 @@ pub struct Stay {
 /// Takes the client's next connections until [`IDLE`] passes without a job.
 pub async fn stay(stay: Stay) -> anyhow::Result<()> {
     detach_output();
+    // Before the name that nudges look for: SIGUSR1's default action ends a process.
+    let mut nudges = signal(SignalKind::user_defined1())?;
+    let nudged = Arc::new(Notify::new());
     // The thread group leader's name, whichever thread writes it.
     let _ = std::fs::write("/proc/self/comm", PROCESS_NAME);
     let Stay { endpoint, identity, client, transport, bind_ip, client_ip, stall, tcp_ready } = stay;
@@ -101,9 +115,10 @@ pub async fn stay(stay: Stay) -> anyhow::Result<()> {
     // behind a full congestion window.
     let mut live: Vec<quinn::Connection> = Vec::new();
     let mut idle_since = tokio::time::Instant::now();
-    let mut stop = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    let mut stop = signal(SignalKind::terminate())?;
     loop {
         tokio::select! {
+            Some(()) = nudges.recv() => nudged.notify_waiters(),
             _ = stop.recv() => {
                 for conn in &live {
                     soku_transport::close(conn, STOPPED, b"the remote soku was stopped");
@@ -124,7 +139,7 @@ pub async fn stay(stay: Stay) -> anyhow::Result<()> {
                 if let Ok(Some(conn)) = done {
                     live.retain(|c| c.close_reason().is_none());
                     live.push(conn.clone());
-                    jobs.spawn(serve_one(conn, stall, tcp_ready));
+                    jobs.spawn(serve_one(conn, stall, tcp_ready, nudged.clone()));
                 }
             }
             Some(done) = jobs.join_next(), if !jobs.is_empty() => {
@@ -141,7 +156,12 @@ pub async fn stay(stay: Stay) -> anyhow::Result<()> {
 }
 
 /// One connection's job; whether there was one (the client opened its stream).
-async fn serve_one(conn: quinn::Connection, stall: Duration, tcp_ready: bool) -> bool {
+async fn serve_one(
+    conn: quinn::Connection,
+    stall: Duration,
+    tcp_ready: bool,
+    nudged: Arc<Notify>,
+) -> bool {
     let started = Instant::now();
     let _wake = soku_transport::wake_when_silent(&conn);
     let Ok(Ok((send, mut recv))) = within(stall, conn.accept_bi()).await else {
@@ -163,7 +183,7 @@ async fn serve_one(conn: quinn::Connection, stall: Duration, tcp_ready: bool) ->
     // nothing, promises nothing.
     let promise = preview::Promise::new(opening.receive_preview, None);
     let watching = tcp_ready.then(|| tokio::spawn(policing::watch(conn.clone())));
-    let silence = tokio::spawn(end_when_silent(conn.clone()));
+    let silence = tokio::spawn(end_when_silent(conn.clone(), nudged));
     let result = serve_job(&mut link, Some(&conn), &promise).await;
     silence.abort();
     if let Some(watching) = watching {
@@ -181,19 +201,23 @@ async fn serve_one(conn: quinn::Connection, stall: Duration, tcp_ready: bool) ->
     true
 }
 
-/// Ends `conn` once nothing has come from the client for [`CLIENT_SILENCE`]: a client
-/// killed, or cut off, sends no CONNECTION_CLOSE (and one closed under a UDP policer
-/// may have lost it), and its job would otherwise hold its partial files for the stall
-/// limit (two minutes). The client's next session, through ssh, waits up to 30 s for
-/// them (`soku_engine::partial`); a kept job gives them up within 15 s.
-async fn end_when_silent(conn: quinn::Connection) {
+/// Ends `conn` once nothing has come from the client for [`CLIENT_SILENCE`], or for
+/// [`NUDGED_SILENCE`] when `nudged`: a client killed, or cut off, sends no
+/// CONNECTION_CLOSE (and one closed under a UDP policer may have lost it), and its job
+/// would otherwise hold its partial files for the stall limit (two minutes). The
+/// client's next session, through ssh, waits up to 30 s for them
+/// (`soku_engine::partial`); a kept job gives them up within 15 s, or once nudged.
+async fn end_when_silent(conn: quinn::Connection, nudged: Arc<Notify>) {
     let mut silence = crate::udp_block::Silence::new(&conn);
     loop {
-        tokio::time::sleep(Duration::from_secs(1)).await;
+        let limit = tokio::select! {
+            () = tokio::time::sleep(Duration::from_secs(1)) => CLIENT_SILENCE,
+            () = nudged.notified() => NUDGED_SILENCE,
+        };
         if conn.close_reason().is_some() {
             return;
         }
-        if silence.update(&conn) >= CLIENT_SILENCE {
+        if silence.update(&conn) >= limit {
             soku_transport::close(&conn, GONE, b"the client went silent");
             return;
         }
@@ -211,6 +235,28 @@ async fn send_summary(conn: &quinn::Connection, summary: ServerSummary) {
         stream.finish().ok()
     };
     let _ = tokio::time::timeout(Duration::from_secs(2), write).await;
+}
+
+/// Tells this user's kept servers that a session is about to take partial files: each
+/// ends the jobs whose client has been silent for [`NUDGED_SILENCE`] (see the module
+/// documentation). Processes are found by name and owner in `/proc`; one that is gone
+/// meanwhile, or not ours, is left alone.
+pub fn nudge_silent_jobs() {
+    use rustix::process::{kill_process, Pid, Signal};
+    use std::os::unix::fs::MetadataExt;
+    let me = rustix::process::geteuid().as_raw();
+    let Ok(processes) = std::fs::read_dir("/proc") else { return };
+    for entry in processes.flatten() {
+        let pid = entry.file_name().to_str().and_then(|name| name.parse::<i32>().ok());
+        let Some(pid) = pid.and_then(Pid::from_raw) else { continue };
+        if !entry.metadata().is_ok_and(|md| md.uid() == me) {
+            continue;
+        }
+        let name = std::fs::read_to_string(entry.path().join("comm")).unwrap_or_default();
+        if name.trim_end() == PROCESS_NAME {
+            let _ = kill_process(pid, Signal::USR1);
+        }
+    }
 }
 
 /// Points stdout and stderr at /dev/null: the ssh channel they were is closed once the
