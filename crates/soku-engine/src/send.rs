@@ -312,9 +312,9 @@ struct Announced {
     id: u32,
     size: u64,
     file: Arc<SourceFile>,
-    /// Its chunks may be read in place ([`crate::small_steps`]): a small file on a file
-    /// system that answers from memory or a local disk.
-    small: bool,
+    /// Where a small file's file system keeps it, if its chunks may be read in place
+    /// ([`crate::small_steps`]): in memory, or on a local disk when cached.
+    small: Option<Keeps>,
     ahead: ChunkHashes,
     watch: Arc<SourceWatch>,
 }
@@ -374,7 +374,8 @@ impl Copy {
             let open = |local: &std::path::Path| {
                 let file = std::fs::File::open(local)?;
                 let md = file.metadata()?;
-                let small = Keeps::of(&file).in_place(md.len());
+                let keeps = Keeps::of(&file);
+                let small = keeps.in_place(md.len()).then_some(keeps);
                 Ok::<_, std::io::Error>((file, md, small))
             };
             paths.iter().map(|local| open(local)).collect::<Vec<_>>()
@@ -595,7 +596,7 @@ impl Copy {
 struct ChunkTask {
     file: Arc<SourceFile>,
     /// Of a small file, read in place when cached ([`Announced::small`]).
-    small: bool,
+    small: Option<Keeps>,
     /// Checks the file once its last chunk is read.
     watch: Arc<SourceWatch>,
     span: ChunkSpan,
@@ -628,7 +629,11 @@ impl ChunkTask {
         let permit = self.reads.acquire().await.ok();
         // A small file's chunk is read in place when the page cache holds it: one that
         // must come from the disk waits for it on the pool, many at once.
-        let in_place = self.small && file.cached(offset);
+        let in_place = match self.small {
+            Some(Keeps::InMemory) => true,
+            Some(_) => file.cached(offset),
+            None => false,
+        };
         let read = small_steps::run(in_place, move || {
             let encoded = codec::read_chunk(&file, id, index, (offset, len), known, compress)?;
             // Before its hash is told: a file that changed while it was read never gets
