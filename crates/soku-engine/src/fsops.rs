@@ -214,7 +214,9 @@ impl TargetDir {
         preserve: bool,
         fsync: bool,
     ) -> std::io::Result<()> {
-        if file.metadata()?.len() != size {
+        // One look serves both the length and the mode: cutting a trailer off leaves the mode.
+        let md = file.metadata()?;
+        if md.len() != size {
             file.set_len(size)?;
         }
         if fsync {
@@ -226,7 +228,7 @@ impl TargetDir {
         } else {
             // The temp file had owner write added so we could fill it; give the
             // sender's bits back (the umask already applied at creation).
-            let current = file.metadata()?.permissions().mode() & 0o777;
+            let current = md.permissions().mode() & 0o777;
             let wanted = current & (meta.mode | !0o600);
             file.set_permissions(std::fs::Permissions::from_mode(wanted))?;
         }

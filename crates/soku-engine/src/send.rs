@@ -592,7 +592,8 @@ impl Copy {
     }
 }
 
-/// One chunk: read, hash, maybe compress (on the blocking pool), pace, send.
+/// One chunk: read, hash, maybe compress (on the blocking pool, or in place for a small
+/// file, [`crate::small_steps`]), pace, send.
 struct ChunkTask {
     file: Arc<SourceFile>,
     /// Of a small file, read in place when cached ([`Announced::small`]).

@@ -266,3 +266,42 @@ fn detach_output() {
     let _ = rustix::stdio::dup2_stdout(&null);
     let _ = rustix::stdio::dup2_stderr(&null);
 }
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::process::ExitStatusExt;
+    use std::process::{Command, Stdio};
+
+    use super::*;
+
+    /// A shell that takes the kept server's name, then waits: SIGUSR1's default action
+    /// ends it, which is how the test sees the nudge arrive.
+    fn named(name: &str) -> std::process::Child {
+        let script = format!("printf %s {name} > /proc/$$/comm; sleep 20; true");
+        let child = Command::new("bash").args(["-c", &script]).stdin(Stdio::null()).spawn();
+        let mut child = child.expect("bash");
+        let comm = format!("/proc/{}/comm", child.id());
+        for _ in 0..200 {
+            if std::fs::read_to_string(&comm).is_ok_and(|c| c.trim_end() == name) {
+                return child;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("the shell did not take the name {name}");
+    }
+
+    #[test]
+    fn a_nudge_reaches_the_processes_named_as_kept_servers_and_no_other() {
+        let mut kept = named(PROCESS_NAME);
+        let mut other = named("soku-other");
+        nudge_silent_jobs();
+        let status = kept.wait().expect("wait");
+        assert_eq!(status.signal(), Some(libc::SIGUSR1), "{status:?}");
+        std::thread::sleep(Duration::from_millis(200));
+        assert!(other.try_wait().expect("try_wait").is_none(), "another process was signalled");
+        let _ = other.kill();
+        let _ = other.wait();
+    }
+}
