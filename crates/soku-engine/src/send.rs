@@ -54,6 +54,10 @@ const ANNOUNCE_AHEAD_MAX: usize = 1024;
 /// Files opened and announced in one go (one hand-off to the blocking pool).
 const OPEN_BATCH: usize = 64;
 
+/// Fewest files announced in one go once [`ANNOUNCE_AHEAD`] are ahead (unless the walk
+/// has fewer left).
+const REFILL_BATCH: usize = 16;
+
 /// Files ahead whose chunks are looked for, when the first waits for the receiver's
 /// report (reports of files prepared concurrently may come out of order).
 const SCAN_AHEAD: usize = 64;
@@ -159,7 +163,7 @@ pub async fn run(
         hashed: hashed_tx,
         hashed_rx,
     };
-    let mut items = items.into_iter().peekable();
+    let mut items = VecDeque::from(items);
     let mut announced: VecDeque<Announced> = VecDeque::new();
     // Bytes of the files in `announced`.
     let mut ahead_bytes = 0u64;
@@ -168,25 +172,31 @@ pub async fn run(
         loop {
             let room = |n: usize, bytes: u64| n < ahead_min || (n < ahead_max && bytes < pipeline);
             let (mut n, mut bytes) = (announced.len(), ahead_bytes);
-            let mut batch = Vec::new();
-            while batch.len() < OPEN_BATCH && room(n, bytes) {
-                let Some(item) = items.next() else { break };
-                if let Item::File { size, .. } = &item {
+            let mut fits = 0;
+            for item in items.iter().take(OPEN_BATCH) {
+                if !room(n, bytes) {
+                    break;
+                }
+                if let Item::File { size, .. } = item {
                     n += 1;
                     bytes = bytes.saturating_add(*size);
                 }
-                batch.push(item);
+                fits += 1;
             }
-            if batch.is_empty() {
+            // With enough files ahead, only a batch worth its hand-off to the blocking
+            // pool: topped up as each was handed out, small files went one per trip.
+            let enough_ahead = announced.len() >= ahead_min;
+            if fits == 0 || (enough_ahead && fits < REFILL_BATCH && fits < items.len()) {
                 break;
             }
+            let batch: Vec<Item> = items.drain(..fits).collect();
             for file in copy.announce_batch(batch, &mut known, link).await? {
                 ahead_bytes = ahead_bytes.saturating_add(file.size);
                 announced.push_back(file);
             }
         }
         if announced.is_empty() {
-            if items.peek().is_none() {
+            if items.is_empty() {
                 break;
             }
             continue;

@@ -262,7 +262,11 @@ impl TempFiles {
         let made = make();
         let mut state = lock(&self.state);
         state.making -= 1;
-        self.made.notify_all();
+        // Only a stop waits for this, and it marks the copy stopped first, under the
+        // same lock: a notification otherwise is a system call for no one.
+        if state.stopped {
+            self.made.notify_all();
+        }
         let file = made?;
         if state.stopped {
             if state.discard_all || !self.keep {
