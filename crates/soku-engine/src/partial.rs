@@ -146,8 +146,8 @@ pub fn prepare(
 }
 
 /// [`prepare`], waiting at most `lock_wait` for another receiver to let go of the
-/// partial file; with no wait at all, a partial file locked elsewhere fails with
-/// [`LockBusy`] before anything is changed, for the caller to wait where it may.
+/// partial file. With no wait at all, a partial file locked elsewhere fails with
+/// [`LockBusy`], its content untouched, for the caller to try again where it may wait.
 pub fn prepare_within(
     dir: &TargetDir,
     local: &Path,
