@@ -15,6 +15,12 @@
 //! - every step on a network or user-space file system (NFS, SMB, FUSE), where a server
 //!   that stops answering would stop the runtime, and with it the connection;
 //! - a flush to a disk (`fdatasync` before a rename), which waits for the device.
+//!
+//! One wait remains in place: a write the kernel throttles, because too much of the page
+//! cache waits for a slow disk, holds its thread while the kernel pauses it (up to
+//! 200 ms a pause, Linux's `balance_dirty_pages`). That disk is then the copy's limit
+//! anyway, and a receiver that flushes its files (the default) starts each chunk's
+//! write-back at once, so few of its own pages wait.
 
 use std::os::fd::AsFd;
 
