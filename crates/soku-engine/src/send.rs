@@ -15,6 +15,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::fs::File;
+use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -381,10 +382,15 @@ impl Copy {
             })
             .collect();
         let opened = tokio::task::spawn_blocking(move || {
-            let open = |local: &std::path::Path| {
+            // Files of one device share its file system: one `fstatfs` per run of them.
+            let mut last: Option<(u64, Keeps)> = None;
+            let mut open = |local: &std::path::Path| {
                 let file = std::fs::File::open(local)?;
                 let md = file.metadata()?;
-                let keeps = Keeps::of(&file);
+                let keeps = match last {
+                    Some((dev, keeps)) if dev == md.dev() => keeps,
+                    _ => last.insert((md.dev(), Keeps::of(&file))).1,
+                };
                 let small = keeps.in_place(md.len()).then_some(keeps);
                 Ok::<_, std::io::Error>((file, md, small))
             };

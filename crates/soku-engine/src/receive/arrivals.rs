@@ -44,7 +44,7 @@ impl Arrivals {
         }
     }
 
-    /// Wakes every waiting chunk (the manifest ended, a directory was made).
+    /// Wakes every waiting chunk (the manifest ended).
     pub fn all_ready(&self) {
         for (_, notify) in lock(&self.waiting).drain() {
             notify.notify_waiters();
