@@ -121,7 +121,41 @@ impl SourceStamp {
         }
         Ok(())
     }
+
+    /// [`SourceStamp::check`] on the open `file`, looked at again after a pause when it
+    /// seems written to at its old size. Linux moves a file's times before its size on a
+    /// write (`file_modified` runs before the bytes are copied in, and `fstat` does not
+    /// wait for the write's inode lock), so a status taken in the middle of an append
+    /// shows a new time and the old size: a log appended to would be named as rewritten.
+    /// Once that write is over its size tells the truth. The pauses are paid by a file
+    /// that fails anyway.
+    pub fn check_file(&self, file: &std::fs::File) -> std::io::Result<()> {
+        let mut result = self.check(&file.metadata()?);
+        for _ in 0..WRITE_SETTLES_LOOKS {
+            if !is_rewritten(&result) {
+                break;
+            }
+            std::thread::sleep(WRITE_SETTLES);
+            result = match self.check(&file.metadata()?) {
+                Ok(()) => result,
+                again => again,
+            };
+        }
+        result
+    }
 }
+
+/// Whether `result` says the file was written to at its old size.
+fn is_rewritten(result: &std::io::Result<()>) -> bool {
+    let inner = result.as_ref().err().and_then(|err| err.get_ref());
+    inner.is_some_and(|inner| inner.downcast_ref() == Some(&SourceChanged::Rewritten))
+}
+
+/// How long a write caught halfway is given to finish, and how many times: a line
+/// appended takes microseconds, and this leaves room for its writer to lose the CPU a
+/// few times on a busy machine. A file really rewritten waits it out once, then fails.
+const WRITE_SETTLES: std::time::Duration = std::time::Duration::from_millis(10);
+const WRITE_SETTLES_LOOKS: u32 = 5;
 
 /// Describes `err`, met while reading the source file `path` (opening it, walking to it,
 /// reading its chunks). The file fails and the copy goes on, unless every file after it
@@ -318,6 +352,39 @@ mod tests {
         file.set_len(50).expect("truncate");
         let err = stamp.check(&md()).expect_err("shrank");
         assert!(err.get_ref().is_some_and(|i| i.is::<SourceShrank>()), "{err}");
+    }
+
+    /// Appends caught halfway (a new time, the old size) are named as growth. Each
+    /// round stamps the file, appends a line from another thread and checks it as fast
+    /// as it can until the append shows; a status taken inside the write's window said
+    /// "rewritten" before [`SourceStamp::check_file`] looked again.
+    #[test]
+    fn an_append_caught_halfway_is_named_as_growth() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("app.log");
+        std::fs::write(&path, b"first line\n").expect("write");
+        let file = std::fs::File::open(&path).expect("open");
+        for _ in 0..200 {
+            let stamp = SourceStamp::of(&file.metadata().expect("md"));
+            let appender = std::thread::spawn({
+                let path = path.clone();
+                move || {
+                    use std::io::Write;
+                    let mut log =
+                        std::fs::OpenOptions::new().append(true).open(path).expect("open");
+                    log.write_all(b"one more line\n").expect("append");
+                }
+            });
+            let err = loop {
+                match stamp.check_file(&file) {
+                    Ok(()) => continue,
+                    Err(err) => break err,
+                }
+            };
+            appender.join().expect("appender");
+            let changed = err.get_ref().and_then(|i| i.downcast_ref::<SourceChanged>()).copied();
+            assert_eq!(changed, Some(SourceChanged::Grew), "{err}");
+        }
     }
 
     #[test]

@@ -361,7 +361,7 @@ impl SourceWatch {
         if last != Ok(1) && !known_ahead {
             return Ok(());
         }
-        self.opened.check(&file.metadata()?)
+        self.opened.check_file(file)
     }
 }
 
