@@ -46,8 +46,11 @@ pub struct TargetDir {
     path: PathBuf,
 }
 
-/// A directory below the target, opened, and a name in it.
-struct Entry {
+/// A name below the target and its directory, opened: what a file's steps that follow
+/// one another at once (look for a partial file, then for the final one, then make the
+/// temporary file) resolve once rather than each on its own.
+#[derive(Debug)]
+pub struct Entry {
     dir: OwnedFd,
     name: OsString,
 }
@@ -63,6 +66,43 @@ impl Entry {
             Err(Errno::NOENT) => Ok(None),
             Err(e) => Err(e.into()),
         }
+    }
+
+    /// Creates the temporary file for this name, sized to `size`, with the partial-file
+    /// `trailer` after it when resuming is on ([`crate::partial`]). The mode is the
+    /// sender's permission bits, to which the kernel applies our umask, as scp does.
+    pub fn create_temp(
+        &self,
+        size: u64,
+        mode: u32,
+        trailer: Option<&Trailer>,
+    ) -> std::io::Result<File> {
+        if self.stat()? == Some(FileType::Directory) {
+            return Err(Errno::ISDIR.into());
+        }
+        let temp = self.temp();
+        let _ = rustix::fs::unlinkat(&self.dir, temp.as_os_str(), AtFlags::empty());
+        // Readable too: a resumed copy hashes what an earlier run wrote.
+        let flags =
+            OFlags::RDWR | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let mode = Mode::from((mode & 0o777) | 0o600);
+        let file = File::from(rustix::fs::openat(&self.dir, temp.as_os_str(), flags, mode)?);
+        match trailer {
+            Some(trailer) => trailer.write_to(&file)?,
+            None => file.set_len(size)?,
+        }
+        Ok(file)
+    }
+
+    /// Opens the temporary file of this name for reading and writing, if it is a
+    /// regular file.
+    pub fn open_temp(&self) -> std::io::Result<Option<File>> {
+        open_regular(&self.dir, &self.temp(), OFlags::RDWR)
+    }
+
+    /// Opens the file at this final name for reading, if it is a regular file.
+    pub fn open_final(&self) -> std::io::Result<Option<File>> {
+        open_regular(&self.dir, &self.name, OFlags::RDONLY)
     }
 }
 
@@ -130,8 +170,8 @@ impl TargetDir {
             .is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::Symlink)
     }
 
-    /// The directory holding `local` and its name there.
-    fn entry(&self, local: &Path) -> std::io::Result<Entry> {
+    /// The directory holding `local`, opened, and its name there.
+    pub fn entry(&self, local: &Path) -> std::io::Result<Entry> {
         let rel = local.strip_prefix(&self.path).map_err(|_| {
             std::io::Error::other(format!("{} is outside the target", local.display()))
         })?;
@@ -160,9 +200,7 @@ impl TargetDir {
         }
     }
 
-    /// Creates the temporary file for `local`, sized to `size`, with the partial-file
-    /// `trailer` after it when resuming is on ([`crate::partial`]). The mode is the
-    /// sender's permission bits, to which the kernel applies our umask, as scp does.
+    /// Creates the temporary file for `local` ([`Entry::create_temp`]).
     pub fn create_temp(
         &self,
         local: &Path,
@@ -170,35 +208,17 @@ impl TargetDir {
         mode: u32,
         trailer: Option<&Trailer>,
     ) -> std::io::Result<File> {
-        let entry = self.entry(local)?;
-        if entry.stat()? == Some(FileType::Directory) {
-            return Err(Errno::ISDIR.into());
-        }
-        let temp = entry.temp();
-        let _ = rustix::fs::unlinkat(&entry.dir, temp.as_os_str(), AtFlags::empty());
-        // Readable too: a resumed copy hashes what an earlier run wrote.
-        let flags =
-            OFlags::RDWR | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        let mode = Mode::from((mode & 0o777) | 0o600);
-        let file = File::from(rustix::fs::openat(&entry.dir, temp.as_os_str(), flags, mode)?);
-        match trailer {
-            Some(trailer) => trailer.write_to(&file)?,
-            None => file.set_len(size)?,
-        }
-        Ok(file)
+        self.entry(local)?.create_temp(size, mode, trailer)
     }
 
-    /// Opens the temporary file of `local` for reading and writing, if it is a regular
-    /// file.
+    /// Opens the temporary file of `local` ([`Entry::open_temp`]).
     pub fn open_temp(&self, local: &Path) -> std::io::Result<Option<File>> {
-        let entry = self.entry(local)?;
-        open_regular(&entry.dir, &entry.temp(), OFlags::RDWR)
+        self.entry(local)?.open_temp()
     }
 
-    /// Opens the file at the final name `local` for reading, if it is a regular file.
+    /// Opens the file at the final name `local` ([`Entry::open_final`]).
     pub fn open_final(&self, local: &Path) -> std::io::Result<Option<File>> {
-        let entry = self.entry(local)?;
-        open_regular(&entry.dir, &entry.name, OFlags::RDONLY)
+        self.entry(local)?.open_final()
     }
 
     /// Cuts a partial file's trailer, applies metadata to the verified temporary file,

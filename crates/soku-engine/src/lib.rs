@@ -16,6 +16,7 @@
 //! - [`codec`], [`compress_policy`], [`throttle`]: a chunk's bytes on the way out and in;
 //!   [`page_buf`]: chunk buffers placed for direct I/O and used again;
 //!   [`source_file`]: reading a source's chunks from the page cache or from the disk;
+//!   `source_open.rs`: opening a directory's files from that directory;
 //!   `direct_io.rs`: where direct I/O applies.
 //! - [`limits`]: the descriptors a copy may keep open.
 //! - [`fsops`]: temporary files, safe directory creation, rename into place;
@@ -42,6 +43,7 @@ pub mod send;
 mod sent_log;
 mod small_steps;
 pub mod source_file;
+mod source_open;
 pub mod throttle;
 pub mod walk;
 

@@ -80,9 +80,10 @@ impl Trailer {
         Some(Trailer { size, mtime: (secs, nsec) })
     }
 
-    /// Writes the trailer after `size` bytes of `file`.
+    /// Writes the trailer after `size` bytes of `file`, which holds no more than that
+    /// (a new file, or one just filled to `size`): the write itself extends it, leaving a
+    /// hole where chunks are still to come, so no `ftruncate` is needed first.
     pub fn write_to(&self, file: &File) -> std::io::Result<()> {
-        file.set_len(self.size + TRAILER_LEN)?;
         file.write_all_at(&self.encode(), self.size)
     }
 
@@ -158,7 +159,9 @@ pub fn prepare_within(
 ) -> std::io::Result<Prepared> {
     let mut restarted = None;
     let temp = fsops::temp_path(local);
-    if let Some(file) = dir.open_temp(local)? {
+    // One resolution of its directory for the three looks below.
+    let entry = dir.entry(local)?;
+    if let Some(file) = entry.open_temp()? {
         lock_exclusive(&file, &temp, lock_wait)?;
         match Trailer::read_from(&file)? {
             Some(found) => match found.differs_from(&trailer) {
@@ -178,7 +181,7 @@ pub fn prepare_within(
         }
     }
     if restarted.is_none() {
-        if let Some(file) = dir.open_final(local)? {
+        if let Some(file) = entry.open_final()? {
             if file.metadata()?.len() == trailer.size {
                 let held = hash_held(&file, plan, true)?;
                 return Ok(Prepared {
@@ -189,7 +192,7 @@ pub fn prepare_within(
             }
         }
     }
-    let file = dir.create_temp(local, trailer.size, mode, Some(&trailer))?;
+    let file = entry.create_temp(trailer.size, mode, Some(&trailer))?;
     // Taken by another receiver only if it made the same partial file meanwhile: a
     // caller that could not wait finds it next time, and waits for it.
     lock_exclusive(&file, &temp, lock_wait)?;
@@ -225,8 +228,9 @@ pub fn copy_final_to_temp(
 ) -> std::io::Result<File> {
     let changed =
         || std::io::Error::other(format!("{} changed while it was being updated", local.display()));
-    let Some(mut from) = dir.open_final(local)? else { return Err(changed()) };
-    let mut temp = dir.create_temp(local, trailer.size, mode, None)?;
+    let entry = dir.entry(local)?;
+    let Some(mut from) = entry.open_final()? else { return Err(changed()) };
+    let mut temp = entry.create_temp(trailer.size, mode, None)?;
     lock_exclusive(&temp, &fsops::temp_path(local), LOCK_WAIT)?;
     // std's copy uses copy_file_range on Linux: no bytes through user space, and a
     // reflink where the file system offers one.

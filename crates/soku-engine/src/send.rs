@@ -35,6 +35,7 @@ use crate::failure;
 use crate::link::{Inbound, Link, Transport};
 use crate::small_steps::{self, Keeps};
 use crate::source_file::SourceFile;
+use crate::source_open::SourceOpener;
 use crate::throttle::Throttle;
 use crate::walk::Item;
 use crate::{codec, lock, CopyOptions, EngineError, Outcome};
@@ -384,8 +385,9 @@ impl Copy {
         let opened = tokio::task::spawn_blocking(move || {
             // Files of one device share its file system: one `fstatfs` per run of them.
             let mut last: Option<(u64, Keeps)> = None;
+            let mut opener = SourceOpener::default();
             let mut open = |local: &std::path::Path| {
-                let file = std::fs::File::open(local)?;
+                let file = opener.open(local)?;
                 let md = file.metadata()?;
                 let keeps = match last {
                     Some((dev, keeps)) if dev == md.dev() => keeps,

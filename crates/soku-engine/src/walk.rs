@@ -122,9 +122,22 @@ fn walk_dir(
     if !emit(Item::Dir { wire: wire.clone(), meta: meta_of(md) }) {
         return false;
     }
-    let mut children: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
-    children.sort();
-    for child in children {
+    // Each child's status is looked up from the open directory (`fstatat` on its name),
+    // not by its whole path: in a deep tree that walked every component again per file.
+    // A symlink is followed, as scp follows it, so only its target's status will do.
+    let mut children: Vec<(PathBuf, std::io::Result<Metadata>)> = entries
+        .filter_map(Result::ok)
+        .map(|entry| {
+            let path = entry.path();
+            let md = match entry.file_type() {
+                Ok(kind) if !kind.is_symlink() => entry.metadata(),
+                _ => std::fs::metadata(&path),
+            };
+            (path, md)
+        })
+        .collect();
+    children.sort_by(|a, b| a.0.cmp(&b.0));
+    for (child, md) in children {
         let shown = child.display().to_string();
         let Some(name) = child.file_name().and_then(|n| n.to_str()).map(str::to_string) else {
             let item = Item::Error { path: shown, message: "name is not valid UTF-8".into() };
@@ -135,7 +148,7 @@ fn walk_dir(
         };
         let mut child_wire = wire.clone();
         child_wire.0.push(name);
-        let keep_going = match std::fs::metadata(&child) {
+        let keep_going = match md {
             Err(e) => emit(Item::Error { message: source_problem(&child, &e), path: shown }),
             Ok(md) if md.is_dir() => walk_dir(&child, child_wire, &md, depth + 1, emit),
             Ok(md) if md.is_file() => emit(Item::File {
@@ -216,6 +229,40 @@ mod tests {
         assert_eq!(
             messages,
             ["No such file or directory", "is a directory (use -r to copy directories)"]
+        );
+    }
+
+    /// Symlinks inside a tree are followed, as scp follows them: a link to a file is
+    /// that file (its size, not the link's), a link to a directory is walked, and a
+    /// dangling link is named as missing.
+    #[test]
+    fn links_in_a_tree_are_followed() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let root = tmp.path().join("top");
+        std::fs::create_dir_all(tmp.path().join("elsewhere")).expect("mkdir");
+        std::fs::write(tmp.path().join("elsewhere/big"), [7u8; 1000]).expect("write");
+        std::fs::create_dir(&root).expect("mkdir");
+        std::os::unix::fs::symlink("../elsewhere/big", root.join("a-file")).expect("link");
+        std::os::unix::fs::symlink("../elsewhere", root.join("b-dir")).expect("link");
+        std::os::unix::fs::symlink("nothing", root.join("c-gone")).expect("link");
+        let items = collect(&[root.display().to_string()], true);
+        let seen: Vec<String> = items
+            .iter()
+            .map(|i| match i {
+                Item::Dir { wire, .. } => format!("dir {wire}"),
+                Item::File { wire, size, .. } => format!("file {wire} {size}"),
+                Item::Error { message, .. } => format!("error {message}"),
+            })
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                "dir top",
+                "file top/a-file 1000",
+                "dir top/b-dir",
+                "file top/b-dir/big 1000",
+                "error No such file or directory"
+            ]
         );
     }
 
