@@ -127,8 +127,9 @@ impl SourceStamp {
     /// write (`file_modified` runs before the bytes are copied in, and `fstat` does not
     /// wait for the write's inode lock), so a status taken in the middle of an append
     /// shows a new time and the old size: a log appended to would be named as rewritten.
-    /// Once that write is over its size tells the truth. The pauses are paid by a file
-    /// that fails anyway.
+    /// Once that write is over its size tells the truth. The pauses (50 ms at most) are
+    /// paid by a file that fails anyway; where a small file's chunk is read in place they
+    /// hold one runtime thread that long, once per such file.
     pub fn check_file(&self, file: &std::fs::File) -> std::io::Result<()> {
         let mut result = self.check(&file.metadata()?);
         for _ in 0..WRITE_SETTLES_LOOKS {
