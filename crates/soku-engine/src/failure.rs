@@ -49,6 +49,21 @@ impl SourceShrank {
     }
 }
 
+/// A verified file's partial file whose name was gone when it was to be renamed into
+/// place: something removed it during the copy (another copy into the same target,
+/// a clean-up). Its directory was there (the rename was asked of it), so it is not
+/// the missing directory an `ENOENT` otherwise means.
+#[derive(Debug, thiserror::Error)]
+#[error("the partial file was removed during the copy")]
+pub struct PartialGone;
+
+impl PartialGone {
+    /// As the I/O error the rename returns.
+    pub fn io() -> std::io::Error {
+        std::io::Error::new(ErrorKind::NotFound, PartialGone)
+    }
+}
+
 /// A source file that changed while its chunks were read, without shrinking (a log
 /// appended to, a file rewritten in place): the chunks sent are a mix of before and
 /// after, a file that never existed, so it fails rather than taking its final name.
@@ -200,7 +215,14 @@ pub fn describe(path: &Path, action: Action, err: &std::io::Error) -> Failure {
     let shown = path.display();
     let parent = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let resume = "then run the same command again to resume";
+    let gone = err.get_ref().is_some_and(|inner| inner.is::<PartialGone>());
     let (problem, ends_copy) = match (err.raw_os_error(), err.kind()) {
+        _ if gone => (
+            "its partial file was removed during the copy (by another copy into the same \
+             target?): run the same command again once nothing else writes there"
+                .into(),
+            false,
+        ),
         (Some(libc::ENOSPC), _) => {
             (format!("no space left on the device: free some space, {resume}"), true)
         }
@@ -386,6 +408,17 @@ mod tests {
             let changed = err.get_ref().and_then(|i| i.downcast_ref::<SourceChanged>()).copied();
             assert_eq!(changed, Some(SourceChanged::Grew), "{err}");
         }
+    }
+
+    #[test]
+    fn a_partial_file_gone_at_the_rename_is_not_a_missing_directory() {
+        let gone = describe(Path::new("t/a"), Action::Finish, &PartialGone::io()).message;
+        assert!(
+            gone.starts_with("t/a: cannot put in place: its partial file was removed"),
+            "{gone}"
+        );
+        let dir = describe(Path::new("t/a"), Action::Finish, &os(libc::ENOENT)).message;
+        assert!(dir.contains("the directory t does not exist"), "{dir}");
     }
 
     #[test]

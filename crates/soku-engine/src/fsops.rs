@@ -254,8 +254,11 @@ impl TargetDir {
         }
         let entry = self.entry(local)?;
         let temp = entry.temp();
-        rustix::fs::renameat(&entry.dir, temp.as_os_str(), &entry.dir, entry.name.as_os_str())?;
-        Ok(())
+        rustix::fs::renameat(&entry.dir, temp.as_os_str(), &entry.dir, entry.name.as_os_str())
+            .map_err(|e| match e {
+                Errno::NOENT => crate::failure::PartialGone::io(),
+                e => e.into(),
+            })
     }
 
     /// A file found complete at its final name: with `-p` its metadata is set as for a

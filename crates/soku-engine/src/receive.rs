@@ -64,9 +64,12 @@ struct Shared {
     fsync: bool,
     chunk_size: u32,
     last_progress: Mutex<Instant>,
-    /// Files that failed where the state machine does not count them (the sender's
-    /// source errors, a failed rename).
+    /// Files that failed where the state machine does not count them: the sender's
+    /// source errors.
     other_failures: Mutex<u32>,
+    /// Files verified whose rename into place (or metadata) then failed: the state
+    /// machine counted them as copied, and they are failures instead.
+    unfinished: Mutex<u32>,
     /// Room for files being prepared ([`PREPARING`]).
     preparing: Arc<Semaphore>,
     writes: WritesInFlight,
@@ -119,6 +122,7 @@ pub async fn run(
         chunk_size: opts.chunk_size,
         last_progress: Mutex::new(Instant::now()),
         other_failures: Mutex::new(0),
+        unfinished: Mutex::new(0),
         preparing: Arc::new(Semaphore::new(PREPARING)),
         writes: WritesInFlight::default(),
     });
@@ -199,9 +203,10 @@ async fn receive_all(
         }
     }
     let totals = lock(&shared.state).totals();
-    let failures = totals.failures + *lock(&shared.other_failures);
-    let outcome =
-        Outcome { files: totals.files, bytes: totals.bytes, failures, resumed: totals.resumed };
+    let unfinished = *lock(&shared.unfinished);
+    let failures = totals.failures + *lock(&shared.other_failures) + unfinished;
+    let files = totals.files.saturating_sub(unfinished);
+    let outcome = Outcome { files, bytes: totals.bytes, failures, resumed: totals.resumed };
     link.tx
         .send_control(Message::Finished { files: outcome.files, bytes: outcome.bytes, failures })
         .await?;
@@ -532,7 +537,11 @@ impl Shared {
                         path: ready_path,
                         message: failure.problem,
                     });
-                    *lock(&self.other_failures) += 1;
+                    *lock(&self.unfinished) += 1;
+                    // The sender names it too: on an upload its line is the only one
+                    // the user sees.
+                    let failed = Message::FileFailed { file: ready.id, message: failure.message };
+                    self.tx.send_control(failed).await?;
                 }
             }
             FileOutcome::Failed { id, local, error } => {

@@ -412,6 +412,51 @@ fn a_remote_source_that_grows_during_a_download_is_named() {
     assert_changed(&stderr, code, "remote", &src, &env.dst(), GREW);
 }
 
+/// A file whose rename into place fails at the remote target (a directory made at its
+/// final name while it was copied): one remote line about it, the count right, exit 1.
+#[test]
+fn a_remote_rename_that_fails_is_named_and_counted_once() {
+    let env = Env::new();
+    let src = env.src().join("report.pdf");
+    write(&src, &data(4 << 20, 18));
+    let dst = env.dst().join("report.pdf");
+    let part = env.dst().join(".report.pdf.soku-part");
+    let (stderr, code) =
+        change_during(env.soku().args(SLOW).arg(&src).arg(env.remote(&env.dst())), &part, || {
+            std::fs::create_dir_all(dst.join("in-the-way")).expect("mkdir")
+        });
+    assert_eq!(code, Some(1), "{stderr}");
+    let line = line_about(&stderr, "remote", &dst);
+    assert!(
+        line.ends_with("a directory is in the way: remove or rename it, or choose another target"),
+        "{line}"
+    );
+    assert!(stderr.contains("soku: 1 of 1 file failed"), "{stderr}");
+    assert!(!part.exists(), "the partial file is left: {stderr}");
+}
+
+/// The same at a local target, on a download: one local line, the count right.
+#[test]
+fn a_local_rename_that_fails_is_named_and_counted_once() {
+    let env = Env::new();
+    let src = env.src().join("report.pdf");
+    write(&src, &data(4 << 20, 19));
+    let dst = env.dst().join("report.pdf");
+    let part = env.dst().join(".report.pdf.soku-part");
+    let (stderr, code) =
+        change_during(env.soku().args(SLOW).arg(env.remote(&src)).arg(env.dst()), &part, || {
+            std::fs::create_dir_all(dst.join("in-the-way")).expect("mkdir")
+        });
+    assert_eq!(code, Some(1), "{stderr}");
+    let line = line_about(&stderr, "local", &dst);
+    assert!(line.ends_with(IN_THE_WAY), "{line}");
+    assert!(stderr.contains("soku: 1 of 1 file failed"), "{stderr}");
+    assert!(!part.exists(), "the partial file is left: {stderr}");
+}
+
+/// What a file whose final name is taken by a directory is told.
+const IN_THE_WAY: &str = "a directory is in the way: remove or rename it, or choose another target";
+
 // --- A download's target ------------------------------------------------------------
 
 #[test]
