@@ -416,39 +416,44 @@ fn a_remote_source_that_grows_during_a_download_is_named() {
 /// final name while it was copied): one remote line about it, the count right, exit 1.
 #[test]
 fn a_remote_rename_that_fails_is_named_and_counted_once() {
-    let env = Env::new();
-    let src = env.src().join("report.pdf");
-    write(&src, &data(4 << 20, 18));
-    let dst = env.dst().join("report.pdf");
-    let part = env.dst().join(".report.pdf.soku-part");
-    let (stderr, code) =
-        change_during(env.soku().args(SLOW).arg(&src).arg(env.remote(&env.dst())), &part, || {
-            std::fs::create_dir_all(dst.join("in-the-way")).expect("mkdir")
-        });
-    assert_eq!(code, Some(1), "{stderr}");
-    let line = line_about(&stderr, "remote", &dst);
-    assert!(
-        line.ends_with("a directory is in the way: remove or rename it, or choose another target"),
-        "{line}"
-    );
-    assert!(stderr.contains("soku: 1 of 1 file failed"), "{stderr}");
-    assert!(!part.exists(), "the partial file is left: {stderr}");
+    rename_blocked(Direction::Upload);
 }
 
 /// The same at a local target, on a download: one local line, the count right.
 #[test]
 fn a_local_rename_that_fails_is_named_and_counted_once() {
+    rename_blocked(Direction::Download);
+}
+
+enum Direction {
+    Upload,
+    Download,
+}
+
+/// Copies a file slowly in `direction`, makes a directory at its final name once its
+/// partial file holds data, and checks what the copy says: the target's side named.
+fn rename_blocked(direction: Direction) {
     let env = Env::new();
     let src = env.src().join("report.pdf");
-    write(&src, &data(4 << 20, 19));
+    write(&src, &data(4 << 20, 18));
     let dst = env.dst().join("report.pdf");
     let part = env.dst().join(".report.pdf.soku-part");
+    let mut cmd = env.soku();
+    cmd.args(SLOW);
+    let side = match direction {
+        Direction::Upload => {
+            cmd.arg(&src).arg(env.remote(&env.dst()));
+            "remote"
+        }
+        Direction::Download => {
+            cmd.arg(env.remote(&src)).arg(env.dst());
+            "local"
+        }
+    };
     let (stderr, code) =
-        change_during(env.soku().args(SLOW).arg(env.remote(&src)).arg(env.dst()), &part, || {
-            std::fs::create_dir_all(dst.join("in-the-way")).expect("mkdir")
-        });
+        change_during(&mut cmd, &part, || std::fs::create_dir_all(dst.join("x")).expect("mkdir"));
     assert_eq!(code, Some(1), "{stderr}");
-    let line = line_about(&stderr, "local", &dst);
+    let line = line_about(&stderr, side, &dst);
     assert!(line.ends_with(IN_THE_WAY), "{line}");
     assert!(stderr.contains("soku: 1 of 1 file failed"), "{stderr}");
     assert!(!part.exists(), "the partial file is left: {stderr}");
