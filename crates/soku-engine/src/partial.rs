@@ -203,6 +203,29 @@ pub fn prepare_within(
     Ok(Prepared { base, held: Vec::new(), storage: Storage::Temp(file) })
 }
 
+/// Makes a new partial file for `local` when nothing held is wanted (no resume). As
+/// [`prepare_within`] does, a partial file another receiver is still writing is waited
+/// for (up to `lock_wait`, [`LockBusy`] at once if zero) rather than removed under it,
+/// and the new one is locked in turn: two copies into one target never rename each
+/// other's unfinished file into place.
+pub fn prepare_fresh(
+    dir: &TargetDir,
+    local: &Path,
+    size: u64,
+    mode: u32,
+    lock_wait: Duration,
+) -> std::io::Result<File> {
+    let temp = fsops::temp_path(local);
+    let entry = dir.entry(local)?;
+    if let Some(other) = entry.open_temp()? {
+        // Held until it is renamed into place or removed; ours replaces what is left.
+        lock_exclusive(&other, &temp, lock_wait)?;
+    }
+    let file = entry.create_temp(size, mode, None)?;
+    lock_exclusive(&file, &temp, lock_wait)?;
+    Ok(file)
+}
+
 /// Whether a receiver into `target` holds nothing under any of these top-level names:
 /// no file, directory or partial file is at any of their final names, so [`prepare`]
 /// would find nothing for any file that comes under them. What cannot be checked counts

@@ -392,12 +392,15 @@ impl Shared {
         let made = if lock(&self.state).resumes() && chunks > 0 {
             self.prepare_held(&local, size, meta, in_place).await?
         } else {
-            let (this, local) = (self.clone(), local.clone());
-            small_steps::run(in_place, move || {
-                this.temps.track(&local, || this.dir.create_temp(&local, size, meta.mode, None))
-            })
-            .await?
-            .map(|file| (TargetFile::new(file, true), None))
+            let fresh = |lock_wait| {
+                let (this, local) = (self.clone(), local.clone());
+                move || {
+                    this.temps.track(&local, || {
+                        partial::prepare_fresh(&this.dir, &local, size, meta.mode, lock_wait)
+                    })
+                }
+            };
+            run_locking(in_place, fresh).await?.map(|file| (TargetFile::new(file, true), None))
         };
         match made {
             Ok((target, held)) => {
@@ -453,13 +456,7 @@ impl Shared {
                 Ok((target, Some((base, held))))
             }
         };
-        if in_place {
-            match prepare(Duration::ZERO)() {
-                Err(e) if partial::LockBusy::is(&e) => {}
-                made => return Ok(made),
-            }
-        }
-        Ok(tokio::task::spawn_blocking(prepare(partial::LOCK_WAIT)).await?)
+        run_locking(in_place, prepare).await
     }
 
     /// Tells the sender what is held of file `id` (of `chunks` chunks), in batches.
@@ -635,4 +632,24 @@ impl WritesInFlight {
         let _ = tokio::time::timeout(bound, self.0.acquire_many(WRITE_SLOTS)).await;
         self.0.close();
     }
+}
+
+/// Runs a step that may wait, for as long as it is given, for another receiver to let
+/// go of a partial file: in place without waiting where `in_place`, and on the blocking
+/// pool, waiting up to [`partial::LOCK_WAIT`], otherwise or when that lock was busy.
+async fn run_locking<T, S>(
+    in_place: bool,
+    step: impl Fn(Duration) -> S,
+) -> Result<std::io::Result<T>, EngineError>
+where
+    S: FnOnce() -> std::io::Result<T> + Send + 'static,
+    T: Send + 'static,
+{
+    if in_place {
+        match step(Duration::ZERO)() {
+            Err(e) if partial::LockBusy::is(&e) => {}
+            made => return Ok(made),
+        }
+    }
+    Ok(tokio::task::spawn_blocking(step(partial::LOCK_WAIT)).await?)
 }

@@ -459,6 +459,33 @@ fn rename_blocked(direction: Direction) {
     assert!(!part.exists(), "the partial file is left: {stderr}");
 }
 
+/// Two uploads of one file into one target at once, without resume: the second waits
+/// for the first's partial file instead of removing it (which made the first rename the
+/// second's unfinished file into place), and both end with the file whole.
+#[test]
+fn two_copies_at_once_into_one_target_both_finish_whole() {
+    let env = Env::new();
+    let src = env.src().join("shared.bin");
+    let bytes = data(4 << 20, 20);
+    write(&src, &bytes);
+    let part = env.dst().join(".shared.bin.soku-part");
+    let upload = || {
+        let mut cmd = env.soku();
+        cmd.args(SLOW).arg("--no-resume").arg(&src).arg(env.remote(&env.dst()));
+        cmd
+    };
+    let mut second = None;
+    let (first, code) = change_during(&mut upload(), &part, || {
+        second = Some(upload().stdin(Stdio::null()).output().expect("second copy"));
+    });
+    assert_eq!(code, Some(0), "the first copy: {first}");
+    let second = second.expect("the second copy ran");
+    let said = String::from_utf8_lossy(&second.stderr);
+    assert!(second.status.success(), "the second copy: {said}");
+    assert!(std::fs::read(env.dst().join("shared.bin")).expect("copied") == bytes, "not whole");
+    assert!(!part.exists(), "a partial file is left");
+}
+
 /// What a file whose final name is taken by a directory is told.
 const IN_THE_WAY: &str = "a directory is in the way: remove or rename it, or choose another target";
 

@@ -158,6 +158,28 @@ fn a_receiver_that_cannot_wait_is_told_the_partial_file_is_busy_and_nothing_chan
     assert_eq!(next.held.iter().map(|c| c.hash).collect::<Vec<_>>(), [chunk_hash(&bytes)]);
 }
 
+/// Without resume, a partial file another receiver holds is left alone (busy, for the
+/// caller to wait on the pool) and a stale one nobody holds is replaced; the new one is
+/// locked in turn.
+#[test]
+fn a_fresh_partial_file_waits_for_another_receivers_and_replaces_a_stale_one() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let local = dir.path().join("f");
+    let temp = fsops::temp_path(&local);
+    let first = prepare_fresh(&target(&dir), &local, 10, 0o644, Duration::ZERO).expect("first");
+    first.write_all_at(b"first", 0).expect("write");
+    let busy = prepare_fresh(&target(&dir), &local, 10, 0o644, Duration::ZERO);
+    let Err(err) = busy else { panic!("made while the first receiver holds its partial file") };
+    assert!(LockBusy::is(&err), "not told busy: {err}");
+    assert_eq!(&std::fs::read(&temp).expect("still there")[..5], b"first");
+    drop(first);
+    let second = prepare_fresh(&target(&dir), &local, 10, 0o644, Duration::ZERO).expect("second");
+    assert_eq!(std::fs::read(&temp).expect("replaced"), [0u8; 10]);
+    let busy = prepare_fresh(&target(&dir), &local, 10, 0o644, Duration::ZERO);
+    assert!(busy.is_err_and(|e| LockBusy::is(&e)), "the new one is not locked");
+    drop(second);
+}
+
 #[test]
 fn holds_nothing_only_where_no_name_and_no_partial_file_exists() {
     let dir = tempfile::tempdir().expect("tempdir");
