@@ -200,27 +200,6 @@ impl TargetDir {
         }
     }
 
-    /// Creates the temporary file for `local` ([`Entry::create_temp`]).
-    pub fn create_temp(
-        &self,
-        local: &Path,
-        size: u64,
-        mode: u32,
-        trailer: Option<&Trailer>,
-    ) -> std::io::Result<File> {
-        self.entry(local)?.create_temp(size, mode, trailer)
-    }
-
-    /// Opens the temporary file of `local` ([`Entry::open_temp`]).
-    pub fn open_temp(&self, local: &Path) -> std::io::Result<Option<File>> {
-        self.entry(local)?.open_temp()
-    }
-
-    /// Opens the file at the final name `local` ([`Entry::open_final`]).
-    pub fn open_final(&self, local: &Path) -> std::io::Result<Option<File>> {
-        self.entry(local)?.open_final()
-    }
-
     /// Cuts a partial file's trailer, applies metadata to the verified temporary file,
     /// with `fsync` flushes its data to disk, and renames it into place. The flush
     /// comes before the rename, so a final name never holds data the disk does not
@@ -271,7 +250,7 @@ impl TargetDir {
         preserve: bool,
     ) -> std::io::Result<()> {
         if preserve {
-            let Some(file) = self.open_final(local)? else {
+            let Some(file) = self.entry(local)?.open_final()? else {
                 return Err(std::io::Error::from(ErrorKind::NotFound));
             };
             file.set_permissions(std::fs::Permissions::from_mode(meta.mode & 0o7777))?;

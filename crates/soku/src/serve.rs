@@ -462,10 +462,11 @@ async fn serve_job(
             return crate::diagnose::serve(link, quic, &expand_home(&target)).await.map(|()| false);
         }
         Job::Receive { target, sources } => {
-            if opts.resume && !opts.nothing_held {
-                // A kept job this client left (UDP cut) may hold the partial files. A
-                // look through /proc, off the runtime; the receiver's wait for a held
-                // partial file (`soku_engine::partial`) goes on meanwhile.
+            if !opts.nothing_held {
+                // A kept job this client left (UDP cut) may hold the partial files, which
+                // a receiver waits for with or without resume. A look through /proc, off
+                // the runtime; the receiver's wait for a held partial file
+                // (`soku_engine::partial`) goes on meanwhile.
                 drop(tokio::task::spawn_blocking(kept::nudge_silent_jobs));
             }
             receive_role(&target, sources, opts)

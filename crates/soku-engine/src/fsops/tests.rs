@@ -11,7 +11,10 @@ fn a_symlinked_directory_below_the_root_is_refused() {
     let root = tmp.path();
     symlink(outside.path(), root.join("link")).expect("symlink");
     let dir = TargetDir::open(root).expect("open");
-    let err = dir.create_temp(&root.join("link/x"), 1, 0o644, None).expect_err("refused");
+    let err = dir
+        .entry(&root.join("link/x"))
+        .and_then(|e| e.create_temp(1, 0o644, None))
+        .expect_err("refused");
     assert_eq!(err.raw_os_error(), Some(libc::ELOOP), "{err}");
     assert!(dir.ensure_dir(&root.join("link")).is_err());
     assert!(dir.ensure_dir(&root.join("link/sub")).is_err());
@@ -35,7 +38,7 @@ fn a_file_appears_under_its_name_only_when_finished() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let local = tmp.path().join("f");
     let dir = TargetDir::open(tmp.path()).expect("open");
-    let file = dir.create_temp(&local, 3, 0o640, None).expect("created");
+    let file = dir.entry(&local).and_then(|e| e.create_temp(3, 0o640, None)).expect("created");
     assert!(!local.exists());
     let meta = Meta { mode: 0o640, mtime: 1_000_000_000, ..Meta::default() };
     dir.finish_file(&local, &file, 3, &meta, true, true).expect("finished");
@@ -80,7 +83,7 @@ fn a_directory_swapped_for_a_symlink_mid_copy_cannot_redirect_a_write() {
     while (n < 2000 || swaps.load(Ordering::Relaxed) < 200) && std::time::Instant::now() < deadline
     {
         let local = root.join(format!("d/f{n}"));
-        match dir.create_temp(&local, 10, 0o644, None) {
+        match dir.entry(&local).and_then(|e| e.create_temp(10, 0o644, None)) {
             Ok(file) => {
                 made += 1;
                 let meta = Meta { mode: 0o644, ..Meta::default() };

@@ -340,7 +340,7 @@ mod tests {
         let root = tempfile::tempdir().expect("tempdir");
         let dir = Arc::new(TargetDir::open(root.path()).expect("target dir"));
         let local = root.path().join("f");
-        let file = dir.create_temp(&local, size, 0o644, None).expect("temp");
+        let file = dir.entry(&local).and_then(|e| e.create_temp(size, 0o644, None)).expect("temp");
         (root, Arc::new(TempFiles::new(dir, false)), file)
     }
 
@@ -399,7 +399,7 @@ mod tests {
                     started_tx.send(()).expect("send");
                     // A slow file system: the copy stops while this is under way.
                     std::thread::sleep(Duration::from_millis(300));
-                    let file = dir.create_temp(&local, 3, 0o644, None);
+                    let file = dir.entry(&local).and_then(|e| e.create_temp(3, 0o644, None));
                     done.store(true, Ordering::SeqCst);
                     file
                 })
@@ -412,7 +412,9 @@ mod tests {
         let left: Vec<_> = std::fs::read_dir(root.path()).expect("ls").flatten().collect();
         assert!(left.is_empty(), "left behind: {left:?}");
         assert!(
-            temps.track(&local, || dir.create_temp(&local, 3, 0o644, None)).is_err(),
+            temps
+                .track(&local, || dir.entry(&local).and_then(|e| e.create_temp(3, 0o644, None)))
+                .is_err(),
             "nothing is made once stopped"
         );
         assert_eq!(std::fs::read_dir(root.path()).expect("ls").count(), 0);
