@@ -69,40 +69,108 @@ impl Entry {
     }
 
     /// Creates the temporary file for this name, sized to `size`, with the partial-file
-    /// `trailer` after it when resuming is on ([`crate::partial`]). The mode is the
-    /// sender's permission bits, to which the kernel applies our umask, as scp does.
+    /// `trailer` after it when resuming is on ([`crate::partial`]), replacing whatever an
+    /// earlier run left at the temporary name. A directory at the final name is refused
+    /// now, before any byte is sent for it. The mode is the sender's permission bits, to
+    /// which the kernel applies our umask, as scp does.
     pub fn create_temp(
         &self,
         size: u64,
         mode: u32,
         trailer: Option<&Trailer>,
     ) -> std::io::Result<File> {
-        if self.stat()? == Some(FileType::Directory) {
+        if self.final_is_directory()? {
             return Err(Errno::ISDIR.into());
         }
-        let temp = self.temp();
-        let _ = rustix::fs::unlinkat(&self.dir, temp.as_os_str(), AtFlags::empty());
+        self.replace_temp(size, mode, trailer)
+    }
+
+    /// Whether a directory is at the final name (a symlink to one is not).
+    pub fn final_is_directory(&self) -> std::io::Result<bool> {
+        Ok(self.stat()? == Some(FileType::Directory))
+    }
+
+    /// [`Self::create_temp`] without its look at the final name, for a caller that
+    /// looked already.
+    pub fn replace_temp(
+        &self,
+        size: u64,
+        mode: u32,
+        trailer: Option<&Trailer>,
+    ) -> std::io::Result<File> {
+        if let Some(file) = self.create_new_temp(size, mode, trailer)? {
+            return Ok(file);
+        }
+        let _ = rustix::fs::unlinkat(&self.dir, self.temp().as_os_str(), AtFlags::empty());
+        self.create_new_temp(size, mode, trailer)?.ok_or_else(|| Errno::EXIST.into())
+    }
+
+    /// Creates the temporary file as [`Self::create_temp`] does if nothing is at its
+    /// name: `None` if something is (a partial file, maybe another receiver's). The
+    /// common case, a file new to the target, costs one system call this way rather
+    /// than a look, a removal and the creation.
+    pub fn create_new_temp(
+        &self,
+        size: u64,
+        mode: u32,
+        trailer: Option<&Trailer>,
+    ) -> std::io::Result<Option<File>> {
         // Readable too: a resumed copy hashes what an earlier run wrote.
         let flags =
             OFlags::RDWR | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
         let mode = Mode::from((mode & 0o777) | 0o600);
-        let file = File::from(rustix::fs::openat(&self.dir, temp.as_os_str(), flags, mode)?);
+        let file = match rustix::fs::openat(&self.dir, self.temp().as_os_str(), flags, mode) {
+            Ok(fd) => File::from(fd),
+            Err(Errno::EXIST) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
         match trailer {
             Some(trailer) => trailer.write_to(&file)?,
             None => file.set_len(size)?,
         }
-        Ok(file)
+        Ok(Some(file))
     }
 
     /// Opens the temporary file of this name for reading and writing, if it is a
     /// regular file.
     pub fn open_temp(&self) -> std::io::Result<Option<File>> {
-        open_regular(&self.dir, &self.temp(), OFlags::RDWR)
+        match look(&self.dir, &self.temp(), OFlags::RDWR)? {
+            Found::Directory => Err(Errno::ISDIR.into()),
+            found => Ok(found.into_file()),
+        }
     }
 
     /// Opens the file at this final name for reading, if it is a regular file.
     pub fn open_final(&self) -> std::io::Result<Option<File>> {
-        open_regular(&self.dir, &self.name, OFlags::RDONLY)
+        Ok(self.look_final()?.into_file())
+    }
+
+    /// What is at this final name, a regular file opened for reading.
+    pub fn look_final(&self) -> std::io::Result<Found> {
+        look(&self.dir, &self.name, OFlags::RDONLY)
+    }
+}
+
+/// What a name holds.
+#[derive(Debug)]
+pub enum Found {
+    /// Nothing.
+    Nothing,
+    /// A regular file, opened.
+    File(File),
+    /// A directory.
+    Directory,
+    /// Something else: a symlink (never followed), a device, a pipe, a socket.
+    Other,
+}
+
+impl Found {
+    /// The file, if a regular file was found.
+    pub fn into_file(self) -> Option<File> {
+        match self {
+            Found::File(file) => Some(file),
+            _ => None,
+        }
     }
 }
 
@@ -229,7 +297,9 @@ impl TargetDir {
             // sender's bits back (the umask already applied at creation).
             let current = md.permissions().mode() & 0o777;
             let wanted = current & (meta.mode | !0o600);
-            file.set_permissions(std::fs::Permissions::from_mode(wanted))?;
+            if wanted != current {
+                file.set_permissions(std::fs::Permissions::from_mode(wanted))?;
+            }
         }
         let entry = self.entry(local)?;
         let temp = entry.temp();
@@ -275,16 +345,27 @@ impl TargetDir {
     }
 }
 
-/// Opens `name` in `dir` if it is a regular file (not a symlink); `None` if nothing, or
-/// something else, is there.
-fn open_regular(dir: &OwnedFd, name: &OsStr, access: OFlags) -> std::io::Result<Option<File>> {
+/// What is at `name` in `dir`, a regular file opened with `access`: one `openat` and,
+/// when something is there, one `fstat`, never following a symlink.
+fn look(dir: &OwnedFd, name: &OsStr, access: OFlags) -> std::io::Result<Found> {
+    // Non-blocking: opening a FIFO must not wait for a writer.
     let flags = access | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
     let file = match rustix::fs::openat(dir, name, flags, Mode::empty()) {
         Ok(fd) => File::from(fd),
-        Err(Errno::NOENT | Errno::LOOP) => return Ok(None),
+        Err(Errno::NOENT) => return Ok(Found::Nothing),
+        Err(Errno::LOOP) => return Ok(Found::Other),
+        // A directory opened for writing.
+        Err(Errno::ISDIR) => return Ok(Found::Directory),
         Err(e) => return Err(e.into()),
     };
-    Ok(file.metadata()?.is_file().then_some(file))
+    let kind = file.metadata()?.file_type();
+    Ok(if kind.is_file() {
+        Found::File(file)
+    } else if kind.is_dir() {
+        Found::Directory
+    } else {
+        Found::Other
+    })
 }
 
 fn times(meta: &Meta) -> FileTimes {

@@ -36,7 +36,7 @@ use soku_proto::message::{HeldBase, HeldChunk};
 use soku_proto::path::{Target, WirePath};
 
 use crate::codec::read_exact_at;
-use crate::fsops::{self, TargetDir};
+use crate::fsops::{self, Found, TargetDir};
 
 /// Bytes of the trailer after a partial file's data.
 pub const TRAILER_LEN: u64 = 40;
@@ -134,6 +134,18 @@ pub struct Prepared {
     pub storage: Storage,
 }
 
+/// What a receiver expects to find of a file before it looks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Expect {
+    /// Anything: a partial file of an earlier run, a file at the final name, nothing.
+    Anything,
+    /// Nothing: the copy's preview found none of its top-level names in the target
+    /// ([`holds_nothing`]), so every name below them is new unless something made it
+    /// since. The temporary file is created straight away, and the usual looks are
+    /// taken only if its name is taken.
+    Nothing,
+}
+
 /// Finds what is held of the file at `local` (with resume) and prepares its storage.
 /// `plan` cuts the file as the sender does.
 pub fn prepare(
@@ -143,7 +155,7 @@ pub fn prepare(
     plan: ChunkPlan,
     mode: u32,
 ) -> std::io::Result<Prepared> {
-    prepare_within(dir, local, trailer, plan, mode, LOCK_WAIT)
+    prepare_within(dir, local, trailer, plan, mode, LOCK_WAIT, Expect::Anything)
 }
 
 /// [`prepare`], waiting at most `lock_wait` for another receiver to let go of the
@@ -156,11 +168,22 @@ pub fn prepare_within(
     plan: ChunkPlan,
     mode: u32,
     lock_wait: Duration,
+    expect: Expect,
 ) -> std::io::Result<Prepared> {
-    let mut restarted = None;
     let temp = fsops::temp_path(local);
-    // One resolution of its directory for the three looks below.
+    // One resolution of its directory for every look below.
     let entry = dir.entry(local)?;
+    if expect == Expect::Nothing {
+        if let Some(file) = entry.create_new_temp(trailer.size, mode, Some(&trailer))? {
+            lock_exclusive(&file, &temp, lock_wait)?;
+            return Ok(Prepared {
+                base: HeldBase::Nothing,
+                held: Vec::new(),
+                storage: Storage::Temp(file),
+            });
+        }
+    }
+    let mut restarted = None;
     if let Some(file) = entry.open_temp()? {
         lock_exclusive(&file, &temp, lock_wait)?;
         match Trailer::read_from(&file)? {
@@ -180,19 +203,16 @@ pub fn prepare_within(
             }
         }
     }
-    if restarted.is_none() {
-        if let Some(file) = entry.open_final()? {
-            if file.metadata()?.len() == trailer.size {
-                let held = hash_held(&file, plan, true)?;
-                return Ok(Prepared {
-                    base: HeldBase::Complete,
-                    held,
-                    storage: Storage::FinalFile,
-                });
-            }
+    match entry.look_final()? {
+        // Refused before any byte is sent for it.
+        Found::Directory => return Err(rustix::io::Errno::ISDIR.into()),
+        Found::File(file) if restarted.is_none() && file.metadata()?.len() == trailer.size => {
+            let held = hash_held(&file, plan, true)?;
+            return Ok(Prepared { base: HeldBase::Complete, held, storage: Storage::FinalFile });
         }
+        _ => {}
     }
-    let file = entry.create_temp(trailer.size, mode, Some(&trailer))?;
+    let file = entry.replace_temp(trailer.size, mode, Some(&trailer))?;
     // Taken by another receiver only if it made the same partial file meanwhile: a
     // caller that could not wait finds it next time, and waits for it.
     lock_exclusive(&file, &temp, lock_wait)?;
@@ -217,11 +237,20 @@ pub fn prepare_fresh(
 ) -> std::io::Result<File> {
     let temp = fsops::temp_path(local);
     let entry = dir.entry(local)?;
-    if let Some(other) = entry.open_temp()? {
-        // Held until it is renamed into place or removed; ours replaces what is left.
-        lock_exclusive(&other, &temp, lock_wait)?;
+    if entry.final_is_directory()? {
+        return Err(rustix::io::Errno::ISDIR.into());
     }
-    let file = entry.create_temp(size, mode, None)?;
+    let file = match entry.create_new_temp(size, mode, None)? {
+        Some(file) => file,
+        None => {
+            if let Some(other) = entry.open_temp()? {
+                // Held until it is renamed into place or removed; ours replaces what
+                // is left.
+                lock_exclusive(&other, &temp, lock_wait)?;
+            }
+            entry.replace_temp(size, mode, None)?
+        }
+    };
     lock_exclusive(&file, &temp, lock_wait)?;
     Ok(file)
 }

@@ -30,7 +30,7 @@ use crate::events::{EventSink, TransferEvent};
 use crate::failure::{self, Action, Failure};
 use crate::fsops::TargetDir;
 use crate::link::{Inbound, Incoming, Link, Transport};
-use crate::partial::{self, Storage, Trailer};
+use crate::partial::{self, Expect, Storage, Trailer};
 use crate::small_steps::{self, Keeps};
 use crate::{codec, lock, CopyOptions, EngineError, Outcome};
 
@@ -404,7 +404,7 @@ impl Shared {
         };
         match made {
             Ok((target, held)) => {
-                let target = target.writing_back_early(self.fsync).writing_in_place(in_place);
+                let target = target.writing_back_early(self.flushes()).writing_in_place(in_place);
                 lock(&self.files).insert(id, Arc::new(target));
                 let opened = lock(&self.state).on_file_opened(id);
                 let Some(outcome) = opened else {
@@ -442,11 +442,19 @@ impl Shared {
     ) -> Result<std::io::Result<(TargetFile, Option<Held>)>, EngineError> {
         let trailer = Trailer::new(size, &meta);
         let plan = ChunkPlan::new(size, self.chunk_size);
+        // A receiver that holds nothing under the copy's names (its preview) makes each
+        // file's partial file at once.
+        let expect = match lock(&self.state).reports_held() {
+            true => Expect::Anything,
+            false => Expect::Nothing,
+        };
         let prepare = |lock_wait| {
             let (this, local) = (self.clone(), local.to_path_buf());
             move || {
                 let found = this.temps.track(&local, || {
-                    partial::prepare_within(&this.dir, &local, trailer, plan, meta.mode, lock_wait)
+                    partial::prepare_within(
+                        &this.dir, &local, trailer, plan, meta.mode, lock_wait, expect,
+                    )
                 })?;
                 let partial::Prepared { base, held, storage } = found;
                 let target = match storage {
@@ -497,7 +505,7 @@ impl Shared {
                 let ready_path = ready.local.display().to_string();
                 let file = lock(&self.files).remove(&ready.id);
                 let this = self.clone();
-                let in_place = self.keeps.in_place_flushing(ready.size, self.fsync);
+                let in_place = self.keeps.in_place_flushing(ready.size, self.flushes());
                 let result = small_steps::run(in_place, move || {
                     let Some(target) = file else { return Ok(()) };
                     let done = match target.take_file() {
@@ -510,7 +518,7 @@ impl Shared {
                             ready.size,
                             &ready.meta,
                             this.preserve,
-                            this.fsync,
+                            this.flushes(),
                         ),
                         None => Err(std::io::Error::other("its temporary file is gone")),
                     };
@@ -578,6 +586,13 @@ impl Shared {
         });
         let message = failure.message;
         Ok(self.tx.send_control(Message::FileFailed { file: id, message }).await?)
+    }
+
+    /// Whether files are flushed to a disk before their rename (docs/durability.md). A
+    /// file system in memory has no disk: its flush does nothing, and there is no
+    /// write-back to start early.
+    fn flushes(&self) -> bool {
+        self.fsync && self.keeps != Keeps::InMemory
     }
 
     /// Bytes verified in this session that the target did not hold before it.

@@ -146,13 +146,29 @@ fn a_receiver_that_cannot_wait_is_told_the_partial_file_is_busy_and_nothing_chan
     let Storage::Temp(held) = first.storage else { panic!("a partial file") };
     held.write_all_at(&bytes, 0).expect("write");
     let started = Instant::now();
-    let busy = prepare_within(&target(&dir), &local, trailer, plan, 0o644, Duration::ZERO);
+    let busy = prepare_within(
+        &target(&dir),
+        &local,
+        trailer,
+        plan,
+        0o644,
+        Duration::ZERO,
+        Expect::Anything,
+    );
     let Err(err) = busy else { panic!("prepared while the first receiver holds the lock") };
     assert!(LockBusy::is(&err), "not told busy: {err}");
     assert!(started.elapsed() < LOCK_WAIT / 2, "it waited");
     drop(held);
     // What the first wrote is still there for the next receiver to hold.
-    let next = prepare_within(&target(&dir), &local, trailer, plan, 0o644, Duration::ZERO);
+    let next = prepare_within(
+        &target(&dir),
+        &local,
+        trailer,
+        plan,
+        0o644,
+        Duration::ZERO,
+        Expect::Anything,
+    );
     let next = next.expect("prepared once let go");
     assert_eq!(next.base, HeldBase::Partial);
     assert_eq!(next.held.iter().map(|c| c.hash).collect::<Vec<_>>(), [chunk_hash(&bytes)]);
@@ -178,6 +194,69 @@ fn a_fresh_partial_file_waits_for_another_receivers_and_replaces_a_stale_one() {
     let busy = prepare_fresh(&target(&dir), &local, 10, 0o644, Duration::ZERO);
     assert!(busy.is_err_and(|e| LockBusy::is(&e)), "the new one is not locked");
     drop(second);
+}
+
+/// Expecting nothing (the copy's preview found the target free), the partial file is
+/// made at once; a name taken since then gets the usual looks, so another receiver's
+/// partial file is still waited for and an earlier run's still resumed from.
+#[test]
+fn expecting_nothing_makes_the_partial_file_at_once_and_looks_only_when_its_name_is_taken() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let local = dir.path().join("f");
+    let bytes = data(CS as usize);
+    let size = bytes.len() as u64;
+    let trailer = Trailer::new(size, &meta(5));
+    let plan = ChunkPlan::new(size, CS);
+    let nothing =
+        |wait| prepare_within(&target(&dir), &local, trailer, plan, 0o644, wait, Expect::Nothing);
+
+    let first = nothing(Duration::ZERO).expect("made");
+    assert_eq!(first.base, HeldBase::Nothing);
+    let Storage::Temp(held) = first.storage else { panic!("a new partial file") };
+    assert_eq!(Trailer::read_from(&held).expect("read"), Some(trailer), "with its trailer");
+    held.write_all_at(&bytes, 0).expect("write");
+
+    let busy = nothing(Duration::ZERO);
+    assert!(busy.is_err_and(|e| LockBusy::is(&e)), "another receiver's partial file was taken");
+    assert_eq!(&std::fs::read(fsops::temp_path(&local)).expect("kept")[..4], &bytes[..4]);
+    drop(held);
+
+    let again = nothing(Duration::ZERO).expect("prepared once let go");
+    assert_eq!(again.base, HeldBase::Partial, "a partial file made since the preview is resumed");
+    assert_eq!(again.held.iter().map(|c| c.hash).collect::<Vec<_>>(), [chunk_hash(&bytes)]);
+}
+
+/// A directory at the final name is refused before any byte is sent for it, whether or
+/// not resuming, and what is left of an earlier run at the temporary name is replaced.
+#[test]
+fn a_directory_at_the_final_name_is_refused_and_a_stale_temporary_name_replaced() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let local = dir.path().join("f");
+    let trailer = Trailer::new(10, &meta(5));
+    let plan = ChunkPlan::new(10, CS);
+    std::fs::create_dir(&local).expect("mkdir");
+    let resumed = prepare(&target(&dir), &local, trailer, plan, 0o644);
+    assert_eq!(resumed.expect_err("refused").raw_os_error(), Some(libc_isdir()));
+    let fresh = prepare_fresh(&target(&dir), &local, 10, 0o644, Duration::ZERO);
+    assert_eq!(fresh.expect_err("refused").raw_os_error(), Some(libc_isdir()));
+    std::fs::remove_dir(&local).expect("rmdir");
+
+    // A symlink at the temporary name is replaced, never followed.
+    let elsewhere = dir.path().join("elsewhere");
+    std::os::unix::fs::symlink(&elsewhere, fsops::temp_path(&local)).expect("symlink");
+    let made = prepare(&target(&dir), &local, trailer, plan, 0o644).expect("prepared");
+    assert_eq!(made.base, HeldBase::Nothing);
+    assert!(!elsewhere.exists(), "the symlink was followed");
+    assert!(std::fs::symlink_metadata(fsops::temp_path(&local)).expect("made").is_file());
+    drop(made);
+    std::fs::remove_file(fsops::temp_path(&local)).expect("rm");
+    std::os::unix::fs::symlink(&elsewhere, fsops::temp_path(&local)).expect("symlink");
+    prepare_fresh(&target(&dir), &local, 10, 0o644, Duration::ZERO).expect("made");
+    assert!(!elsewhere.exists(), "the symlink was followed");
+}
+
+fn libc_isdir() -> i32 {
+    rustix::io::Errno::ISDIR.raw_os_error()
 }
 
 #[test]
