@@ -16,6 +16,24 @@ fn data(len: usize) -> Vec<u8> {
     (0..len).map(|i| (i * 7 % 251) as u8 + 1).collect()
 }
 
+/// A file of one chunk to receive into a new target directory.
+struct OneChunk {
+    dir: tempfile::TempDir,
+    local: std::path::PathBuf,
+    bytes: Vec<u8>,
+    trailer: Trailer,
+    plan: ChunkPlan,
+}
+
+fn one_chunk() -> OneChunk {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let local = dir.path().join("f");
+    let bytes = data(CS as usize);
+    let size = bytes.len() as u64;
+    let (trailer, plan) = (Trailer::new(size, &meta(5)), ChunkPlan::new(size, CS));
+    OneChunk { dir, local, bytes, trailer, plan }
+}
+
 #[test]
 fn nothing_held_creates_a_partial_file_with_its_trailer() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -136,12 +154,7 @@ fn a_second_receiver_waits_for_the_first_to_let_go_of_the_partial_file() {
 
 #[test]
 fn a_receiver_that_cannot_wait_is_told_the_partial_file_is_busy_and_nothing_changes() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let local = dir.path().join("f");
-    let bytes = data(CS as usize);
-    let size = bytes.len() as u64;
-    let trailer = Trailer::new(size, &meta(5));
-    let plan = ChunkPlan::new(size, CS);
+    let OneChunk { dir, local, bytes, trailer, plan } = one_chunk();
     let first = prepare(&target(&dir), &local, trailer, plan, 0o644).expect("prepared");
     let Storage::Temp(held) = first.storage else { panic!("a partial file") };
     held.write_all_at(&bytes, 0).expect("write");
@@ -201,12 +214,7 @@ fn a_fresh_partial_file_waits_for_another_receivers_and_replaces_a_stale_one() {
 /// partial file is still waited for and an earlier run's still resumed from.
 #[test]
 fn expecting_nothing_makes_the_partial_file_at_once_and_looks_only_when_its_name_is_taken() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let local = dir.path().join("f");
-    let bytes = data(CS as usize);
-    let size = bytes.len() as u64;
-    let trailer = Trailer::new(size, &meta(5));
-    let plan = ChunkPlan::new(size, CS);
+    let OneChunk { dir, local, bytes, trailer, plan } = one_chunk();
     let nothing =
         |wait| prepare_within(&target(&dir), &local, trailer, plan, 0o644, wait, Expect::Nothing);
 
