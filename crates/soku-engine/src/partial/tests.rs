@@ -158,31 +158,18 @@ fn a_receiver_that_cannot_wait_is_told_the_partial_file_is_busy_and_nothing_chan
     let first = prepare(&target(&dir), &local, trailer, plan, 0o644).expect("prepared");
     let Storage::Temp(held) = first.storage else { panic!("a partial file") };
     held.write_all_at(&bytes, 0).expect("write");
+    let at_once = || {
+        let dir = target(&dir);
+        prepare_within(&dir, &local, trailer, plan, 0o644, Duration::ZERO, Expect::Anything)
+    };
     let started = Instant::now();
-    let busy = prepare_within(
-        &target(&dir),
-        &local,
-        trailer,
-        plan,
-        0o644,
-        Duration::ZERO,
-        Expect::Anything,
-    );
+    let busy = at_once();
     let Err(err) = busy else { panic!("prepared while the first receiver holds the lock") };
     assert!(LockBusy::is(&err), "not told busy: {err}");
     assert!(started.elapsed() < LOCK_WAIT / 2, "it waited");
     drop(held);
     // What the first wrote is still there for the next receiver to hold.
-    let next = prepare_within(
-        &target(&dir),
-        &local,
-        trailer,
-        plan,
-        0o644,
-        Duration::ZERO,
-        Expect::Anything,
-    );
-    let next = next.expect("prepared once let go");
+    let next = at_once().expect("prepared once let go");
     assert_eq!(next.base, HeldBase::Partial);
     assert_eq!(next.held.iter().map(|c| c.hash).collect::<Vec<_>>(), [chunk_hash(&bytes)]);
 }
