@@ -404,7 +404,8 @@ impl Shared {
         };
         match made {
             Ok((target, held)) => {
-                let target = target.writing_back_early(self.flushes()).writing_in_place(in_place);
+                let early = self.writes_back_early();
+                let target = target.writing_back_early(early).writing_in_place(in_place);
                 lock(&self.files).insert(id, Arc::new(target));
                 let opened = lock(&self.state).on_file_opened(id);
                 let Some(outcome) = opened else {
@@ -505,7 +506,7 @@ impl Shared {
                 let ready_path = ready.local.display().to_string();
                 let file = lock(&self.files).remove(&ready.id);
                 let this = self.clone();
-                let in_place = self.keeps.in_place_flushing(ready.size, self.flushes());
+                let in_place = self.keeps.in_place_flushing(ready.size, self.fsync);
                 let result = small_steps::run(in_place, move || {
                     let Some(target) = file else { return Ok(()) };
                     let done = match target.take_file() {
@@ -518,7 +519,7 @@ impl Shared {
                             ready.size,
                             &ready.meta,
                             this.preserve,
-                            this.flushes(),
+                            this.fsync,
                         ),
                         None => Err(std::io::Error::other("its temporary file is gone")),
                     };
@@ -588,10 +589,11 @@ impl Shared {
         Ok(self.tx.send_control(Message::FileFailed { file: id, message }).await?)
     }
 
-    /// Whether files are flushed to a disk before their rename (docs/durability.md). A
-    /// file system in memory has no disk: its flush does nothing, and there is no
-    /// write-back to start early.
-    fn flushes(&self) -> bool {
+    /// Whether each chunk's write starts its write-back at once: when files are flushed
+    /// before their rename (docs/durability.md), unless the target's file system keeps
+    /// its files in memory, where there is no disk to write back to. The flush itself
+    /// is never skipped: a disk may be mounted below such a target.
+    fn writes_back_early(&self) -> bool {
         self.fsync && self.keeps != Keeps::InMemory
     }
 
