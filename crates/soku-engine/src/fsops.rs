@@ -154,14 +154,13 @@ impl Entry {
 /// What a name holds.
 #[derive(Debug)]
 pub enum Found {
-    /// Nothing.
-    Nothing,
     /// A regular file, opened.
     File(File),
     /// A directory.
     Directory,
-    /// Something else: a symlink (never followed), a device, a pipe, a socket.
-    Other,
+    /// Nothing, or something that is neither: a symlink (never followed), a device, a
+    /// pipe, a socket.
+    Neither,
 }
 
 impl Found {
@@ -352,8 +351,7 @@ fn look(dir: &OwnedFd, name: &OsStr, access: OFlags) -> std::io::Result<Found> {
     let flags = access | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
     let file = match rustix::fs::openat(dir, name, flags, Mode::empty()) {
         Ok(fd) => File::from(fd),
-        Err(Errno::NOENT) => return Ok(Found::Nothing),
-        Err(Errno::LOOP) => return Ok(Found::Other),
+        Err(Errno::NOENT | Errno::LOOP) => return Ok(Found::Neither),
         // A directory opened for writing.
         Err(Errno::ISDIR) => return Ok(Found::Directory),
         Err(e) => return Err(e.into()),
@@ -364,7 +362,7 @@ fn look(dir: &OwnedFd, name: &OsStr, access: OFlags) -> std::io::Result<Found> {
     } else if kind.is_dir() {
         Found::Directory
     } else {
-        Found::Other
+        Found::Neither
     })
 }
 

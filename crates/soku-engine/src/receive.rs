@@ -445,10 +445,8 @@ impl Shared {
         let plan = ChunkPlan::new(size, self.chunk_size);
         // A receiver that holds nothing under the copy's names (its preview) makes each
         // file's partial file at once.
-        let expect = match lock(&self.state).reports_held() {
-            true => Expect::Anything,
-            false => Expect::Nothing,
-        };
+        let expect =
+            if lock(&self.state).reports_held() { Expect::Anything } else { Expect::Nothing };
         let prepare = |lock_wait| {
             let (this, local) = (self.clone(), local.to_path_buf());
             move || {

@@ -49,6 +49,28 @@ fn a_file_appears_under_its_name_only_when_finished() {
     assert!(!temp_path(&local).exists());
 }
 
+/// Without `-p` a file gets the sender's permission bits back, within the umask: the
+/// owner's write bit added to fill it comes off again, and a mode it already has is
+/// left as it is.
+#[test]
+fn without_preserve_a_file_gets_the_senders_permission_bits_back() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = TargetDir::open(tmp.path()).expect("open");
+    let umask = {
+        let probe = tmp.path().join("probe");
+        std::fs::write(&probe, b"").expect("write");
+        !std::fs::metadata(&probe).expect("md").permissions().mode() & 0o666
+    };
+    for mode in [0o444, 0o400, 0o644, 0o600] {
+        let local = tmp.path().join(format!("f{mode:o}"));
+        let file = dir.entry(&local).and_then(|e| e.create_temp(1, mode, None)).expect("made");
+        let meta = Meta { mode, ..Meta::default() };
+        dir.finish_file(&local, &file, 1, &meta, false, false).expect("finished");
+        let got = std::fs::metadata(&local).expect("exists").permissions().mode() & 0o777;
+        assert_eq!(got, mode & !umask, "sent as {mode:o}");
+    }
+}
+
 /// A local process swaps a directory of the target for a symlink to a directory
 /// outside, again and again, while files are created in it: some creations fail, none
 /// lands outside.

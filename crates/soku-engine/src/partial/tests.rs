@@ -231,9 +231,9 @@ fn a_directory_at_the_final_name_is_refused_and_a_stale_temporary_name_replaced(
     let plan = ChunkPlan::new(10, CS);
     std::fs::create_dir(&local).expect("mkdir");
     let resumed = prepare(&target(&dir), &local, trailer, plan, 0o644);
-    assert_eq!(resumed.expect_err("refused").raw_os_error(), Some(isdir_errno()));
+    assert_eq!(resumed.expect_err("refused").raw_os_error(), Some(libc::EISDIR));
     let fresh = prepare_fresh(&target(&dir), &local, 10, 0o644, Duration::ZERO);
-    assert_eq!(fresh.expect_err("refused").raw_os_error(), Some(isdir_errno()));
+    assert_eq!(fresh.expect_err("refused").raw_os_error(), Some(libc::EISDIR));
     std::fs::remove_dir(&local).expect("rmdir");
 
     // A symlink at the temporary name is replaced, never followed.
@@ -248,10 +248,6 @@ fn a_directory_at_the_final_name_is_refused_and_a_stale_temporary_name_replaced(
     std::os::unix::fs::symlink(&elsewhere, fsops::temp_path(&local)).expect("symlink");
     prepare_fresh(&target(&dir), &local, 10, 0o644, Duration::ZERO).expect("made");
     assert!(!elsewhere.exists(), "the symlink was followed");
-}
-
-fn isdir_errno() -> i32 {
-    rustix::io::Errno::ISDIR.raw_os_error()
 }
 
 #[test]
