@@ -1,0 +1,327 @@
+//! What moving bytes through quinn costs each side, with none of soku's copy around it:
+//! a floor to hold soku's own CPU per byte against (`docs/bench.md`, "CPU per byte").
+//!
+//! soku's own QUIC endpoints (`soku_transport`: the same windows, MTU bound, cipher and
+//! congestion controller). The sender sends `--mib` MiB from memory, one 1 MiB chunk per
+//! unidirectional stream, at most 64 at a time, each done when acknowledged, as soku's
+//! sender does (`link/quic.rs`). The receiver does as much of soku's receiving work as
+//! `--work` asks:
+//!
+//! - `discard`: takes quinn's pieces (`read_chunk`) and drops them;
+//! - `copy`: reads each chunk into a page-aligned buffer, as soku's link does
+//!   (`link::frames::read_bytes`);
+//! - `hash` (the default): the same, with BLAKE3 taken as the bytes arrive, as soku does;
+//! - `write`: the same, then each chunk written at its offset into `--target` on a
+//!   blocking thread (the page cache, or with `--direct` the disk itself, `O_DIRECT`,
+//!   as soku writes a large file to a disk; no fsync).
+//!
+//! Over loopback, both sides run in one process, in two tokio runtimes whose threads are
+//! named `snd` and `rcv`, and it prints each runtime's CPU (user + system, from
+//! `/proc/self/task`) per GB:
+//!
+//! ```sh
+//! cargo run --release -p soku-engine --example quic_floor -- --work write --target /dev/shm/x
+//! ```
+//!
+//! Across an emulated path, each side runs in its own network namespace and prints its
+//! own process's CPU per GB; the two share a pair of identities written beforehand:
+//!
+//! ```sh
+//! quic_floor --make-keys DIR
+//! ip netns exec B quic_floor --keys DIR --receive 10.77.0.2:9000 --mib 120 &
+//! ip netns exec A quic_floor --keys DIR --send 10.77.0.2:9000 --mib 120
+//! ```
+
+use std::net::SocketAddr;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use soku_engine::link::frames::read_bytes;
+use soku_transport::{
+    accept, client_endpoint, connect, server_endpoint, Identity, TransportOptions,
+};
+use tokio::runtime::Runtime;
+use tokio::task::JoinSet;
+
+type Failure = Box<dyn std::error::Error>;
+
+const CHUNK: usize = 1 << 20;
+const IN_FLIGHT: usize = 64;
+
+#[derive(Clone, Copy, PartialEq)]
+enum Work {
+    Discard,
+    Copy,
+    Hash,
+    Write,
+}
+
+/// What the command line asked for.
+struct Args {
+    mib: usize,
+    work: Work,
+    target: Option<PathBuf>,
+    direct: bool,
+    keys: Option<PathBuf>,
+    make_keys: bool,
+    send: Option<SocketAddr>,
+    receive: Option<SocketAddr>,
+}
+
+fn parse() -> Result<Args, Failure> {
+    let mut a = Args {
+        mib: 1024,
+        work: Work::Hash,
+        target: None,
+        direct: false,
+        keys: None,
+        make_keys: false,
+        send: None,
+        receive: None,
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--direct" => a.direct = true,
+            _ => {
+                let value = args.next().ok_or(format!("{arg} needs a value"))?;
+                match arg.as_str() {
+                    "--mib" => a.mib = value.parse()?,
+                    "--target" => a.target = Some(value.into()),
+                    "--keys" => a.keys = Some(value.into()),
+                    "--make-keys" => {
+                        a.keys = Some(value.into());
+                        a.make_keys = true;
+                    }
+                    "--send" => a.send = Some(value.parse()?),
+                    "--receive" => a.receive = Some(value.parse()?),
+                    "--work" => {
+                        a.work = match value.as_str() {
+                            "discard" => Work::Discard,
+                            "copy" => Work::Copy,
+                            "hash" => Work::Hash,
+                            "write" => Work::Write,
+                            other => return Err(format!("unknown --work {other}").into()),
+                        }
+                    }
+                    other => return Err(format!("unknown argument {other}").into()),
+                }
+            }
+        }
+    }
+    Ok(a)
+}
+
+fn main() -> Result<(), Failure> {
+    let mut args = parse()?;
+    if args.make_keys {
+        let dir = args.keys.as_deref().ok_or("--make-keys needs a directory")?;
+        std::fs::create_dir_all(dir)?;
+        for side in ["server", "client"] {
+            let (cert, key) = Identity::generate()?.to_der();
+            std::fs::write(dir.join(format!("{side}.cert")), cert)?;
+            std::fs::write(dir.join(format!("{side}.key")), key)?;
+        }
+        return Ok(());
+    }
+    let file = match (args.work, args.target.take()) {
+        (Work::Write, Some(path)) => {
+            let mut open = std::fs::OpenOptions::new();
+            open.write(true).create(true).truncate(true);
+            if args.direct {
+                open.custom_flags(libc::O_DIRECT);
+            }
+            Some(Arc::new(open.open(path)?))
+        }
+        (Work::Write, None) => return Err("--work write needs --target".into()),
+        _ => None,
+    };
+    let gb = (args.mib * CHUNK) as f64 / 1e9;
+    let runtime = |name: &str| {
+        tokio::runtime::Builder::new_multi_thread().thread_name(name).enable_all().build()
+    };
+    let (server_id, client_id) = match &args.keys {
+        Some(dir) => (load(dir, "server")?, load(dir, "client")?),
+        None => (Identity::generate()?, Identity::generate()?),
+    };
+    let opts = TransportOptions::default();
+    if let Some(addr) = args.receive {
+        let rcv = runtime("rcv")?;
+        let (server, _) = rcv.block_on(async {
+            server_endpoint(addr, &server_id, client_id.fingerprint(), &opts)
+        })?;
+        let started = Instant::now();
+        let conn = rcv.block_on(receive(server, args.mib, args.work, file))?;
+        let seconds = started.elapsed().as_secs_f64();
+        // The sender closes once every chunk is acknowledged; closing first could cut
+        // off the acknowledgements of the last ones.
+        rcv.block_on(conn.closed());
+        let cpu = process_cpu()?;
+        println!("received {} MiB in {seconds:.2} s: {:.2} CPU-s/GB", args.mib, cpu / gb);
+        return Ok(());
+    }
+    if let Some(addr) = args.send {
+        let snd = runtime("snd")?;
+        let (client, _) = snd.block_on(async {
+            client_endpoint(addr, &client_id, server_id.fingerprint(), &opts)
+        })?;
+        let started = Instant::now();
+        let conn = send(&snd, &client, addr, args.mib)?;
+        let seconds = started.elapsed().as_secs_f64();
+        let sent = conn.stats().udp_tx.bytes;
+        conn.close(0u32.into(), b"done");
+        let cpu = process_cpu()?;
+        println!(
+            "sent {} MiB in {seconds:.2} s ({:.1} Mbit/s of UDP payload): {:.2} CPU-s/GB",
+            args.mib,
+            sent as f64 * 8.0 / seconds / 1e6,
+            cpu / gb
+        );
+        return Ok(());
+    }
+
+    // Both sides here, over loopback.
+    let (snd, rcv) = (runtime("snd")?, runtime("rcv")?);
+    let loopback = "127.0.0.1:0".parse()?;
+    let (server, _) = rcv.block_on(async {
+        server_endpoint(loopback, &server_id, client_id.fingerprint(), &opts)
+    })?;
+    let addr = server.local_addr()?;
+    let (client, _) =
+        snd.block_on(async { client_endpoint(addr, &client_id, server_id.fingerprint(), &opts) })?;
+    let receiving = rcv.spawn(receive(server, args.mib, args.work, file));
+    let started = Instant::now();
+    let conn = send(&snd, &client, addr, args.mib)?;
+    let server_conn = rcv.block_on(receiving)?.map_err(|e| e.to_string())?;
+    let seconds = started.elapsed().as_secs_f64();
+    conn.close(0u32.into(), b"done");
+    server_conn.close(0u32.into(), b"done");
+    let (snd_cpu, rcv_cpu) = (thread_cpu("snd")?, thread_cpu("rcv")?);
+    println!(
+        "{} MiB in {seconds:.2} s ({:.0} MB/s): sender {:.2} CPU-s/GB, receiver {:.2} CPU-s/GB",
+        args.mib,
+        gb * 1e3 / seconds,
+        snd_cpu / gb,
+        rcv_cpu / gb
+    );
+    Ok(())
+}
+
+fn load(dir: &Path, side: &str) -> Result<Identity, Failure> {
+    let cert = std::fs::read(dir.join(format!("{side}.cert")))?;
+    let key = std::fs::read(dir.join(format!("{side}.key")))?;
+    Ok(Identity::from_der(cert, key)?)
+}
+
+/// Sends `mib` chunks over a new connection to `addr`; the connection once all were
+/// acknowledged.
+fn send(
+    snd: &Runtime,
+    client: &quinn::Endpoint,
+    addr: SocketAddr,
+    mib: usize,
+) -> Result<quinn::Connection, String> {
+    let payload: Bytes = (0..CHUNK).map(|i| (i as u32).wrapping_mul(2654435761) as u8).collect();
+    snd.block_on(async {
+        let conn = connect(client, addr).await.map_err(|e| e.to_string())?;
+        let mut senders = JoinSet::new();
+        for index in 0..mib as u64 {
+            let (conn, payload) = (conn.clone(), payload.clone());
+            senders.spawn(async move {
+                let mut stream = conn.open_uni().await.map_err(|e| e.to_string())?;
+                let head = Bytes::copy_from_slice(&index.to_le_bytes());
+                stream.write_all_chunks(&mut [head, payload]).await.map_err(|e| e.to_string())?;
+                stream.finish().map_err(|e| e.to_string())?;
+                stream.stopped().await.map_err(|e| e.to_string())?;
+                Ok::<_, String>(())
+            });
+            while senders.len() >= IN_FLIGHT {
+                senders.join_next().await.expect("not empty").map_err(|e| e.to_string())??;
+            }
+        }
+        while let Some(done) = senders.join_next().await {
+            done.map_err(|e| e.to_string())??;
+        }
+        Ok(conn)
+    })
+}
+
+/// Accepts one connection and receives `mib` chunks on it, doing `work` with each.
+async fn receive(
+    server: quinn::Endpoint,
+    mib: usize,
+    work: Work,
+    file: Option<Arc<std::fs::File>>,
+) -> Result<quinn::Connection, String> {
+    let conn = accept(&server).await.map_err(|e| e.to_string())?;
+    let mut readers = JoinSet::new();
+    for _ in 0..mib {
+        let mut stream = conn.accept_uni().await.map_err(|e| e.to_string())?;
+        let file = file.clone();
+        readers.spawn(async move {
+            let mut index = [0u8; 8];
+            stream.read_exact(&mut index).await.map_err(|e| e.to_string())?;
+            let offset = u64::from_le_bytes(index) * CHUNK as u64;
+            if work == Work::Discard {
+                while let Some(piece) =
+                    stream.read_chunk(usize::MAX, true).await.map_err(|e| e.to_string())?
+                {
+                    drop(piece);
+                }
+                return Ok::<_, String>(());
+            }
+            let (data, _hash) = read_bytes(&mut stream, CHUNK as u32, work != Work::Copy)
+                .await
+                .map_err(|e| e.to_string())?;
+            if let Some(file) = file {
+                tokio::task::spawn_blocking(move || file.write_all_at(data.bytes(), offset))
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .map_err(|e| e.to_string())?;
+            }
+            Ok(())
+        });
+        while readers.len() >= IN_FLIGHT {
+            readers.join_next().await.expect("not empty").map_err(|e| e.to_string())??;
+        }
+    }
+    while let Some(done) = readers.join_next().await {
+        done.map_err(|e| e.to_string())??;
+    }
+    Ok(conn)
+}
+
+/// The clock tick `/proc` counts CPU time in: USER_HZ, 100 on Linux.
+const TICKS_PER_SECOND: f64 = 100.0;
+
+/// CPU seconds (user + system) of a `/proc/.../stat` line.
+fn stat_cpu(stat: &str) -> Option<(String, f64)> {
+    // The name sits in parentheses; the fields after it are counted from there: utime
+    // and stime are fields 14 and 15 of the line, 12 and 13 after the name.
+    let (open, close) = (stat.find('(')?, stat.rfind(')')?);
+    let fields: Vec<&str> = stat.get(close + 2..)?.split(' ').collect();
+    let ticks = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    Some((stat[open + 1..close].to_string(), ticks as f64 / TICKS_PER_SECOND))
+}
+
+/// CPU seconds of this process's threads named `name`.
+fn thread_cpu(name: &str) -> Result<f64, Failure> {
+    let mut cpu = 0.0;
+    for task in std::fs::read_dir("/proc/self/task")? {
+        let stat = std::fs::read_to_string(task?.path().join("stat"))?;
+        match stat_cpu(&stat) {
+            Some((comm, seconds)) if comm == name => cpu += seconds,
+            _ => {}
+        }
+    }
+    Ok(cpu)
+}
+
+/// CPU seconds of this whole process so far.
+fn process_cpu() -> Result<f64, Failure> {
+    let stat = std::fs::read_to_string("/proc/self/stat")?;
+    Ok(stat_cpu(&stat).ok_or("unreadable /proc/self/stat")?.1)
+}
