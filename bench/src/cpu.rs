@@ -125,43 +125,55 @@ pub fn run(plan: &CpuPlan<'_>, log: &dyn Fn(&str)) -> anyhow::Result<Vec<CpuRow>
     let random_c = SourceFile::create(&work.join("cpu-random-c"), small, false)?;
     let text_c = SourceFile::create(&work.join("cpu-text-c"), small, true)?;
     let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
-    let mut rows_to_run: Vec<(Tool, Vec<String>, &SourceFile, &'static str)> = vec![
-        (Tool::Scp, s(&["-c", "aes128-gcm@openssh.com"]), &random, "random"),
-        (Tool::Scp, s(&["-c", "chacha20-poly1305@openssh.com"]), &random, "random"),
-        (Tool::Scp, s(&["-c", "aes128-ctr"]), &random, "random"),
-        (Tool::Soku, s(&["-c", "aes128-gcm"]), &random, "random"),
-        (Tool::Soku, s(&["-c", "aes256-gcm"]), &random, "random"),
-        (Tool::Soku, s(&["-c", "chacha20-poly1305"]), &random, "random"),
-        (Tool::Soku, vec![], &random, "random"),
-        (Tool::Scp, vec![], &random, "random"),
-        (Tool::Scp, vec![], &random_c, "random"),
-        (Tool::Scp, s(&["-C"]), &random_c, "random"),
-        (Tool::Scp, s(&["-C"]), &text_c, "text"),
-        (Tool::Scp, vec![], &text_c, "text"),
-        (Tool::Soku, vec![], &random_c, "random"),
-        (Tool::Soku, s(&["-C"]), &random_c, "random"),
-        (Tool::Soku, s(&["-C"]), &text_c, "text"),
-        (Tool::Soku, vec![], &text_c, "text"),
+    let copy = |tool, extra: &[&str], src, data| Planned::Copy(tool, s(extra), src, data);
+    let mut rows_to_run: Vec<Planned<'_>> = vec![
+        copy(Tool::Scp, &["-c", "aes128-gcm@openssh.com"], &random, "random"),
+        copy(Tool::Scp, &["-c", "chacha20-poly1305@openssh.com"], &random, "random"),
+        copy(Tool::Scp, &["-c", "aes128-ctr"], &random, "random"),
+        copy(Tool::Soku, &["-c", "aes128-gcm"], &random, "random"),
+        copy(Tool::Soku, &["-c", "aes256-gcm"], &random, "random"),
+        copy(Tool::Soku, &["-c", "chacha20-poly1305"], &random, "random"),
+        copy(Tool::Soku, &[], &random, "random"),
+        Planned::Floor(&random),
+        copy(Tool::Scp, &[], &random, "random"),
+        copy(Tool::Scp, &[], &random_c, "random"),
+        copy(Tool::Scp, &["-C"], &random_c, "random"),
+        copy(Tool::Scp, &["-C"], &text_c, "text"),
+        copy(Tool::Scp, &[], &text_c, "text"),
+        copy(Tool::Soku, &[], &random_c, "random"),
+        copy(Tool::Soku, &["-C"], &random_c, "random"),
+        copy(Tool::Soku, &["-C"], &text_c, "text"),
+        copy(Tool::Soku, &[], &text_c, "text"),
     ];
     if plan.qcp.is_some() {
-        // After soku's default row, before scp's: the plan alternates the tools.
+        // After soku's default row and its floor, before scp's: the plan alternates
+        // the tools.
         let at = rows_to_run
             .iter()
-            .position(|r| r.0 == Tool::Soku && r.1.is_empty() && r.3 == "random")
+            .position(|r| matches!(r, Planned::Floor(_)))
             .map_or(rows_to_run.len(), |i| i + 1);
-        rows_to_run.insert(at, (Tool::Qcp, vec![], &random, "random"));
-        rows_to_run.insert(at + 1, (Tool::QcpTuned, crate::qcp::tuning(None), &random, "random"));
+        rows_to_run.insert(at, copy(Tool::Qcp, &[], &random, "random"));
+        let tuned = Planned::Copy(Tool::QcpTuned, crate::qcp::tuning(None), &random, "random");
+        rows_to_run.insert(at + 1, tuned);
     }
     let mut rows = Vec::new();
     for round in 1..=plan.rounds {
-        for (tool, extra, src, data) in &rows_to_run {
+        for planned in &rows_to_run {
+            let src = match planned {
+                Planned::Copy(_, _, src, _) | Planned::Floor(src) => src,
+            };
             if plan.warm {
                 warm_memory(work, 2 * src.size)?;
             }
             if plan.cold_cache {
                 evict_from_cache(&src.path)?;
             }
-            let row = run_row(&ep, *tool, extra, src, data, work, round)?;
+            let row = match planned {
+                Planned::Copy(tool, extra, src, data) => {
+                    run_row(&ep, *tool, extra, src, data, work, round)?
+                }
+                Planned::Floor(src) => floor_row(src.size, work, round)?,
+            };
             if let Status::Skipped(why) = &row.m.status {
                 log(&format!("  {:<40} {:<15} skipped: {why}", row.label, row.data));
                 rows.push(row);
@@ -184,6 +196,61 @@ pub fn run(plan: &CpuPlan<'_>, log: &dyn Fn(&str)) -> anyhow::Result<Vec<CpuRow>
         let _ = std::fs::remove_file(&f.path);
     }
     Ok(rows)
+}
+
+/// A row of the plan.
+enum Planned<'s> {
+    /// A copy of a source by a tool, with these options, of this kind of data.
+    Copy(Tool, Vec<String>, &'s SourceFile, &'static str),
+    /// The floor row, of this source's size ([`floor_row`]).
+    Floor(&'s SourceFile),
+}
+
+/// The label of the floor row.
+pub const FLOOR_LABEL: &str = "quinn floor (soku-floor)";
+
+/// The floor row: `soku-floor` (`src/floor.rs`, built beside this binary) moves `size`
+/// bytes of memory over loopback through soku's own QUIC endpoints, and its receiver
+/// takes BLAKE3 and writes them into `work` as soku would (`--direct`). No ssh, no file
+/// read, no manifest: what quinn and the receiving side's unavoidable work cost, the
+/// least soku's rows beside it could cost. Its client and server columns are its
+/// sending and receiving runtimes' CPU.
+fn floor_row(size: u64, work: &Path, round: u32) -> anyhow::Result<CpuRow> {
+    let data = format!("memory {} MiB", size >> 20);
+    let floor = std::env::current_exe()?.with_file_name("soku-floor");
+    let target = work.join("cpu-floor");
+    let mib = (size >> 20).max(1).to_string();
+    let mut cmd = Command::new(&floor);
+    cmd.args(["--csv", "--direct", "--work", "write", "--mib", &mib, "--target"]).arg(&target);
+    let command = format!("{cmd:?}");
+    let m = if !floor.exists() {
+        tools::skipped("soku-floor is not built beside soku-bench")
+    } else {
+        let out = cmd.output();
+        let _ = std::fs::remove_file(&target);
+        let out = out?;
+        let line = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        let fields: Vec<f64> = line.split(',').filter_map(|f| f.parse().ok()).collect();
+        match fields[..] {
+            [seconds, sender, receiver] if out.status.success() => tools::Measured {
+                cc: "soku-cc".into(),
+                bytes: (size >> 20).max(1) << 20,
+                seconds,
+                status: Status::Ok,
+                client_cpu: sender,
+                server_cpu: receiver,
+                ..tools::skipped("")
+            },
+            _ => {
+                let err = String::from_utf8_lossy(&out.stderr);
+                tools::Measured {
+                    status: Status::Failed(format!("soku-floor: {} {}", out.status, err.trim())),
+                    ..tools::skipped("")
+                }
+            }
+        }
+    };
+    Ok(CpuRow { round, label: FLOOR_LABEL.into(), data, m, command })
 }
 
 /// One copy of `src`, logged as it ends.

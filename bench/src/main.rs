@@ -507,10 +507,14 @@ fn run(args: &Args) -> anyhow::Result<Vec<String>> {
             md,
             "\n## Loopback CPU efficiency ({} MiB random file, `-C` rows {} MiB; load {load0:.2} -> {:.2})\n\n\
              Wall time includes login. CPU = user + system of each side's process tree \
-             (client: the tool and its ssh; server: sshd session + sftp-server, soku serve or qcp --server).\n\n{table}",
+             (client: the tool and its ssh; server: sshd session + sftp-server, soku serve or qcp --server). \
+             `{}`: the least soku's rows could cost here, soku's own QUIC endpoints moving the bytes \
+             from memory, no ssh, no file read; its receiver takes BLAKE3 and writes them as soku would \
+             (client and server columns: its sending and receiving sides; `src/floor.rs`).\n\n{table}",
             p.cpu_size >> 20,
             p.cpu_size >> 22,
-            proc::loadavg()
+            proc::loadavg(),
+            cpu::FLOOR_LABEL
         );
     }
 

@@ -1,14 +1,14 @@
 #!/bin/bash
 # Alternates, ROUNDS times, on the bench's emulated path (RATE x RTT, default 100mbit x 50ms):
-# the quinn floor program (`crates/soku-engine/examples/quic_floor.rs`) sending MIB MiB from
+# the quinn floor program (`bench/src/floor.rs`, `soku-floor`) sending MIB MiB from
 # memory to a receiver that hashes (then one that also writes into tmpfs), each side in its
 # own namespace under its own CPU count; then the bench's own soku row on the same path
 # (its client and server CPU are in its results.csv). Writes path-floor.csv under OUT.
 # Usage: floor-path.sh OUT ROUNDS [RATE RTT MIB SECONDS]   (from the repository's root, after
-#   cargo build --release -p soku -p soku-bench -p soku-netem -p soku-engine --example quic_floor)
+#   cargo build --release -p soku -p soku-bench -p soku-netem)
 set -euo pipefail
 out=$1 rounds=$2 rate=${3:-100mbit} rtt=${4:-50ms} mib=${5:-180} secs=${6:-15}
-floor=target/release/examples/quic_floor
+floor=target/release/soku-floor
 name=skqf
 mkdir -p "$out"
 "$floor" --make-keys "$out/keys"

@@ -1,9 +1,9 @@
 #!/bin/bash
-# Alternates, ROUNDS times: the quinn floor program (`crates/soku-engine/examples/quic_floor.rs`)
+# Alternates, ROUNDS times: the quinn floor program (`bench/src/floor.rs`, `soku-floor`)
 # at each amount of receiving work, then the bench's loopback CPU rows (soku and scp, 1 GiB)
 # into tmpfs and into ext4. Writes floor.csv and the bench's own cpu.csv per round under OUT.
 # Usage: floor.sh OUT ROUNDS   (from the repository's root, after
-#   cargo build --release -p soku -p soku-bench -p soku-engine --example quic_floor)
+#   cargo build --release -p soku -p soku-bench)
 set -euo pipefail
 out=$1 rounds=$2
 disk=${DISK:-/var/tmp}
@@ -17,7 +17,7 @@ floor() { # round work label [args...]
     # first-touch cost for the target's pages and another does not.
     dd if=/dev/zero of=/dev/shm/quic-floor-warm bs=1M count=2048 status=none
     rm -f /dev/shm/quic-floor-warm
-    line=$(target/release/examples/quic_floor --work "$w" "$@")
+    line=$(target/release/soku-floor --work "$w" "$@")
     echo "$line" | sed -E "s/.*\(([0-9]+) MB\/s\): sender ([0-9.]+) .* receiver ([0-9.]+) .*/$r,$w,$label,\1,\2,\3/" >> "$out/floor.csv"
 }
 for r in $(seq 1 "$rounds"); do

@@ -1,5 +1,6 @@
-//! What moving bytes through quinn costs each side, with none of soku's copy around it:
-//! a floor to hold soku's own CPU per byte against (`docs/bench.md`, "CPU per byte").
+//! soku-floor: what moving bytes through quinn costs each side, with none of soku's copy
+//! around it, a floor to hold soku's own CPU per byte against (`docs/bench.md`,
+//! "Loopback CPU efficiency"; the bench's loopback table runs it as its floor row).
 //!
 //! soku's own QUIC endpoints (`soku_transport`: the same windows, MTU bound, cipher and
 //! congestion controller). The sender sends `--mib` MiB from memory, one 1 MiB chunk per
@@ -12,24 +13,26 @@
 //!   (`link::frames::read_bytes`);
 //! - `hash` (the default): the same, with BLAKE3 taken as the bytes arrive, as soku does;
 //! - `write`: the same, then each chunk written at its offset into `--target` on a
-//!   blocking thread (the page cache, or with `--direct` the disk itself, `O_DIRECT`,
-//!   as soku writes a large file to a disk; no fsync).
+//!   blocking thread: through the page cache, or with `--direct` as soku writes a large
+//!   file, to the disk itself (`O_DIRECT`) unless the file system keeps its files in
+//!   memory. No fsync.
 //!
 //! Over loopback, both sides run in one process, in two tokio runtimes whose threads are
 //! named `snd` and `rcv`, and it prints each runtime's CPU (user + system, from
-//! `/proc/self/task`) per GB:
+//! `/proc/self/task`) per GB; with `--csv`, the seconds and each side's CPU seconds:
 //!
 //! ```sh
-//! cargo run --release -p soku-engine --example quic_floor -- --work write --target /dev/shm/x
+//! cargo build --release -p soku-bench
+//! target/release/soku-floor --work write --target /dev/shm/x
 //! ```
 //!
 //! Across an emulated path, each side runs in its own network namespace and prints its
 //! own process's CPU per GB; the two share a pair of identities written beforehand:
 //!
 //! ```sh
-//! quic_floor --make-keys DIR
-//! ip netns exec B quic_floor --keys DIR --receive 10.77.0.2:9000 --mib 120 &
-//! ip netns exec A quic_floor --keys DIR --send 10.77.0.2:9000 --mib 120
+//! soku-floor --make-keys DIR
+//! ip netns exec B soku-floor --keys DIR --receive 10.77.0.2:9000 --mib 120 &
+//! ip netns exec A soku-floor --keys DIR --send 10.77.0.2:9000 --mib 120
 //! ```
 
 use std::net::SocketAddr;
@@ -65,6 +68,7 @@ struct Args {
     work: Work,
     target: Option<PathBuf>,
     direct: bool,
+    csv: bool,
     keys: Option<PathBuf>,
     make_keys: bool,
     send: Option<SocketAddr>,
@@ -77,6 +81,7 @@ fn parse() -> Result<Args, Failure> {
         work: Work::Hash,
         target: None,
         direct: false,
+        csv: false,
         keys: None,
         make_keys: false,
         send: None,
@@ -86,6 +91,7 @@ fn parse() -> Result<Args, Failure> {
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--direct" => a.direct = true,
+            "--csv" => a.csv = true,
             _ => {
                 let value = args.next().ok_or(format!("{arg} needs a value"))?;
                 match arg.as_str() {
@@ -131,8 +137,8 @@ fn main() -> Result<(), Failure> {
         (Work::Write, Some(path)) => {
             let mut open = std::fs::OpenOptions::new();
             open.write(true).create(true).truncate(true);
-            if args.direct {
-                open.custom_flags(libc::O_DIRECT);
+            if args.direct && !in_memory(&path) {
+                open.custom_flags(rustix::fs::OFlags::DIRECT.bits() as i32);
             }
             Some(Arc::new(open.open(path)?))
         }
@@ -200,6 +206,10 @@ fn main() -> Result<(), Failure> {
     conn.close(0u32.into(), b"done");
     server_conn.close(0u32.into(), b"done");
     let (snd_cpu, rcv_cpu) = (thread_cpu("snd")?, thread_cpu("rcv")?);
+    if args.csv {
+        println!("{seconds:.3},{snd_cpu:.2},{rcv_cpu:.2}");
+        return Ok(());
+    }
     println!(
         "{} MiB in {seconds:.2} s ({:.0} MB/s): sender {:.2} CPU-s/GB, receiver {:.2} CPU-s/GB",
         args.mib,
@@ -216,6 +226,11 @@ fn load(dir: &Path, side: &str) -> Result<Identity, Failure> {
     Ok(Identity::from_der(cert, key)?)
 }
 
+/// Every chunk's bytes: a pattern no compression or zero check would shorten.
+fn payload() -> Bytes {
+    (0..CHUNK).map(|i| (i as u32).wrapping_mul(2654435761) as u8).collect()
+}
+
 /// Sends `mib` chunks over a new connection to `addr`; the connection once all were
 /// acknowledged.
 fn send(
@@ -224,7 +239,7 @@ fn send(
     addr: SocketAddr,
     mib: usize,
 ) -> Result<quinn::Connection, String> {
-    let payload: Bytes = (0..CHUNK).map(|i| (i as u32).wrapping_mul(2654435761) as u8).collect();
+    let payload = payload();
     snd.block_on(async {
         let conn = connect(client, addr).await.map_err(|e| e.to_string())?;
         let mut senders = JoinSet::new();
@@ -257,6 +272,7 @@ async fn receive(
     file: Option<Arc<std::fs::File>>,
 ) -> Result<quinn::Connection, String> {
     let conn = accept(&server).await.map_err(|e| e.to_string())?;
+    let expected = blake3::hash(&payload());
     let mut readers = JoinSet::new();
     for _ in 0..mib {
         let mut stream = conn.accept_uni().await.map_err(|e| e.to_string())?;
@@ -273,9 +289,13 @@ async fn receive(
                 }
                 return Ok::<_, String>(());
             }
-            let (data, _hash) = read_bytes(&mut stream, CHUNK as u32, work != Work::Copy)
+            let (data, hash) = read_bytes(&mut stream, CHUNK as u32, work != Work::Copy)
                 .await
                 .map_err(|e| e.to_string())?;
+            // Checked as soku checks each chunk against the hash its header carries.
+            if hash.is_some_and(|h| h != *expected.as_bytes()) {
+                return Err(format!("chunk at {offset} arrived altered"));
+            }
             if let Some(file) = file {
                 tokio::task::spawn_blocking(move || file.write_all_at(data.bytes(), offset))
                     .await
@@ -292,6 +312,15 @@ async fn receive(
         done.map_err(|e| e.to_string())??;
     }
     Ok(conn)
+}
+
+/// Whether `path`'s file system keeps its files in memory (tmpfs, ramfs), where soku
+/// writes through the page cache (`crates/soku-engine/src/small_steps.rs`, `Keeps`).
+fn in_memory(path: &Path) -> bool {
+    const MEMORY_FILE_SYSTEMS: [u64; 2] = [0x0102_1994, 0x8584_58F6];
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    rustix::fs::statfs(dir)
+        .is_ok_and(|s| MEMORY_FILE_SYSTEMS.contains(&(s.f_type as u64 & 0xFFFF_FFFF)))
 }
 
 /// The clock tick `/proc` counts CPU time in: USER_HZ, 100 on Linux.
@@ -324,4 +353,18 @@ fn thread_cpu(name: &str) -> Result<f64, Failure> {
 fn process_cpu() -> Result<f64, Failure> {
     let stat = std::fs::read_to_string("/proc/self/stat")?;
     Ok(stat_cpu(&stat).ok_or("unreadable /proc/self/stat")?.1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stat_line_gives_its_name_and_user_plus_system_time() {
+        // proc(5): pid (comm) state ppid ... utime stime ...; a name may hold spaces and
+        // parentheses, so the fields are counted from the last ')'.
+        let line = "4242 (tokio (rt) 1) S 1 4242 4242 0 -1 4194560 120 0 0 0 250 37 0 0 20 0 3 0";
+        assert_eq!(stat_cpu(line), Some(("tokio (rt) 1".to_string(), 2.87)));
+        assert_eq!(stat_cpu("4242 (cut) S 1"), None);
+    }
 }
