@@ -226,13 +226,18 @@ fn floor_row(size: u64, work: &Path, round: u32) -> anyhow::Result<CpuRow> {
     let m = if !floor.exists() {
         tools::skipped("soku-floor is not built beside soku-bench")
     } else {
-        let out = cmd.output();
+        // As generous as a copy's row: 10 MB/s plus a minute.
+        let out = proc::run(cmd, Duration::from_secs(size / 10_000_000 + 60));
         let _ = std::fs::remove_file(&target);
         let out = out?;
-        let line = String::from_utf8_lossy(&out.stdout).trim().to_string();
-        let fields: Vec<f64> = line.split(',').filter_map(|f| f.parse().ok()).collect();
+        let fields: Vec<f64> =
+            out.stdout.trim().split(',').filter_map(|f| f.parse().ok()).collect();
+        let ok = out.status.is_some_and(|s| s.success());
         match fields[..] {
-            [seconds, sender, receiver] if out.status.success() => tools::Measured {
+            _ if out.timed_out() => {
+                tools::Measured { status: Status::Timeout, ..tools::skipped("") }
+            }
+            [seconds, sender, receiver] if ok => tools::Measured {
                 cc: "soku-cc".into(),
                 bytes: (size >> 20).max(1) << 20,
                 seconds,
@@ -242,11 +247,8 @@ fn floor_row(size: u64, work: &Path, round: u32) -> anyhow::Result<CpuRow> {
                 ..tools::skipped("")
             },
             _ => {
-                let err = String::from_utf8_lossy(&out.stderr);
-                tools::Measured {
-                    status: Status::Failed(format!("soku-floor: {} {}", out.status, err.trim())),
-                    ..tools::skipped("")
-                }
+                let why = format!("soku-floor: {}", out.stderr_tail(3));
+                tools::Measured { status: Status::Failed(why), ..tools::skipped("") }
             }
         }
     };

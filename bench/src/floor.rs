@@ -121,7 +121,17 @@ fn parse() -> Result<Args, Failure> {
     Ok(a)
 }
 
-fn main() -> Result<(), Failure> {
+fn main() -> std::process::ExitCode {
+    match run() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("soku-floor: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn run() -> Result<(), Failure> {
     let mut args = parse()?;
     if args.make_keys {
         let dir = args.keys.as_deref().ok_or("--make-keys needs a directory")?;
@@ -140,7 +150,8 @@ fn main() -> Result<(), Failure> {
             if args.direct && !in_memory(&path) {
                 open.custom_flags(rustix::fs::OFlags::DIRECT.bits() as i32);
             }
-            Some(Arc::new(open.open(path)?))
+            let file = open.open(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+            Some(Arc::new(file))
         }
         (Work::Write, None) => return Err("--work write needs --target".into()),
         _ => None,
