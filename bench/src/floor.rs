@@ -53,6 +53,8 @@ type Failure = Box<dyn std::error::Error>;
 
 const CHUNK: usize = 1 << 20;
 const IN_FLIGHT: usize = 64;
+/// How long a side run alone waits for the connection's close to pass.
+const CLOSE_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 #[derive(Clone, Copy, PartialEq)]
 enum Work {
@@ -135,80 +137,119 @@ fn run() -> Result<(), Failure> {
     let mut args = parse()?;
     if args.make_keys {
         let dir = args.keys.as_deref().ok_or("--make-keys needs a directory")?;
-        std::fs::create_dir_all(dir)?;
-        for side in ["server", "client"] {
-            let (cert, key) = Identity::generate()?.to_der();
-            std::fs::write(dir.join(format!("{side}.cert")), cert)?;
-            std::fs::write(dir.join(format!("{side}.key")), key)?;
-        }
-        return Ok(());
+        return make_keys(dir);
     }
     let file = match (args.work, args.target.take()) {
-        (Work::Write, Some(path)) => {
-            let mut open = std::fs::OpenOptions::new();
-            open.write(true).create(true).truncate(true);
-            if args.direct && !in_memory(&path) {
-                open.custom_flags(rustix::fs::OFlags::DIRECT.bits() as i32);
-            }
-            let file = open.open(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-            Some(Arc::new(file))
-        }
+        (Work::Write, Some(path)) => Some(Arc::new(open_target(&path, args.direct)?)),
         (Work::Write, None) => return Err("--work write needs --target".into()),
         _ => None,
     };
-    let gb = (args.mib * CHUNK) as f64 / 1e9;
-    let runtime = |name: &str| {
-        tokio::runtime::Builder::new_multi_thread().thread_name(name).enable_all().build()
-    };
-    let (server_id, client_id) = match &args.keys {
+    let ids = match &args.keys {
         Some(dir) => (load(dir, "server")?, load(dir, "client")?),
         None => (Identity::generate()?, Identity::generate()?),
     };
-    let opts = TransportOptions::default();
-    if let Some(addr) = args.receive {
-        let rcv = runtime("rcv")?;
-        let (server, _) = rcv.block_on(async {
-            server_endpoint(addr, &server_id, client_id.fingerprint(), &opts)
-        })?;
-        let started = Instant::now();
-        let conn = rcv.block_on(receive(server, args.mib, args.work, file))?;
-        let seconds = started.elapsed().as_secs_f64();
-        // The sender closes once every chunk is acknowledged; closing first could cut
-        // off the acknowledgements of the last ones.
-        rcv.block_on(conn.closed());
-        let cpu = process_cpu()?;
-        println!("received {} MiB in {seconds:.2} s: {:.2} CPU-s/GB", args.mib, cpu / gb);
-        return Ok(());
+    match (args.receive, args.send) {
+        (Some(addr), _) => receiving_side(&args, addr, &ids, file),
+        (None, Some(addr)) => sending_side(&args, addr, &ids),
+        (None, None) => both_sides(&args, &ids, file),
     }
-    if let Some(addr) = args.send {
-        let snd = runtime("snd")?;
-        let (client, _) = snd.block_on(async {
-            client_endpoint(addr, &client_id, server_id.fingerprint(), &opts)
-        })?;
-        let started = Instant::now();
-        let conn = send(&snd, &client, addr, args.mib)?;
-        let seconds = started.elapsed().as_secs_f64();
-        let sent = conn.stats().udp_tx.bytes;
-        conn.close(0u32.into(), b"done");
-        let cpu = process_cpu()?;
-        println!(
-            "sent {} MiB in {seconds:.2} s ({:.1} Mbit/s of UDP payload): {:.2} CPU-s/GB",
-            args.mib,
-            sent as f64 * 8.0 / seconds / 1e6,
-            cpu / gb
-        );
-        return Ok(());
-    }
+}
 
-    // Both sides here, over loopback.
+/// The server's and the client's identities: (server, client).
+type Ids = (Identity, Identity);
+
+/// A multi-threaded runtime whose threads carry `name`.
+fn runtime(name: &str) -> std::io::Result<Runtime> {
+    tokio::runtime::Builder::new_multi_thread().thread_name(name).enable_all().build()
+}
+
+/// Bytes of `mib` chunks, in GB.
+fn gigabytes(mib: usize) -> f64 {
+    (mib * CHUNK) as f64 / 1e9
+}
+
+/// Writes a pair of identities into `dir`, for the two sides run apart.
+fn make_keys(dir: &Path) -> Result<(), Failure> {
+    std::fs::create_dir_all(dir)?;
+    for side in ["server", "client"] {
+        let (cert, key) = Identity::generate()?.to_der();
+        std::fs::write(dir.join(format!("{side}.cert")), cert)?;
+        std::fs::write(dir.join(format!("{side}.key")), key)?;
+    }
+    Ok(())
+}
+
+/// The file the receiver writes into: directly where soku would (`direct`).
+fn open_target(path: &Path, direct: bool) -> Result<std::fs::File, Failure> {
+    let mut open = std::fs::OpenOptions::new();
+    open.write(true).create(true).truncate(true);
+    if direct && !in_memory(path) {
+        open.custom_flags(rustix::fs::OFlags::DIRECT.bits() as i32);
+    }
+    Ok(open.open(path).map_err(|e| format!("{}: {e}", path.display()))?)
+}
+
+/// The receiving side alone, at `addr`; prints this process's CPU per GB.
+fn receiving_side(
+    args: &Args,
+    addr: SocketAddr,
+    (server_id, client_id): &Ids,
+    file: Option<Arc<std::fs::File>>,
+) -> Result<(), Failure> {
+    let rcv = runtime("rcv")?;
+    let opts = TransportOptions::default();
+    let (server, _) =
+        rcv.block_on(async { server_endpoint(addr, server_id, client_id.fingerprint(), &opts) })?;
+    let started = Instant::now();
+    let conn = rcv.block_on(receive(server, args.mib, args.work, file))?;
+    let seconds = started.elapsed().as_secs_f64();
+    // The sender closes once every chunk is acknowledged; closing first could cut off
+    // the acknowledgements of the last ones. Bounded, should its close be lost.
+    rcv.block_on(async { tokio::time::timeout(CLOSE_WAIT, conn.closed()).await.ok() });
+    let per_gb = process_cpu()? / gigabytes(args.mib);
+    println!("received {} MiB in {seconds:.2} s: {per_gb:.2} CPU-s/GB", args.mib);
+    Ok(())
+}
+
+/// The sending side alone, to `addr`; prints this process's CPU per GB.
+fn sending_side(
+    args: &Args,
+    addr: SocketAddr,
+    (server_id, client_id): &Ids,
+) -> Result<(), Failure> {
+    let snd = runtime("snd")?;
+    let opts = TransportOptions::default();
+    let (client, _) =
+        snd.block_on(async { client_endpoint(addr, client_id, server_id.fingerprint(), &opts) })?;
+    let started = Instant::now();
+    let conn = send(&snd, &client, addr, args.mib)?;
+    let seconds = started.elapsed().as_secs_f64();
+    let mbit_s = conn.stats().udp_tx.bytes as f64 * 8.0 / seconds / 1e6;
+    conn.close(0u32.into(), b"done");
+    // Until the close is sent, so that the receiver need not wait for it.
+    snd.block_on(async { tokio::time::timeout(CLOSE_WAIT, client.wait_idle()).await.ok() });
+    let per_gb = process_cpu()? / gigabytes(args.mib);
+    println!(
+        "sent {} MiB in {seconds:.2} s ({mbit_s:.1} Mbit/s of UDP payload): {per_gb:.2} CPU-s/GB",
+        args.mib
+    );
+    Ok(())
+}
+
+/// Both sides in this process, over loopback; prints each side's CPU.
+fn both_sides(
+    args: &Args,
+    (server_id, client_id): &Ids,
+    file: Option<Arc<std::fs::File>>,
+) -> Result<(), Failure> {
     let (snd, rcv) = (runtime("snd")?, runtime("rcv")?);
+    let opts = TransportOptions::default();
     let loopback = "127.0.0.1:0".parse()?;
-    let (server, _) = rcv.block_on(async {
-        server_endpoint(loopback, &server_id, client_id.fingerprint(), &opts)
-    })?;
+    let (server, _) = rcv
+        .block_on(async { server_endpoint(loopback, server_id, client_id.fingerprint(), &opts) })?;
     let addr = server.local_addr()?;
     let (client, _) =
-        snd.block_on(async { client_endpoint(addr, &client_id, server_id.fingerprint(), &opts) })?;
+        snd.block_on(async { client_endpoint(addr, client_id, server_id.fingerprint(), &opts) })?;
     let receiving = rcv.spawn(receive(server, args.mib, args.work, file));
     let started = Instant::now();
     let conn = send(&snd, &client, addr, args.mib)?;
@@ -221,6 +262,7 @@ fn run() -> Result<(), Failure> {
         println!("{seconds:.3},{snd_cpu:.2},{rcv_cpu:.2}");
         return Ok(());
     }
+    let gb = gigabytes(args.mib);
     println!(
         "{} MiB in {seconds:.2} s ({:.0} MB/s): sender {:.2} CPU-s/GB, receiver {:.2} CPU-s/GB",
         args.mib,
