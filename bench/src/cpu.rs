@@ -172,7 +172,7 @@ pub fn run(plan: &CpuPlan<'_>, log: &dyn Fn(&str)) -> anyhow::Result<Vec<CpuRow>
                 Planned::Copy(tool, extra, src, data) => {
                     run_row(&ep, *tool, extra, src, data, work, round)?
                 }
-                Planned::Floor(src) => floor_row(src.size, work, round)?,
+                Planned::Floor(src) => floor_row(src, work, round)?,
             };
             if let Status::Skipped(why) = &row.m.status {
                 log(&format!("  {:<40} {:<15} skipped: {why}", row.label, row.data));
@@ -202,26 +202,28 @@ pub fn run(plan: &CpuPlan<'_>, log: &dyn Fn(&str)) -> anyhow::Result<Vec<CpuRow>
 enum Planned<'s> {
     /// A copy of a source by a tool, with these options, of this kind of data.
     Copy(Tool, Vec<String>, &'s SourceFile, &'static str),
-    /// The floor row, of this source's size ([`floor_row`]).
+    /// The floor row, sending this source ([`floor_row`]).
     Floor(&'s SourceFile),
 }
 
 /// The label of the floor row.
 pub const FLOOR_LABEL: &str = "quinn floor (soku-floor)";
 
-/// The floor row: `soku-floor` (`src/floor.rs`, built beside this binary) moves `size`
-/// bytes of memory over loopback through soku's own QUIC endpoints, and its receiver
-/// takes BLAKE3 and writes them into `work` as soku would (`--direct`). No ssh, no file
-/// read, no manifest: what quinn and the receiving side's unavoidable work cost, the
-/// least soku's rows beside it could cost. Its client and server columns are its
-/// sending and receiving runtimes' CPU.
-fn floor_row(size: u64, work: &Path, round: u32) -> anyhow::Result<CpuRow> {
-    let data = format!("memory {} MiB", size >> 20);
+/// The floor row: `soku-floor` (`src/floor.rs`, built beside this binary) sends `src`
+/// over loopback through soku's own QUIC endpoints, reading and hashing each chunk as
+/// soku's sender does; its receiver takes BLAKE3, checks it and writes the chunk into
+/// `work` as soku would (`--direct`). No ssh, no manifest, no session: what quinn and
+/// the work every byte needs cost, the least soku's rows beside it could cost. Its
+/// client and server columns are its sending and receiving runtimes' CPU.
+fn floor_row(src: &SourceFile, work: &Path, round: u32) -> anyhow::Result<CpuRow> {
+    let size = src.size;
+    let data = format!("random {} MiB", size >> 20);
     let floor = std::env::current_exe()?.with_file_name("soku-floor");
     let target = work.join("cpu-floor");
     let mib = (size >> 20).max(1).to_string();
     let mut cmd = Command::new(&floor);
-    cmd.args(["--csv", "--direct", "--work", "write", "--mib", &mib, "--target"]).arg(&target);
+    cmd.args(["--csv", "--direct", "--work", "write", "--mib", &mib, "--from"]).arg(&src.path);
+    cmd.arg("--target").arg(&target);
     let command = format!("{cmd:?}");
     let m = if !floor.exists() {
         tools::skipped("soku-floor is not built beside soku-bench")

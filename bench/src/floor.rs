@@ -5,7 +5,9 @@
 //! soku's own QUIC endpoints (`soku_transport`: the same windows, MTU bound, cipher and
 //! congestion controller). The sender sends `--mib` MiB from memory, one 1 MiB chunk per
 //! unidirectional stream, at most 64 at a time, each done when acknowledged, as soku's
-//! sender does (`link/quic.rs`). The receiver does as much of soku's receiving work as
+//! sender does (`link/quic.rs`). With `--from FILE` it reads and hashes each chunk from
+//! the file first, as soku's sender does (`codec::read_chunk`). Each stream starts with
+//! the chunk's index and hash, which the receiver checks as soku checks a chunk's header. The receiver does as much of soku's receiving work as
 //! `--work` asks:
 //!
 //! - `discard`: takes quinn's pieces (`read_chunk`) and drops them;
@@ -42,7 +44,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
+use soku_engine::codec::read_chunk;
 use soku_engine::link::frames::read_bytes;
+use soku_engine::source_file::SourceFile;
 use soku_transport::{
     accept, client_endpoint, connect, server_endpoint, Identity, TransportOptions,
 };
@@ -53,6 +57,10 @@ type Failure = Box<dyn std::error::Error>;
 
 const CHUNK: usize = 1 << 20;
 const IN_FLIGHT: usize = 64;
+/// Chunks read from `--from` at once, on the blocking pool.
+const READS_AT_ONCE: usize = 8;
+/// A stream's head: the chunk's index (8 bytes) and its BLAKE3 hash.
+const HEAD: usize = 8 + 32;
 /// How long a side run alone waits for the connection's close to pass.
 const CLOSE_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
@@ -71,6 +79,7 @@ struct Args {
     target: Option<PathBuf>,
     direct: bool,
     csv: bool,
+    from: Option<PathBuf>,
     keys: Option<PathBuf>,
     make_keys: bool,
     send: Option<SocketAddr>,
@@ -84,6 +93,7 @@ fn parse() -> Result<Args, Failure> {
         target: None,
         direct: false,
         csv: false,
+        from: None,
         keys: None,
         make_keys: false,
         send: None,
@@ -99,6 +109,7 @@ fn parse() -> Result<Args, Failure> {
                 match arg.as_str() {
                     "--mib" => a.mib = value.parse()?,
                     "--target" => a.target = Some(value.into()),
+                    "--from" => a.from = Some(value.into()),
                     "--keys" => a.keys = Some(value.into()),
                     "--make-keys" => {
                         a.keys = Some(value.into());
@@ -168,6 +179,19 @@ fn gigabytes(mib: usize) -> f64 {
     (mib * CHUNK) as f64 / 1e9
 }
 
+/// The file `--from` names, checked to hold the `--mib` chunks to send.
+fn source(args: &Args) -> Result<Option<Arc<SourceFile>>, Failure> {
+    let Some(path) = &args.from else { return Ok(None) };
+    let file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let len = file.metadata()?.len();
+    if len < (args.mib * CHUNK) as u64 {
+        return Err(
+            format!("{}: {len} bytes, fewer than --mib {}", path.display(), args.mib).into()
+        );
+    }
+    Ok(Some(Arc::new(SourceFile::new(file))))
+}
+
 /// Writes a pair of identities into `dir`, for the two sides run apart.
 fn make_keys(dir: &Path) -> Result<(), Failure> {
     std::fs::create_dir_all(dir)?;
@@ -222,7 +246,7 @@ fn sending_side(
     let (client, _) =
         snd.block_on(async { client_endpoint(addr, client_id, server_id.fingerprint(), &opts) })?;
     let started = Instant::now();
-    let conn = send(&snd, &client, addr, args.mib)?;
+    let conn = send(&snd, &client, addr, args.mib, source(args)?)?;
     let seconds = started.elapsed().as_secs_f64();
     let mbit_s = conn.stats().udp_tx.bytes as f64 * 8.0 / seconds / 1e6;
     conn.close(0u32.into(), b"done");
@@ -252,7 +276,7 @@ fn both_sides(
         snd.block_on(async { client_endpoint(addr, client_id, server_id.fingerprint(), &opts) })?;
     let receiving = rcv.spawn(receive(server, args.mib, args.work, file));
     let started = Instant::now();
-    let conn = send(&snd, &client, addr, args.mib)?;
+    let conn = send(&snd, &client, addr, args.mib, source(args)?)?;
     let server_conn = rcv.block_on(receiving)?.map_err(|e| e.to_string())?;
     let seconds = started.elapsed().as_secs_f64();
     conn.close(0u32.into(), b"done");
@@ -291,17 +315,35 @@ fn send(
     client: &quinn::Endpoint,
     addr: SocketAddr,
     mib: usize,
+    from: Option<Arc<SourceFile>>,
 ) -> Result<quinn::Connection, String> {
     let payload = payload();
+    let payload_hash = *blake3::hash(&payload).as_bytes();
+    let reads = Arc::new(tokio::sync::Semaphore::new(READS_AT_ONCE));
     snd.block_on(async {
         let conn = connect(client, addr).await.map_err(|e| e.to_string())?;
         let mut senders = JoinSet::new();
         for index in 0..mib as u64 {
-            let (conn, payload) = (conn.clone(), payload.clone());
+            let (conn, payload, from, reads) =
+                (conn.clone(), payload.clone(), from.clone(), reads.clone());
             senders.spawn(async move {
+                let (hash, wire) = match from {
+                    // Read and hashed as soku's sender does (`codec::read_chunk`).
+                    Some(source) => {
+                        let _read = reads.acquire_owned().await.map_err(|e| e.to_string())?;
+                        let at = (index * CHUNK as u64, CHUNK as u32);
+                        let read = move || read_chunk(&source, 0, index as u32, at, None, false);
+                        let chunk = tokio::task::spawn_blocking(read)
+                            .await
+                            .map_err(|e| e.to_string())?
+                            .map_err(|e| e.to_string())?;
+                        (chunk.header.hash, chunk.wire)
+                    }
+                    None => (payload_hash, payload),
+                };
                 let mut stream = conn.open_uni().await.map_err(|e| e.to_string())?;
-                let head = Bytes::copy_from_slice(&index.to_le_bytes());
-                stream.write_all_chunks(&mut [head, payload]).await.map_err(|e| e.to_string())?;
+                let head = Bytes::from([&index.to_le_bytes()[..], &hash[..]].concat());
+                stream.write_all_chunks(&mut [head, wire]).await.map_err(|e| e.to_string())?;
                 stream.finish().map_err(|e| e.to_string())?;
                 stream.stopped().await.map_err(|e| e.to_string())?;
                 Ok::<_, String>(())
@@ -325,15 +367,16 @@ async fn receive(
     file: Option<Arc<std::fs::File>>,
 ) -> Result<quinn::Connection, String> {
     let conn = accept(&server).await.map_err(|e| e.to_string())?;
-    let expected = blake3::hash(&payload());
     let mut readers = JoinSet::new();
     for _ in 0..mib {
         let mut stream = conn.accept_uni().await.map_err(|e| e.to_string())?;
         let file = file.clone();
         readers.spawn(async move {
-            let mut index = [0u8; 8];
-            stream.read_exact(&mut index).await.map_err(|e| e.to_string())?;
-            let offset = u64::from_le_bytes(index) * CHUNK as u64;
+            // The chunk's index and hash, as soku's chunk header carries them.
+            let mut head = [0u8; HEAD];
+            stream.read_exact(&mut head).await.map_err(|e| e.to_string())?;
+            let (index, expected) = head.split_at(8);
+            let offset = u64::from_le_bytes(index.try_into().expect("8 bytes")) * CHUNK as u64;
             if work == Work::Discard {
                 while let Some(piece) =
                     stream.read_chunk(usize::MAX, true).await.map_err(|e| e.to_string())?
@@ -346,7 +389,7 @@ async fn receive(
                 .await
                 .map_err(|e| e.to_string())?;
             // Checked as soku checks each chunk against the hash its header carries.
-            if hash.is_some_and(|h| h != *expected.as_bytes()) {
+            if hash.is_some_and(|h| h[..] != *expected) {
                 return Err(format!("chunk at {offset} arrived altered"));
             }
             if let Some(file) = file {

@@ -508,9 +508,9 @@ fn run(args: &Args) -> anyhow::Result<Vec<String>> {
             "\n## Loopback CPU efficiency ({} MiB random file, `-C` rows {} MiB; load {load0:.2} -> {:.2})\n\n\
              Wall time includes login. CPU = user + system of each side's process tree \
              (client: the tool and its ssh; server: sshd session + sftp-server, soku serve or qcp --server). \
-             `{}`: the least soku's rows could cost here, soku's own QUIC endpoints moving the bytes \
-             from memory, no ssh, no file read; its receiver takes BLAKE3 and writes them as soku would \
-             (client and server columns: its sending and receiving sides; `src/floor.rs`).\n\n{table}",
+             `{}`: the least soku's rows could cost here: the same file through soku's own QUIC endpoints, \
+             read and hashed as soku's sender does, hashed, checked and written as soku's receiver does; \
+             no ssh, no manifest (client and server columns: its sending and receiving sides; `src/floor.rs`).\n\n{table}",
             p.cpu_size >> 20,
             p.cpu_size >> 22,
             proc::loadavg(),
