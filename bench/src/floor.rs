@@ -7,8 +7,8 @@
 //! unidirectional stream, at most 64 at a time, each done when acknowledged, as soku's
 //! sender does (`link/quic.rs`). With `--from FILE` it reads and hashes each chunk from
 //! the file first, as soku's sender does (`codec::read_chunk`). Each stream starts with
-//! the chunk's index and hash, which the receiver checks as soku checks a chunk's header. The receiver does as much of soku's receiving work as
-//! `--work` asks:
+//! the chunk's index and hash, which the receiver checks as soku checks a chunk's
+//! header. The receiver does as much of soku's receiving work as `--work` asks:
 //!
 //! - `discard`: takes quinn's pieces (`read_chunk`) and drops them;
 //! - `copy`: reads each chunk into a page-aligned buffer, as soku's link does
@@ -64,74 +64,53 @@ const HEAD: usize = 8 + 32;
 /// How long a side run alone waits for the connection's close to pass.
 const CLOSE_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
-#[derive(Clone, Copy, PartialEq)]
+/// How much of soku's receiving work the receiver does.
+#[derive(Clone, Copy, PartialEq, clap::ValueEnum)]
 enum Work {
+    /// Take quinn's pieces and drop them.
     Discard,
+    /// Read each chunk into a page-aligned buffer, as soku's link does.
     Copy,
+    /// The same, with BLAKE3 taken as the bytes arrive, and checked.
     Hash,
+    /// The same, then each chunk written into `--target`.
     Write,
 }
 
-/// What the command line asked for.
+/// What quinn costs each side with none of soku around it (see the source's header).
+#[derive(clap::Parser)]
 struct Args {
+    /// MiB to send, in 1 MiB chunks.
+    #[arg(long, default_value_t = 1024)]
     mib: usize,
+    /// How much of soku's receiving work the receiver does.
+    #[arg(long, value_enum, default_value_t = Work::Hash)]
     work: Work,
+    /// The file `--work write` writes into.
+    #[arg(long)]
     target: Option<PathBuf>,
+    /// Write as soku writes a large file: `O_DIRECT`, unless the file system keeps its
+    /// files in memory.
+    #[arg(long)]
     direct: bool,
+    /// Print the seconds and each side's CPU seconds, comma-separated (both sides here).
+    #[arg(long)]
     csv: bool,
+    /// Read and hash each chunk from this file, as soku's sender does.
+    #[arg(long)]
     from: Option<PathBuf>,
+    /// The directory of the identities both sides share when run apart.
+    #[arg(long)]
     keys: Option<PathBuf>,
-    make_keys: bool,
+    /// Write a pair of identities into this directory, and stop.
+    #[arg(long)]
+    make_keys: Option<PathBuf>,
+    /// Run only the sending side, to this address.
+    #[arg(long, conflicts_with = "receive")]
     send: Option<SocketAddr>,
+    /// Run only the receiving side, at this address.
+    #[arg(long)]
     receive: Option<SocketAddr>,
-}
-
-fn parse() -> Result<Args, Failure> {
-    let mut a = Args {
-        mib: 1024,
-        work: Work::Hash,
-        target: None,
-        direct: false,
-        csv: false,
-        from: None,
-        keys: None,
-        make_keys: false,
-        send: None,
-        receive: None,
-    };
-    let mut args = std::env::args().skip(1);
-    while let Some(arg) = args.next() {
-        match arg.as_str() {
-            "--direct" => a.direct = true,
-            "--csv" => a.csv = true,
-            _ => {
-                let value = args.next().ok_or(format!("{arg} needs a value"))?;
-                match arg.as_str() {
-                    "--mib" => a.mib = value.parse()?,
-                    "--target" => a.target = Some(value.into()),
-                    "--from" => a.from = Some(value.into()),
-                    "--keys" => a.keys = Some(value.into()),
-                    "--make-keys" => {
-                        a.keys = Some(value.into());
-                        a.make_keys = true;
-                    }
-                    "--send" => a.send = Some(value.parse()?),
-                    "--receive" => a.receive = Some(value.parse()?),
-                    "--work" => {
-                        a.work = match value.as_str() {
-                            "discard" => Work::Discard,
-                            "copy" => Work::Copy,
-                            "hash" => Work::Hash,
-                            "write" => Work::Write,
-                            other => return Err(format!("unknown --work {other}").into()),
-                        }
-                    }
-                    other => return Err(format!("unknown argument {other}").into()),
-                }
-            }
-        }
-    }
-    Ok(a)
 }
 
 fn main() -> std::process::ExitCode {
@@ -145,9 +124,8 @@ fn main() -> std::process::ExitCode {
 }
 
 fn run() -> Result<(), Failure> {
-    let mut args = parse()?;
-    if args.make_keys {
-        let dir = args.keys.as_deref().ok_or("--make-keys needs a directory")?;
+    let mut args = <Args as clap::Parser>::parse();
+    if let Some(dir) = &args.make_keys {
         return make_keys(dir);
     }
     let file = match (args.work, args.target.take()) {
