@@ -159,9 +159,7 @@ pub fn run(plan: &CpuPlan<'_>, log: &dyn Fn(&str)) -> anyhow::Result<Vec<CpuRow>
     let mut rows = Vec::new();
     for round in 1..=plan.rounds {
         for planned in &rows_to_run {
-            let src = match planned {
-                Planned::Copy(_, _, src, _) | Planned::Floor(src) => src,
-            };
+            let src = planned.source();
             if plan.warm {
                 warm_memory(work, 2 * src.size)?;
             }
@@ -204,6 +202,15 @@ enum Planned<'s> {
     Copy(Tool, Vec<String>, &'s SourceFile, &'static str),
     /// The floor row, sending this source ([`floor_row`]).
     Floor(&'s SourceFile),
+}
+
+impl<'s> Planned<'s> {
+    /// The file the row sends.
+    fn source(&self) -> &'s SourceFile {
+        match self {
+            Planned::Copy(_, _, src, _) | Planned::Floor(src) => src,
+        }
+    }
 }
 
 /// The label of the floor row.

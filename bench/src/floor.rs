@@ -16,8 +16,8 @@
 //! - `hash` (the default): the same, with BLAKE3 taken as the bytes arrive, as soku does;
 //! - `write`: the same, then each chunk written at its offset into `--target` on a
 //!   blocking thread: through the page cache, or with `--direct` as soku writes a large
-//!   file, to the disk itself (`O_DIRECT`) unless the file system keeps its files in
-//!   memory. No fsync.
+//!   file, to the disk itself (`O_DIRECT`) where soku would: on a local disk's file
+//!   system (`soku_engine::direct_io::applies`). No fsync.
 //!
 //! Over loopback, both sides run in one process, in two tokio runtimes whose threads are
 //! named `snd` and `rcv`, and it prints each runtime's CPU (user + system, from
@@ -44,7 +44,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
+use soku_bench::proc::{proc_cpu, thread_cpu};
 use soku_engine::codec::read_chunk;
+use soku_engine::direct_io;
 use soku_engine::link::frames::read_bytes;
 use soku_engine::source_file::SourceFile;
 use soku_transport::{
@@ -89,8 +91,8 @@ struct Args {
     /// The file `--work write` writes into.
     #[arg(long)]
     target: Option<PathBuf>,
-    /// Write as soku writes a large file: `O_DIRECT`, unless the file system keeps its
-    /// files in memory.
+    /// Write as soku writes a large file: `O_DIRECT` where soku would, on a local disk's
+    /// file system.
     #[arg(long)]
     direct: bool,
     /// Print the seconds and each side's CPU seconds, comma-separated (both sides here).
@@ -183,12 +185,19 @@ fn make_keys(dir: &Path) -> Result<(), Failure> {
 
 /// The file the receiver writes into: directly where soku would (`direct`).
 fn open_target(path: &Path, direct: bool) -> Result<std::fs::File, Failure> {
-    let mut open = std::fs::OpenOptions::new();
-    open.write(true).create(true).truncate(true);
-    if direct && !in_memory(path) {
-        open.custom_flags(rustix::fs::OFlags::DIRECT.bits() as i32);
+    let named = |e: std::io::Error| format!("{}: {e}", path.display());
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(path)
+        .map_err(named)?;
+    if !(direct && direct_io::applies(&file)) {
+        return Ok(file);
     }
-    Ok(open.open(path).map_err(|e| format!("{}: {e}", path.display()))?)
+    let mut open = std::fs::OpenOptions::new();
+    open.write(true).custom_flags(rustix::fs::OFlags::DIRECT.bits() as i32);
+    Ok(open.open(path).map_err(named)?)
 }
 
 /// The receiving side alone, at `addr`; prints this process's CPU per GB.
@@ -388,57 +397,7 @@ async fn receive(
     Ok(conn)
 }
 
-/// Whether `path`'s file system keeps its files in memory (tmpfs, ramfs), where soku
-/// writes through the page cache (`crates/soku-engine/src/small_steps.rs`, `Keeps`).
-fn in_memory(path: &Path) -> bool {
-    const MEMORY_FILE_SYSTEMS: [u64; 2] = [0x0102_1994, 0x8584_58F6];
-    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    rustix::fs::statfs(dir)
-        .is_ok_and(|s| MEMORY_FILE_SYSTEMS.contains(&(s.f_type as u64 & 0xFFFF_FFFF)))
-}
-
-/// The clock tick `/proc` counts CPU time in: USER_HZ, 100 on Linux.
-const TICKS_PER_SECOND: f64 = 100.0;
-
-/// CPU seconds (user + system) of a `/proc/.../stat` line.
-fn stat_cpu(stat: &str) -> Option<(String, f64)> {
-    // The name sits in parentheses; the fields after it are counted from there: utime
-    // and stime are fields 14 and 15 of the line, 12 and 13 after the name.
-    let (open, close) = (stat.find('(')?, stat.rfind(')')?);
-    let fields: Vec<&str> = stat.get(close + 2..)?.split(' ').collect();
-    let ticks = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
-    Some((stat[open + 1..close].to_string(), ticks as f64 / TICKS_PER_SECOND))
-}
-
-/// CPU seconds of this process's threads named `name`.
-fn thread_cpu(name: &str) -> Result<f64, Failure> {
-    let mut cpu = 0.0;
-    for task in std::fs::read_dir("/proc/self/task")? {
-        let stat = std::fs::read_to_string(task?.path().join("stat"))?;
-        match stat_cpu(&stat) {
-            Some((comm, seconds)) if comm == name => cpu += seconds,
-            _ => {}
-        }
-    }
-    Ok(cpu)
-}
-
 /// CPU seconds of this whole process so far.
 fn process_cpu() -> Result<f64, Failure> {
-    let stat = std::fs::read_to_string("/proc/self/stat")?;
-    Ok(stat_cpu(&stat).ok_or("unreadable /proc/self/stat")?.1)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_stat_line_gives_its_name_and_user_plus_system_time() {
-        // proc(5): pid (comm) state ppid ... utime stime ...; a name may hold spaces and
-        // parentheses, so the fields are counted from the last ')'.
-        let line = "4242 (tokio (rt) 1) S 1 4242 4242 0 -1 4194560 120 0 0 0 250 37 0 0 20 0 3 0";
-        assert_eq!(stat_cpu(line), Some(("tokio (rt) 1".to_string(), 2.87)));
-        assert_eq!(stat_cpu("4242 (cut) S 1"), None);
-    }
+    Ok(proc_cpu("self").ok_or("unreadable /proc/self/stat")?.0)
 }

@@ -15,7 +15,6 @@
 
 mod cpu;
 mod matrix;
-mod proc;
 mod qcp;
 mod report;
 mod sharing;
@@ -24,6 +23,8 @@ mod smallpkt;
 mod sshd;
 mod svg;
 mod tools;
+
+use soku_bench::proc;
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};

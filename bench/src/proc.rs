@@ -111,18 +111,39 @@ fn stat_of(pid: u32) -> Option<Stat> {
 /// `/proc/ID/stat` read, for a pid or "self".
 fn stat_at(id: &str) -> Option<Stat> {
     let stat = std::fs::read_to_string(format!("/proc/{id}/stat")).ok()?;
-    // Fields after the command name (which may hold spaces) start at field 3 (state).
-    let rest: Vec<&str> = stat.get(stat.rfind(')')? + 2..)?.split(' ').collect();
+    parse_stat(&stat).map(|(_, stat)| stat)
+}
+
+/// A `/proc/.../stat` line (proc(5)): the process's or thread's name, and its fields.
+fn parse_stat(line: &str) -> Option<(&str, Stat)> {
+    // The name sits in parentheses and may hold spaces and parentheses itself, so the
+    // fields after it are counted from the last ')': they start at field 3 (state).
+    let (open, close) = (line.find('(')?, line.rfind(')')?);
+    let rest: Vec<&str> = line.get(close + 2..)?.split(' ').collect();
     let num = |i: usize| rest.get(i).and_then(|x| x.parse::<u64>().ok());
     // utime, stime, cutime, cstime: fields 14-17 -> indexes 11-14; starttime 22 -> 19.
     let t = clk_tck();
-    Some(Stat {
+    let stat = Stat {
         start: num(19)?,
         parent: u32::try_from(num(1)?).ok()?,
         zombie: rest.first() == Some(&"Z"),
         own_cpu: (num(11)? + num(12)?) as f64 / t,
         reaped_cpu: (num(13)? + num(14)?) as f64 / t,
-    })
+    };
+    Some((line.get(open + 1..close)?, stat))
+}
+
+/// CPU seconds (user + system) of this process's threads named `name` so far.
+pub fn thread_cpu(name: &str) -> std::io::Result<f64> {
+    let mut cpu = 0.0;
+    for task in std::fs::read_dir("/proc/self/task")? {
+        let line = std::fs::read_to_string(task?.path().join("stat"))?;
+        match parse_stat(&line) {
+            Some((comm, stat)) if comm == name => cpu += stat.own_cpu,
+            _ => {}
+        }
+    }
+    Ok(cpu)
 }
 
 /// How often [`settle_server`] looks.
@@ -397,6 +418,20 @@ pub fn loadavg() -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stat_line_gives_its_name_and_times() {
+        // proc(5): pid (comm) state ppid ... utime stime cutime cstime ... starttime.
+        let line =
+            "4242 (tokio (rt) 1) S 1 4242 4242 0 -1 4194560 120 0 0 0 250 37 4 6 20 0 3 0 777";
+        let (name, stat) = parse_stat(line).expect("a whole line");
+        assert_eq!(name, "tokio (rt) 1");
+        assert_eq!((stat.parent, stat.start, stat.zombie), (1, 777, false));
+        let tick = clk_tck();
+        assert!((stat.own_cpu - 287.0 / tick).abs() < 1e-9, "{}", stat.own_cpu);
+        assert!((stat.reaped_cpu - 10.0 / tick).abs() < 1e-9, "{}", stat.reaped_cpu);
+        assert!(parse_stat("4242 (cut) S 1").is_none());
+    }
 
     #[test]
     fn a_server_process_that_outlives_its_session_is_counted() {

@@ -8,7 +8,7 @@
 //! push everything else out of the cache. The memory side is `page_buf.rs`.
 
 use std::fs::File;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, AsRawFd};
 
 use rustix::fs::{Mode, OFlags};
 
@@ -21,6 +21,14 @@ use crate::page_buf::PAGE;
 /// those keep the page cache.
 pub(crate) const LOCAL_DISK_FILE_SYSTEMS: [u64; 4] =
     [0xEF53, 0x5846_5342, 0x9123_683E, 0xF2F5_2010];
+
+/// Whether soku moves large chunks of files on `fd`'s file system past the page cache:
+/// only on a local disk's ([`LOCAL_DISK_FILE_SYSTEMS`]).
+pub fn applies(fd: impl AsFd) -> bool {
+    // The magic number is 32 bits; `f_type`'s width differs between architectures.
+    rustix::fs::fstatfs(fd)
+        .is_ok_and(|stats| LOCAL_DISK_FILE_SYSTEMS.contains(&(stats.f_type as u64 & 0xFFFF_FFFF)))
+}
 
 /// Chunks smaller than this take the page cache: for a small file, a second descriptor
 /// to open and the disk's latency on every call cost more than the copy they save.
@@ -43,9 +51,7 @@ pub(crate) enum Access {
 /// file whatever happened to its name since. Refused on file systems not in
 /// [`LOCAL_DISK_FILE_SYSTEMS`].
 pub(crate) fn open_direct(file: &File, access: Access) -> std::io::Result<File> {
-    // The magic number is 32 bits; `f_type`'s width differs between architectures.
-    let kind = rustix::fs::fstatfs(file)?.f_type as u64 & 0xFFFF_FFFF;
-    if !LOCAL_DISK_FILE_SYSTEMS.contains(&kind) {
+    if !applies(file) {
         return Err(rustix::io::Errno::OPNOTSUPP.into());
     }
     let path = format!("/proc/self/fd/{}", file.as_raw_fd());

@@ -17,7 +17,7 @@
 //!   [`page_buf`]: chunk buffers placed for direct I/O and used again;
 //!   [`source_file`]: reading a source's chunks from the page cache or from the disk;
 //!   `source_open.rs`: opening a directory's files from that directory;
-//!   `direct_io.rs`: where direct I/O applies.
+//!   [`direct_io`]: where direct I/O applies.
 //! - [`limits`]: the descriptors a copy may keep open.
 //! - [`fsops`]: temporary files, safe directory creation, rename into place;
 //!   [`partial`]: what a resuming receiver already holds.
@@ -27,7 +27,7 @@
 pub mod ahead;
 pub mod codec;
 pub mod compress_policy;
-mod direct_io;
+pub mod direct_io;
 pub mod error;
 pub mod events;
 pub mod failure;
