@@ -225,7 +225,7 @@ pub const FLOOR_LABEL: &str = "quinn floor (soku-floor)";
 fn floor_row(src: &SourceFile, work: &Path, round: u32) -> anyhow::Result<CpuRow> {
     let size = src.size;
     let data = format!("random {} MiB", size >> 20);
-    let floor = std::env::current_exe()?.with_file_name("soku-floor");
+    let floor = crate::floor_path::binary()?;
     let target = work.join("cpu-floor");
     let mib = (size >> 20).max(1).to_string();
     let mut cmd = Command::new(&floor);

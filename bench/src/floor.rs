@@ -29,7 +29,9 @@
 //! ```
 //!
 //! Across an emulated path, each side runs in its own network namespace and prints its
-//! own process's CPU per GB; the two share a pair of identities written beforehand:
+//! own process's CPU per GB (with `--csv`, its seconds and CPU seconds); the two share
+//! a pair of identities written beforehand. The bench's `quinn-floor` rows run it so
+//! (`src/floor_path.rs`):
 //!
 //! ```sh
 //! soku-floor --make-keys DIR
@@ -95,7 +97,9 @@ struct Args {
     /// file system.
     #[arg(long)]
     direct: bool,
-    /// Print the seconds and each side's CPU seconds, comma-separated (both sides here).
+    /// Print figures for a program to read: both sides here, the seconds and each
+    /// side's CPU seconds; one side alone, its seconds and its process's CPU seconds
+    /// (comma-separated).
     #[arg(long)]
     csv: bool,
     /// Read and hash each chunk from this file, as soku's sender does.
@@ -110,7 +114,8 @@ struct Args {
     /// Run only the sending side, to this address.
     #[arg(long, conflicts_with = "receive")]
     send: Option<SocketAddr>,
-    /// Run only the receiving side, at this address.
+    /// Run only the receiving side, at this address; once it listens, it prints
+    /// `listening` on a line of its own.
     #[arg(long)]
     receive: Option<SocketAddr>,
 }
@@ -211,13 +216,21 @@ fn receiving_side(
     let opts = TransportOptions::default();
     let (server, _) =
         rcv.block_on(async { server_endpoint(addr, server_id, client_id.fingerprint(), &opts) })?;
+    // For whoever starts the sender next: it need not guess when to.
+    println!("listening");
+    std::io::Write::flush(&mut std::io::stdout())?;
     let started = Instant::now();
     let conn = rcv.block_on(receive(server, args.mib, args.work, file))?;
     let seconds = started.elapsed().as_secs_f64();
     // The sender closes once every chunk is acknowledged; closing first could cut off
     // the acknowledgements of the last ones. Bounded, should its close be lost.
     rcv.block_on(async { tokio::time::timeout(CLOSE_WAIT, conn.closed()).await.ok() });
-    let per_gb = process_cpu()? / gigabytes(args.mib);
+    let cpu = process_cpu()?;
+    if args.csv {
+        println!("{seconds:.3},{cpu:.3}");
+        return Ok(());
+    }
+    let per_gb = cpu / gigabytes(args.mib);
     println!("received {} MiB in {seconds:.2} s: {per_gb:.2} CPU-s/GB", args.mib);
     Ok(())
 }
@@ -239,7 +252,12 @@ fn sending_side(
     conn.close(0u32.into(), b"done");
     // Until the close is sent, so that the receiver need not wait for it.
     snd.block_on(async { tokio::time::timeout(CLOSE_WAIT, client.wait_idle()).await.ok() });
-    let per_gb = process_cpu()? / gigabytes(args.mib);
+    let cpu = process_cpu()?;
+    if args.csv {
+        println!("{seconds:.3},{cpu:.3}");
+        return Ok(());
+    }
+    let per_gb = cpu / gigabytes(args.mib);
     println!(
         "sent {} MiB in {seconds:.2} s ({mbit_s:.1} Mbit/s of UDP payload): {per_gb:.2} CPU-s/GB",
         args.mib

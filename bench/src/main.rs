@@ -1,6 +1,7 @@
 //! soku-bench: the whole comparison in one command. soku (over QUIC and over TLS/TCP),
-//! qcp (defaults and tuned), scp, sftp, rsync and iperf3 (CUBIC and BBR) on the same
-//! emulated paths in the same run, CPU efficiency on loopback, and the small-packet test;
+//! qcp (defaults and tuned), scp, sftp, rsync, iperf3 (CUBIC and BBR) and soku's
+//! transport alone (the quinn floor) on the same emulated paths in the same run, CPU
+//! efficiency on loopback, and the small-packet test;
 //! CSV, markdown and SVG out.
 //!
 //! # Layout
@@ -8,12 +9,15 @@
 //! - [`matrix`]: one emulated path per scenario, every tool on it.
 //! - [`tools`]: how each tool is started, bounded by a timeout and verified.
 //! - [`cpu`]: loopback rows (ciphers, `-C`), CPU seconds per GB on each side.
+//! - [`floor_path`]: the matrix's `quinn-floor` rows, soku's transport alone
+//!   (`soku-floor`, `src/floor.rs`, one side per namespace).
 //! - [`smallpkt`]: request/response over TCP with three ways of framing.
 //! - [`report`]: CSV, markdown tables, charts; [`svg`]: the chart writer.
 //! - [`proc`]: running a process with a timeout, CPU from `/proc`; [`sshd`]: a real sshd (soku-testkit's) and its sessions' CPU.
 //! - [`qcp`]: finding or installing the pinned qcp release.
 
 mod cpu;
+mod floor_path;
 mod matrix;
 mod qcp;
 mod report;
@@ -213,7 +217,7 @@ fn plan(a: &Args) -> anyhow::Result<Plan> {
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
     let all: Vec<&str> = Tool::ALL.iter().map(|t| t.name()).collect();
-    let tools = or(&a.tools, q, &["soku", "soku-tcp", "scp", "iperf3-bbr"], &all)
+    let tools = or(&a.tools, q, &["soku", "soku-tcp", "scp", "quinn-floor", "iperf3-bbr"], &all)
         .iter()
         .map(|s| Tool::parse(s))
         .collect::<anyhow::Result<Vec<_>>>()?;
@@ -598,12 +602,20 @@ fn write_matrix_outputs(
         md,
         "\n## Emulated paths\n\nEvery copy is an upload A -> B of one random file ({}), timed as the \
          wall time of the whole command, login included, and counted only if the target's size and \
-         BLAKE3 hash match. iperf3 runs {} s of data (connection setup excluded): the TCP ceiling. \
+         BLAKE3 hash match. iperf3 runs {} s of data (connection setup excluded): the TCP ceiling.{} \
          Loss applies to {}. Queue: drop-tail, 1 BDP. `ip tcp_metrics flush all` in both namespaces \
          before every run. Default settings for every tool; no per-scenario flags{}. A run is killed \
          after 3x its expected time + 30 s (\"timeout\", with the % that arrived by then).\n",
         sizes.join(", "),
         p.duration.as_secs(),
+        if p.tools.contains(&Tool::QuinnFloor) {
+            " quinn-floor is soku's transport alone (`soku-floor`, one side per namespace: \
+             soku's endpoints and congestion controller, no ssh, no session), timed from its \
+             connection's start to the last chunk acknowledged; it moves the file's whole MiBs, \
+             checked against the source."
+        } else {
+            ""
+        },
         if p.loss_dir == LossDir::Data { "the data direction A->B only (ACKs are not lost)" } else { "both directions" },
         if p.tools.contains(&Tool::QcpTuned) {
             " except in `qcp-tuned` (`--rx`/`--tx` the link rate, `--rtt` the path RTT, `--congestion bbr`)"

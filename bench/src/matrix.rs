@@ -198,7 +198,7 @@ pub fn run_scenario(
     let cc_a =
         proc::capture(path.command_a("sysctl").args(["-n", "net.ipv4.tcp_congestion_control"]))
             .unwrap_or_else(|_| "unknown".into());
-    let iperf = if opts.tools.iter().any(|t| !t.is_copy()) {
+    let iperf = if opts.tools.iter().any(|t| t.is_iperf3()) {
         Some(IperfServer::start(&path)?)
     } else {
         None
@@ -257,6 +257,9 @@ pub fn run_scenario(
                             iperf.as_ref().map_or(f64::NAN, IperfServer::cpu_seconds) - cpu0;
                         (m, shown)
                     })
+                }
+                Tool::QuinnFloor => {
+                    crate::floor_path::run(&path, src, &opts.work.join("dst"), timeout)
                 }
                 Tool::QcpTuned => {
                     tools::run_copy(tool, &ep, src, &opts.work.join("dst"), &qcp_tuned, timeout)

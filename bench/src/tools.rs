@@ -43,6 +43,9 @@ pub enum Tool {
     Sftp,
     /// `rsync` over ssh, default options.
     Rsync,
+    /// soku's QUIC transport alone, no ssh and no session (`soku-floor`,
+    /// [`crate::floor_path`]): what soku's own layers cost beside it.
+    QuinnFloor,
     /// `iperf3 -C cubic`: TCP ceiling with CUBIC.
     Iperf3Cubic,
     /// `iperf3 -C bbr`: TCP ceiling with BBR.
@@ -51,7 +54,7 @@ pub enum Tool {
 
 impl Tool {
     /// All tools, in table order.
-    pub const ALL: [Tool; 11] = [
+    pub const ALL: [Tool; 12] = [
         Tool::Soku,
         Tool::SokuAgain,
         Tool::SokuNext,
@@ -61,6 +64,7 @@ impl Tool {
         Tool::Scp,
         Tool::Sftp,
         Tool::Rsync,
+        Tool::QuinnFloor,
         Tool::Iperf3Cubic,
         Tool::Iperf3Bbr,
     ];
@@ -77,6 +81,7 @@ impl Tool {
             Tool::Scp => "scp",
             Tool::Sftp => "sftp",
             Tool::Rsync => "rsync",
+            Tool::QuinnFloor => "quinn-floor",
             Tool::Iperf3Cubic => "iperf3-cubic",
             Tool::Iperf3Bbr => "iperf3-bbr",
         }
@@ -90,9 +95,14 @@ impl Tool {
         })
     }
 
-    /// True for the tools that copy a file (and are verified).
+    /// True for the tools that copy a file over ssh (and are verified).
     pub fn is_copy(self) -> bool {
-        !matches!(self, Tool::Iperf3Cubic | Tool::Iperf3Bbr)
+        !matches!(self, Tool::QuinnFloor | Tool::Iperf3Cubic | Tool::Iperf3Bbr)
+    }
+
+    /// True for iperf3's rows (they need the iperf3 server).
+    pub fn is_iperf3(self) -> bool {
+        matches!(self, Tool::Iperf3Cubic | Tool::Iperf3Bbr)
     }
 
     /// True for soku's rows.
@@ -392,7 +402,9 @@ pub fn copy_command(
             c.arg("-e").arg(rsh).args(extra).arg(src).arg(&remote);
             c
         }
-        Tool::Iperf3Cubic | Tool::Iperf3Bbr => bail!("{tool} is not a copy tool"),
+        Tool::QuinnFloor | Tool::Iperf3Cubic | Tool::Iperf3Bbr => {
+            bail!("{tool} is not a copy tool")
+        }
     };
     Ok(cmd)
 }
