@@ -209,7 +209,9 @@ pub fn matrix_tables(rows: &[Row], basis: Basis) -> String {
     s
 }
 
-/// Markdown, Table 3 style: every tool on one path, with CPU and congestion control.
+/// Markdown, Table 3 style: every tool on one path, with CPU and congestion control. CPU
+/// is given per GB moved, the figure that compares tools whose rows moved different
+/// amounts (iperf3's seconds of data, the floor's whole MiBs).
 pub fn one_path_table(rows: &[&Row]) -> String {
     let mut s = String::new();
     let Some(first) = rows.first() else { return s };
@@ -223,11 +225,13 @@ pub fn one_path_table(rows: &[&Row]) -> String {
         sc.loss_dir.name()
     );
     s.push_str(
-        "| tool | cc | MB/s | % of link | seconds | client CPU s | server CPU s | client peak RSS MiB | server peak RSS MiB | status |\n",
+        "| tool | cc | MB/s | % of link | seconds | client CPU s/GB | server CPU s/GB | client peak RSS MiB | server peak RSS MiB | status |\n",
     );
     s.push_str("|---|---|---|---|---|---|---|---|---|---|\n");
     for r in rows {
         let ran = !is_skipped(r);
+        let gb = r.m.bytes as f64 / 1e9;
+        let per_gb = |cpu: f64| if ran && gb > 0.0 { num(cpu / gb, 2) } else { "-".into() };
         let _ = writeln!(
             s,
             "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
@@ -236,8 +240,8 @@ pub fn one_path_table(rows: &[&Row]) -> String {
             if ran { num(r.mbit() / 8.0, 1) } else { "-".into() },
             if ran { num(r.pct(), 0) } else { "-".into() },
             if ran { num(r.m.seconds, 1) } else { "-".into() },
-            num(r.m.client_cpu, 2),
-            num(r.m.server_cpu, 2),
+            per_gb(r.m.client_cpu),
+            per_gb(r.m.server_cpu),
             num(r.m.peak_rss_mib.0, 0),
             num(r.m.peak_rss_mib.1, 0),
             md_cell(&r.m.status.to_string())
@@ -589,8 +593,13 @@ mod tests {
         assert_eq!(cell_of(&[&skipped], Basis::Whole), "skipped");
         assert_eq!(cell_of(&[&skipped, &rows[0]], Basis::Whole), "80");
         let one = one_path_table(&[&skipped]);
-        assert!(one.contains("| qcp | bbr | - | - | - |"), "{one}");
+        assert!(one.contains("| qcp | bbr | - | - | - | - | - |"), "{one}");
         assert!(one.contains("skipped: no network \\| offline |"), "{one}");
+        // 0.9 CPU-s over 100 MB is 9 per GB; an unknown side stays unknown.
+        let mut ran = row("quinn-floor", 1, 10.0, Status::Ok);
+        ran.m.client_cpu = 0.9;
+        let one = one_path_table(&[&ran]);
+        assert!(one.contains("| quinn-floor | bbr | 10.0 | 80 | 10.0 | 9.00 | - |"), "{one}");
         assert!(median(&[]).is_nan());
         assert_eq!(median(&[3.0, 1.0, 2.0, 10.0]), 2.5);
     }
