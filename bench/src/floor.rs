@@ -29,7 +29,7 @@
 //! ```
 //!
 //! Across an emulated path, each side runs in its own network namespace and prints its
-//! own process's CPU per GB (with `--csv`, its seconds and CPU seconds); the two share
+//! own process's CPU per GB (with `--csv`, its seconds, CPU seconds and peak memory); the two share
 //! a pair of identities written beforehand. The bench's `quinn-floor` rows run it so
 //! (`src/floor_path.rs`):
 //!
@@ -46,7 +46,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
-use soku_bench::proc::{proc_cpu, thread_cpu};
+use soku_bench::proc::{peak_rss_kib, proc_cpu, thread_cpu};
 use soku_engine::codec::read_chunk;
 use soku_engine::direct_io;
 use soku_engine::link::frames::read_bytes;
@@ -98,8 +98,8 @@ struct Args {
     #[arg(long)]
     direct: bool,
     /// Print figures for a program to read: both sides here, the seconds and each
-    /// side's CPU seconds; one side alone, its seconds and its process's CPU seconds
-    /// (comma-separated).
+    /// side's CPU seconds; one side alone, its seconds, its process's CPU seconds and
+    /// its peak resident memory in MiB (comma-separated).
     #[arg(long)]
     csv: bool,
     /// Read and hash each chunk from this file, as soku's sender does.
@@ -227,7 +227,7 @@ fn receiving_side(
     rcv.block_on(async { tokio::time::timeout(CLOSE_WAIT, conn.closed()).await.ok() });
     let cpu = process_cpu()?;
     if args.csv {
-        println!("{seconds:.3},{cpu:.3}");
+        println!("{seconds:.3},{cpu:.3},{:.1}", peak_rss_mib());
         return Ok(());
     }
     let per_gb = cpu / gigabytes(args.mib);
@@ -254,7 +254,7 @@ fn sending_side(
     snd.block_on(async { tokio::time::timeout(CLOSE_WAIT, client.wait_idle()).await.ok() });
     let cpu = process_cpu()?;
     if args.csv {
-        println!("{seconds:.3},{cpu:.3}");
+        println!("{seconds:.3},{cpu:.3},{:.1}", peak_rss_mib());
         return Ok(());
     }
     let per_gb = cpu / gigabytes(args.mib);
@@ -418,4 +418,9 @@ async fn receive(
 /// CPU seconds of this whole process so far.
 fn process_cpu() -> Result<f64, Failure> {
     Ok(proc_cpu("self").ok_or("unreadable /proc/self/stat")?.0)
+}
+
+/// This process's peak resident memory in MiB, NaN if unreadable.
+fn peak_rss_mib() -> f64 {
+    peak_rss_kib("self").map_or(f64::NAN, |kib| kib as f64 / 1024.0)
 }

@@ -8,8 +8,8 @@
 //! the same path, the difference is what soku's own layers cost, in time and CPU.
 //!
 //! The row's seconds are the sender's own, from its connection's start to the last
-//! chunk acknowledged (no process start, no login); its CPU is each side's whole
-//! process. It moves the source's whole MiBs (a tail under 1 MiB is left out), and the
+//! chunk acknowledged (no process start, no login); its CPU and peak memory are each
+//! side's whole process's. It moves the source's whole MiBs (a tail under 1 MiB is left out), and the
 //! bench checks what arrived against that much of the source.
 
 use std::io::{BufRead, BufReader, Read};
@@ -80,7 +80,7 @@ pub fn run(
     let receiver_err = receiver.end();
     let m = match (side_figures(&out.stdout), figures.as_deref().and_then(side_figures)) {
         _ if out.timed_out() => Measured { status: Status::Timeout, ..tools::skipped("") },
-        (Some((seconds, sender_cpu)), Some((_, receiver_cpu))) if out.ok() => {
+        (Some(sender), Some(receiver)) if out.ok() => {
             let bytes = mib << 20;
             let status = match same_prefix(&src.path, &dst, bytes) {
                 Ok(true) => Status::Ok,
@@ -90,13 +90,13 @@ pub fn run(
             Measured {
                 cc: "soku-cc".into(),
                 bytes,
-                seconds,
+                seconds: sender.seconds,
                 status,
-                client_cpu: sender_cpu,
-                server_cpu: receiver_cpu,
+                client_cpu: sender.cpu,
+                server_cpu: receiver.cpu,
+                peak_rss_mib: (sender.peak_rss_mib, receiver.peak_rss_mib),
                 stderr: out.stderr,
                 started: Some(started),
-                ..tools::skipped("")
             }
         }
         _ => failed(format!("sender: {}; receiver: {receiver_err}", out.stderr_tail(3))),
@@ -110,10 +110,22 @@ fn failed(why: String) -> Measured {
     Measured { status: Status::Failed(why), ..tools::skipped("") }
 }
 
-/// A side's `--csv` line: its seconds and its process's CPU seconds.
-fn side_figures(line: &str) -> Option<(f64, f64)> {
-    let (seconds, cpu) = line.trim().split_once(',')?;
-    Some((seconds.parse().ok()?, cpu.parse().ok()?))
+/// A side's `--csv` line: its seconds, its process's CPU seconds and its peak resident
+/// memory in MiB.
+fn side_figures(line: &str) -> Option<Figures> {
+    let fields: Vec<f64> = line.trim().split(',').map(str::parse).collect::<Result<_, _>>().ok()?;
+    match fields[..] {
+        [seconds, cpu, peak_rss_mib] => Some(Figures { seconds, cpu, peak_rss_mib }),
+        _ => None,
+    }
+}
+
+/// What one side reports of itself.
+#[derive(Debug, PartialEq)]
+struct Figures {
+    seconds: f64,
+    cpu: f64,
+    peak_rss_mib: f64,
 }
 
 /// Whether the first `len` bytes of `src` are all of `dst`.
@@ -186,10 +198,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_side_line_gives_seconds_and_cpu() {
-        assert_eq!(side_figures("12.345,0.870\n"), Some((12.345, 0.87)));
+    fn a_side_line_gives_seconds_cpu_and_memory() {
+        let figures = Figures { seconds: 12.345, cpu: 0.87, peak_rss_mib: 41.5 };
+        assert_eq!(side_figures("12.345,0.870,41.5\n"), Some(figures));
         assert_eq!(side_figures("listening"), None);
-        assert_eq!(side_figures("1.0,x"), None);
+        assert_eq!(side_figures("1.0,0.5"), None);
+        assert_eq!(side_figures("1.0,x,3"), None);
     }
 
     #[test]

@@ -183,7 +183,12 @@ pub fn settle_server(root: u32, seen: &[Seen], limit: Duration) -> (bool, f64) {
 
 /// `VmHWM` of `pid` in KiB (`/proc/PID/status`).
 fn vm_hwm_kib(pid: u32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    peak_rss_kib(&pid.to_string())
+}
+
+/// The peak resident memory (`VmHWM`) in KiB of a pid, or of "self".
+pub fn peak_rss_kib(id: &str) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{id}/status")).ok()?;
     let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
     line.split_whitespace().nth(1)?.parse().ok()
 }
