@@ -29,9 +29,9 @@
 //! ```
 //!
 //! Across an emulated path, each side runs in its own network namespace and prints its
-//! own process's CPU per GB (with `--csv`, its seconds, CPU seconds and peak memory); the two share
-//! a pair of identities written beforehand. The bench's `quinn-floor` rows run it so
-//! (`src/floor_path.rs`):
+//! own process's CPU per GB (with `--csv`, its seconds, CPU seconds and peak memory);
+//! the two share a pair of identities written beforehand. The bench's `quinn-floor`
+//! rows run it so (`src/floor_path.rs`):
 //!
 //! ```sh
 //! soku-floor --make-keys DIR

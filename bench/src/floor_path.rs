@@ -9,8 +9,8 @@
 //!
 //! The row's seconds are the sender's own, from its connection's start to the last
 //! chunk acknowledged (no process start, no login); its CPU and peak memory are each
-//! side's whole process's. It moves the source's whole MiBs (a tail under 1 MiB is left out), and the
-//! bench checks what arrived against that much of the source.
+//! side's whole process's. It moves the source's whole MiBs (a tail under 1 MiB is left
+//! out), and the bench checks what arrived against that much of the source.
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
