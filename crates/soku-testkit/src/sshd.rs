@@ -202,7 +202,24 @@ impl Sshd {
         while left.iter().any(|&pid| alive(pid)) && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(5));
         }
+        // A session forked after the list above (sshd accepting `wait_ready`'s probe
+        // only now) holds a copy of the listening socket until it closes it, and the
+        // kernel completes connections for it meanwhile. It is init's once the daemon
+        // is gone: wait, bounded, until the port stops accepting (`tests/sshd.rs` once
+        // found it open).
+        while self.addr.is_loopback() && accepts(self.addr, self.port) && Instant::now() < deadline
+        {
+            std::thread::sleep(Duration::from_millis(5));
+        }
     }
+}
+
+/// Whether something listens on `addr:port`. A port from the ephemeral range can
+/// connect to itself (TCP simultaneous open, RFC 9293 3.5): a stream whose two ends are
+/// one address reached no listener.
+fn accepts(addr: Ipv4Addr, port: u16) -> bool {
+    TcpStream::connect_timeout(&(addr, port).into(), Duration::from_millis(200))
+        .is_ok_and(|s| s.local_addr().ok() != s.peer_addr().ok())
 }
 
 /// Whether `pid` still runs (a zombie has released its descriptors already).
