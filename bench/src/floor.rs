@@ -227,7 +227,7 @@ fn receiving_side(
     rcv.block_on(async { tokio::time::timeout(CLOSE_WAIT, conn.closed()).await.ok() });
     let cpu = process_cpu()?;
     if args.csv {
-        println!("{seconds:.3},{cpu:.3},{:.1}", peak_rss_mib());
+        print_side_csv(seconds, cpu);
         return Ok(());
     }
     let per_gb = cpu / gigabytes(args.mib);
@@ -254,7 +254,7 @@ fn sending_side(
     snd.block_on(async { tokio::time::timeout(CLOSE_WAIT, client.wait_idle()).await.ok() });
     let cpu = process_cpu()?;
     if args.csv {
-        println!("{seconds:.3},{cpu:.3},{:.1}", peak_rss_mib());
+        print_side_csv(seconds, cpu);
         return Ok(());
     }
     let per_gb = cpu / gigabytes(args.mib);
@@ -420,7 +420,9 @@ fn process_cpu() -> Result<f64, Failure> {
     Ok(proc_cpu("self").ok_or("unreadable /proc/self/stat")?.0)
 }
 
-/// This process's peak resident memory in MiB, NaN if unreadable.
-fn peak_rss_mib() -> f64 {
-    peak_rss_kib("self").map_or(f64::NAN, |kib| kib as f64 / 1024.0)
+/// One side's `--csv` line: its seconds, its process's CPU seconds and its peak
+/// resident memory in MiB (NaN if unreadable), as `src/floor_path.rs` reads it.
+fn print_side_csv(seconds: f64, cpu: f64) {
+    let peak_rss_mib = peak_rss_kib("self").map_or(f64::NAN, |kib| kib as f64 / 1024.0);
+    println!("{seconds:.3},{cpu:.3},{peak_rss_mib:.1}");
 }

@@ -61,10 +61,11 @@ pub fn run(
     let addr = format!("{}:{PORT}", path.addr_b());
     let mib_arg = mib.to_string();
 
-    let mut rcv = path.command_b(floor.to_str().context("soku-floor's path is not UTF-8")?);
+    let program = floor.to_str().context("soku-floor's path is not UTF-8")?;
+    let mut rcv = path.command_b(program);
     rcv.arg("--keys").arg(keys.path()).args(["--receive", &addr, "--mib", &mib_arg]);
     rcv.args(["--work", "write", "--direct", "--csv", "--target"]).arg(&dst);
-    let mut snd = path.command_a(floor.to_str().context("soku-floor's path is not UTF-8")?);
+    let mut snd = path.command_a(program);
     snd.arg("--keys").arg(keys.path()).args(["--send", &addr, "--mib", &mib_arg, "--csv"]);
     snd.arg("--from").arg(&src.path);
     let shown = format!("{} & {}", tools::show(&rcv), tools::show(&snd));
@@ -130,14 +131,14 @@ struct Figures {
 
 /// Whether the first `len` bytes of `src` are all of `dst`.
 fn same_prefix(src: &Path, dst: &Path, len: u64) -> anyhow::Result<bool> {
-    let hash_of = |path: &Path| -> anyhow::Result<blake3::Hash> {
-        let file = std::fs::File::open(path).with_context(|| path.display().to_string())?;
-        let mut hasher = blake3::Hasher::new();
-        std::io::copy(&mut file.take(len), &mut hasher)?;
-        Ok(hasher.finalize())
-    };
     let size = std::fs::metadata(dst).with_context(|| dst.display().to_string())?.len();
-    Ok(size == len && hash_of(src)? == hash_of(dst)?)
+    if size != len {
+        return Ok(false);
+    }
+    let file = std::fs::File::open(src).with_context(|| src.display().to_string())?;
+    let mut prefix = blake3::Hasher::new();
+    std::io::copy(&mut file.take(len), &mut prefix)?;
+    Ok(prefix.finalize() == tools::hash_file(dst)?)
 }
 
 /// The receiving side, running: its stdout's lines as they come, its stderr kept.
