@@ -1,7 +1,19 @@
 //! Walking the sources: each becomes a manifest entry named by its last component, and
-//! with `-r` a directory becomes its whole tree (parents before children). Symbolic links
-//! are followed, as scp does.
+//! with `-r` a directory becomes its whole tree (parents before children).
+//!
+//! Symbolic links are followed, as scp follows them: a link to a file is sent as that
+//! file, a link to a directory is walked as a directory. Two rules keep that finite
+//! whatever the links (directories are told apart by device and inode, never by path):
+//! - a link to a directory that is being walked already (one of its own parents) is a
+//!   loop: it is reported and not followed;
+//! - a directory is entered through a link at most once per copy: a second link to it
+//!   is reported and not followed, so links that fan out and meet again cannot make the
+//!   walk exponential.
+//!
+//! Like scp, a source that is not copied is an error line and exit status 1, and the rest
+//! of the copy goes on.
 
+use std::collections::HashSet;
 use std::fs::Metadata;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -39,8 +51,26 @@ pub enum Item {
     },
 }
 
-/// Most directory levels walked (a symlink loop ends here).
-const MAX_DEPTH: usize = 64;
+/// Most directory levels walked: one less than a wire path may hold, so that the files
+/// of the deepest directory can still be named.
+const MAX_DEPTH: usize = soku_proto::path::MAX_DEPTH - 1;
+
+/// A directory, by identity rather than by name.
+type DirId = (u64, u64);
+
+fn dir_id(md: &Metadata) -> DirId {
+    (md.dev(), md.ino())
+}
+
+/// What the walk knows about the directories it has entered, so links cannot make it
+/// loop or multiply.
+#[derive(Default)]
+struct Visits {
+    /// The directories from the source down to the one being walked.
+    open: Vec<DirId>,
+    /// Directories entered through a symbolic link.
+    through_links: HashSet<DirId>,
+}
 
 /// Metadata of a file for the wire.
 pub fn meta_of(md: &Metadata) -> Meta {
@@ -89,7 +119,7 @@ pub fn walk(sources: &[String], recursive: bool, emit: &mut dyn FnMut(Item) -> b
         let wire = WirePath(vec![name]);
         let keep_going = if md.is_dir() {
             if recursive {
-                walk_dir(Path::new(source), wire, &md, 0, emit)
+                walk_dir(Path::new(source), wire, &md, &mut Visits::default(), emit)
             } else {
                 emit(error("is a directory (use -r to copy directories)".into()))
             }
@@ -108,12 +138,13 @@ fn walk_dir(
     dir: &Path,
     wire: WirePath,
     md: &Metadata,
-    depth: usize,
+    visits: &mut Visits,
     emit: &mut dyn FnMut(Item) -> bool,
 ) -> bool {
     let shown = dir.display().to_string();
-    if depth > MAX_DEPTH {
-        return emit(Item::Error { path: shown, message: "too deep (a symlink loop?)".into() });
+    if visits.open.len() >= MAX_DEPTH {
+        let message = format!("deeper than {MAX_DEPTH} directory levels: not copied");
+        return emit(Item::Error { path: shown, message });
     }
     let entries = match std::fs::read_dir(dir) {
         Ok(entries) => entries,
@@ -122,22 +153,33 @@ fn walk_dir(
     if !emit(Item::Dir { wire: wire.clone(), meta: meta_of(md) }) {
         return false;
     }
+    visits.open.push(dir_id(md));
+    let keep_going = walk_children(&wire, entries, visits, emit);
+    visits.open.pop();
+    keep_going
+}
+
+/// Walks a directory's entries (the directory is already announced as `wire`).
+fn walk_children(
+    wire: &WirePath,
+    entries: std::fs::ReadDir,
+    visits: &mut Visits,
+    emit: &mut dyn FnMut(Item) -> bool,
+) -> bool {
     // Each child's status is looked up from the open directory (`fstatat` on its name),
     // not by its whole path: in a deep tree that walked every component again per file.
     // A symlink is followed, as scp follows it, so only its target's status will do.
-    let mut children: Vec<(PathBuf, std::io::Result<Metadata>)> = entries
+    let mut children: Vec<(PathBuf, bool, std::io::Result<Metadata>)> = entries
         .filter_map(Result::ok)
         .map(|entry| {
             let path = entry.path();
-            let md = match entry.file_type() {
-                Ok(kind) if !kind.is_symlink() => entry.metadata(),
-                _ => std::fs::metadata(&path),
-            };
-            (path, md)
+            let link = entry.file_type().map_or(true, |kind| kind.is_symlink());
+            let md = if link { std::fs::metadata(&path) } else { entry.metadata() };
+            (path, link, md)
         })
         .collect();
     children.sort_by(|a, b| a.0.cmp(&b.0));
-    for (child, md) in children {
+    for (child, link, md) in children {
         let shown = child.display().to_string();
         let Some(name) = child.file_name().and_then(|n| n.to_str()).map(str::to_string) else {
             let item = Item::Error { path: shown, message: "name is not valid UTF-8".into() };
@@ -150,7 +192,10 @@ fn walk_dir(
         child_wire.0.push(name);
         let keep_going = match md {
             Err(e) => emit(Item::Error { message: source_problem(&child, &e), path: shown }),
-            Ok(md) if md.is_dir() => walk_dir(&child, child_wire, &md, depth + 1, emit),
+            Ok(md) if md.is_dir() => match visits.refuse(dir_id(&md), link) {
+                Some(message) => emit(Item::Error { path: shown, message: message.into() }),
+                None => walk_dir(&child, child_wire, &md, visits, emit),
+            },
             Ok(md) if md.is_file() => emit(Item::File {
                 wire: child_wire,
                 local: child,
@@ -164,6 +209,21 @@ fn walk_dir(
         }
     }
     true
+}
+
+impl Visits {
+    /// Why the directory `id` (reached through a symbolic link if `link`) is not
+    /// walked, if it is not. A directory that is one of its own parents without a link
+    /// is a bind mount of a parent: the same loop.
+    fn refuse(&mut self, id: DirId, link: bool) -> Option<&'static str> {
+        if self.open.contains(&id) {
+            return Some("symbolic link loop: links to a directory above it; not followed");
+        }
+        if link && !self.through_links.insert(id) {
+            return Some("links to a directory already copied through another link; not followed");
+        }
+        None
+    }
 }
 
 /// What went wrong with a source, with what to do ([`crate::failure::describe_source`]).
@@ -273,5 +333,64 @@ mod tests {
         let expected = tmp.path().file_name().and_then(|n| n.to_str()).map(str::to_string);
         assert_eq!(top_name(&dot), expected);
         assert_eq!(top_name("a/b/"), Some("b".into()));
+    }
+
+    fn seen(items: &[Item]) -> Vec<String> {
+        items
+            .iter()
+            .map(|i| match i {
+                Item::Dir { wire, .. } => format!("dir {wire}"),
+                Item::File { wire, .. } => format!("file {wire}"),
+                Item::Error { path, message } => format!("error {path}: {message}"),
+            })
+            .collect()
+    }
+
+    /// A link back up the tree (`real/up -> ..`) reached through another link
+    /// (`dirlink -> real`) once made the walk grow without bound: every level doubled.
+    /// Each directory is now walked once per way in, and the loop is named.
+    #[test]
+    fn a_symlink_loop_is_named_and_not_followed() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let root = tmp.path().join("src2");
+        std::fs::create_dir_all(root.join("real")).expect("mkdir");
+        std::fs::write(root.join("real/f"), b"x").expect("write");
+        std::os::unix::fs::symlink("real", root.join("dirlink")).expect("link");
+        std::os::unix::fs::symlink("..", root.join("real/up")).expect("link");
+        let shown = |p: &str| root.join(p).display().to_string();
+        let loop_message = "symbolic link loop: links to a directory above it; not followed";
+        assert_eq!(
+            seen(&collect(&[root.display().to_string()], true)),
+            [
+                "dir src2".to_string(),
+                "dir src2/dirlink".into(),
+                "file src2/dirlink/f".into(),
+                format!("error {}: {loop_message}", shown("dirlink/up")),
+                "dir src2/real".into(),
+                "file src2/real/f".into(),
+                format!("error {}: {loop_message}", shown("real/up")),
+            ]
+        );
+    }
+
+    /// Links that fan out and meet again (each level links twice to the next) would
+    /// walk 2^levels directories if every link were followed.
+    #[test]
+    fn links_that_meet_again_are_walked_once() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let levels = 40;
+        for level in 0..=levels {
+            std::fs::create_dir(tmp.path().join(format!("d{level}"))).expect("mkdir");
+        }
+        for level in 0..levels {
+            let dir = tmp.path().join(format!("d{level}"));
+            let next = format!("../d{}", level + 1);
+            std::os::unix::fs::symlink(&next, dir.join("a")).expect("link");
+            std::os::unix::fs::symlink(&next, dir.join("b")).expect("link");
+        }
+        let items = collect(&[tmp.path().join("d0").display().to_string()], true);
+        let dirs = items.iter().filter(|i| matches!(i, Item::Dir { .. })).count();
+        let refused = items.iter().filter(|i| matches!(i, Item::Error { .. })).count();
+        assert_eq!((dirs, refused), (levels + 1, levels));
     }
 }
