@@ -149,6 +149,15 @@ pub fn requested_name(source: &str) -> Option<&str> {
     (!matches!(base, "" | "." | ".." | "~")).then_some(base)
 }
 
+/// How a requested source's glob matches a name that arrives: as the shell and glob(3) do
+/// for scp, a `*` or `?` never matches a leading dot or a `/` (the sending side expands
+/// by the same rule).
+pub const GLOB_OPTIONS: glob::MatchOptions = glob::MatchOptions {
+    case_sensitive: true,
+    require_literal_separator: true,
+    require_literal_leading_dot: true,
+};
+
 /// The top-level names a receiver accepts from a sender it asked for `requested` sources.
 #[derive(Debug, Clone)]
 pub struct NameFilter {
@@ -184,15 +193,10 @@ impl NameFilter {
     /// Accepts a top-level name if it matches one of the requested sources.
     pub fn check(&self, name: &str) -> Result<(), ProtoError> {
         check_component(name)?;
-        let options = glob::MatchOptions {
-            case_sensitive: true,
-            require_literal_separator: true,
-            require_literal_leading_dot: true,
-        };
         let ok = self.rules.iter().any(|rule| match rule {
             NameRule::Any => true,
             NameRule::Named { literal, glob } => {
-                literal == name || glob.as_ref().is_some_and(|g| g.matches_with(name, options))
+                literal == name || glob.as_ref().is_some_and(|g| g.matches_with(name, GLOB_OPTIONS))
             }
         });
         if ok {

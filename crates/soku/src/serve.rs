@@ -546,7 +546,11 @@ fn expand_sources(sources: &[String]) -> Vec<String> {
         let matches: Vec<String> = if has_glob && !Path::new(&path).exists() {
             glob::glob(&path)
                 .map(|paths| {
-                    paths.filter_map(Result::ok).map(|p| p.display().to_string()).collect()
+                    paths
+                        .filter_map(Result::ok)
+                        .map(|p| p.display().to_string())
+                        .filter(|found| dots_spelled_out(&path, found))
+                        .collect()
                 })
                 .unwrap_or_default()
         } else {
@@ -559,6 +563,24 @@ fn expand_sources(sources: &[String]) -> Vec<String> {
         }
     }
     out
+}
+
+/// Whether every name of `found` that starts with a dot has that dot spelled out in the
+/// same component of `pattern`, as the shell and glob(3) require for scp: `dir/*` skips
+/// `dir/.hidden`, `dir/.h*` finds it. (The glob crate's own option for this drops every
+/// dotfile, even one the pattern names.)
+fn dots_spelled_out(pattern: &str, found: &str) -> bool {
+    let parts = |p: &str| -> Vec<String> {
+        p.split('/').filter(|c| !c.is_empty() && *c != ".").map(str::to_string).collect()
+    };
+    let (pattern, found) = (parts(pattern), parts(found));
+    let hidden_not_named = |(p, f): (&String, &String)| f.starts_with('.') && !p.starts_with('.');
+    if pattern.len() == found.len() {
+        !pattern.iter().zip(&found).any(hidden_not_named)
+    } else {
+        // `**` spans several names: only the last one lines up.
+        !pattern.last().zip(found.last()).is_some_and(hidden_not_named)
+    }
 }
 
 #[cfg(test)]
@@ -575,12 +597,16 @@ mod tests {
     #[test]
     fn globs_expand_and_literals_stay() {
         let tmp = tempfile::tempdir().expect("tempdir");
-        for name in ["a.txt", "b.txt", "c.log"] {
+        for name in ["a.txt", "b.txt", "c.log", ".hidden.txt"] {
             std::fs::write(tmp.path().join(name), b"x").expect("write");
         }
         let pattern = format!("{}/*.txt", tmp.path().display());
-        let found = expand_sources(&[pattern]);
-        assert_eq!(found.len(), 2);
+        let mut found = expand_sources(&[pattern]);
+        found.sort();
+        let named = |n: &str| format!("{}/{n}", tmp.path().display());
+        assert_eq!(found, [named("a.txt"), named("b.txt")], "a glob skips dotfiles");
+        let dotted = format!("{}/.h*", tmp.path().display());
+        assert_eq!(expand_sources(&[dotted]), [named(".hidden.txt")], "a dot spelled out");
         let missing = format!("{}/none*", tmp.path().display());
         assert_eq!(expand_sources(std::slice::from_ref(&missing)), [missing]);
     }
