@@ -85,6 +85,18 @@ impl Entry {
         self.replace_temp(size, mode, trailer)
     }
 
+    /// The permission bits of a regular file at the final name, if one is there (a
+    /// symlink there is replaced, not followed, so it has none).
+    pub fn final_file_mode(&self) -> std::io::Result<Option<u32>> {
+        match rustix::fs::statat(&self.dir, self.name.as_os_str(), AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::RegularFile => {
+                Ok(Some(st.st_mode & 0o7777))
+            }
+            Ok(_) | Err(Errno::NOENT) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+
     /// Whether a directory is at the final name (a symlink to one is not).
     pub fn final_is_directory(&self) -> std::io::Result<bool> {
         Ok(self.stat()? == Some(FileType::Directory))
@@ -288,19 +300,23 @@ impl TargetDir {
         if fsync {
             file.sync_data()?;
         }
+        let entry = self.entry(local)?;
         if preserve {
             file.set_permissions(std::fs::Permissions::from_mode(meta.mode & 0o7777))?;
             file.set_times(times(meta))?;
         } else {
-            // The temp file had owner write added so we could fill it; give the
-            // sender's bits back (the umask already applied at creation).
+            // A file replaced keeps its mode, as scp and rsync keep it (a read-only
+            // target stays read-only). A new one gets the sender's bits: the temp file
+            // had owner write added so we could fill it, the umask applied at creation.
             let current = md.permissions().mode() & 0o777;
-            let wanted = current & (meta.mode | !0o600);
+            let wanted = match entry.final_file_mode()? {
+                Some(existing) => existing & 0o777,
+                None => current & (meta.mode | !0o600),
+            };
             if wanted != current {
                 file.set_permissions(std::fs::Permissions::from_mode(wanted))?;
             }
         }
-        let entry = self.entry(local)?;
         let temp = entry.temp();
         rustix::fs::renameat(&entry.dir, temp.as_os_str(), &entry.dir, entry.name.as_os_str())
             .map_err(|e| match e {

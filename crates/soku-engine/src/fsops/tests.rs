@@ -127,3 +127,21 @@ fn a_directory_swapped_for_a_symlink_mid_copy_cannot_redirect_a_write() {
     assert!(swaps >= 200, "the swaps raced the writes ({swaps} in 30 s)");
     assert!(made > 0, "some files were made while the directory was real ({refused} refused)");
 }
+
+/// Without `-p` a file that replaces another keeps the mode the replaced one had, as scp
+/// and rsync keep it: a read-only target stays read-only, a private one private.
+#[test]
+fn without_preserve_a_replaced_file_keeps_its_mode() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = TargetDir::open(tmp.path()).expect("open");
+    for existing in [0o444, 0o600, 0o755] {
+        let local = tmp.path().join(format!("f{existing:o}"));
+        std::fs::write(&local, b"old").expect("write");
+        std::fs::set_permissions(&local, std::fs::Permissions::from_mode(existing)).expect("chmod");
+        let file = dir.entry(&local).and_then(|e| e.create_temp(3, 0o644, None)).expect("temp");
+        let meta = Meta { mode: 0o644, ..Meta::default() };
+        dir.finish_file(&local, &file, 3, &meta, false, false).expect("finished");
+        let mode = std::fs::metadata(&local).expect("exists").permissions().mode() & 0o7777;
+        assert_eq!(mode, existing, "{}", local.display());
+    }
+}
