@@ -217,6 +217,11 @@ fn listen(bind: SocketAddr) -> std::io::Result<(TcpListener, TcpReport)> {
         let _ = SockRef::from(&socket).set_only_v6(false);
     }
     let report = tune(&SockRef::from(&socket));
+    // A port that served the copy before still has its connections in TIME-WAIT (the
+    // server closes first); without this the next copy cannot listen on it for a
+    // minute, which breaks back-to-back copies through a one-port firewall opening.
+    // It never lets two listeners share a port.
+    socket.set_reuseaddr(true)?;
     socket.bind(bind)?;
     // A session opens a handful of connections; strangers beyond the backlog wait.
     let listener = socket.listen(64)?;
@@ -294,6 +299,27 @@ mod tests {
 
     fn loopback() -> SocketAddr {
         "127.0.0.1:0".parse().unwrap()
+    }
+
+    /// A port whose last connection the server closed (so it sits in TIME-WAIT) can be
+    /// listened on again at once: back-to-back copies through one open port.
+    #[tokio::test]
+    async fn a_port_in_time_wait_can_listen_again() {
+        let (first, _) = listen(loopback()).unwrap();
+        let addr = first.local_addr().unwrap();
+        let client = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let (served, _) = first.accept().await.unwrap();
+        drop(served);
+        drop(first);
+        let mut client = client;
+        let mut rest = Vec::new();
+        client.read_to_end(&mut rest).await.unwrap();
+        drop(client);
+        let again = listen(addr).map(|(l, _)| l.local_addr().unwrap());
+        assert_eq!(again.ok(), Some(addr), "listening again on {addr}");
+        let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let taken_addr = taken.local_addr().unwrap();
+        assert!(listen(taken_addr).is_err(), "a port another socket listens on stays refused");
     }
 
     /// The pinned client gets through and bytes flow both ways over TLS.
