@@ -64,6 +64,21 @@ impl PartialGone {
     }
 }
 
+/// Bytes the receiver held from an earlier copy, and told the sender it holds, read
+/// differently when checked again just before the file takes its final name: another
+/// program wrote to the target or its partial file during the copy. The file's root hash
+/// was built from what was held, so renaming it would call a different file verified.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("bytes kept from an earlier copy changed during this copy")]
+pub struct HeldChanged;
+
+impl HeldChanged {
+    /// As an I/O error.
+    pub fn io() -> std::io::Error {
+        std::io::Error::other(HeldChanged)
+    }
+}
+
 /// A source file that changed while its chunks were read, without shrinking (a log
 /// appended to, a file rewritten in place): the chunks sent are a mix of before and
 /// after, a file that never existed, so it fails rather than taking its final name.
@@ -216,7 +231,15 @@ pub fn describe(path: &Path, action: Action, err: &std::io::Error) -> Failure {
     let parent = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let resume = "then run the same command again to resume";
     let gone = err.get_ref().is_some_and(|inner| inner.is::<PartialGone>());
+    let held_changed = err.get_ref().is_some_and(|inner| inner.is::<HeldChanged>());
     let (problem, ends_copy) = match (err.raw_os_error(), err.kind()) {
+        _ if held_changed => (
+            "another program wrote to it during the copy, so what arrived could not be \
+             checked: it did not take its final name; run the same command again once \
+             nothing else writes there"
+                .into(),
+            false,
+        ),
         _ if gone => (
             "its partial file was removed during the copy (by another copy into the same \
              target?): run the same command again once nothing else writes there"

@@ -27,7 +27,7 @@ use tokio::task::JoinSet;
 use self::arrivals::Arrivals;
 use self::files::{TargetFile, TempFiles};
 use crate::events::{EventSink, TransferEvent};
-use crate::failure::{self, Action, Failure};
+use crate::failure::{self, Action, Failure, HeldChanged};
 use crate::fsops::TargetDir;
 use crate::link::{Inbound, Incoming, Link, Transport};
 use crate::partial::{self, Expect, Storage, Trailer};
@@ -459,7 +459,8 @@ impl Shared {
                 let target = match storage {
                     Storage::Temp(file) => TargetFile::new(file, held.is_empty()),
                     Storage::FinalFile => TargetFile::in_final(&local, trailer, meta.mode),
-                };
+                }
+                .keeping(&held, plan);
                 Ok((target, Some((base, held))))
             }
         };
@@ -508,17 +509,25 @@ impl Shared {
                 let result = small_steps::run(in_place, move || {
                     let Some(target) = file else { return Ok(()) };
                     let done = match target.take_file() {
-                        _ if ready.in_place => {
-                            this.dir.finish_in_place(&ready.local, &ready.meta, this.preserve)
-                        }
-                        Some(file) => this.dir.finish_file(
-                            &ready.local,
-                            &file,
-                            ready.size,
-                            &ready.meta,
-                            this.preserve,
-                            this.fsync,
-                        ),
+                        _ if ready.in_place => this
+                            .dir
+                            .entry(&ready.local)
+                            .and_then(|entry| entry.open_final())
+                            .and_then(|file| file.ok_or_else(HeldChanged::io))
+                            .and_then(|file| target.check_kept(&file))
+                            .and_then(|()| {
+                                this.dir.finish_in_place(&ready.local, &ready.meta, this.preserve)
+                            }),
+                        Some(file) => target.check_kept(&file).and_then(|()| {
+                            this.dir.finish_file(
+                                &ready.local,
+                                &file,
+                                ready.size,
+                                &ready.meta,
+                                this.preserve,
+                                this.fsync,
+                            )
+                        }),
                         None => Err(std::io::Error::other("its temporary file is gone")),
                     };
                     match done {

@@ -2,14 +2,19 @@
 //! lock its writers take turns on), and the list of temporary files to clean up when a
 //! copy stops.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
+use soku_proto::chunk::{chunk_hash, ChunkPlan};
+use soku_proto::message::HeldChunk;
+
+use crate::codec::read_exact_at;
 use crate::direct_io::{self, open_direct, Access};
+use crate::failure::HeldChanged;
 use crate::fsops::TargetDir;
 use crate::lock;
 use crate::page_buf::direct_writable;
@@ -33,6 +38,10 @@ pub(super) struct TargetFile {
     write_back_early: bool,
     /// Its chunks are written in place, not on the blocking pool ([`crate::small_steps`]).
     writes_in_place: bool,
+    /// The chunks held from an earlier copy and not written since, by offset: their
+    /// length and the hash the sender was told. They are read and hashed again just
+    /// before the rename ([`Self::check_kept`]).
+    kept: Mutex<BTreeMap<u64, (u32, [u8; 32])>>,
 }
 
 /// The file being written, and its second descriptor for direct writes.
@@ -76,6 +85,7 @@ impl TargetFile {
             fresh,
             write_back_early: false,
             writes_in_place: false,
+            kept: Mutex::default(),
         }
     }
 
@@ -88,7 +98,36 @@ impl TargetFile {
             fresh: false,
             write_back_early: false,
             writes_in_place: false,
+            kept: Mutex::default(),
         }
+    }
+
+    /// Remembers the chunks `held` (cut by `plan`), which the sender will not send again
+    /// if they match, for [`Self::check_kept`].
+    pub(super) fn keeping(self, held: &[HeldChunk], plan: ChunkPlan) -> Self {
+        let kept = held
+            .iter()
+            .filter_map(|c| plan.span(c.index).map(|(offset, len)| (offset, (len, c.hash))))
+            .collect();
+        TargetFile { kept: Mutex::new(kept), ..self }
+    }
+
+    /// Reads and hashes again, from `file` (the temporary file, or the final one when
+    /// nothing was written), every held chunk that no chunk received since replaced:
+    /// the bytes renamed into place are then the bytes whose hashes the sender checked,
+    /// even if another program wrote to the file between the first look and now.
+    /// [`HeldChanged`] if one differs. A write after this check and before the rename
+    /// is not seen: nothing short of a lock every writer honours closes that.
+    pub(super) fn check_kept(&self, file: &File) -> std::io::Result<()> {
+        let kept = std::mem::take(&mut *lock(&self.kept));
+        let mut buf = Vec::new();
+        for (offset, (len, hash)) in kept {
+            read_exact_at(file, len as usize, offset, &mut buf)?;
+            if chunk_hash(&buf) != hash {
+                return Err(HeldChanged::io());
+            }
+        }
+        Ok(())
     }
 
     /// Starts the disk writes of each chunk as soon as it comes (when the file is
@@ -125,6 +164,7 @@ impl TargetFile {
         if self.fresh && plain.iter().all(|&b| b == 0) {
             return Ok(());
         }
+        lock(&self.kept).remove(&offset);
         let mut storage = lock(&self.storage);
         if storage.file.is_none() {
             if let Some(f) = &self.from_final {

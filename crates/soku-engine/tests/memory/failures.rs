@@ -446,3 +446,70 @@ async fn keep_alives_keep_a_quiet_peer_from_being_taken_for_stalled() {
     assert!(heard.is_err(), "five quiet minutes, no stall: {heard:?}");
     drop(quiet);
 }
+
+/// Reads the next control frame the engine sent to the raw peer (bounded).
+async fn next_message(peer: &mut DuplexStream) -> Message {
+    let read = async {
+        let mut prefix = [0u8; frame::PREFIX_LEN];
+        peer.read_exact(&mut prefix).await.expect("a frame's prefix");
+        let len = frame::payload_len(prefix, frame::MAX_CONTROL_FRAME).expect("a frame's length");
+        let mut payload = vec![0u8; len];
+        peer.read_exact(&mut payload).await.expect("a frame's payload");
+        frame::decode_payload::<Message>(&payload).expect("a message")
+    };
+    tokio::time::timeout(Duration::from_secs(10), read).await.expect("a message in time")
+}
+
+/// A file complete at the target is held whole; the receiver tells the sender so, and
+/// the sender sends nothing of it. Another program that writes four bytes into it after
+/// the receiver hashed it must not end as a "verified" file that differs from the
+/// source: the held bytes are hashed again before the file is done, and it fails.
+#[tokio::test]
+async fn held_bytes_rewritten_during_the_copy_fail_the_file() {
+    let scene = Scene::new();
+    let size = 3 * SMALL_CHUNKS as usize;
+    let source = pattern(size, 7);
+    let target = scene.dst().join("f.bin");
+    std::fs::write(&target, &source).unwrap();
+    let (mut link, mut peer) = memory::raw_peer();
+    let receive = receiver(&scene.dst(), 1, false, None);
+    let events = std::sync::Arc::new(Recorder::default());
+    let recorded = events.clone();
+    let run = tokio::spawn(async move {
+        let out = soku_engine::run(receive, &mut link, options(false), recorded).await;
+        let _ = link.close(Duration::from_millis(10)).await;
+        out
+    });
+    say(
+        &mut peer,
+        &[Message::Plan { files: 1, bytes: size as u64 }, file_entry(0, "f.bin", size as u64)],
+    )
+    .await;
+    let Message::Held(held) = next_message(&mut peer).await else { panic!("a held report first") };
+    assert_eq!(held.chunks.len(), 3, "the whole file is held");
+    std::os::unix::fs::FileExt::write_all_at(
+        &std::fs::File::options().write(true).open(&target).unwrap(),
+        b"EVIL",
+        10,
+    )
+    .unwrap();
+    let hashes: Vec<[u8; 32]> = source.chunks(SMALL_CHUNKS as usize).map(chunk_hash).collect();
+    let root = root_hash(size as u64, &hashes);
+    say(
+        &mut peer,
+        &[
+            Message::FileSummary { file: 0, root, sent: 0 },
+            Message::EndOfManifest { files: 1, bytes: size as u64 },
+        ],
+    )
+    .await;
+    let told = heard(&mut peer).await;
+    let outcome = run.await.unwrap().expect("the copy ends");
+    assert!(
+        told.iter().any(|m| matches!(m,
+            Message::FileFailed { file: 0, message } if message.contains("another program wrote"))),
+        "{told:?}"
+    );
+    assert_eq!(outcome.failures, 1);
+    assert_eq!(events.failed(), [target.display().to_string()]);
+}
