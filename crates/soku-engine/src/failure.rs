@@ -64,6 +64,19 @@ impl PartialGone {
     }
 }
 
+/// Something soku did not make is at a file's temporary name (another user's file, in a
+/// directory whose sticky bit keeps it there), so the file cannot be received there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("another user's file is at its temporary name")]
+pub struct PlantedPartial;
+
+impl PlantedPartial {
+    /// As an I/O error.
+    pub fn io() -> std::io::Error {
+        std::io::Error::other(PlantedPartial)
+    }
+}
+
 /// Bytes the receiver held from an earlier copy, and told the sender it holds, read
 /// differently when checked again just before the file takes its final name: another
 /// program wrote to the target or its partial file during the copy. The file's root hash
@@ -232,7 +245,17 @@ pub fn describe(path: &Path, action: Action, err: &std::io::Error) -> Failure {
     let resume = "then run the same command again to resume";
     let gone = err.get_ref().is_some_and(|inner| inner.is::<PartialGone>());
     let held_changed = err.get_ref().is_some_and(|inner| inner.is::<HeldChanged>());
+    let planted = err.get_ref().is_some_and(|inner| inner.is::<PlantedPartial>());
     let (problem, ends_copy) = match (err.raw_os_error(), err.kind()) {
+        _ if planted => (
+            format!(
+                "a file soku did not make is at its temporary name {} and cannot be removed \
+                 (another user's, in a sticky directory): ask its owner to remove it, or \
+                 choose another target",
+                crate::fsops::temp_path(path).display()
+            ),
+            false,
+        ),
         _ if held_changed => (
             "another program wrote to it during the copy, so what arrived could not be \
              checked: it did not take its final name; run the same command again once \

@@ -113,7 +113,12 @@ impl Entry {
         if let Some(file) = self.create_new_temp(size, mode, trailer)? {
             return Ok(file);
         }
-        let _ = rustix::fs::unlinkat(&self.dir, self.temp().as_os_str(), AtFlags::empty());
+        let removed = rustix::fs::unlinkat(&self.dir, self.temp().as_os_str(), AtFlags::empty());
+        // Another user's file in a sticky directory: it stays, and this file fails with a
+        // line saying whose it is, rather than "File exists".
+        if let Err(Errno::PERM | Errno::ACCESS) = removed {
+            return Err(crate::failure::PlantedPartial::io());
+        }
         self.create_new_temp(size, mode, trailer)?.ok_or_else(|| Errno::EXIST.into())
     }
 
@@ -127,10 +132,12 @@ impl Entry {
         mode: u32,
         trailer: Option<&Trailer>,
     ) -> std::io::Result<Option<File>> {
-        // Readable too: a resumed copy hashes what an earlier run wrote.
+        // Readable too: a resumed copy hashes what an earlier run wrote. Private until
+        // it is renamed into place ([`Self::finish_file`] gives the mode then): in a
+        // shared directory no one else can write into bytes about to be verified.
         let flags =
             OFlags::RDWR | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        let mode = Mode::from((mode & 0o777) | 0o600);
+        let mode = Mode::from((mode & 0o700) | 0o600);
         let file = match rustix::fs::openat(&self.dir, self.temp().as_os_str(), flags, mode) {
             Ok(fd) => File::from(fd),
             Err(Errno::EXIST) => return Ok(None),
@@ -144,11 +151,16 @@ impl Entry {
     }
 
     /// Opens the temporary file of this name for reading and writing, if it is a
-    /// regular file.
+    /// regular file this user's soku can have made ([`made_here`]). Anything else at
+    /// that name (another user's file, a hard link, one others may write) is treated as
+    /// absent: it is replaced, never continued, so it can never become the final file.
     pub fn open_temp(&self) -> std::io::Result<Option<File>> {
-        match look(&self.dir, &self.temp(), OFlags::RDWR)? {
-            Found::Directory => Err(Errno::ISDIR.into()),
-            found => Ok(found.into_file()),
+        match look(&self.dir, &self.temp(), OFlags::RDWR) {
+            Ok(Found::Directory) => Err(Errno::ISDIR.into()),
+            Ok(found) => Ok(found.into_file().filter(made_here)),
+            // Another user's file this user may not even open.
+            Err(e) if e.raw_os_error() == Some(Errno::ACCESS.raw_os_error()) => Ok(None),
+            Err(e) => Err(e),
         }
     }
 
@@ -306,12 +318,12 @@ impl TargetDir {
             file.set_times(times(meta))?;
         } else {
             // A file replaced keeps its mode, as scp and rsync keep it (a read-only
-            // target stays read-only). A new one gets the sender's bits: the temp file
-            // had owner write added so we could fill it, the umask applied at creation.
+            // target stays read-only). A new one gets the sender's bits within the
+            // umask, as a file scp creates does (the temporary file was private).
             let current = md.permissions().mode() & 0o777;
             let wanted = match entry.final_file_mode()? {
                 Some(existing) => existing & 0o777,
-                None => current & (meta.mode | !0o600),
+                None => meta.mode & 0o777 & !umask(),
             };
             if wanted != current {
                 file.set_permissions(std::fs::Permissions::from_mode(wanted))?;
@@ -362,6 +374,33 @@ impl TargetDir {
 
 /// What is at `name` in `dir`, a regular file opened with `access`: one `openat` and,
 /// when something is there, one `fstat`, never following a symlink.
+/// Whether a file found at a temporary name can be a partial file this user's soku made:
+/// owned by this user, writable by no one else, and with no other name (through a hard
+/// link its bytes would reach, or come from, another file). A file another user placed
+/// there could otherwise be continued and renamed into place with its owner and mode.
+fn made_here(file: &File) -> bool {
+    rustix::fs::fstat(file).is_ok_and(|st| {
+        st.st_uid == rustix::process::geteuid().as_raw()
+            && st.st_nlink == 1
+            && st.st_mode & 0o022 == 0
+    })
+}
+
+/// This process's umask, read once from `/proc/self/status` (Linux 4.7): umask(2) can
+/// only read it by setting it, for every thread at once. 022 where it cannot be read.
+fn umask() -> u32 {
+    static UMASK: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *UMASK.get_or_init(|| {
+        std::fs::read_to_string("/proc/self/status")
+            .ok()
+            .and_then(|status| {
+                let line = status.lines().find(|l| l.starts_with("Umask:"))?;
+                u32::from_str_radix(line.trim_start_matches("Umask:").trim(), 8).ok()
+            })
+            .unwrap_or(0o022)
+    })
+}
+
 fn look(dir: &OwnedFd, name: &OsStr, access: OFlags) -> std::io::Result<Found> {
     // Non-blocking: opening a FIFO must not wait for a writer.
     let flags = access | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;

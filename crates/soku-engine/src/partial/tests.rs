@@ -1,3 +1,5 @@
+use std::os::unix::fs::PermissionsExt;
+
 use soku_proto::chunk::MIN_CHUNK_SIZE;
 
 use super::*;
@@ -275,4 +277,52 @@ fn holds_nothing_only_where_no_name_and_no_partial_file_exists() {
     assert!(holds_nothing(&as_name, &names(&["whatever"])), "the target's own name counts");
     let taken = Target::AsName(dir.path().join("b"));
     assert!(!holds_nothing(&taken, &names(&["whatever"])));
+}
+
+/// A partial file another user placed at the temporary name, with a valid trailer and
+/// mode 0666, was once continued and renamed into place with its owner and mode (which
+/// let that user change the "verified" file afterwards). It is now never continued:
+/// replaced by a new partial file of this user's, private until its rename. So is a
+/// partial file with a second name (a hard link), and one that others may write.
+#[test]
+fn a_partial_file_soku_did_not_make_is_never_continued() {
+    let bytes = data(2 * CS as usize);
+    let size = bytes.len() as u64;
+    let trailer = Trailer::new(size, &meta(5));
+    let plan = ChunkPlan::new(size, CS);
+    let plant = |local: &Path| {
+        let temp = fsops::temp_path(local);
+        std::fs::write(&temp, &bytes).expect("plant");
+        trailer.write_to(&File::options().write(true).open(&temp).expect("open")).expect("trailer");
+        temp
+    };
+    let mine = rustix::process::geteuid().as_raw();
+    type Spoil = fn(&Path);
+    let cases: [(&str, Spoil); 3] = [
+        ("another user's 0666", |temp| {
+            std::fs::set_permissions(temp, std::fs::Permissions::from_mode(0o666)).expect("chmod");
+            if rustix::process::geteuid().is_root() {
+                std::os::unix::fs::chown(temp, Some(65534), Some(65534)).expect("chown");
+            }
+        }),
+        ("writable by its group", |temp| {
+            std::fs::set_permissions(temp, std::fs::Permissions::from_mode(0o620)).expect("chmod");
+        }),
+        ("a hard link", |temp| {
+            std::fs::set_permissions(temp, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+            std::fs::hard_link(temp, temp.with_extension("elsewhere")).expect("link");
+        }),
+    ];
+    for (case, spoil) in cases {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let local = dir.path().join("report.bin");
+        let temp = plant(&local);
+        spoil(&temp);
+        let got = prepare(&target(&dir), &local, trailer, plan, 0o666).expect(case);
+        assert_eq!(got.base, HeldBase::Nothing, "{case}");
+        assert!(got.held.is_empty(), "{case}");
+        let Storage::Temp(file) = got.storage else { panic!("{case}: a new partial file") };
+        let st = rustix::fs::fstat(&file).expect("fstat");
+        assert_eq!((st.st_uid, st.st_nlink, st.st_mode & 0o777), (mine, 1, 0o600), "{case}");
+    }
 }
