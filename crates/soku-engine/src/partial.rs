@@ -338,6 +338,14 @@ fn lock_exclusive(file: &File, path: &Path, wait: Duration) -> std::io::Result<(
 
 /// Hashes every chunk of `file` that holds data; chunks wholly in a hole are skipped, or
 /// with `holes_are_zeros` hash as zeros without being read.
+///
+/// In a partial file (no `holes_are_zeros`) the trailer's block holds data from the
+/// first run on, and with it whatever part of the last chunk shares that block: a last
+/// chunk never received looked written, its zeros were claimed, and the sender sent it
+/// again with a warning that the interrupted copy differed from the source, for every
+/// file cut short. So only the part of a chunk before the trailer's block tells whether
+/// it was written; a chunk wholly in that block (a small file's only one) is not
+/// claimed at all, and costs at most a block sent again.
 fn hash_held(
     file: &File,
     plan: ChunkPlan,
@@ -346,9 +354,23 @@ fn hash_held(
     let mut held = Vec::new();
     let mut buf = Vec::new();
     let mut zero_hash: Option<(u32, [u8; 32])> = None;
+    let trailer_block = if holes_are_zeros {
+        u64::MAX
+    } else {
+        let md = file.metadata()?;
+        let block = std::os::unix::fs::MetadataExt::blksize(&md).max(512);
+        (md.len().saturating_sub(TRAILER_LEN) / block) * block
+    };
     let mut index = 0u32;
     while let Some((offset, len)) = plan.span(index) {
-        let hash = if is_hole(file, offset, len)? {
+        let end = offset + u64::from(len);
+        let before_trailer =
+            u32::try_from(end.min(trailer_block).saturating_sub(offset)).unwrap_or(len).min(len);
+        if before_trailer == 0 {
+            index += 1;
+            continue;
+        }
+        let hash = if is_hole(file, offset, before_trailer)? {
             if !holes_are_zeros {
                 index += 1;
                 continue;

@@ -159,6 +159,7 @@ pub async fn run(
         order: 0,
         bases: HashMap::new(),
         differing: HashMap::new(),
+        differed: Differed::default(),
         resumed: 0,
         handed: handed.clone(),
         in_flight_bytes: 0,
@@ -260,6 +261,7 @@ pub async fn run(
         }
         copy.step(link).await?;
     };
+    copy.differed.tell(&events);
     events.event(TransferEvent::Finished {
         files: outcome.files,
         bytes: outcome.bytes,
@@ -307,6 +309,8 @@ struct Copy {
     bases: HashMap<u32, HeldBase>,
     /// With resume: chunks per file the receiver held with other bytes (sent again).
     differing: HashMap<u32, u32>,
+    /// Of those, in files resumed from a partial file, what the copy tells once.
+    differed: Differed,
     /// Bytes the receiver held already and were not sent.
     resumed: u64,
     /// Bytes of the chunks handed to the transport ([`TransferEvent::Sent`]), counted
@@ -317,6 +321,51 @@ struct Copy {
     /// Chunk tasks tell their hash here before they send.
     hashed: tokio::sync::mpsc::UnboundedSender<Hashed>,
     hashed_rx: tokio::sync::mpsc::UnboundedReceiver<Hashed>,
+}
+
+/// Chunks that a resumed partial file held with bytes other than the source's, told in
+/// one line per copy (a line per file read as if every file were damaged), however the
+/// copy ends: a session cut short tells what it found too.
+#[derive(Default)]
+struct Differed {
+    chunks: u64,
+    files: u32,
+    first: Option<String>,
+    told: bool,
+}
+
+impl Differed {
+    fn add(&mut self, path: String, chunks: u32) {
+        self.chunks += u64::from(chunks);
+        self.files += 1;
+        self.first.get_or_insert(path);
+    }
+
+    /// The line, once, if any chunk differed.
+    fn tell(&mut self, events: &Arc<dyn EventSink>) {
+        let Some(first) = self.first.as_ref().filter(|_| !self.told) else { return };
+        self.told = true;
+        let chunks = format!("{} chunk{}", self.chunks, if self.chunks == 1 { "" } else { "s" });
+        let line = if self.files == 1 {
+            format!(
+                "{first}: {chunks} of the interrupted copy differed from the source: sent again"
+            )
+        } else {
+            format!(
+                "{chunks} in {} files of the interrupted copy differed from their sources \
+                 (the first: {first}): sent again",
+                self.files
+            )
+        };
+        events.event(TransferEvent::Warning(line));
+    }
+}
+
+impl Drop for Copy {
+    fn drop(&mut self) {
+        let events = self.events.clone();
+        self.differed.tell(&events);
+    }
 }
 
 /// A file announced, whose chunks are still to be handed out.
@@ -542,17 +591,15 @@ impl Copy {
         Ok(())
     }
 
-    /// A file is all sent: says so if a partial file held bytes that differed from the
-    /// source (changed without a new modification time, or damaged at the receiver).
+    /// A file is all sent: counts it if a partial file held bytes that differed from the
+    /// source (changed without a new modification time, or damaged at the receiver),
+    /// for the one line the copy ends with ([`Differed`]).
     fn on_summarised(&mut self, file: u32) {
         let base = self.bases.remove(&file);
         let differing = self.differing.remove(&file).unwrap_or(0);
         if base == Some(HeldBase::Partial) && differing > 0 {
             let path = self.name(file);
-            self.events.event(TransferEvent::Warning(format!(
-                "{path}: {differing} chunk{} of the interrupted copy differed from the source: sent again",
-                if differing == 1 { "" } else { "s" }
-            )));
+            self.differed.add(path, differing);
         }
     }
 

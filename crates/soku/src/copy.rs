@@ -18,6 +18,7 @@ use soku_transport::{Cipher, ConnectionHint, HintSlot, TransportOptions};
 
 use crate::cli::{CopyArgs, DEFAULT_QUIC_TIMEOUT_SECS, DEFAULT_RETRY_FOR_SECS};
 use crate::exit::Exit;
+use crate::interrupt::{Interrupt, Interrupted};
 use crate::kept::{KeptKey, KeptServer};
 use crate::launch::{Launcher, ServeCommand};
 use crate::path_memory::{self, Flow, Taught};
@@ -107,8 +108,29 @@ fn command_line() -> String {
     shlex::try_join(args.iter().map(String::as_str)).unwrap_or_else(|_| args.join(" "))
 }
 
-/// Runs a copy with the given event sink (the demo uses its own).
+/// Runs a copy with the given event sink (the demo uses its own), until it ends or the
+/// user interrupts it (`crate::interrupt`).
 pub async fn run_with(args: CopyArgs, events: Arc<dyn EventSink>) -> anyhow::Result<CopyReport> {
+    let interrupt = Interrupt::listen()?;
+    let resumes = !args.no_resume;
+    let result = tokio::select! {
+        biased;
+        result = copy_until_done(args, events, &interrupt) => result,
+        () = interrupt.outside_copy() => Err(Interrupted.into()),
+    };
+    match result {
+        Err(err) if err.is::<Interrupted>() || interrupt.fired() => {
+            Err(crate::interrupt::exit(resumes).into())
+        }
+        other => other,
+    }
+}
+
+async fn copy_until_done(
+    args: CopyArgs,
+    events: Arc<dyn EventSink>,
+    interrupt: &Interrupt,
+) -> anyhow::Result<CopyReport> {
     let direction = direction(&args.paths)?;
     // The user is told the command's figures, not its last session's.
     let whole = WholeCopy::new(events);
@@ -137,8 +159,8 @@ pub async fn run_with(args: CopyArgs, events: Arc<dyn EventSink>) -> anyhow::Res
     let local_target = match &direction {
         Direction::Download { sources, target, .. } => {
             let path = Path::new(target);
-            let is_dir = std::fs::metadata(path).is_ok_and(|md| md.is_dir());
             let count = u32::try_from(sources.len()).unwrap_or(u32::MAX);
+            let is_dir = std::fs::metadata(path).is_ok_and(|md| md.is_dir());
             let target = Target::resolve(path, is_dir, count).map_err(on_this_side)?;
             if let Some(missing) = target.missing_root() {
                 return Err(on_this_side(TargetError::NoSuchDirectory(missing)));
@@ -284,12 +306,16 @@ pub async fn run_with(args: CopyArgs, events: Arc<dyn EventSink>) -> anyhow::Res
             learn: learn.clone(),
             summary: args.report.is_some(),
             kept_key: kept_key.as_ref(),
+            interrupt,
         };
         let was_kept = matches!(start, Start::Attached(_));
         let err = match attempt.run(start, &session_opts, &mut retry).await {
             Ok(report) => return Ok(report),
             Err(err) => err,
         };
+        if interrupt.fired() {
+            return Err(Interrupted.into());
+        }
         if let Some(silent) = err.downcast_ref::<MasterSilent>() {
             // Not an outage of the path: the master's own connection may be what died.
             events.event(TransferEvent::Warning(format!("{silent}; logging in again")));
@@ -342,6 +368,10 @@ pub async fn run_with(args: CopyArgs, events: Arc<dyn EventSink>) -> anyhow::Res
     }
 }
 
+/// How long an interrupted copy waits for this side's chunk writes in hand to land: a
+/// write takes milliseconds, and a disk that hangs must not hold the user's Ctrl-C.
+const WRITES_LAND: Duration = Duration::from_secs(5);
+
 /// Connects to the server kept from an earlier copy (`crate::kept`); forgets it if it
 /// does not answer, and the copy opens an ssh session instead.
 async fn attach_kept(
@@ -385,6 +415,8 @@ struct Attempt<'a> {
     summary: bool,
     /// Where to record the server that stays after this copy, if it does.
     kept_key: Option<&'a KeptKey>,
+    /// The user's Ctrl-C, which the copy ends by itself on.
+    interrupt: &'a Interrupt,
 }
 
 /// How an attempt's session starts.
@@ -425,8 +457,27 @@ impl Attempt<'_> {
             _ => None,
         };
         let opts = CopyOptions { nothing_held: session.nothing_held(), ..self.opts };
-        let result =
-            drive(&mut link, self.direction, self.ahead, self.local_target, opts, counted).await;
+        let _copying = self.interrupt.copying();
+        let mut copy = Box::pin(drive(
+            &mut link,
+            self.direction,
+            self.ahead,
+            self.local_target,
+            opts,
+            counted,
+        ));
+        let result = tokio::select! {
+            result = &mut copy => result,
+            () = self.interrupt.wait() => {
+                // The remote job ends as soon as it hears, and lets go of its partial
+                // files for the next run; this side's writes in hand land meanwhile
+                // (the engine's own end, on the closed link).
+                session.interrupt();
+                let _ = tokio::time::timeout(WRITES_LAND, &mut copy).await;
+                Err(Interrupted.into())
+            }
+        };
+        drop(copy);
         if let Some(sampler) = sampler {
             sampler.abort();
         }
@@ -453,6 +504,10 @@ impl Attempt<'_> {
                     key.remember(&kept);
                 }
                 Ok(report)
+            }
+            Err(err) if err.is::<Interrupted>() => {
+                session.abort(link).await;
+                Err(err)
             }
             Err(err) => {
                 if let Some(policed) = session.policed(policing).await {

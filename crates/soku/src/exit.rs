@@ -5,6 +5,7 @@
 //! | 0 | everything was copied and verified |
 //! | 1 | a copy failed: bad source, bad target, verification or transfer error |
 //! | 2 | bad command line (clap's usage errors) or config file |
+//! | 130 | the user interrupted the copy (Ctrl-C, `crate::interrupt`) |
 //! | 255 | the connection failed: ssh could not connect, or the remote has no soku |
 
 use std::io::Write;

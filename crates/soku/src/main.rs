@@ -4,7 +4,8 @@
 //! - [`cli`]: the one command-line definition (help, man page, completions).
 //! - [`spec`]: scp-style `[user@]host:path` parsing.
 //! - [`config`]: the config files under the command line (`soku config [HOST]`).
-//! - [`copy`]: the copy command; [`demo`]: the same over loopback with no remote.
+//! - [`copy`]: the copy command; [`demo`]: the same over loopback with no remote;
+//!   [`interrupt`]: the user's Ctrl-C during a copy.
 //! - [`launch`]: starting the remote `soku serve` (ssh, `-S`, `-e`, or locally), and one
 //!   ssh login shared by copies that follow each other.
 //! - [`session`]: client bootstrap (hellos, QUIC or fallback) into a `soku_engine` link;
@@ -24,6 +25,7 @@ mod copy;
 mod demo;
 mod diagnose;
 mod exit;
+mod interrupt;
 mod kept;
 mod launch;
 mod path_board;

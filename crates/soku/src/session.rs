@@ -593,6 +593,19 @@ impl Session {
         Ok(said.get().cloned())
     }
 
+    /// Tells the remote that the user interrupted the copy, while the copy still holds
+    /// its link: QUIC is closed with [`crate::interrupt::CLOSE_CODE`], which ends the
+    /// remote job as it arrives, and ssh is stopped, which ends the remote soku over
+    /// the other transports. [`Session::abort`] follows once the copy let go of the link.
+    pub fn interrupt(&mut self) {
+        if let Some(quic) = &self.quic {
+            soku_transport::close(&quic.conn, crate::interrupt::CLOSE_CODE, b"interrupted");
+        }
+        if let Some(child) = &mut self.child {
+            let _ = child.start_kill();
+        }
+    }
+
     /// Stops everything at once (after an error).
     pub async fn abort(mut self, link: Link) {
         drop(link);

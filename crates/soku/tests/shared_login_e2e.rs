@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::procs::descendant;
+use common::procs::{descendant, signal_when_verified, summary};
 use common::{assert_same_file, data, write, Env};
 use soku_testkit::Sshd;
 
@@ -336,6 +336,68 @@ fn a_copy_killed_under_a_kept_server_finishes_when_run_again() {
     assert_same_file(&big, &env.dst().join("big.bin"));
     // At most 15 s for the killed job to let go, then the rest of the copy.
     assert!(took < Duration::from_secs(40), "took {took:?}\n{stderr}");
+}
+
+/// Ctrl-C (SIGINT) under a tree's upload through the kept server: the client says in
+/// one line that the copy was interrupted and that the same command resumes it (exit
+/// 130), and closes its connection, so that the kept job ends at once and lets go of
+/// its partial files. The same command run again at once, through the same kept server
+/// (no ssh started), is not held up (it waited about 14 s for the interrupted job, with
+/// "nothing verified for 5 s"), and the files cut short, small ones and a large one
+/// whose last chunk shares its block with the partial file's trailer, are not taken
+/// for sources that changed (a warning per file said "1 chunk of the interrupted copy
+/// differed from the source").
+#[test]
+fn ctrl_c_under_a_kept_server_lets_the_same_command_resume_at_once() {
+    let (env, _masters, log, ssh) = after_a_first_counted_copy();
+    let tree = env.src().join("tree");
+    write(&tree.join("a.txt"), b"first");
+    write(&tree.join("mid.bin"), &data((24 << 20) + 100, 12));
+    for n in 0..6 {
+        write(&tree.join(format!("sub/z{n}.txt")), format!("small {n}").as_bytes());
+    }
+    let copy = |limited: bool| {
+        let mut cmd = Command::new(common::soku_bin());
+        cmd.args(env.sshd.scp_port_args()).args(env.sshd.ssh_args());
+        cmd.arg("--remote-soku").arg(common::soku_bin()).args(["--json", "-S", &ssh]);
+        cmd.env("XDG_RUNTIME_DIR", env.path("run")).env("XDG_CACHE_HOME", env.path("cache"));
+        if limited {
+            cmd.args(["-l", "40000"]);
+        }
+        cmd.arg("-r").arg(&tree).arg(env.remote(&env.dst()));
+        cmd
+    };
+    let (cut, status) = signal_when_verified(copy(true), 12 << 20, "-INT", |client| client);
+    let started = Instant::now();
+    let out = soku_testkit::cmd::output(copy(false).stdin(Stdio::null()));
+    let took = started.elapsed();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let said: Vec<&str> = cut.stderr.lines().filter(|l| l.contains("interrupted")).collect();
+    let differed: Vec<&str> = stderr.lines().filter(|l| l.contains("differed")).collect();
+    println!(
+        "Ctrl-C: exit {:?}, said {said:?}; the same command right after: {took:.1?}, exit \
+         {:?}, waited: {}, {} lines of differing chunks: {differed:?}",
+        status.code(),
+        out.status.code(),
+        stderr.contains(r#""event":"waiting""#),
+        differed.len()
+    );
+    assert_eq!(status.code(), Some(130), "interrupted\n{}", cut.stderr);
+    assert_eq!(
+        said,
+        ["soku: interrupted: what arrived is kept: run the same command again to resume the copy"],
+        "{}",
+        cut.stderr
+    );
+    assert!(out.status.success(), "{stderr}");
+    assert!(!stderr.contains(r#""event":"waiting""#), "held up after {took:.1?}: {stderr}");
+    assert!(differed.is_empty(), "{stderr}");
+    let (bytes, resumed) = summary(&stderr).expect("a summary");
+    assert!(resumed >= 6 << 20, "continued: {resumed} of {bytes} held");
+    assert!(took < Duration::from_secs(5), "took {took:.1?}: {stderr}");
+    common::assert_same_tree(&tree, &env.dst().join("tree"));
+    common::assert_no_part_files(&env.dst());
+    assert_eq!(ssh_sessions(&log), 1, "both runs went through the kept server");
 }
 
 #[test]

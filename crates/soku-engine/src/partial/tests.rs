@@ -77,6 +77,30 @@ fn a_partial_file_of_the_same_source_holds_what_was_written() {
     assert_ne!(hashes[1], chunk_hash(&bytes[2 * cs..]), "a torn chunk does not match");
 }
 
+/// The last chunk shares its block with the trailer, which is written when the partial
+/// file is made: never received, it is no held chunk (it was claimed as zeros, and the
+/// next run warned that the interrupted copy differed from the source).
+#[test]
+fn a_last_chunk_never_received_is_not_held_beside_the_trailer() {
+    for size in [5, 2 * u64::from(CS) + 100, 2 * u64::from(CS) + 5000] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let local = dir.path().join("f");
+        let bytes = data(size as usize);
+        let trailer = Trailer::new(size, &meta(5));
+        let plan = ChunkPlan::new(size, CS);
+        let first = prepare(&target(&dir), &local, trailer, plan, 0o644).expect("prepared");
+        let Storage::Temp(file) = first.storage else { panic!("a new partial file") };
+        if size > u64::from(CS) {
+            file.write_all_at(&bytes[..CS as usize], 0).expect("write chunk 0");
+        }
+        drop(file);
+        let again = prepare(&target(&dir), &local, trailer, plan, 0o644).expect("prepared");
+        let indices: Vec<u32> = again.held.iter().map(|c| c.index).collect();
+        let expected: &[u32] = if size > u64::from(CS) { &[0] } else { &[] };
+        assert_eq!(indices, expected, "{size} bytes: only what was written is held");
+    }
+}
+
 #[test]
 fn a_partial_file_of_a_changed_source_is_restarted_with_the_reason() {
     let dir = tempfile::tempdir().expect("tempdir");

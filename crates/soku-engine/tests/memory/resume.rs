@@ -261,3 +261,48 @@ fn a_chunk_still_being_written_when_the_link_is_lost_is_counted_as_sent() {
         assert_eq!(last_sent, Some(CS as u64), "the session's last count holds the chunk");
     });
 }
+
+/// Chunks of partial files that differ from their sources are told once for the
+/// whole copy, with how many and in how many files.
+#[tokio::test]
+async fn damaged_partial_files_are_told_in_one_line() {
+    let scene = Scene::new();
+    let top = scene.src().join("tree");
+    scene.file("tree/a.bin", 4 * CS, 30);
+    scene.file("tree/b.bin", 4 * CS, 31);
+    let copy_tree = || async {
+        let send = sender(std::slice::from_ref(&top), true).await;
+        let receive = receiver(&scene.dst(), 1, true, None);
+        run_pair(memory::streams_pair(Duration::ZERO), send, receive, options(true)).await
+    };
+    copy_tree().await.sent.map_err(|e| e.to_string()).expect("sender");
+    // Both files back to partial files, each with a damaged chunk.
+    for name in ["a.bin", "b.bin"] {
+        let dir = scene.dst().join("tree");
+        let (done, part) = (dir.join(name), partial_of(&dir, name));
+        let mut bytes = std::fs::read(&done).unwrap();
+        bytes[10] ^= 0xff;
+        let source = std::fs::metadata(top.join(name)).unwrap();
+        let modified = source.modified().unwrap();
+        let mtime = modified.duration_since(std::time::UNIX_EPOCH).unwrap();
+        let trailer = soku_engine::partial::Trailer::new(
+            bytes.len() as u64,
+            &soku_proto::manifest::Meta {
+                mtime: mtime.as_secs() as i64,
+                mtime_nsec: mtime.subsec_nanos(),
+                ..meta()
+            },
+        );
+        std::fs::write(&part, &bytes).unwrap();
+        trailer.write_to(&std::fs::OpenOptions::new().write(true).open(&part).unwrap()).unwrap();
+        std::fs::remove_file(&done).unwrap();
+    }
+    let ran = copy_tree().await;
+    ran.sent.as_ref().map_err(|e| e.to_string()).expect("sender");
+    let said = warnings(&ran.sender_events);
+    assert_eq!(said.len(), 1, "{said:?}");
+    assert!(
+        said[0].starts_with("2 chunks in 2 files of the interrupted copy differed"),
+        "{said:?}"
+    );
+}

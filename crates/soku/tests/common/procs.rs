@@ -56,6 +56,18 @@ fn spawn_reading_verified(
 /// process `victim` picks (given the client's PID) with SIGKILL, and waits (at most
 /// 120 s) for the client to end.
 pub fn kill_when_verified(cmd: Command, at: u64, victim: impl FnOnce(u32) -> u32) -> Killed {
+    let (killed, _) = signal_when_verified(cmd, at, "-KILL", victim);
+    killed
+}
+
+/// [`kill_when_verified`] with `signal` (as `kill` takes it: `-INT`); also the client's
+/// exit status.
+pub fn signal_when_verified(
+    cmd: Command,
+    at: u64,
+    signal: &str,
+    victim: impl FnOnce(u32) -> u32,
+) -> (Killed, std::process::ExitStatus) {
     let (mut child, rx, reader) = spawn_reading_verified(cmd);
     let mut verified = 0;
     while verified < at {
@@ -71,7 +83,9 @@ pub fn kill_when_verified(cmd: Command, at: u64, victim: impl FnOnce(u32) -> u32
             }
         }
     }
-    kill9(victim(child.id()));
+    let pid = victim(child.id()).to_string();
+    let sent = Command::new("kill").arg(signal).arg(&pid).status().expect("kill");
+    assert!(sent.success(), "kill {signal} {pid}");
     let deadline = Instant::now() + Duration::from_secs(120);
     let status = loop {
         if let Some(status) = child.try_wait().expect("wait") {
@@ -81,7 +95,7 @@ pub fn kill_when_verified(cmd: Command, at: u64, victim: impl FnOnce(u32) -> u32
         std::thread::sleep(Duration::from_millis(50));
     };
     let stderr = reader.join().expect("reader");
-    Killed { ok: status.success(), stderr, verified_at_kill: verified }
+    (Killed { ok: status.success(), stderr, verified_at_kill: verified }, status)
 }
 
 /// `kill -9 PID`.
