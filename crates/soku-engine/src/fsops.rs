@@ -23,6 +23,7 @@ use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags};
 use rustix::io::Errno;
 use soku_proto::manifest::Meta;
 
+use crate::partial::made_dir::{self, MARK};
 use crate::partial::Trailer;
 use crate::small_steps::Keeps;
 
@@ -362,6 +363,39 @@ impl TargetDir {
         let dir = File::from(self.open_dir(rel, OFlags::RDONLY)?);
         dir.set_permissions(std::fs::Permissions::from_mode(meta.mode & 0o7777))?;
         dir.set_times(times(meta))
+    }
+
+    /// Marks the directory `local`, made as the target itself for the source `name`,
+    /// as an unfinished copy's ([`crate::partial::made_dir`]); replaces whatever mark
+    /// is there.
+    pub fn mark_made(&self, local: &Path, name: &str) -> std::io::Result<()> {
+        let dir = self.open_made(local)?;
+        let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::TRUNC | OFlags::NOFOLLOW;
+        let fd = rustix::fs::openat(&dir, MARK, flags | OFlags::CLOEXEC, Mode::from(0o644))?;
+        std::io::Write::write_all(&mut File::from(fd), &made_dir::mark_bytes(name))
+    }
+
+    /// Removes the mark of the directory `local` once its copy is complete: only a mark,
+    /// never a file of the same name that a source put there.
+    pub fn unmark_made(&self, local: &Path) -> std::io::Result<()> {
+        let dir = self.open_made(local)?;
+        let Some(file) = look(&dir, OsStr::new(MARK), OFlags::RDONLY)?.into_file() else {
+            return Ok(());
+        };
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut std::io::Read::take(file, 1024), &mut bytes)?;
+        if made_dir::marked_name(&bytes).is_some() {
+            rustix::fs::unlinkat(&dir, MARK, AtFlags::empty())?;
+        }
+        Ok(())
+    }
+
+    /// The directory `local` below the target, opened as [`Self::open_dir`] does.
+    fn open_made(&self, local: &Path) -> std::io::Result<OwnedFd> {
+        let rel = local.strip_prefix(&self.path).map_err(|_| {
+            std::io::Error::other(format!("{} is outside the target", local.display()))
+        })?;
+        self.open_dir(rel, OFlags::PATH)
     }
 
     /// Removes the temporary file of `local`, if there is one.

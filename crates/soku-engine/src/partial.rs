@@ -20,6 +20,9 @@
 //! yet noticed the lost connection) waits for the first to let go instead of writing
 //! beside it.
 //!
+//! A directory made as the target itself is marked while its copy is unfinished, so
+//! that the same command resumes in it ([`made_dir`]).
+//!
 //! Regions the file system reports as holes (`SEEK_DATA`) are not read. In a partial
 //! file a hole is a chunk not yet received, so it is not claimed; in a complete file it
 //! is a run of zeros, and hashes as one.
@@ -405,5 +408,6 @@ fn is_hole(file: &File, offset: u64, len: u32) -> std::io::Result<bool> {
     }
 }
 
+pub mod made_dir;
 #[cfg(test)]
 mod tests;

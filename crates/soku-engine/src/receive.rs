@@ -194,6 +194,24 @@ async fn receive_all(
             },
         }
     }
+    let totals = lock(&shared.state).totals();
+    let unfinished = *lock(&shared.unfinished);
+    let failures = totals.failures + *lock(&shared.other_failures) + unfinished;
+    // Every file in place: the directory this copy made is no longer an unfinished
+    // copy's, and the next copy into it goes inside it, by scp's rule. Before the
+    // directories' times are set (`-p`): the removal changes its modification time.
+    let made = lock(&shared.state).made_target().map(|(made, _)| made);
+    if let Some(made) = made.filter(|_| failures == 0) {
+        if let Err(e) = shared.dir.unmark_made(&made) {
+            let mark = made.join(crate::partial::made_dir::MARK);
+            events.event(TransferEvent::Warning(format!(
+                "{}: cannot remove: {e}: remove it by hand, or the next copy to {} will \
+                 resume into it",
+                mark.display(),
+                made.display()
+            )));
+        }
+    }
     if opts.preserve {
         let dirs = lock(&shared.state).directories().to_vec();
         for (local, meta) in dirs.iter().rev() {
@@ -202,9 +220,6 @@ async fn receive_all(
             }
         }
     }
-    let totals = lock(&shared.state).totals();
-    let unfinished = *lock(&shared.unfinished);
-    let failures = totals.failures + *lock(&shared.other_failures) + unfinished;
     let files = totals.files.saturating_sub(unfinished);
     let outcome = Outcome { files, bytes: totals.bytes, failures, resumed: totals.resumed };
     link.tx
@@ -355,7 +370,16 @@ impl Shared {
         match action {
             EntryAction::MakeDir { local } => {
                 let (dir, at) = (self.dir.clone(), local.clone());
-                let made = small_steps::run(self.keeps.in_place(0), move || dir.ensure_dir(&at));
+                // The target itself, made for a single source: marked before anything
+                // lands in it, so that an interruption from here on is resumed in it.
+                let mark = lock(&self.state)
+                    .made_target()
+                    .filter(|(made, _)| *made == local)
+                    .map(|(_, name)| name.to_string());
+                let made = small_steps::run(self.keeps.in_place(0), move || {
+                    dir.ensure_dir(&at)?;
+                    mark.map_or(Ok(()), |name| dir.mark_made(&at, &name))
+                });
                 made.await?.map_err(|e| {
                     EngineError::Target(failure::describe(&local, Action::MakeDir, &e).message)
                 })?;

@@ -409,6 +409,10 @@ pub fn expected_local(target: &Target, path: &WirePath) -> std::path::PathBuf {
     let (mut out, below) = match target {
         Target::IntoDir(dir) => (dir.clone(), &path.0[..]),
         Target::AsName(name) => (name.clone(), path.0.get(1..).unwrap_or(&[])),
+        Target::Resumed { dir, name } if path.0.first() == Some(name) => {
+            (dir.clone(), path.0.get(1..).unwrap_or(&[]))
+        }
+        Target::Resumed { dir, .. } => (dir.clone(), &path.0[..]),
     };
     for part in below {
         let before = out.components().count();

@@ -81,6 +81,17 @@ pub enum Target {
     IntoDir(PathBuf),
     /// A single source lands under the target name itself (new name or existing file).
     AsName(PathBuf),
+    /// The directory `dir` that an unfinished copy of a single source named `name` made
+    /// as its [`Target::AsName`] (it holds the receiver's mark): a source of that name
+    /// lands in it as before, so that running the same command again resumes the copy
+    /// rather than starting it over in `dir/name`; any other name lands inside it, as
+    /// in [`Target::IntoDir`].
+    Resumed {
+        /// The directory the copy made.
+        dir: PathBuf,
+        /// The top-level name of the source it was made for.
+        name: String,
+    },
 }
 
 impl Target {
@@ -105,6 +116,8 @@ impl Target {
         let mut out = match self {
             Target::IntoDir(dir) => dir.join(wire.top().unwrap_or_default()),
             Target::AsName(name) => name.clone(),
+            Target::Resumed { dir, name } if wire.top() == Some(name.as_str()) => dir.clone(),
+            Target::Resumed { dir, .. } => dir.join(wire.top().unwrap_or_default()),
         };
         for part in wire.below_top() {
             out.push(part);
@@ -120,11 +133,25 @@ impl Target {
         (!dir.is_dir()).then(|| root.to_path_buf())
     }
 
-    /// The directory that must already exist for this target (the parent of a new name).
+    /// The directory that must already exist for this target (the parent of a new name;
+    /// the parent of a resumed directory, where both of its layouts lie).
     pub fn root(&self) -> &Path {
         match self {
             Target::IntoDir(dir) => dir,
-            Target::AsName(name) => name.parent().unwrap_or(Path::new(".")),
+            Target::AsName(name) | Target::Resumed { dir: name, .. } => {
+                name.parent().unwrap_or(Path::new("."))
+            }
+        }
+    }
+
+    /// Whether the top-level name `top` lands under the target's own name (a single
+    /// source under [`Target::AsName`], or the one a [`Target::Resumed`] was made for):
+    /// such a target takes no second top-level name.
+    pub fn takes_name(&self, top: &str) -> bool {
+        match self {
+            Target::IntoDir(_) => false,
+            Target::AsName(_) => true,
+            Target::Resumed { name, .. } => name == top,
         }
     }
 }

@@ -293,16 +293,16 @@ impl Receiver {
         if let Some(names) = &self.names {
             names.check(top)?;
         }
-        if let Target::AsName(_) = self.target {
-            match &self.top_name {
-                None => return Ok(Some(top.to_string())),
-                Some(first) if first == top => {}
-                Some(first) => {
-                    return Err(ProtoError::Violation(format!(
-                        "second top-level name {top:?} after {first:?} for a single-name target"
-                    )))
-                }
+        match &self.top_name {
+            None if matches!(self.target, Target::IntoDir(_)) => {}
+            None => return Ok(Some(top.to_string())),
+            Some(first) if first == top => {}
+            Some(first) if self.target.takes_name(first) || self.target.takes_name(top) => {
+                return Err(ProtoError::Violation(format!(
+                    "second top-level name {top:?} after {first:?} for a single-name target"
+                )))
             }
+            Some(_) => {}
         }
         Ok(None)
     }
@@ -543,6 +543,19 @@ impl Receiver {
     /// Files still open, with their local paths (for cleanup after a fatal error).
     pub fn open_files(&self) -> impl Iterator<Item = (u32, &PathBuf)> {
         self.open.iter().map(|(id, f)| (*id, &f.local))
+    }
+
+    /// The directory this copy makes (or resumes) as the target itself, once its entry
+    /// came, and the top-level name of the source it stands for: a single source's
+    /// directory under [`Target::AsName`], or the one a [`Target::Resumed`] was made
+    /// for. While the copy is unfinished the caller keeps a mark in it, by which the
+    /// same command run again resumes it there ([`Target::Resumed`]).
+    pub fn made_target(&self) -> Option<(PathBuf, &str)> {
+        let top = self.top_name.as_deref()?;
+        if !self.target.takes_name(top) || !self.dirs.contains(&WirePath(vec![top.to_string()])) {
+            return None;
+        }
+        self.target.local_path(&WirePath(vec![top.to_string()])).ok().map(|local| (local, top))
     }
 
     /// Directories received, parents first, with their metadata (applied at the end,

@@ -116,6 +116,11 @@ fn expected_below_root(target: &Target, wire: &[String]) -> Vec<String> {
             let own = name.file_name().expect("named target").to_string_lossy().into_owned();
             std::iter::once(own).chain(wire[1..].iter().cloned()).collect()
         }
+        Target::Resumed { dir, name } => {
+            let own = dir.file_name().expect("named target").to_string_lossy().into_owned();
+            let below = if wire[0] == *name { &wire[1..] } else { wire };
+            std::iter::once(own).chain(below.iter().cloned()).collect()
+        }
     }
 }
 

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use soku_engine::ahead::{HashAhead, Walked};
 use soku_engine::events::{EventSink, PathReport, TransferEvent, PATH_SAMPLE_INTERVAL};
 use soku_engine::link::Link;
+use soku_engine::partial::made_dir::resolve_target;
 use soku_engine::{CopyOptions, EngineError, Role};
 use soku_proto::chunk::DEFAULT_CHUNK_SIZE;
 use soku_proto::hello::{ReceivePreview, ServerSummary};
@@ -160,8 +161,7 @@ async fn copy_until_done(
         Direction::Download { sources, target, .. } => {
             let path = Path::new(target);
             let count = u32::try_from(sources.len()).unwrap_or(u32::MAX);
-            let is_dir = std::fs::metadata(path).is_ok_and(|md| md.is_dir());
-            let target = Target::resolve(path, is_dir, count).map_err(on_this_side)?;
+            let target = resolve_target(path, count).map_err(on_this_side)?;
             if let Some(missing) = target.missing_root() {
                 return Err(on_this_side(TargetError::NoSuchDirectory(missing)));
             }

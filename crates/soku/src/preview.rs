@@ -17,6 +17,7 @@ use std::path::PathBuf;
 
 use anyhow::Context as _;
 use soku_engine::partial::holds_nothing;
+use soku_engine::partial::made_dir::resolve_target;
 use soku_engine::walk::top_name;
 use soku_proto::frame;
 use soku_proto::hello::{ReceivePreview, ServerNote};
@@ -53,10 +54,8 @@ fn plain_name(source: &str) -> Option<String> {
 /// receiver will resolve it (`expand` expands `~` as the server does).
 pub fn answer(preview: &ReceivePreview, expand: fn(&str) -> PathBuf) -> Option<bool> {
     let ReceivePreview::Upload { target, sources, names } = preview else { return None };
-    let expanded = expand(target);
-    let is_dir = std::fs::metadata(&expanded).is_ok_and(|md| md.is_dir());
     // A target the request will be refused for holds nothing to skip a report for.
-    let nothing = Target::resolve(&expanded, is_dir, *sources)
+    let nothing = resolve_target(&expand(target), *sources)
         .is_ok_and(|target| target.missing_root().is_none() && holds_nothing(&target, names));
     Some(nothing)
 }

@@ -24,7 +24,7 @@ use soku_proto::hello::{
     MAX_CLIENT_NOTE,
 };
 use soku_proto::message::{Job, Message};
-use soku_proto::path::{Target, TargetError};
+use soku_proto::path::TargetError;
 use soku_proto::receive::Receiver;
 use soku_proto::{MAGIC, PROTOCOL_VERSIONS};
 use soku_transport::{
@@ -35,6 +35,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use soku_engine::ahead::Walked;
 use soku_engine::events::Silent;
 use soku_engine::link::{self, Link};
+use soku_engine::partial::made_dir::resolve_target;
 use soku_engine::{CopyOptions, EngineError, LinkError, Role};
 
 use crate::cli::ServeArgs;
@@ -490,9 +491,7 @@ async fn serve_job(
 
 /// The receiver's role for an upload into `target` of `sources` sources.
 fn receive_role(target: &str, sources: u32, opts: CopyOptions) -> anyhow::Result<Role> {
-    let target = expand_home(target);
-    let is_dir = std::fs::metadata(&target).is_ok_and(|md| md.is_dir());
-    let target = Target::resolve(&target, is_dir, sources)?;
+    let target = resolve_target(&expand_home(target), sources)?;
     if let Some(missing) = target.missing_root() {
         return Err(TargetError::NoSuchDirectory(missing).into());
     }

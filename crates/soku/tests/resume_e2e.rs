@@ -11,8 +11,10 @@ mod common;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use common::procs::{kill_when_verified, soku_serve, ssh_of, summary};
-use common::{assert_no_part_files, assert_same_file, data, soku_bin, write, Env};
+use common::procs::{kill_when_verified, signal_when_verified, soku_serve, ssh_of, summary};
+use common::{
+    assert_no_part_files, assert_same_file, assert_same_tree, data, listing, soku_bin, write, Env,
+};
 
 /// 24 MiB at `-l 40000` (40 Mbit/s, 5 MB/s): about five seconds, long enough to stop
 /// at half way on a loaded machine.
@@ -152,4 +154,51 @@ fn a_copy_again_onto_its_own_result_finds_it_held_both_ways() {
     assert_same_file(&src, &local.join("f.bin"));
     assert_no_part_files(&env.dst());
     assert_no_part_files(&local);
+}
+
+/// `soku -r src host:rr` with no `rr`, interrupted with Ctrl-C (SIGINT) half way through
+/// its large file, then the same command again: the second run continues in `rr`, as
+/// the first laid it out (`src`'s entries in `rr`, not in `rr/src`, which scp's rule for
+/// a target that now exists would give), from the partial file the first left; once
+/// complete, nothing of soku's is left in it (`.soku-part`, the mark of an unfinished
+/// copy's directory, included), and the next copy to `rr` goes inside it, by scp's rule.
+/// Both ways.
+#[test]
+fn a_tree_interrupted_into_a_new_name_resumes_there_both_ways() {
+    let env = Env::new();
+    let src = env.src().join("src");
+    write(&src.join("a.txt"), b"first");
+    write(&src.join("mid.bin"), &data(SIZE, 16));
+    write(&src.join("sub/z.txt"), b"last!!");
+    let copy = |from: String, to: String, limited: bool| {
+        let mut cmd = soku_json(&env);
+        if limited {
+            cmd.args(["-l", LIMIT_KBPS]);
+        }
+        cmd.arg("-r").arg(from).arg(to);
+        cmd
+    };
+    let up = env.dst().join("rr");
+    let down = env.path("rr-down");
+    let ways = [
+        ("upload", src.display().to_string(), env.remote(&up), &up),
+        ("download", env.remote(&src), down.display().to_string(), &down),
+    ];
+    for (way, from, to, rr) in ways {
+        let (cut, _) =
+            signal_when_verified(copy(from.clone(), to.clone(), true), HALF, "-INT", |c| c);
+        assert!(!cut.ok, "{way}: interrupted");
+        let (bytes, resumed) = finish(&env, copy(from.clone(), to.clone(), false));
+        eprintln!(
+            "{way}: interrupted at {} bytes; again: {bytes} bytes, {resumed} resumed",
+            cut.verified_at_kill
+        );
+        assert_eq!(listing(rr), listing(&src), "{way}: the first run's layout");
+        assert_same_tree(&src, rr);
+        assert_no_part_files(rr);
+        assert!(resumed >= HALF / 2, "{way}: the partial file was continued ({resumed} held)");
+        // Complete: the next copy to `rr` goes into it, as scp's would.
+        finish(&env, copy(from, to, false));
+        assert_same_tree(&src, &rr.join("src"));
+    }
 }

@@ -11,7 +11,7 @@ use soku_engine::link::Link;
 use soku_engine::{CopyOptions, EngineError, Outcome, Role};
 use soku_proto::manifest::{Entry, Meta};
 use soku_proto::message::Message;
-use soku_proto::path::{NameFilter, Target, WirePath};
+use soku_proto::path::{NameFilter, WirePath};
 use soku_proto::receive::Receiver;
 
 /// Smallest chunk size: many chunks per file in a small test.
@@ -142,8 +142,8 @@ pub fn receiver_of_chunks(
     names: Option<&[&str]>,
     chunk_size: u32,
 ) -> Role {
-    let is_dir = target.is_dir();
-    let target = Target::resolve(target, is_dir, count).unwrap();
+    // As the binary resolves it: a directory an unfinished copy made resumes.
+    let target = soku_engine::partial::made_dir::resolve_target(target, count).unwrap();
     let root = target.root().to_path_buf();
     let names = names.map(|n| NameFilter::for_requested(n.iter().copied()));
     let receiver = Box::new(Receiver::new(target, names, recursive, chunk_size).unwrap());

@@ -262,6 +262,50 @@ fn a_chunk_still_being_written_when_the_link_is_lost_is_counted_as_sent() {
     });
 }
 
+/// A tree copied to a new name and interrupted resumes in the directory it made, as
+/// the first run laid it out, not in a copy of the tree inside it (scp's rule for a
+/// target that exists); the receiver's mark in it goes once the copy is complete, and
+/// the next copy to that name goes inside it, by scp's rule. Nothing held by the
+/// interrupted copy (a small file's only chunk, a large one's unreceived last chunk
+/// beside the partial file's trailer) is taken for a source that changed.
+#[tokio::test]
+async fn a_tree_interrupted_into_a_new_name_resumes_there() {
+    let scene = Scene::new();
+    let top = scene.src().join("tree");
+    scene.file("tree/a.txt", 5, 20);
+    scene.file("tree/big.bin", 64 * CS + 100, 21);
+    scene.file("tree/sub/z.txt", 7, 22);
+    let rr = scene.dst().join("rr");
+    let copy_tree = |rate: Option<u64>| {
+        let top = top.clone();
+        let rr = rr.clone();
+        async move {
+            let send = sender(std::slice::from_ref(&top), true).await;
+            let receive = receiver(&rr, 1, true, None);
+            let mut opts = options(true);
+            opts.rate_limit_bps = rate;
+            run_pair(memory::ordered_pair(), send, receive, opts).await
+        }
+    };
+    let cut = tokio::time::timeout(Duration::from_millis(400), copy_tree(Some(8_000_000))).await;
+    assert!(cut.is_err(), "interrupted");
+    assert!(rr.join(".soku-part").is_file(), "the directory made is marked");
+    assert!(partial_of(&rr, "big.bin").exists(), "{:?}", listing(&rr));
+
+    let ran = copy_tree(None).await;
+    let sent = ran.sent.as_ref().map_err(|e| e.to_string()).expect("sender");
+    assert!(sent.resumed > 0, "what the first run left was used");
+    assert_eq!(warnings(&ran.sender_events), Vec::<String>::new());
+    assert_eq!(listing(&rr), ["a.txt", "big.bin", "sub/", "sub/z.txt"], "the first layout");
+    for rel in ["a.txt", "big.bin", "sub/z.txt"] {
+        assert_same(&top.join(rel), &rr.join(rel));
+    }
+
+    let ran = copy_tree(None).await;
+    ran.sent.map_err(|e| e.to_string()).expect("sender");
+    assert!(rr.join("tree/big.bin").is_file(), "complete: the next copy goes inside");
+}
+
 /// Chunks of partial files that differ from their sources are told once for the
 /// whole copy, with how many and in how many files.
 #[tokio::test]

@@ -176,6 +176,36 @@ fn a_single_name_target_takes_one_top_level_name() {
 }
 
 #[test]
+fn a_resumed_directory_takes_its_own_source_as_it_was_made_and_others_inside() {
+    let resumed = || Target::Resumed { dir: "/t/rr".into(), name: "src".into() };
+    let mut rx = Receiver::new(resumed(), None, true, CS).expect("ok");
+    assert_eq!(rx.made_target(), None, "nothing came yet");
+    assert_eq!(rx.on_entry(dir(&["src"])), Ok(EntryAction::MakeDir { local: "/t/rr".into() }));
+    assert_eq!(rx.made_target(), Some(("/t/rr".into(), "src")));
+    let action = announce(&mut rx, file(0, &["src", "f"], 1)).expect("below the source");
+    assert!(
+        matches!(action, EntryAction::CreateFile { local, .. } if local == Path::new("/t/rr/f"))
+    );
+    assert!(rx.on_entry(dir(&["other"])).is_err(), "a second top-level name");
+
+    let mut rx = Receiver::new(resumed(), None, true, CS).expect("ok");
+    assert_eq!(
+        rx.on_entry(dir(&["other"])),
+        Ok(EntryAction::MakeDir { local: "/t/rr/other".into() })
+    );
+    assert_eq!(rx.made_target(), None, "another source goes inside, as into any directory");
+    assert!(rx.on_entry(dir(&["third"])).is_ok());
+    assert!(rx.on_entry(dir(&["src"])).is_err(), "the made-for name after another");
+
+    let mut rx = Receiver::new(Target::AsName("/t/new".into()), None, true, CS).expect("ok");
+    rx.on_entry(dir(&["src"])).expect("the single source");
+    assert_eq!(rx.made_target(), Some(("/t/new".into(), "src")));
+    let mut rx = into_dir(true);
+    rx.on_entry(dir(&["src"])).expect("into the target");
+    assert_eq!(rx.made_target(), None, "an existing directory is not made");
+}
+
+#[test]
 fn names_outside_the_request_are_refused() {
     let names = NameFilter::for_requested(["report.pdf"]);
     let mut rx = Receiver::new(Target::IntoDir("/t".into()), Some(names), false, CS).expect("ok");
