@@ -195,7 +195,7 @@ async fn copy_until_done(
         match launcher.share_login(remote).await {
             Err(why) => {
                 if args.verbose > 0 {
-                    eprintln!("soku: each copy logs in on its own: {why}");
+                    crate::ui::say(&format!("soku: each copy logs in on its own: {why}"));
                 }
             }
             Ok(()) => {
@@ -203,20 +203,20 @@ async fn copy_until_done(
                 // A copy that reaches a kept server says so then.
                 if recalled.is_none() && args.verbose > 0 {
                     if launcher.attach_timeout(false).is_some() {
-                        eprintln!(
+                        crate::ui::say(&format!(
                             "soku: opening a session on the ssh login shared with {}",
                             remote.host
-                        );
+                        ));
                     } else {
-                        eprintln!(
+                        crate::ui::say(&format!(
                             "soku: logging in; this ssh stays a minute after the copy as the \
                              login the next copies to {} share (--no-share-login: not)",
                             remote.host
-                        );
+                        ));
                         if launcher.dials_login() {
-                            eprintln!(
+                            crate::ui::say(
                                 "soku: soku connects ssh's TCP connection with TCP_NODELAY and \
-                                 hands it to ssh (ProxyUseFdpass)"
+                                 hands it to ssh (ProxyUseFdpass)",
                             );
                         }
                     }
@@ -382,18 +382,18 @@ async fn attach_kept(
     verbose: u8,
 ) -> Option<(Session, Link)> {
     if verbose > 0 {
-        eprintln!(
+        crate::ui::say(&format!(
             "soku: reaching the remote soku kept from the last copy at {} over QUIC (no ssh \
              session)",
             kept.addr
-        );
+        ));
     }
     match Session::attach_kept(kept, session_opts, events).await {
         Ok(attached) => Some(attached),
         Err(gone) => {
             key.forget();
             if verbose > 0 {
-                eprintln!("soku: {gone}; opening an ssh session");
+                crate::ui::say(&format!("soku: {gone}; opening an ssh session"));
             }
             None
         }

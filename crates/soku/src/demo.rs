@@ -19,7 +19,11 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     let target = dir.path().join("received");
     std::fs::create_dir(&target)?;
     let bytes = args.size_mib.saturating_mul(1 << 20);
-    eprintln!("soku demo: writing {} of random data to {}", human_bytes(bytes), source.display());
+    crate::ui::say(&format!(
+        "soku demo: writing {} of random data to {}",
+        human_bytes(bytes),
+        source.display()
+    ));
     let expected = {
         let source = source.clone();
         tokio::task::spawn_blocking(move || write_random(&source, bytes)).await??
@@ -30,7 +34,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
         TransportMode::Tcp => "TLS over TCP on loopback",
         TransportMode::Auto | TransportMode::Quic => "QUIC on loopback",
     };
-    eprintln!("soku demo: copying it through a local `soku serve` over {how}");
+    crate::ui::say(&format!("soku demo: copying it through a local `soku serve` over {how}"));
     let copy = CopyArgs {
         paths: vec![source.display().to_string(), target.display().to_string()],
         transport: Some(mode),
@@ -54,11 +58,11 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     if actual != expected {
         anyhow::bail!("the copy differs from the source: this is a bug, please report it");
     }
-    eprintln!(
+    crate::ui::say(&format!(
         "soku demo: {} matches the source (BLAKE3 {})",
         copied.display(),
         &actual.to_hex()[..16]
-    );
+    ));
     Ok(())
 }
 

@@ -51,7 +51,7 @@ pub fn report(result: anyhow::Result<()>) -> ExitCode {
             let code = err.downcast_ref::<Exit>().map_or(FAILURE, |e| e.code);
             // Its one line is the client's to show: printed here too, it came out twice.
             if err.downcast_ref::<Told>().is_none() {
-                eprintln!("soku: {}", one_line(&err));
+                crate::ui::say(&format!("soku: {}", one_line(&err)));
             }
             ExitCode::from(code)
         }

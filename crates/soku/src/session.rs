@@ -755,7 +755,7 @@ async fn explain_startup_failure(
         if let Ok(text) = std::fs::read_to_string(path) {
             let _ = std::fs::remove_file(path);
             if let Some(line) = text.lines().next().filter(|l| !l.is_empty()) {
-                eprintln!("ssh: {line}");
+                crate::ui::say(&format!("ssh: {line}"));
             }
         }
     }

@@ -91,14 +91,15 @@ pub fn show(host: Option<&str>) -> anyhow::Result<()> {
 }
 
 fn render(layers: &Layers, host: Option<&str>, out: &mut String) {
+    use crate::ui::visible;
     use std::fmt::Write as _;
     match host {
-        Some(h) => _ = writeln!(out, "# soku's settings for a copy to or from {h}"),
+        Some(h) => _ = writeln!(out, "# soku's settings for a copy to or from {}", visible(h)),
         None => _ = writeln!(out, "# soku's settings for a local copy (top-level keys only)"),
     }
     for (path, file) in &layers.files {
         let state = if file.is_some() { "read" } else { "absent" };
-        _ = writeln!(out, "# {state}: {}", path.display());
+        _ = writeln!(out, "# {state}: {}", visible(&path.display().to_string()));
     }
     let rows = layers.for_host(host).rows();
     let key_width = rows.iter().map(|r| r.key.len()).max().unwrap_or(0);
@@ -106,7 +107,8 @@ fn render(layers: &Layers, host: Option<&str>, out: &mut String) {
     _ = writeln!(out, "{:<key_width$}  {:<value_width$}  FROM", "KEY", "VALUE");
     for row in rows {
         let from = row.origin.map_or_else(|| "default".to_string(), |o| o.to_string());
-        _ = writeln!(out, "{:<key_width$}  {:<value_width$}  {from}", row.key, row.value);
+        let line = format!("{:<key_width$}  {:<value_width$}  {from}", row.key, row.value);
+        _ = writeln!(out, "{}", visible(&line));
     }
 }
 

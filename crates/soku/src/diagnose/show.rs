@@ -8,6 +8,7 @@ use super::facts::{Direction, PathFacts, Side};
 use super::units::{bytes, bytes_rate, rate};
 use super::verdict::Verdict;
 use crate::exit;
+use crate::ui::visible;
 
 /// One JSON object on stdout.
 pub fn json(facts: &PathFacts, verdict: &Verdict, took: Duration) -> anyhow::Result<()> {
@@ -21,7 +22,8 @@ pub fn json(facts: &PathFacts, verdict: &Verdict, took: Duration) -> anyhow::Res
     exit::write_stdout(&out)
 }
 
-/// The report for people.
+/// The report for people. The remote's disk path and errors, and the warnings, are
+/// the peer's words: each is made visible on its own line.
 pub fn human(
     facts: &PathFacts,
     verdict: &Verdict,
@@ -36,7 +38,7 @@ fn render(facts: &PathFacts, verdict: &Verdict, warnings: &[String], took: Durat
     let _ = writeln!(
         out,
         "soku diagnose {} ({:.1} s, over {})",
-        facts.host,
+        visible(&facts.host),
         took.as_secs_f64(),
         facts.transport
     );
@@ -59,9 +61,10 @@ fn render(facts: &PathFacts, verdict: &Verdict, warnings: &[String], took: Durat
             let _ = writeln!(out, "  {name:<12} {}", direction(d));
         }
     }
-    let _ = writeln!(out, "  {:<12} {}", facts.local.name, host(&facts.local, "reads"));
+    let _ = writeln!(out, "  {:<12} {}", facts.local.name, visible(&host(&facts.local, "reads")));
     if let Some(remote) = &facts.remote {
-        let _ = writeln!(out, "  {:<12} {}", remote.name, host(remote, "writes"));
+        let _ =
+            writeln!(out, "  {:<12} {}", visible(&remote.name), visible(&host(remote, "writes")));
     }
     let est = |b: Option<u64>| b.map_or_else(|| "-".to_string(), rate);
     let _ = writeln!(
@@ -71,14 +74,15 @@ fn render(facts: &PathFacts, verdict: &Verdict, warnings: &[String], took: Durat
         est(verdict.scp_bps)
     );
     for warning in warnings {
-        let _ = writeln!(out, "  warning      {warning}");
+        let _ = writeln!(out, "  warning      {}", visible(warning));
     }
     let _ = writeln!(out, "verdict:");
     if verdict.findings.is_empty() {
         let _ = writeln!(out, "  nothing measured limits a copy here");
     }
     for finding in &verdict.findings {
-        let _ = writeln!(out, "  {} {}", if finding.limit { "*" } else { "-" }, finding.text);
+        let _ =
+            writeln!(out, "  {} {}", if finding.limit { "*" } else { "-" }, visible(&finding.text));
     }
     out
 }

@@ -9,6 +9,9 @@
 //! - **ssh's multiplexing notes stay off the terminal** (`shared_login.rs`).
 //! - **Messages come before soku's own verdict**: when ssh fails to start the remote
 //!   end, [`Forward::drain`] lets its lines out before soku says what went wrong.
+//! - **The remote end's bytes never act on the terminal**: what the remote shell or a
+//!   hostile server prints is made visible line by line (`crate::ui::visible`), as soku's
+//!   own lines are; a line that is not UTF-8 is shown, not dropped.
 
 use std::time::Duration;
 
@@ -36,9 +39,17 @@ impl Forward {
     /// terminal: the dialer's own reason is told instead.
     pub fn start(stderr: ChildStderr, dials: bool) -> Forward {
         Forward(tokio::spawn(async move {
-            let mut lines = BufReader::new(stderr).lines();
+            let mut input = BufReader::new(stderr);
             let mut out = tokio::io::stderr();
-            while let Ok(Some(line)) = lines.next_line().await {
+            let mut raw = Vec::new();
+            loop {
+                raw.clear();
+                match input.read_until(b'\n', &mut raw).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => {}
+                }
+                let bytes = raw.strip_suffix(b"\n").unwrap_or(&raw);
+                let line = crate::ui::visible_bytes(bytes.strip_suffix(b"\r").unwrap_or(bytes));
                 let chatter = is_multiplexing_chatter(&line) || dials && is_dialer_chatter(&line);
                 if !chatter {
                     let _ = out.write_all(format!("{line}\n").as_bytes()).await;

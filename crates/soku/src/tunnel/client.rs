@@ -66,12 +66,12 @@ pub async fn run(mut args: TunnelArgs) -> anyhow::Result<()> {
             fsync: false,
         }))
         .await?;
-    eprintln!(
+    crate::ui::say(&format!(
         "soku tunnel: listening on {local} -> {} via {}{}",
         args.to,
         remote.host,
         if args.compress { " (compressed)" } else { "" }
-    );
+    ));
 
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     let ctx = Arc::new(Ctx {
@@ -88,13 +88,13 @@ pub async fn run(mut args: TunnelArgs) -> anyhow::Result<()> {
                     Ok(pair) => pair,
                     // Out of descriptors and the like: pass, as servers do.
                     Err(e) => {
-                        eprintln!("soku tunnel: accept failed: {e}");
+                        crate::ui::say(&format!("soku tunnel: accept failed: {e}"));
                         tokio::time::sleep(Duration::from_millis(100)).await;
                         continue;
                     }
                 };
                 let Ok(slot) = slots.clone().try_acquire_owned() else {
-                    eprintln!("soku tunnel: {peer}: refused, {MAX_CONNECTIONS} connections already open");
+                    crate::ui::say(&format!("soku tunnel: {peer}: refused, {MAX_CONNECTIONS} connections already open"));
                     continue;
                 };
                 let (conn, ctx) = (conn.clone(), ctx.clone());
@@ -137,7 +137,7 @@ struct Ctx {
 async fn carry(conn: quinn::Connection, tcp: TcpStream, peer: SocketAddr, ctx: &Ctx) {
     let _ = tcp.set_nodelay(true);
     if ctx.verbose {
-        eprintln!("soku tunnel: {peer}: connected");
+        crate::ui::say(&format!("soku tunnel: {peer}: connected"));
     }
     let opened = async {
         let (mut send, recv) = conn.open_bi().await?;
@@ -147,23 +147,23 @@ async fn carry(conn: quinn::Connection, tcp: TcpStream, peer: SocketAddr, ctx: &
     let (send, recv) = match opened.await {
         Ok(streams) => streams,
         Err(e) => {
-            eprintln!("soku tunnel: {peer}: cannot open a stream: {e}");
+            crate::ui::say(&format!("soku tunnel: {peer}: cannot open a stream: {e}"));
             return;
         }
     };
     match pipe::relay(tcp, send, recv, ctx.compress).await {
-        Ok(totals) if ctx.verbose => eprintln!(
+        Ok(totals) if ctx.verbose => crate::ui::say(&format!(
             "soku tunnel: {peer}: closed, {} bytes sent, {} received",
             totals.sent, totals.received
-        ),
+        )),
         Ok(_) => {}
         Err(RelayError::PeerAbort(why)) if why == code::CONNECT_FAILED => {
-            eprintln!("soku tunnel: {peer}: the remote end could not connect to {}", ctx.destination)
+            crate::ui::say(&format!("soku tunnel: {peer}: the remote end could not connect to {}", ctx.destination))
         }
-        Err(RelayError::PeerAbort(why)) if why == code::TOO_MANY => eprintln!(
+        Err(RelayError::PeerAbort(why)) if why == code::TOO_MANY => crate::ui::say(&format!(
             "soku tunnel: {peer}: refused, the remote end already relays {MAX_CONNECTIONS} connections"
-        ),
-        Err(e) if ctx.verbose => eprintln!("soku tunnel: {peer}: {e}"),
+        )),
+        Err(e) if ctx.verbose => crate::ui::say(&format!("soku tunnel: {peer}: {e}")),
         Err(_) => {}
     }
 }
@@ -183,9 +183,11 @@ impl Notices {
 impl EventSink for Notices {
     fn event(&self, event: TransferEvent) {
         match event {
-            TransferEvent::Warning(message) => eprintln!("soku tunnel: warning: {message}"),
+            TransferEvent::Warning(message) => {
+                crate::ui::say(&format!("soku tunnel: warning: {message}"))
+            }
             TransferEvent::Connected { transport, .. } if self.verbose => {
-                eprintln!("soku tunnel: connected over {transport}")
+                crate::ui::say(&format!("soku tunnel: connected over {transport}"))
             }
             _ => {}
         }

@@ -1,12 +1,16 @@
 //! Rendering events for people (progress meter, summary) and for programs (JSON lines).
+//! Every line for people is made [`visible`] first: names and the peer's messages
+//! never reach the terminal as control characters.
 
 mod json;
 mod progress;
 mod silence;
+mod visible;
 
 pub use json::JsonLines;
 pub use progress::ProgressMeter;
 pub use silence::SilenceWatch;
+pub use visible::{say, visible, visible_bytes};
 
 /// Formats bytes with binary units: `1.5 GiB`.
 pub fn human_bytes(bytes: u64) -> String {

@@ -124,9 +124,10 @@ impl ProgressMeter {
     }
 
     /// A line above the meter (the meter is cleared, the line written, the meter
-    /// redrawn): written whether or not stderr is a terminal.
+    /// redrawn): written whether or not stderr is a terminal, made visible (it may
+    /// carry names and the peer's messages).
     fn line(&self, text: &str) {
-        self.bar.suspend(|| eprintln!("{text}"));
+        self.bar.suspend(|| super::say(text));
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
