@@ -61,6 +61,8 @@ struct Shared {
     /// Where the target's file system keeps files: which steps run in place.
     keeps: Keeps,
     preserve: bool,
+    /// See [`CopyOptions::keep_special_bits`].
+    keep_special_bits: bool,
     fsync: bool,
     chunk_size: u32,
     last_progress: Mutex<Instant>,
@@ -77,6 +79,22 @@ struct Shared {
 
 /// What a resuming receiver found of a file: where, and the chunks it holds.
 type Held = (HeldBase, Vec<HeldChunk>);
+
+/// The setuid, setgid and sticky bits: what `-p` takes from the sender only when asked
+/// ([`CopyOptions::keep_special_bits`]).
+const SPECIAL_BITS: u32 = 0o7000;
+
+/// `entry` with the special bits of its mode cleared, as OpenSSH's scp clears them
+/// since 9.2: the sender chooses the mode, and a setuid file owned by the receiving
+/// user (root, as often as not) or a sticky world-writable directory is the receiving
+/// side's risk, not the sender's. Everything else about the entry is checked later, as
+/// it came.
+fn without_special_bits(mut entry: Entry) -> Entry {
+    match &mut entry {
+        Entry::Dir { meta, .. } | Entry::File { meta, .. } => meta.mode &= !SPECIAL_BITS,
+    }
+    entry
+}
 
 /// Removes (or, with resume, keeps) the temporary files of whatever is unfinished when
 /// the receiver stops, by error or by being dropped.
@@ -118,6 +136,7 @@ pub async fn run(
         events: events.clone(),
         keeps,
         preserve: opts.preserve,
+        keep_special_bits: opts.keep_special_bits,
         fsync: opts.fsync,
         chunk_size: opts.chunk_size,
         last_progress: Mutex::new(Instant::now()),
@@ -366,6 +385,7 @@ impl Shared {
         entry: Entry,
         tasks: &mut JoinSet<Result<(), EngineError>>,
     ) -> Result<(), EngineError> {
+        let entry = if self.keep_special_bits { entry } else { without_special_bits(entry) };
         let action = lock(&self.state).on_entry(entry)?;
         match action {
             EntryAction::MakeDir { local } => {

@@ -20,6 +20,11 @@ pub struct CopyOptions {
     pub recursive: bool,
     /// Preserve times and full mode (scp -p).
     pub preserve: bool,
+    /// With `preserve`, the receiving side keeps the setuid, setgid and sticky bits
+    /// the sender's modes carry; otherwise it clears them (`receive.rs`). Each side
+    /// decides this for what it receives: it is not part of the request, and is set
+    /// only for a root user who asked (`--keep-special-bits`).
+    pub keep_special_bits: bool,
     /// Compress chunks where it pays (scp -C).
     pub compress: bool,
     /// Chunk size in bytes.
@@ -69,6 +74,7 @@ impl CopyOptions {
         let opts = CopyOptions {
             recursive,
             preserve,
+            keep_special_bits: false,
             compress,
             chunk_size,
             rate_limit_bps,

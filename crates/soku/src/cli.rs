@@ -54,9 +54,17 @@ pub struct CopyArgs {
     #[arg(short = 'r')]
     pub recursive: bool,
 
-    /// Preserve modification times, access times and modes.
+    /// Preserve modification times, access times and modes. The setuid, setgid and
+    /// sticky bits of what this side receives are cleared, as OpenSSH's scp clears
+    /// them (--keep-special-bits keeps them).
     #[arg(short = 'p')]
     pub preserve: bool,
+
+    /// With -p, as root: keep the setuid, setgid and sticky bits of the files and
+    /// directories this side receives (a download), from a source you trust. The
+    /// remote side of an upload always clears them.
+    #[arg(long = "keep-special-bits", requires = "preserve")]
+    pub keep_special_bits: bool,
 
     /// Limit the bandwidth, in Kbit/s.
     #[arg(short = 'l', value_name = "LIMIT")]

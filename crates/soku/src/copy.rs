@@ -145,9 +145,19 @@ async fn copy_until_done(
         rate_limit_bps: args.limit_kbps.map(|kbps| kbps.saturating_mul(1000)),
         ..TransportOptions::default()
     };
+    // Only root can make a file setuid for another user, and only root's files are
+    // worth a hostile peer's setuid bit: anyone else asking is told so, not ignored.
+    if args.keep_special_bits && !rustix::process::geteuid().is_root() {
+        return Err(Exit::usage(
+            "--keep-special-bits is for root only: as another user the setuid, setgid and \
+             sticky bits are cleared, as scp clears them; leave the option out",
+        )
+        .into());
+    }
     let opts = CopyOptions {
         recursive: args.recursive,
         preserve: args.preserve,
+        keep_special_bits: args.keep_special_bits,
         compress: args.compress,
         chunk_size: args.chunk_size.unwrap_or(DEFAULT_CHUNK_SIZE),
         rate_limit_bps: transport.rate_limit_bps,

@@ -241,6 +241,32 @@ fn preserve_mode_and_mtime_upload() {
     assert_eq!(mtime(&env.dst().join("p")), (OLD_SECS - 50, 0), "directory mtime");
 }
 
+/// Catches: `-p` giving root a setuid, setgid or sticky bit the peer chose (OpenSSH's
+/// scp clears them since 9.2), on a download and on an upload; and
+/// `--keep-special-bits` not keeping them for root on a download.
+#[test]
+fn preserve_clears_setuid_setgid_and_sticky_bits_unless_root_asks() {
+    let env = Env::new();
+    let tree = env.src().join("tree");
+    write(&tree.join("tool"), b"#!/bin/sh\n");
+    chmod(&tree.join("tool"), 0o6755);
+    std::fs::create_dir(tree.join("drop")).expect("mkdir");
+    chmod(&tree.join("drop"), 0o1777);
+    let down = env.path("down");
+    env.ok(env.soku().args(["-r", "-p"]).arg(env.remote(&tree)).arg(&down));
+    assert_eq!(mode(&down.join("tool")), 0o755, "the file's setuid and setgid bits");
+    assert_eq!(mode(&down.join("drop")), 0o777, "the directory's sticky bit");
+    env.ok(env.soku().args(["-r", "-p"]).arg(&tree).arg(env.remote(&env.dst().join("up"))));
+    assert_eq!(mode(&env.dst().join("up/tool")), 0o755);
+    assert_eq!(mode(&env.dst().join("up/drop")), 0o777);
+    // Root (these tests run as root) asking for them, from a source it trusts.
+    let kept = env.path("kept");
+    let asked = ["-r", "-p", "--keep-special-bits"];
+    env.ok(env.soku().args(asked).arg(env.remote(&tree)).arg(&kept));
+    assert_eq!(mode(&kept.join("tool")), 0o6755);
+    assert_eq!(mode(&kept.join("drop")), 0o1777);
+}
+
 #[test]
 fn preserve_mode_and_mtime_download() {
     let env = Env::new();

@@ -231,6 +231,7 @@ fn copy_opts() -> CopyOptions {
     CopyOptions {
         recursive: false,
         preserve: false,
+        keep_special_bits: false,
         compress: false,
         chunk_size: 1 << 20,
         rate_limit_bps: None,

@@ -22,6 +22,7 @@ pub fn options(recursive: bool) -> CopyOptions {
     CopyOptions {
         recursive,
         preserve: false,
+        keep_special_bits: false,
         compress: false,
         chunk_size: SMALL_CHUNKS,
         rate_limit_bps: None,
