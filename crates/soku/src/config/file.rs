@@ -58,10 +58,9 @@ pub struct ConfigFile {
 impl ConfigFile {
     /// Reads `path`; `Ok(None)` when there is no such file.
     pub fn read(path: &Path) -> Result<Option<ConfigFile>, ConfigError> {
-        match std::fs::read_to_string(path) {
-            Ok(text) => ConfigFile::parse(path, &text).map(Some),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(source) => Err(ConfigError::Read { path: path.to_path_buf(), source }),
+        match read_text(path)? {
+            Some(text) => ConfigFile::parse(path, &text).map(Some),
+            None => Ok(None),
         }
     }
 
@@ -102,6 +101,57 @@ impl ConfigFile {
         }
         settings.over(self.global.clone())
     }
+}
+
+/// Largest config file soku reads. Every key in a thousand host sections comes to
+/// about 200 kB; a file beyond 1 MiB is something else saved under the name (a log, an
+/// image), or a device that never ends, and reading on would only fill memory.
+pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
+
+/// The text of the config file at `path`, if there is one: a regular file (through
+/// symlinks) of at most [`MAX_CONFIG_BYTES`]. Opened without blocking, so that a FIFO
+/// is refused rather than waited on for a writer; a device or a FIFO is named, never
+/// read.
+fn read_text(path: &Path) -> Result<Option<String>, ConfigError> {
+    use std::io::Read as _;
+    use std::os::unix::fs::{FileTypeExt as _, OpenOptionsExt as _};
+    let failed = |source| ConfigError::Read { path: path.to_path_buf(), source };
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
+        .open(path);
+    let file = match file {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(failed(e)),
+    };
+    let kind = file.metadata().map_err(failed)?.file_type();
+    let what = if kind.is_file() {
+        None
+    } else if kind.is_dir() {
+        Some("a directory")
+    } else if kind.is_fifo() {
+        Some("a FIFO")
+    } else if kind.is_char_device() {
+        Some("a character device")
+    } else if kind.is_block_device() {
+        Some("a block device")
+    } else if kind.is_socket() {
+        Some("a socket")
+    } else {
+        Some("not a regular file")
+    };
+    if let Some(what) = what {
+        return Err(ConfigError::NotRegular { path: path.to_path_buf(), what });
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_CONFIG_BYTES + 1).read_to_end(&mut bytes).map_err(failed)?;
+    if bytes.len() as u64 > MAX_CONFIG_BYTES {
+        return Err(ConfigError::TooLarge { path: path.to_path_buf(), limit: MAX_CONFIG_BYTES });
+    }
+    String::from_utf8(bytes)
+        .map(Some)
+        .map_err(|e| failed(std::io::Error::new(std::io::ErrorKind::InvalidData, e)))
 }
 
 /// Turns byte offsets into `file:line` origins and errors.

@@ -35,6 +35,20 @@ pub enum ConfigError {
     /// The file exists but cannot be read.
     #[error("config file {}: cannot read it: {source}", path.display())]
     Read { path: PathBuf, source: std::io::Error },
+    /// The name is taken by something that is not a regular file (a FIFO would wait
+    /// for a writer, a device would never end).
+    #[error(
+        "config file {}: is {what}, not a regular file: make it a regular file or remove it",
+        path.display()
+    )]
+    NotRegular { path: PathBuf, what: &'static str },
+    /// Larger than any config file needs to be.
+    #[error(
+        "config file {}: larger than {} KiB, which no config file needs: is it the right file?",
+        path.display(),
+        limit / 1024
+    )]
+    TooLarge { path: PathBuf, limit: u64 },
 }
 
 /// The config files found, highest precedence first.
@@ -165,6 +179,52 @@ mod tests {
         // A directory where the file should be: reading it fails whoever runs the test.
         let err = Layers::load_from(vec![dir.path().to_path_buf()]).err().expect("refused");
         assert!(err.to_string().contains(&dir.path().display().to_string()), "{err}");
+    }
+
+    /// Catches: a FIFO at the config file's name holding soku until someone writes to
+    /// it, and a link to `/dev/zero` read until memory runs out.
+    #[test]
+    fn a_fifo_or_a_device_is_refused_without_waiting() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let fifo = dir.path().join("config.toml");
+        rustix::fs::mkfifoat(rustix::fs::CWD, &fifo, rustix::fs::Mode::from(0o600))
+            .expect("mkfifo");
+        let zero = dir.path().join("zero.toml");
+        std::os::unix::fs::symlink("/dev/zero", &zero).expect("symlink");
+        // Bounded: without the fix the first read waits for a writer forever, so the
+        // check runs on a thread the test stops waiting for.
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let errors = [fifo, zero].map(|path| {
+                Layers::load_from(vec![path]).err().map(|e| e.to_string()).unwrap_or_default()
+            });
+            let _ = tx.send(errors);
+        });
+        let [fifo_error, zero_error] =
+            rx.recv_timeout(std::time::Duration::from_secs(20)).expect("did not hang");
+        assert!(
+            fifo_error.ends_with(
+                "config.toml: is a FIFO, not a regular file: make it a regular file or remove it"
+            ),
+            "{fifo_error}"
+        );
+        assert!(
+            zero_error.contains("zero.toml: is a character device, not a regular file"),
+            "{zero_error}"
+        );
+    }
+
+    /// Catches: a huge file read whole into memory.
+    #[test]
+    fn a_file_beyond_the_cap_is_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let big = dir.path().join("config.toml");
+        let comment = format!("# {}\n", "x".repeat(1000));
+        std::fs::write(&big, comment.repeat(1100)).expect("write");
+        let err = Layers::load_from(vec![big]).err().expect("refused").to_string();
+        assert!(err.contains("larger than 1024 KiB"), "{err}");
+        // Up to the cap is read.
+        let (_dir, _layers) = layers(&comment.repeat(1000), "");
     }
 
     #[test]
