@@ -80,9 +80,13 @@ pub unsafe fn read_addr(addr: *const sockaddr, len: socklen_t) -> Option<SocketA
     if addr.is_null() || (len as usize) < std::mem::size_of::<libc::sa_family_t>() {
         return None;
     }
-    // SAFETY: at least the family field is readable (checked above); unaligned reads
-    // because callers may pass any buffer.
-    let family = unsafe { std::ptr::read_unaligned(addr) }.sa_family as c_int;
+    // Only the family: the caller vouches for `len` bytes, and a whole `sockaddr` (16)
+    // may be more than that. SAFETY: the family field lies within the `len` bytes
+    // (checked above); unaligned reads because callers may pass any buffer.
+    let family = unsafe {
+        let at = addr.cast::<u8>().add(std::mem::offset_of!(sockaddr, sa_family));
+        std::ptr::read_unaligned(at.cast::<libc::sa_family_t>())
+    } as c_int;
     match family {
         libc::AF_INET if len as usize >= std::mem::size_of::<libc::sockaddr_in>() => {
             // SAFETY: length checked for a sockaddr_in.
@@ -201,4 +205,89 @@ pub fn is_connected(fd: c_int) -> bool {
     let mut len = std::mem::size_of::<libc::sockaddr_storage>() as socklen_t;
     // SAFETY: storage/len are valid out-pointers of the declared size.
     unsafe { real(fd, (&raw mut storage).cast(), &mut len) == 0 }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two pages, the second unreadable: bytes placed at the end of the first are
+    /// followed by a page whose first read faults.
+    struct Guarded {
+        base: *mut c_void,
+        page: usize,
+    }
+
+    impl Guarded {
+        fn new() -> Guarded {
+            // SAFETY: sysconf has no preconditions.
+            let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).expect("page");
+            // SAFETY: a fresh private anonymous mapping, checked below.
+            let base = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    2 * page,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                    -1,
+                    0,
+                )
+            };
+            assert_ne!(base, libc::MAP_FAILED);
+            // SAFETY: the second page belongs to the mapping just made.
+            let rc = unsafe {
+                libc::mprotect(base.cast::<u8>().add(page).cast(), page, libc::PROT_NONE)
+            };
+            assert_eq!(rc, 0);
+            Guarded { base, page }
+        }
+
+        /// `bytes` copied to end exactly where the unreadable page begins.
+        fn at_the_edge(&self, bytes: &[u8]) -> *const sockaddr {
+            // SAFETY: the copy ends at the end of the first (writable) page.
+            unsafe {
+                let at = self.base.cast::<u8>().add(self.page - bytes.len());
+                std::ptr::copy_nonoverlapping(bytes.as_ptr(), at, bytes.len());
+                at.cast()
+            }
+        }
+    }
+
+    impl Drop for Guarded {
+        fn drop(&mut self) {
+            // SAFETY: the mapping made in `new`, unmapped once.
+            unsafe { libc::munmap(self.base, 2 * self.page) };
+        }
+    }
+
+    /// Catches: reading a whole 16-byte `sockaddr` to learn the family when the caller
+    /// vouched for fewer bytes (the read past them faults here).
+    #[test]
+    fn only_the_family_is_read_before_the_length_is_known() {
+        let guarded = Guarded::new();
+        let family = (libc::AF_INET as libc::sa_family_t).to_ne_bytes();
+        let addr = guarded.at_the_edge(&family);
+        // SAFETY: `addr` points to 2 readable bytes.
+        assert_eq!(unsafe { read_addr(addr, 2) }, None);
+        // An IPv6 family with the length of an IPv4 address: refused before the read.
+        let mut short6 = [0u8; std::mem::size_of::<libc::sockaddr_in>()];
+        short6[..2].copy_from_slice(&(libc::AF_INET6 as libc::sa_family_t).to_ne_bytes());
+        let addr = guarded.at_the_edge(&short6);
+        // SAFETY: `addr` points to `short6.len()` readable bytes.
+        assert_eq!(unsafe { read_addr(addr, short6.len() as socklen_t) }, None);
+        // A whole IPv4 address at the edge is read.
+        // SAFETY: all-zero is a valid sockaddr_in.
+        let mut v4: libc::sockaddr_in = unsafe { std::mem::zeroed() };
+        v4.sin_family = libc::AF_INET as libc::sa_family_t;
+        v4.sin_port = 4242u16.to_be();
+        v4.sin_addr.s_addr = u32::from(Ipv4Addr::LOCALHOST).to_be();
+        // SAFETY: a plain-old-data struct seen as its bytes.
+        let bytes = unsafe {
+            std::slice::from_raw_parts((&raw const v4).cast::<u8>(), std::mem::size_of_val(&v4))
+        };
+        let addr = guarded.at_the_edge(bytes);
+        // SAFETY: `addr` points to `bytes.len()` readable bytes.
+        let read = unsafe { read_addr(addr, bytes.len() as socklen_t) };
+        assert_eq!(read, Some(SocketAddr::from((Ipv4Addr::LOCALHOST, 4242))));
+    }
 }
