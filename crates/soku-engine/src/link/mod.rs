@@ -140,6 +140,9 @@ pub struct Link {
     /// How long [`Link::recv`] waits for anything from the peer before it calls the
     /// peer stalled; `None`: for ever.
     stall_limit: Option<std::time::Duration>,
+    /// When the peer was last heard from (or the limit set): the limit runs from here,
+    /// not from each call of [`Link::recv`].
+    heard: tokio::time::Instant,
     /// The link's own reader and writer tasks: aborted when the link is dropped.
     _tasks: JoinSet<()>,
 }
@@ -152,7 +155,15 @@ impl Link {
         traits: LinkTraits,
         tasks: JoinSet<()>,
     ) -> Self {
-        Link { tx, inbox, held: VecDeque::new(), traits, stall_limit: None, _tasks: tasks }
+        Link {
+            tx,
+            inbox,
+            held: VecDeque::new(),
+            traits,
+            stall_limit: None,
+            heard: tokio::time::Instant::now(),
+            _tasks: tasks,
+        }
     }
 
     /// Calls the peer stalled when nothing from it (a message, a chunk, a keep-alive,
@@ -160,24 +171,31 @@ impl Link {
     /// `limit` while [`Link::recv`] waits.
     pub fn set_stall_limit(&mut self, limit: Option<std::time::Duration>) {
         self.stall_limit = limit;
+        self.heard = tokio::time::Instant::now();
     }
 
     /// The next thing the peer sent (what was held back first); `None` once the link's
-    /// readers have all ended; [`LinkError::Stalled`] after the stall limit with nothing.
-    /// Keep-alives are dropped here. Cancel-safe: nothing is lost if the future is
-    /// dropped.
+    /// readers have all ended; [`LinkError::Stalled`] once the stall limit has passed
+    /// since the peer was last heard from. A role that waits for its peer beside other
+    /// work calls this afresh after each piece of that work: the limit is counted from
+    /// the last thing heard, so a sender whose chunks keep finishing still notices a
+    /// peer that went silent. Keep-alives are dropped here. Cancel-safe: nothing is
+    /// lost if the future is dropped.
     pub async fn recv(&mut self) -> Option<Result<Inbound, LinkError>> {
         if let Some(held) = self.held.pop_front() {
             return Some(Ok(held));
         }
         loop {
             let next = match self.stall_limit {
-                Some(limit) => match tokio::time::timeout(limit, self.inbox.recv()).await {
-                    Ok(next) => next,
-                    Err(_) => return Some(Err(LinkError::Stalled(limit))),
-                },
+                Some(limit) => {
+                    match tokio::time::timeout_at(self.heard + limit, self.inbox.recv()).await {
+                        Ok(next) => next,
+                        Err(_) => return Some(Err(LinkError::Stalled(limit))),
+                    }
+                }
                 None => self.inbox.recv().await,
             };
+            self.heard = tokio::time::Instant::now();
             if !matches!(next, Some(Ok(Inbound::Control(Message::KeepAlive)))) {
                 return next;
             }
@@ -246,5 +264,37 @@ impl ChunkSlot {
     /// The chunk, once its bytes are read.
     pub(crate) fn fill(self, wire: PageBuf, wire_hash: Option<[u8; 32]>) -> Incoming {
         Incoming { header: self.header, wire, wire_hash, _memory: self.permit }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    /// Catches: the stall limit counted afresh at each call of `recv`. A sender waits
+    /// for its peer beside its chunk tasks and calls `recv` again after each one ends,
+    /// so against a peer that reads everything and says nothing (its chunks keep
+    /// ending) the limit never ran out.
+    #[tokio::test]
+    async fn the_stall_limit_runs_from_the_last_word_heard_not_from_each_wait() {
+        let (mut ours, _silent_peer) = memory::ordered_pair();
+        let limit = Duration::from_millis(200);
+        ours.set_stall_limit(Some(limit));
+        let began = tokio::time::Instant::now();
+        // Bounded: 40 waits of 50 ms, ten times the limit.
+        for _ in 0..40 {
+            match tokio::time::timeout(Duration::from_millis(50), ours.recv()).await {
+                Err(_) => continue,
+                Ok(Some(Err(LinkError::Stalled(at)))) => {
+                    assert_eq!(at, limit);
+                    assert!(began.elapsed() >= limit, "{:?}", began.elapsed());
+                    return;
+                }
+                Ok(other) => panic!("the silent peer sent {other:?}"),
+            }
+        }
+        panic!("no stall after {:?} of silence, with a limit of {limit:?}", began.elapsed());
     }
 }
