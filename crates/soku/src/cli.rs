@@ -136,6 +136,11 @@ pub struct CopyArgs {
     #[arg(long = "chunk-size", value_name = "SIZE", value_parser = parse_chunk_size)]
     pub chunk_size: Option<u32>,
 
+    /// Seconds without a word from the peer before the copy takes it for stalled
+    /// (default: 120); for tests, which cannot wait that long.
+    #[arg(long = "stall-timeout", value_name = "SECONDS", hide = true)]
+    pub stall_timeout: Option<u64>,
+
     /// Print machine-readable events (JSON lines) on stderr instead of the progress meter.
     #[arg(long = "json")]
     pub json: bool,

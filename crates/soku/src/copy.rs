@@ -268,6 +268,9 @@ async fn copy_until_done(
         receive_preview: None,
         keep: false,
         login_at: None,
+        stall: args
+            .stall_timeout
+            .map_or(soku_engine::link::DEFAULT_STALL_LIMIT, Duration::from_secs),
     };
     let kept_key = kept_key(&launcher);
     session_opts.keep = kept_key.is_some();
@@ -449,7 +452,7 @@ impl Attempt<'_> {
             Start::Ssh(cmd) => Session::start(cmd, session_opts, events.as_ref()).await?,
             Start::Attached(attached) => *attached,
         };
-        link.set_stall_limit(Some(soku_engine::link::DEFAULT_STALL_LIMIT));
+        link.set_stall_limit(Some(session_opts.stall));
         retry.connected();
         let sampler = session
             .connection()

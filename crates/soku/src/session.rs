@@ -129,6 +129,10 @@ pub struct SessionOptions {
     /// through a kept server times TCP handshakes there while QUIC is silent
     /// (`crate::tcp_probe`).
     pub login_at: Option<crate::tcp_probe::LoginAddress>,
+    /// How long the peer may say nothing, not even a keep-alive, before the session
+    /// takes it for stalled: while the client waits for the server's first words after
+    /// its hello, and on the link (`Link::set_stall_limit`).
+    pub stall: Duration,
 }
 
 /// The shared ssh login's master brought no hello within its time: it is given up.
@@ -154,6 +158,7 @@ impl SessionOptions {
             receive_preview: None,
             keep: false,
             login_at: None,
+            stall: soku_engine::link::DEFAULT_STALL_LIMIT,
         }
     }
 }
@@ -227,8 +232,12 @@ impl Session {
         let previewed = opts.receive_preview.as_ref().filter(|_| version >= preview::SINCE_VERSION);
         let answering = async {
             match previewed {
+                // A server that said hello and then nothing is stalled, as it is
+                // once the copy runs: the wait is bounded by the same limit.
                 Some(ReceivePreview::Upload { .. }) => {
-                    preview::read_answer(&mut stdout, leftover).await
+                    tokio::time::timeout(opts.stall, preview::read_answer(&mut stdout, leftover))
+                        .await
+                        .map_err(|_| soku_engine::LinkError::Stalled(opts.stall))?
                 }
                 Some(ReceivePreview::NothingHeld) => Ok((true, leftover)),
                 None => Ok((false, leftover)),

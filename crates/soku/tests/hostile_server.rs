@@ -133,17 +133,7 @@ fn file(id: u32, name: &str, size: u64) -> Message {
 fn against(env: &Env, args: &[String], play: impl FnOnce(&mut Peer) + Send + 'static) -> Output {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
     let addr = listener.local_addr().expect("addr");
-    let script = env.path("hostile-soku");
-    write(
-        &script,
-        format!(
-            "#!/bin/sh\nprintf '{STDERR_PRINTF}' >&2\nexec {} proxy 127.0.0.1 {}\n",
-            common::soku_bin().display(),
-            addr.port()
-        )
-        .as_bytes(),
-    );
-    chmod(&script, 0o755);
+    let script = relay_to(env, addr.port());
     let server = std::thread::spawn(move || {
         let (stream, _) = listener.accept().expect("accept");
         stream.set_read_timeout(Some(PATIENCE)).expect("timeout");
@@ -171,6 +161,22 @@ fn against(env: &Env, args: &[String], play: impl FnOnce(&mut Peer) + Send + 'st
     assert!(played.is_ok(), "the test's server failed\n{}", describe(&cmd, &out));
     assert_nothing_acts_on_the_terminal(&cmd, &out);
     out
+}
+
+/// The remote "soku": prints [`STDERR_PRINTF`] on stderr, then relays to the test's
+/// port on 127.0.0.1.
+fn relay_to(env: &Env, port: u16) -> std::path::PathBuf {
+    let script = env.path("hostile-soku");
+    write(
+        &script,
+        format!(
+            "#!/bin/sh\nprintf '{STDERR_PRINTF}' >&2\nexec {} proxy 127.0.0.1 {port}\n",
+            common::soku_bin().display(),
+        )
+        .as_bytes(),
+    );
+    chmod(&script, 0o755);
+    script
 }
 
 /// `soku diagnose` with the same options as a copy's.
@@ -352,4 +358,60 @@ fn a_remote_name_that_attacks_the_terminal_is_shown_escaped() {
     let line = stderr.lines().find(|l| l.contains("x\\033[2J\\033[HRED\\nsoku: fake line"));
     assert!(line.is_some_and(|l| l.starts_with("soku: remote: ")), "{stderr}");
     assert_eq!(std::fs::read(env.dst().join("tree/ok.txt")).expect("ok.txt"), b"fine");
+}
+
+/// Catches: an upload waiting for ever on a server that said hello and then neither
+/// reads nor speaks, where a silent peer ends a download at the stall limit. Once while
+/// the client waits for the answer to its preview, once with the copy running (64 MiB,
+/// more than ssh, the pipes and the relay buffer, so the client's writes block too).
+/// The limit is shortened with the hidden `--stall-timeout`.
+#[test]
+fn an_upload_to_a_peer_that_never_reads_nor_speaks_ends_at_the_stall_limit() {
+    let env = Env::new();
+    let source = env.src().join("big.bin");
+    write(&source, &common::data(64 << 20, 3));
+    for answers_preview in [false, true] {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let script = relay_to(&env, listener.local_addr().expect("addr").port());
+        let (done, ended) = std::sync::mpsc::channel::<()>();
+        let server = std::thread::spawn(move || {
+            let (mut stream, _) = listener.accept().expect("accept");
+            let mut out = MAGIC.to_vec();
+            let hello = ServerHello::Ready {
+                version: *soku_proto::PROTOCOL_VERSIONS.end(),
+                udp_port: 0,
+                server_addr: None,
+                fingerprint: [0; 32],
+                soku_version: "silent".into(),
+                warnings: vec![],
+                min_version: *soku_proto::PROTOCOL_VERSIONS.start(),
+                tcp_port: 0,
+            };
+            frame::encode(&hello, &mut out).expect("encodes");
+            if answers_preview {
+                frame::encode(&ServerNote::Holds { nothing: true }, &mut out).expect("encodes");
+            }
+            stream.write_all(&out).expect("hello");
+            // Never reads, never speaks: holds the connection until soku has ended.
+            let _ = ended.recv_timeout(PATIENCE * 4);
+            drop(stream);
+        });
+        let mut cmd = env.soku_without_remote_path();
+        cmd.arg("--remote-soku").arg(&script);
+        cmd.args(["--no-share-login", "--retry-for", "0", "--transport", "ssh"]);
+        cmd.args(["--stall-timeout", "3"]);
+        cmd.arg(&source).arg(remote(&env, &format!("{}/", env.dst().display())));
+        let began = std::time::Instant::now();
+        let out = soku_testkit::cmd::output(&mut cmd);
+        let took = began.elapsed();
+        let _ = done.send(());
+        server.join().expect("the test's server");
+        let shown = describe(&cmd, &out);
+        assert_ne!(out.status.code(), Some(common::TIMED_OUT), "soku hung\n{shown}");
+        assert!(!out.status.success(), "{shown}");
+        assert!(took < Duration::from_secs(60), "ended after {took:?}\n{shown}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("3 s"), "the line names the limit\n{shown}");
+        common::assert_no_panic(&cmd, &out);
+    }
 }

@@ -242,6 +242,7 @@ mod tests {
             receive_preview: None,
             keep: false,
             login_at: None,
+            stall: soku_engine::link::DEFAULT_STALL_LIMIT,
         }
     }
 
