@@ -25,6 +25,7 @@ use std::sync::{Arc, Mutex};
 use soku_proto::chunk::{chunk_hash, ChunkPlan};
 
 use crate::codec::read_exact_at;
+use crate::fsops::TargetDir;
 use crate::lock;
 use crate::walk::{self, Item};
 
@@ -48,23 +49,44 @@ pub struct Walked {
     pub items: Vec<Item>,
     /// Chunk hashes computed ahead of the copy.
     pub known: KnownHashes,
+    /// For a confined server (`soku serve --root`): the directory the walk stayed
+    /// beneath, which the sender opens every file beneath too.
+    pub beneath: Option<Arc<TargetDir>>,
 }
 
 impl Walked {
     /// Walks `sources` now, hashing nothing ahead (the server's sender, and tests).
     pub async fn walk(sources: Vec<String>, recursive: bool) -> std::io::Result<Walked> {
+        Walked::walk_beneath(sources, recursive, None).await
+    }
+
+    /// [`Walked::walk`] for a confined server: every source, and everything in a tree,
+    /// is looked at beneath `beneath` and found there or not at all (`walk::walk`).
+    pub async fn walk_beneath(
+        sources: Vec<String>,
+        recursive: bool,
+        beneath: Option<Arc<TargetDir>>,
+    ) -> std::io::Result<Walked> {
         let never = AtomicBool::new(false);
-        let items = tokio::task::spawn_blocking(move || walk_all(&sources, recursive, &never))
-            .await
-            .map_err(std::io::Error::other)?;
-        Ok(Walked { items, known: KnownHashes::default() })
+        let within = beneath.clone();
+        let items = tokio::task::spawn_blocking(move || {
+            walk_all(&sources, recursive, within.as_deref(), &never)
+        })
+        .await
+        .map_err(std::io::Error::other)?;
+        Ok(Walked { items, known: KnownHashes::default(), beneath })
     }
 }
 
 /// The walk's items, in order; it ends early once `abort` is set.
-fn walk_all(sources: &[String], recursive: bool, abort: &AtomicBool) -> Vec<Item> {
+fn walk_all(
+    sources: &[String],
+    recursive: bool,
+    beneath: Option<&TargetDir>,
+    abort: &AtomicBool,
+) -> Vec<Item> {
     let mut items = Vec::new();
-    walk::walk(sources, recursive, &mut |item| {
+    walk::walk(sources, recursive, beneath, &mut |item| {
         items.push(item);
         !abort.load(Ordering::Relaxed)
     });
@@ -142,9 +164,9 @@ impl HashAhead {
         let abort = Arc::new(AtomicBool::new(false));
         let (stop_flag, abort_flag) = (stop.clone(), abort.clone());
         let task = tokio::task::spawn_blocking(move || {
-            let items = walk_all(&sources, recursive, &abort_flag);
+            let items = walk_all(&sources, recursive, None, &abort_flag);
             let known = hash_files(&items, chunk_size, &stop_flag);
-            Walked { items, known }
+            Walked { items, known, beneath: None }
         });
         HashAhead { stop, abort, task: Some(task) }
     }
@@ -312,7 +334,7 @@ mod tests {
 
     fn known_for(paths: &[&Path], chunk: u32) -> (Vec<Item>, KnownHashes) {
         let sources: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
-        let items = walk_all(&sources, false, &AtomicBool::new(false));
+        let items = walk_all(&sources, false, None, &AtomicBool::new(false));
         let known = hash_files(&items, chunk, &AtomicBool::new(false));
         (items, known)
     }
@@ -365,7 +387,7 @@ mod tests {
     fn hashing_ahead_stops_at_its_byte_budget() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = file_of(dir.path(), "f", &[4u8; 10 * 1024]);
-        let items = walk_all(&[path.display().to_string()], false, &AtomicBool::new(false));
+        let items = walk_all(&[path.display().to_string()], false, None, &AtomicBool::new(false));
         let mut known = hash_files_up_to(&items, 1024, &AtomicBool::new(false), 3 * 1024);
         assert_eq!(known.count(), 3);
         let md = std::fs::metadata(&path).expect("md");
@@ -393,7 +415,7 @@ mod tests {
     fn a_file_that_changed_size_after_the_walk_is_not_hashed() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = file_of(dir.path(), "f", &[1u8; 5000]);
-        let items = walk_all(&[path.display().to_string()], false, &AtomicBool::new(false));
+        let items = walk_all(&[path.display().to_string()], false, None, &AtomicBool::new(false));
         // Grown between the walk and the hashing: the sender still cuts it at 5000.
         file_of(dir.path(), "f", &[1u8; 7000]);
         let mut known = hash_files(&items, 4096, &AtomicBool::new(false));
@@ -408,9 +430,11 @@ mod tests {
         for i in 0..20 {
             file_of(dir.path(), &format!("f{i}"), b"x");
         }
-        let items = walk_all(&[dir.path().display().to_string()], true, &AtomicBool::new(true));
+        let items =
+            walk_all(&[dir.path().display().to_string()], true, None, &AtomicBool::new(true));
         assert_eq!(items.len(), 1, "the walk stops after its first item");
-        let all = walk_all(&[dir.path().display().to_string()], true, &AtomicBool::new(false));
+        let all =
+            walk_all(&[dir.path().display().to_string()], true, None, &AtomicBool::new(false));
         assert_eq!(all.len(), 21);
     }
 
@@ -418,7 +442,7 @@ mod tests {
     fn a_stopped_worker_hashes_nothing_more() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = file_of(dir.path(), "f", &[3u8; 50_000]);
-        let items = walk_all(&[path.display().to_string()], false, &AtomicBool::new(false));
+        let items = walk_all(&[path.display().to_string()], false, None, &AtomicBool::new(false));
         let known = hash_files(&items, 4096, &AtomicBool::new(true));
         assert_eq!(known.count(), 0);
     }

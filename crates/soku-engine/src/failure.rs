@@ -92,6 +92,19 @@ impl HeldChanged {
     }
 }
 
+/// A path that leads outside the directory a confined server serves (`soku serve
+/// --root`): `..` past it, or a symlink out of it ([`crate::fsops::TargetDir::open_beneath`]).
+#[derive(Debug, thiserror::Error)]
+#[error("it leads outside the directory this server serves: name a path inside it")]
+pub struct Outside;
+
+impl Outside {
+    /// As the I/O error an open returns.
+    pub fn io() -> std::io::Error {
+        std::io::Error::new(ErrorKind::PermissionDenied, Outside)
+    }
+}
+
 /// A source file that changed while its chunks were read, without shrinking (a log
 /// appended to, a file rewritten in place): the chunks sent are a mix of before and
 /// after, a file that never existed, so it fails rather than taking its final name.
@@ -208,12 +221,14 @@ pub fn describe_source(path: &Path, err: &std::io::Error) -> Failure {
     let inner = err.get_ref();
     let shrank = inner.is_some_and(|inner| inner.is::<SourceShrank>());
     let changed = inner.and_then(|inner| inner.downcast_ref::<SourceChanged>()).copied();
+    let outside = inner.is_some_and(|inner| inner.is::<Outside>());
     // The same words for every change, so that one pattern matches them all.
     let again = "run the same command again once nothing writes to it";
     let (problem, ends_copy) = match (err.raw_os_error(), err.kind()) {
         _ if shrank => {
             (format!("it changed during the copy (it shrank while it was read): {again}"), false)
         }
+        _ if outside => (Outside.to_string(), false),
         _ if changed == Some(SourceChanged::Grew) => {
             (format!("it changed during the copy (it grew while it was read): {again}"), false)
         }
@@ -244,9 +259,11 @@ pub fn describe(path: &Path, action: Action, err: &std::io::Error) -> Failure {
     let parent = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let resume = "then run the same command again to resume";
     let gone = err.get_ref().is_some_and(|inner| inner.is::<PartialGone>());
+    let outside = err.get_ref().is_some_and(|inner| inner.is::<Outside>());
     let held_changed = err.get_ref().is_some_and(|inner| inner.is::<HeldChanged>());
     let planted = err.get_ref().is_some_and(|inner| inner.is::<PlantedPartial>());
     let (problem, ends_copy) = match (err.raw_os_error(), err.kind()) {
+        _ if outside => (Outside.to_string(), false),
         _ if planted => (
             format!(
                 "a file soku did not make is at its temporary name {} and cannot be removed \

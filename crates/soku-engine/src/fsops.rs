@@ -23,6 +23,7 @@ use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags};
 use rustix::io::Errno;
 use soku_proto::manifest::Meta;
 
+use crate::failure::Outside;
 use crate::partial::made_dir::{self, MARK};
 use crate::partial::Trailer;
 use crate::small_steps::Keeps;
@@ -211,6 +212,58 @@ impl TargetDir {
     /// The target directory's path.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The directory `local` below this one, opened as a target of its own: how a
+    /// server confined to this directory (`soku serve --root`) opens the target a
+    /// client names, so that nothing of the copy lands outside (see
+    /// [`Self::open_beneath`]).
+    pub fn open_below(&self, local: &Path) -> std::io::Result<TargetDir> {
+        let fd = self.open_beneath(local, OFlags::PATH | OFlags::DIRECTORY)?;
+        Ok(TargetDir { fd, path: local.to_path_buf() })
+    }
+
+    /// Opens `local`, a path below this directory as [`Self::path`] names it, with
+    /// `flags`, resolved by the kernel beneath this directory: a symlink is followed
+    /// while it stays beneath (a client of a confined server names things as the files
+    /// there link them, as scp follows links), but `..` past this directory, an
+    /// absolute symlink or a relative one leading out fails, at the moment of the open
+    /// (`openat2` with `RESOLVE_BENEATH`: no window between a check and the use).
+    /// Kernels without `openat2` take a walk one component at a time that follows no
+    /// symlink at all and refuses `..`: stricter, never looser.
+    pub fn open_beneath(&self, local: &Path, flags: OFlags) -> std::io::Result<OwnedFd> {
+        let rel = local.strip_prefix(&self.path).map_err(|_| Outside::io())?;
+        let rel = if rel.as_os_str().is_empty() { Path::new(".") } else { rel };
+        let flags = flags | OFlags::CLOEXEC;
+        // EAGAIN: a rename elsewhere raced a `..` in the path; the kernel asks for a
+        // retry rather than risk a wrong answer. Bounded: a few tries, then refused.
+        for _ in 0..4 {
+            match rustix::fs::openat2(&self.fd, rel, flags, Mode::empty(), ResolveFlags::BENEATH) {
+                Err(Errno::AGAIN) => continue,
+                Err(Errno::NOSYS | Errno::PERM) => return self.walk_beneath(rel, flags),
+                Err(Errno::XDEV) => return Err(Outside::io()),
+                other => return Ok(other?),
+            }
+        }
+        Err(Outside::io())
+    }
+
+    /// [`Self::open_beneath`] one component at a time, without following a symlink.
+    fn walk_beneath(&self, rel: &Path, flags: OFlags) -> std::io::Result<OwnedFd> {
+        let (parent, name) = match (rel.parent(), rel.file_name()) {
+            (Some(parent), Some(name)) => (parent, name),
+            // `.` (the directory itself), or a path ending in `..`.
+            _ => return self.walk_dir(rel, flags),
+        };
+        let dir = self.walk_dir(parent, OFlags::PATH)?;
+        let opened = rustix::fs::openat(&dir, name, flags | OFlags::NOFOLLOW, Mode::empty());
+        opened.map_err(|e| {
+            if e == Errno::LOOP || (e == Errno::NOTDIR && self.is_symlink(&dir, name)) {
+                Errno::LOOP.into()
+            } else {
+                e.into()
+            }
+        })
     }
 
     /// Where the target's file system keeps its files: which steps may run in place.

@@ -106,10 +106,12 @@ impl Drop for StopOnDrop {
     }
 }
 
-/// Receives into `receiver`'s target, whose directory is `root`.
+/// Receives into `receiver`'s target, whose directory is `root` (opened beneath
+/// `beneath`, for a confined server).
 pub async fn run(
     receiver: Receiver,
     root: PathBuf,
+    beneath: Option<&TargetDir>,
     opts: CopyOptions,
     link: &mut Link,
     events: Arc<dyn EventSink>,
@@ -117,7 +119,11 @@ pub async fn run(
     // The sender may announce many files ahead, each a temporary file here.
     let _ = crate::limits::open_files();
     let receiver = receiver.with_resume(opts.resume).with_nothing_held(opts.nothing_held);
-    let dir = TargetDir::open(&root).map_err(|e| {
+    let dir = match beneath {
+        Some(beneath) => beneath.open_below(&root),
+        None => TargetDir::open(&root),
+    };
+    let dir = dir.map_err(|e| {
         let problem = crate::walk::describe(&e);
         EngineError::Target(format!(
             "{}: cannot open the target directory: {problem}",

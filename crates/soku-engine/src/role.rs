@@ -98,6 +98,9 @@ pub enum Role {
         receiver: Box<Receiver>,
         /// The directory everything lands in.
         root: PathBuf,
+        /// For a confined server (`soku serve --root`): the directory `root` is opened
+        /// beneath ([`crate::fsops::TargetDir::open_below`]).
+        beneath: Option<Arc<crate::fsops::TargetDir>>,
     },
 }
 
@@ -125,8 +128,8 @@ pub async fn run(
 ) -> Result<Outcome, EngineError> {
     let result = match role {
         Role::Send(walked) => crate::send::run(walked, opts, link, events).await,
-        Role::Receive { receiver, root } => {
-            crate::receive::run(*receiver, root, opts, link, events).await
+        Role::Receive { receiver, root, beneath } => {
+            crate::receive::run(*receiver, root, beneath.as_deref(), opts, link, events).await
         }
     };
     if let Err(err) = &result {

@@ -112,7 +112,7 @@ pub async fn run(
 ) -> Result<Outcome, EngineError> {
     // The measurement switch `SOKU_SENT_LOG` (see `crate::sent_log`).
     let events = crate::sent_log::wrap(events);
-    let Walked { items, mut known } = walked;
+    let Walked { items, mut known, beneath } = walked;
     let (files, bytes) = items.iter().fold((0u32, 0u64), |(n, b), item| match item {
         Item::File { size, .. } => (n.saturating_add(1), b.saturating_add(*size)),
         _ => (n, b),
@@ -165,6 +165,7 @@ pub async fn run(
         in_flight_bytes: 0,
         hashed: hashed_tx,
         hashed_rx,
+        beneath,
     };
     let mut items = VecDeque::from(items);
     let mut announced: VecDeque<Announced> = VecDeque::new();
@@ -321,6 +322,8 @@ struct Copy {
     /// Chunk tasks tell their hash here before they send.
     hashed: tokio::sync::mpsc::UnboundedSender<Hashed>,
     hashed_rx: tokio::sync::mpsc::UnboundedReceiver<Hashed>,
+    /// The directory a confined server opens every source beneath ([`Walked::beneath`]).
+    beneath: Option<Arc<crate::fsops::TargetDir>>,
 }
 
 /// Chunks that a resumed partial file held with bytes other than the source's, told in
@@ -431,10 +434,11 @@ impl Copy {
                 _ => None,
             })
             .collect();
+        let beneath = self.beneath.clone();
         let opened = tokio::task::spawn_blocking(move || {
             // Files of one device share its file system: one `fstatfs` per run of them.
             let mut last: Option<(u64, Keeps)> = None;
-            let mut opener = SourceOpener::default();
+            let mut opener = SourceOpener::beneath(beneath);
             let mut open = |local: &std::path::Path| {
                 let file = opener.open(local)?;
                 let md = file.metadata()?;

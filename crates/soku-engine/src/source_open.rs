@@ -10,13 +10,20 @@
 //! with one difference: a directory renamed away or replaced within a run is still the
 //! one read from, the directory whose listing named the files. Only one directory is
 //! held open at a time.
+//!
+//! A confined server (`soku serve --root`) opens each file from the directory it is
+//! confined to instead, resolved beneath it by the kernel
+//! ([`TargetDir::open_beneath`]): a symlink in the tree cannot lead it outside.
 
 use std::ffi::OsStr;
 use std::fs::File;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use rustix::fd::OwnedFd;
 use rustix::fs::{Mode, OFlags};
+
+use crate::fsops::TargetDir;
 
 /// Opens source files for reading, each run of files from one directory through that
 /// directory's descriptor.
@@ -25,11 +32,23 @@ pub struct SourceOpener {
     /// The parent of the last file opened, and its descriptor once a second file of
     /// it came.
     last: Option<(PathBuf, Option<OwnedFd>)>,
+    /// The directory every file is opened beneath, for a confined server.
+    beneath: Option<Arc<TargetDir>>,
 }
 
 impl SourceOpener {
+    /// An opener that opens every file beneath `beneath`, when there is one (see the
+    /// module documentation).
+    pub fn beneath(beneath: Option<Arc<TargetDir>>) -> SourceOpener {
+        SourceOpener { last: None, beneath }
+    }
+
     /// Opens `local` for reading, as `File::open` would.
     pub fn open(&mut self, local: &Path) -> std::io::Result<File> {
+        if let Some(beneath) = &self.beneath {
+            let flags = OFlags::RDONLY | OFlags::NOCTTY;
+            return Ok(File::from(beneath.open_beneath(local, flags)?));
+        }
         let (Some(parent), Some(name)) = (local.parent(), local.file_name()) else {
             return File::open(local);
         };

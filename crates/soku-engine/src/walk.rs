@@ -10,16 +10,27 @@
 //!   is reported and not followed, so links that fan out and meet again cannot make the
 //!   walk exponential.
 //!
+//! For a confined server (`soku serve --root`) links are followed only while they stay
+//! beneath the directory it serves: every look is resolved beneath it by the kernel
+//! ([`TargetDir::open_beneath`]), so a tree's link out of it is an error item, its
+//! target never listed.
+//!
 //! Like scp, a source that is not copied is an error line and exit status 1, and the rest
 //! of the copy goes on.
 
 use std::collections::HashSet;
-use std::fs::Metadata;
+use std::ffi::OsStr;
+use std::fs::{File, Metadata};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
+use rustix::fs::OFlags;
+
 use soku_proto::manifest::Meta;
 use soku_proto::path::WirePath;
+
+use crate::fsops::TargetDir;
 
 /// One thing to send, found by the walk.
 #[derive(Debug)]
@@ -97,8 +108,14 @@ pub fn top_name(source: &str) -> Option<String> {
 }
 
 /// Walks all sources in order, calling `emit` for each item; stops early if `emit`
-/// returns false (the receiver went away).
-pub fn walk(sources: &[String], recursive: bool, emit: &mut dyn FnMut(Item) -> bool) {
+/// returns false (the receiver went away). With `beneath`, nothing outside that
+/// directory is looked at (see the module documentation).
+pub fn walk(
+    sources: &[String],
+    recursive: bool,
+    beneath: Option<&TargetDir>,
+    emit: &mut dyn FnMut(Item) -> bool,
+) {
     for source in sources {
         let error = |message: String| Item::Error { path: source.clone(), message };
         let Some(name) = top_name(source) else {
@@ -107,7 +124,7 @@ pub fn walk(sources: &[String], recursive: bool, emit: &mut dyn FnMut(Item) -> b
             }
             continue;
         };
-        let md = match std::fs::metadata(source) {
+        let md = match metadata(Path::new(source), beneath) {
             Ok(md) => md,
             Err(e) => {
                 if !emit(error(source_problem(Path::new(source), &e))) {
@@ -119,7 +136,7 @@ pub fn walk(sources: &[String], recursive: bool, emit: &mut dyn FnMut(Item) -> b
         let wire = WirePath(vec![name]);
         let keep_going = if md.is_dir() {
             if recursive {
-                walk_dir(Path::new(source), wire, &md, &mut Visits::default(), emit)
+                walk_dir(Path::new(source), wire, &md, &mut Visits::default(), beneath, emit)
             } else {
                 emit(error("is a directory (use -r to copy directories)".into()))
             }
@@ -139,6 +156,7 @@ fn walk_dir(
     wire: WirePath,
     md: &Metadata,
     visits: &mut Visits,
+    beneath: Option<&TargetDir>,
     emit: &mut dyn FnMut(Item) -> bool,
 ) -> bool {
     let shown = dir.display().to_string();
@@ -146,39 +164,36 @@ fn walk_dir(
         let message = format!("deeper than {MAX_DEPTH} directory levels: not copied");
         return emit(Item::Error { path: shown, message });
     }
-    let entries = match std::fs::read_dir(dir) {
-        Ok(entries) => entries,
+    let listed = match beneath {
+        Some(beneath) => children_beneath(dir, beneath),
+        None => children(dir),
+    };
+    let mut children = match listed {
+        Ok(children) => children,
         Err(e) => return emit(Item::Error { message: source_problem(dir, &e), path: shown }),
     };
     if !emit(Item::Dir { wire: wire.clone(), meta: meta_of(md) }) {
         return false;
     }
+    children.sort_by(|a, b| a.0.cmp(&b.0));
     visits.open.push(dir_id(md));
-    let keep_going = walk_children(&wire, entries, visits, emit);
+    let keep_going = walk_children(&wire, children, visits, beneath, emit);
     visits.open.pop();
     keep_going
 }
 
-/// Walks a directory's entries (the directory is already announced as `wire`).
+/// A directory's entries: each one's path, whether it is a symbolic link, and its status
+/// (a link's target's).
+type Children = Vec<(PathBuf, bool, std::io::Result<Metadata>)>;
+
+/// Walks a directory's entries, sorted (the directory is already announced as `wire`).
 fn walk_children(
     wire: &WirePath,
-    entries: std::fs::ReadDir,
+    children: Children,
     visits: &mut Visits,
+    beneath: Option<&TargetDir>,
     emit: &mut dyn FnMut(Item) -> bool,
 ) -> bool {
-    // Each child's status is looked up from the open directory (`fstatat` on its name),
-    // not by its whole path: in a deep tree that walked every component again per file.
-    // A symlink is followed, as scp follows it, so only its target's status will do.
-    let mut children: Vec<(PathBuf, bool, std::io::Result<Metadata>)> = entries
-        .filter_map(Result::ok)
-        .map(|entry| {
-            let path = entry.path();
-            let link = entry.file_type().map_or(true, |kind| kind.is_symlink());
-            let md = if link { std::fs::metadata(&path) } else { entry.metadata() };
-            (path, link, md)
-        })
-        .collect();
-    children.sort_by(|a, b| a.0.cmp(&b.0));
     for (child, link, md) in children {
         let shown = child.display().to_string();
         let Some(name) = child.file_name().and_then(|n| n.to_str()).map(str::to_string) else {
@@ -194,7 +209,7 @@ fn walk_children(
             Err(e) => emit(Item::Error { message: source_problem(&child, &e), path: shown }),
             Ok(md) if md.is_dir() => match visits.refuse(dir_id(&md), link) {
                 Some(message) => emit(Item::Error { path: shown, message: message.into() }),
-                None => walk_dir(&child, child_wire, &md, visits, emit),
+                None => walk_dir(&child, child_wire, &md, visits, beneath, emit),
             },
             Ok(md) if md.is_file() => emit(Item::File {
                 wire: child_wire,
@@ -209,6 +224,54 @@ fn walk_children(
         }
     }
     true
+}
+
+/// The status of `path`, a symlink followed (beneath `beneath`, when there is one).
+fn metadata(path: &Path, beneath: Option<&TargetDir>) -> std::io::Result<Metadata> {
+    match beneath {
+        Some(beneath) => File::from(beneath.open_beneath(path, OFlags::PATH)?).metadata(),
+        None => std::fs::metadata(path),
+    }
+}
+
+/// The entries of `dir` with their status. Each child's status is looked up from the
+/// open directory (`fstatat` on its name), not by its whole path: in a deep tree that
+/// walked every component again per file. A symlink is followed, as scp follows it, so
+/// only its target's status will do.
+fn children(dir: &Path) -> std::io::Result<Children> {
+    Ok(std::fs::read_dir(dir)?
+        .filter_map(Result::ok)
+        .map(|entry| {
+            let path = entry.path();
+            let link = entry.file_type().map_or(true, |kind| kind.is_symlink());
+            let md = if link { std::fs::metadata(&path) } else { entry.metadata() };
+            (path, link, md)
+        })
+        .collect())
+}
+
+/// [`children`] beneath `beneath`: the directory is listed through a descriptor opened
+/// beneath it, and each child's status is looked up beneath it too (a whole path per
+/// child, which a confined server's rare copies can pay).
+fn children_beneath(dir: &Path, beneath: &TargetDir) -> std::io::Result<Children> {
+    let fd = beneath.open_beneath(dir, OFlags::RDONLY | OFlags::DIRECTORY)?;
+    let mut out = Vec::new();
+    for entry in rustix::fs::Dir::read_from(&fd)? {
+        let entry = entry?;
+        let name = entry.file_name().to_bytes().to_vec();
+        if name == b"." || name == b".." {
+            continue;
+        }
+        // Unknown kinds (some file systems) count as links: their status is the target's.
+        let link = !matches!(
+            entry.file_type(),
+            rustix::fs::FileType::RegularFile | rustix::fs::FileType::Directory
+        );
+        let path = dir.join(OsStr::from_bytes(&name));
+        let md = metadata(&path, Some(beneath));
+        out.push((path, link, md));
+    }
+    Ok(out)
 }
 
 impl Visits {
@@ -233,6 +296,9 @@ fn source_problem(path: &Path, e: &std::io::Error) -> String {
 
 /// An I/O error in scp's words ("No such file or directory").
 pub fn describe(e: &std::io::Error) -> String {
+    if e.get_ref().is_some_and(|inner| inner.is::<crate::failure::Outside>()) {
+        return e.to_string();
+    }
     match e.kind() {
         std::io::ErrorKind::NotFound => "No such file or directory".into(),
         std::io::ErrorKind::PermissionDenied => "Permission denied".into(),
@@ -249,7 +315,7 @@ mod tests {
 
     fn collect(sources: &[String], recursive: bool) -> Vec<Item> {
         let mut items = Vec::new();
-        walk(sources, recursive, &mut |item| {
+        walk(sources, recursive, None, &mut |item| {
             items.push(item);
             true
         });

@@ -33,6 +33,43 @@ fn the_walk_without_openat2_refuses_a_symlink_too() {
     assert_eq!(err.raw_os_error(), Some(libc::ELOOP), "{err}");
 }
 
+/// A confined server's opens: a link that stays beneath the root is followed, and `..`,
+/// an absolute link or a relative one out of it is refused as outside, with the kernel's
+/// resolution and with the walk that stands in for it.
+#[test]
+fn nothing_outside_a_root_opens_beneath_it() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let root = tmp.path().join("root");
+    std::fs::create_dir_all(root.join("dir")).expect("mkdir");
+    std::fs::write(root.join("dir/f"), b"in").expect("write");
+    std::fs::write(tmp.path().join("secret"), b"out").expect("write");
+    symlink("dir", root.join("in")).expect("symlink");
+    symlink(tmp.path().join("secret"), root.join("abs")).expect("symlink");
+    symlink("../secret", root.join("rel")).expect("symlink");
+    let dir = TargetDir::open(&root).expect("open");
+    let read = |rel: &str| {
+        let fd = dir.open_beneath(&root.join(rel), OFlags::RDONLY)?;
+        std::io::read_to_string(File::from(fd))
+    };
+    assert_eq!(read("dir/f").expect("inside"), "in");
+    assert_eq!(read("in/f").expect("a link inside"), "in");
+    assert_eq!(read("dir/../dir/f").expect("`..` that stays inside"), "in");
+    for outside in ["abs", "rel", "../secret", "dir/../../secret"] {
+        let err = read(outside).expect_err(outside);
+        assert!(err.get_ref().is_some_and(|e| e.is::<Outside>()), "{outside}: {err}");
+    }
+    assert!(dir.open_beneath(&tmp.path().join("secret"), OFlags::RDONLY).is_err());
+    for outside in ["abs", "rel", "../secret"] {
+        let err = dir.walk_beneath(Path::new(outside), OFlags::RDONLY).expect_err(outside);
+        assert_eq!(err.raw_os_error(), Some(libc::ELOOP), "{outside}: {err}");
+    }
+    let walked = dir.walk_beneath(Path::new("dir/f"), OFlags::RDONLY).expect("walked");
+    assert_eq!(std::io::read_to_string(File::from(walked)).expect("read"), "in");
+    let below = dir.open_below(&root.join("dir")).expect("below");
+    assert_eq!(below.path(), root.join("dir"));
+    assert!(dir.open_below(&root.join("rel")).is_err());
+}
+
 #[test]
 fn a_file_appears_under_its_name_only_when_finished() {
     let tmp = tempfile::tempdir().expect("tempdir");
