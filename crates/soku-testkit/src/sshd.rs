@@ -170,6 +170,14 @@ impl Sshd {
         self.dir().join("ssh_config")
     }
 
+    /// Puts `options` before the user key in `authorized_keys`, as an administrator
+    /// restricts a key (`restrict,command="soku serve --read-only"`): sshd reads the
+    /// file at each login, so every later login with the key is held to them.
+    pub fn restrict_key(&self, options: &str) -> std::io::Result<()> {
+        let key = std::fs::read_to_string(self.dir().join("user_key.pub"))?;
+        std::fs::write(self.dir().join("authorized_keys"), format!("{options} {key}"))
+    }
+
     /// The `sshd.log` so far (sshd runs with `-e`), for failure messages.
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir().join("sshd.log")).unwrap_or_default()
