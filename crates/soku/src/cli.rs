@@ -209,8 +209,20 @@ pub struct SshArgs {
 pub enum Command {
     /// Copy a generated file through a local `soku serve` over loopback and show the result.
     Demo(DemoArgs),
-    /// The remote end of a copy, started over ssh by the client (not for direct use).
-    #[command(hide = true)]
+    /// The remote end of a copy, started over ssh by the client; an administrator
+    /// fences it in a forced command.
+    #[command(
+        long_about = "The remote end of a copy, `soku tunnel` and `soku diagnose`: the client \
+starts it over ssh, on stdin and stdout, and it is no command to run by hand.\n\n\
+An administrator can fence it for a key in authorized_keys, as rrsync fences rsync:\n\n\
+  restrict,command=\"soku serve --root /data --read-only\" ssh-ed25519 AAAA...\n\n\
+sshd then runs this command whatever the client asks, and soku serve takes the client's \
+own serve options (the port range) from SSH_ORIGINAL_COMMAND; the fences here always win, \
+and the client may only add --read-only, --write-only or --no-tunnel. A forced command, or \
+a soku serve given any fence, carries no TCP connections (`soku tunnel`) unless it is also \
+given --allow-tunnel. Refused jobs end with a `remote: ...` line on the client naming the \
+fence."
+    )]
     Serve(ServeArgs),
     /// Relay stdin/stdout to HOST:PORT with large buffers: `ssh -o ProxyCommand='soku proxy %h %p'`.
     Proxy(ProxyArgs),
@@ -277,6 +289,25 @@ pub struct ServeArgs {
     /// taken for stalled and the server exits (tests shorten it).
     #[arg(long = "stall-timeout", value_name = "SECONDS", default_value_t = 120, hide = true)]
     pub stall_timeout: u64,
+    /// Refuse every job that would write, create, delete or rename anything: uploads
+    /// are refused; downloads go on, and `soku diagnose` without its disk write test.
+    #[arg(long = "read-only", conflicts_with = "write_only")]
+    pub read_only: bool,
+    /// Refuse downloads and whatever lists what is there: uploads only.
+    #[arg(long = "write-only")]
+    pub write_only: bool,
+    /// Serve only what lies beneath DIR: every path the client names is taken from
+    /// DIR, an absolute one too (`/x` is DIR/x, as rrsync and sftp's ChrootDirectory
+    /// take it), and no `..` or symbolic link leads out of it.
+    #[arg(long = "root", value_name = "DIR")]
+    pub root: Option<PathBuf>,
+    /// Carry no TCP connections: `soku tunnel` is refused.
+    #[arg(long = "no-tunnel", conflicts_with = "allow_tunnel")]
+    pub no_tunnel: bool,
+    /// Carry TCP connections (`soku tunnel`) even as a forced command or with the
+    /// fences above, which otherwise carry none.
+    #[arg(long = "allow-tunnel")]
+    pub allow_tunnel: bool,
 }
 
 #[derive(Debug, Args)]

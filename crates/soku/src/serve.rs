@@ -8,7 +8,12 @@
 //! It exits when the job is done or the ssh channel closes; or, when the client's hello
 //! asks it to and the job went well over QUIC, it stays for the client's next copies
 //! (`serve/kept.rs`).
+//!
+//! An administrator can fence it in a forced command (`--root`, `--read-only`,
+//! `--write-only`, `--no-tunnel`): every job, the kept server's too, is held to them
+//! (`serve/fence.rs`).
 
+mod fence;
 mod kept;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -20,11 +25,11 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use soku_proto::frame;
 use soku_proto::hello::{
-    ClientNote, ServerHello, ServerNote, ServerSummary, TransportChoice, KEEP_SINCE_VERSION,
-    MAX_CLIENT_NOTE,
+    ClientNote, ReceivePreview, ServerHello, ServerNote, ServerSummary, TransportChoice,
+    KEEP_SINCE_VERSION, MAX_CLIENT_NOTE,
 };
 use soku_proto::message::{Job, Message};
-use soku_proto::path::TargetError;
+use soku_proto::path::{Target, TargetError};
 use soku_proto::receive::Receiver;
 use soku_proto::{MAGIC, PROTOCOL_VERSIONS};
 use soku_transport::{
@@ -54,6 +59,10 @@ const CLOSE_PATIENCE: Duration = Duration::from_secs(10);
 /// Runs the server on stdin/stdout.
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let started = Instant::now();
+    // Before anything is offered: a forced command the client cannot use ends here,
+    // with the reason on the error output (which ssh carries to the client).
+    let (args, fence) = fence::effective(args)?;
+    let fence = Arc::new(fence);
     let mut stdin = tokio::io::stdin();
     let mut stdout = tokio::io::stdout();
 
@@ -120,7 +129,15 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     // An upload's preview is answered at once, before the client's handshake (see
     // `crate::preview`): the client reads the answer beside our hello.
     let asked = hello.receive_preview.clone().filter(|_| version >= preview::SINCE_VERSION);
-    let answered = asked.as_ref().and_then(|asked| preview::answer(asked, expand_home));
+    let answered = asked.as_ref().and_then(|asked| {
+        // A fenced server answers "maybe": whether a name is taken is itself a look at
+        // what is there (one that would not resolve beneath a root, too).
+        if fence.hides_files() {
+            matches!(asked, ReceivePreview::Upload { .. }).then_some(false)
+        } else {
+            preview::answer(asked, expand_home)
+        }
+    });
     if let Some(nothing) = answered {
         stdout.write_all(&frame::to_vec(&ServerNote::Holds { nothing })?).await?;
         stdout.flush().await?;
@@ -185,7 +202,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             let sampler = ServerSampler::start(started, None);
             // The ssh channel's end means the client is gone: stop at once.
             let result = tokio::select! {
-                result = serve_job(&mut link, None, &promise) => result,
+                result = serve_job(&mut link, None, &promise, &fence) => result,
                 () = channel_closed(stdin) => Err(anyhow::anyhow!("ssh channel closed")),
             };
             if let Ok(sent_data) = result {
@@ -231,7 +248,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             let mut link = link::quic::link(conn.clone(), send, recv);
             link.set_stall_limit(Some(stall));
             let sampler = ServerSampler::start(started, Some(&conn));
-            let result = serve_job(&mut link, Some(&conn), &promise).await.map_err(why);
+            let result = serve_job(&mut link, Some(&conn), &promise, &fence).await.map_err(why);
             // A copy cut short may have been cut by the watch (whose task can still be
             // returning its verdict: it ends within one look once QUIC is closed).
             let policed = match watching {
@@ -277,6 +294,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
                     client_ip: ssh_client_ip(),
                     stall,
                     tcp_ready,
+                    fence,
                 })
                 .await;
             }
@@ -290,7 +308,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             drop(endpoint);
             let mut link = link::stream::link(stdin, stdout);
             link.set_stall_limit(Some(stall));
-            let result = serve_job(&mut link, None, &promise).await;
+            let result = serve_job(&mut link, None, &promise, &fence).await;
             let _ = link.close(CLOSE_PATIENCE).await;
             result.map(drop)
         }
@@ -432,11 +450,13 @@ async fn send_summary(stdout: &mut tokio::io::Stdout, summary: ServerSummary) {
 
 /// Reads the client's request and runs it. A failure before the copy starts (a bad
 /// target, unreadable sources) is told to the client here; the engine tells its own.
-/// Returns whether this side sent the data (a download).
+/// Returns whether this side sent the data (a download). A job the `fence` refuses is
+/// told so, and nothing of it runs.
 async fn serve_job(
     link: &mut Link,
     quic: Option<&quinn::Connection>,
     promise: &preview::Promise,
+    fence: &fence::Fence,
 ) -> anyhow::Result<bool> {
     let request = match soku_engine::role::read_request(link).await {
         Ok(request) => request,
@@ -444,6 +464,9 @@ async fn serve_job(
         Err(err) => return Err(err.into()),
     };
     let (job, mut opts) = CopyOptions::from_request(request);
+    if let Some(why) = fence.refuses(&job) {
+        return Err(tell_client_only(link, why).await);
+    }
     opts.nothing_held = opts.resume && promise.holds_for(&job);
     let role = match job {
         Job::Tunnel { destination, compress } => {
@@ -460,7 +483,14 @@ async fn serve_job(
         }
         Job::Diagnose { target } => {
             // The probes' figures travel in diagnose's own messages, not the summary.
-            return crate::diagnose::serve(link, quic, &expand_home(&target)).await.map(|()| false);
+            // Its disk test writes a scratch file: none on a read-only server, and on a
+            // confined one in the root itself, which is the administrator's to name.
+            let disk = match &fence.root {
+                _ if fence.read_only => None,
+                Some(root) => Some(root.path().to_path_buf()),
+                None => Some(expand_home(&target)),
+            };
+            return crate::diagnose::serve(link, quic, disk.as_deref()).await.map(|()| false);
         }
         Job::Receive { target, sources } => {
             if !opts.nothing_held {
@@ -470,9 +500,9 @@ async fn serve_job(
                 // (`soku_engine::partial`) goes on meanwhile.
                 drop(tokio::task::spawn_blocking(kept::nudge_silent_jobs));
             }
-            receive_role(&target, sources, opts)
+            receive_role(&target, sources, opts, fence)
         }
-        Job::Send { sources } => send_role(&sources, opts).await,
+        Job::Send { sources } => send_role(&sources, opts, fence).await,
     };
     let role = match role {
         Ok(role) => role,
@@ -490,20 +520,44 @@ async fn serve_job(
 }
 
 /// The receiver's role for an upload into `target` of `sources` sources.
-fn receive_role(target: &str, sources: u32, opts: CopyOptions) -> anyhow::Result<Role> {
-    let target = resolve_target(&expand_home(target), sources)?;
-    if let Some(missing) = target.missing_root() {
+fn receive_role(
+    target: &str,
+    sources: u32,
+    opts: CopyOptions,
+    fence: &fence::Fence,
+) -> anyhow::Result<Role> {
+    let target = fence.path(target);
+    let (target, missing) = match &fence.root {
+        // Beneath a root every look goes through it; the mark of an interrupted copy
+        // (`resolve_target`) is not looked for there.
+        Some(_) => {
+            let target = Target::resolve(&target, fence.is_dir(&target), sources)?;
+            // A bare name's root is the empty path, which a root never leaves.
+            let missing = (!fence.is_dir(target.root())).then(|| target.root().to_path_buf());
+            (target, missing)
+        }
+        None => {
+            let target = resolve_target(&target, sources)?;
+            let missing = target.missing_root();
+            (target, missing)
+        }
+    };
+    if let Some(missing) = missing {
         return Err(TargetError::NoSuchDirectory(missing).into());
     }
     let root = target.root().to_path_buf();
     let receiver = Receiver::new(target, None, opts.recursive, opts.chunk_size)?;
-    Ok(Role::Receive { receiver: Box::new(receiver), root })
+    Ok(Role::Receive { receiver: Box::new(receiver), root, beneath: fence.root.clone() })
 }
 
 /// The sender's role for a download of `sources`.
-async fn send_role(sources: &[String], opts: CopyOptions) -> anyhow::Result<Role> {
-    let sources = expand_sources(sources);
-    Ok(Role::Send(Walked::walk(sources, opts.recursive).await?))
+async fn send_role(
+    sources: &[String],
+    opts: CopyOptions,
+    fence: &fence::Fence,
+) -> anyhow::Result<Role> {
+    let sources = expand_sources(sources, fence);
+    Ok(Role::Send(Walked::walk_beneath(sources, opts.recursive, fence.root.clone()).await?))
 }
 
 /// Sends `message` to the client as the end of the job, and returns it as the error.
@@ -536,17 +590,19 @@ pub(crate) fn expand_home(path: &str) -> PathBuf {
     }
 }
 
-/// Expands `~` and globs in source paths, as the remote shell does for scp.
-fn expand_sources(sources: &[String]) -> Vec<String> {
+/// Expands `~` and globs in source paths, as the remote shell does for scp. Behind a
+/// root, a match that does not resolve beneath it is no match: its name is not told.
+fn expand_sources(sources: &[String], fence: &fence::Fence) -> Vec<String> {
     let mut out = Vec::new();
     for source in sources {
-        let path = expand_home(source).display().to_string();
+        let path = fence.path(source).display().to_string();
         let has_glob = path.contains(['*', '?', '[']);
         let matches: Vec<String> = if has_glob && !Path::new(&path).exists() {
             glob::glob(&path)
                 .map(|paths| {
                     paths
                         .filter_map(Result::ok)
+                        .filter(|p| fence.holds(p))
                         .map(|p| p.display().to_string())
                         .filter(|found| dots_spelled_out(&path, found))
                         .collect()
@@ -600,13 +656,17 @@ mod tests {
             std::fs::write(tmp.path().join(name), b"x").expect("write");
         }
         let pattern = format!("{}/*.txt", tmp.path().display());
-        let mut found = expand_sources(&[pattern]);
+        let none = fence::Fence::default();
+        let mut found = expand_sources(&[pattern], &none);
         found.sort();
         let named = |n: &str| format!("{}/{n}", tmp.path().display());
         assert_eq!(found, [named("a.txt"), named("b.txt")], "a glob skips dotfiles");
         let dotted = format!("{}/.h*", tmp.path().display());
-        assert_eq!(expand_sources(&[dotted]), [named(".hidden.txt")], "a dot spelled out");
+        assert_eq!(expand_sources(&[dotted], &none), [named(".hidden.txt")], "a dot spelled out");
         let missing = format!("{}/none*", tmp.path().display());
-        assert_eq!(expand_sources(std::slice::from_ref(&missing)), [missing]);
+        assert_eq!(
+            expand_sources(std::slice::from_ref(&missing), &fence::Fence::default()),
+            [missing]
+        );
     }
 }

@@ -22,14 +22,14 @@ const NEXT_PROBE: Duration = Duration::from_secs(30);
 const PROBE_SLACK: Duration = Duration::from_secs(10);
 
 /// Runs the diagnose job; `target` is where to measure the disk (home-relative paths
-/// already expanded).
+/// already expanded), if anywhere.
 pub async fn serve(
     link: &mut Link,
     quic: Option<&quinn::Connection>,
-    target: &Path,
+    target: Option<&Path>,
 ) -> anyhow::Result<()> {
-    let test = DiskTest::Write(target.to_path_buf());
-    let facts = tokio::task::spawn_blocking(move || host::facts(Some(test))).await?;
+    let test = target.map(|target| DiskTest::Write(target.to_path_buf()));
+    let facts = tokio::task::spawn_blocking(move || host::facts(test)).await?;
     link.tx.send_control(Message::DiagnoseFacts(facts)).await?;
     let Some(conn) = quic else {
         // Over TCP there is nothing to probe with soku-cc: the client closes when done.

@@ -44,6 +44,7 @@ use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::Notify;
 use tokio::task::JoinSet;
 
+use super::fence::Fence;
 use super::{read_small_frame, serve_job, within, CLOSE_PATIENCE};
 use crate::report::ServerSampler;
 use crate::{policing, preview};
@@ -91,6 +92,8 @@ pub struct Stay {
     /// watches for a UDP rate limit and closes its connection with the reason, as the
     /// first job did (`crate::policing`).
     pub tcp_ready: bool,
+    /// The administrator's fences, which every job here is held to as the first was.
+    pub fence: Arc<Fence>,
 }
 
 /// Takes the client's next connections until [`IDLE`] passes without a job.
@@ -101,7 +104,8 @@ pub async fn stay(stay: Stay) -> anyhow::Result<()> {
     let nudged = Arc::new(Notify::new());
     // The thread group leader's name, whichever thread writes it.
     let _ = std::fs::write("/proc/self/comm", PROCESS_NAME);
-    let Stay { endpoint, identity, client, transport, bind_ip, client_ip, stall, tcp_ready } = stay;
+    let Stay { endpoint, identity, client, transport, bind_ip, client_ip, stall, tcp_ready, fence } =
+        stay;
     let mtu_bound = soku_transport::server_mtu_bound(bind_ip, client_ip);
     // The first job's accept stopped taking connections (`serve::accept_client`).
     let config = soku_transport::server_config(&identity, client, &transport, mtu_bound)?;
@@ -139,7 +143,7 @@ pub async fn stay(stay: Stay) -> anyhow::Result<()> {
                 if let Ok(Some(conn)) = done {
                     live.retain(|c| c.close_reason().is_none());
                     live.push(conn.clone());
-                    jobs.spawn(serve_one(conn, stall, tcp_ready, nudged.clone()));
+                    jobs.spawn(serve_one(conn, stall, tcp_ready, nudged.clone(), fence.clone()));
                 }
             }
             Some(done) = jobs.join_next(), if !jobs.is_empty() => {
@@ -161,6 +165,7 @@ async fn serve_one(
     stall: Duration,
     tcp_ready: bool,
     nudged: Arc<Notify>,
+    fence: Arc<Fence>,
 ) -> bool {
     let started = Instant::now();
     let _wake = soku_transport::wake_when_silent(&conn);
@@ -184,7 +189,7 @@ async fn serve_one(
     let promise = preview::Promise::new(opening.receive_preview, None);
     let watching = tcp_ready.then(|| tokio::spawn(policing::watch(conn.clone())));
     let silence = tokio::spawn(end_when_silent(conn.clone(), nudged));
-    let result = serve_job(&mut link, Some(&conn), &promise).await;
+    let result = serve_job(&mut link, Some(&conn), &promise, &fence).await;
     silence.abort();
     if let Some(watching) = watching {
         // A verdict closed the connection itself, with the reason for the client.
