@@ -75,6 +75,9 @@ struct Shared {
     /// Room for files being prepared ([`PREPARING`]).
     preparing: Arc<Semaphore>,
     writes: WritesInFlight,
+    /// With resume, every file is reported as holding nothing and made afresh
+    /// ([`Within::blind`]).
+    blind: bool,
 }
 
 /// What a resuming receiver found of a file: where, and the chunks it holds.
@@ -106,12 +109,22 @@ impl Drop for StopOnDrop {
     }
 }
 
+/// What a confined server holds a receiver to (`Role::Receive`'s fields of the same
+/// names); the default for a client.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Within<'a> {
+    /// The directory the target is opened beneath.
+    pub beneath: Option<&'a TargetDir>,
+    /// Report nothing held, whatever is there.
+    pub blind: bool,
+}
+
 /// Receives into `receiver`'s target, whose directory is `root` (opened beneath
-/// `beneath`, for a confined server).
+/// `within.beneath`, for a confined server).
 pub async fn run(
     receiver: Receiver,
     root: PathBuf,
-    beneath: Option<&TargetDir>,
+    within: Within<'_>,
     opts: CopyOptions,
     link: &mut Link,
     events: Arc<dyn EventSink>,
@@ -119,7 +132,7 @@ pub async fn run(
     // The sender may announce many files ahead, each a temporary file here.
     let _ = crate::limits::open_files();
     let receiver = receiver.with_resume(opts.resume).with_nothing_held(opts.nothing_held);
-    let dir = match beneath {
+    let dir = match within.beneath {
         Some(beneath) => beneath.open_below(&root),
         None => TargetDir::open(&root),
     };
@@ -150,6 +163,7 @@ pub async fn run(
         unfinished: Mutex::new(0),
         preparing: Arc::new(Semaphore::new(PREPARING)),
         writes: WritesInFlight::default(),
+        blind: within.blind,
     });
     let _stop = StopOnDrop(shared.clone());
     let result = receive_all(&shared, opts, link, events.clone()).await;
@@ -439,7 +453,10 @@ impl Shared {
         chunks: u32,
     ) -> Result<(), EngineError> {
         let in_place = self.keeps.in_place(size);
-        let made = if lock(&self.state).resumes() && chunks > 0 {
+        let resumes = lock(&self.state).resumes() && chunks > 0;
+        // A blind receiver's sender still waits for a first report: it says "nothing".
+        let blind_report = (resumes && self.blind).then(|| (HeldBase::Nothing, Vec::new()));
+        let made = if resumes && !self.blind {
             self.prepare_held(&local, size, meta, in_place).await?
         } else {
             let fresh = |lock_wait| {
@@ -450,7 +467,8 @@ impl Shared {
                     })
                 }
             };
-            run_locking(in_place, fresh).await?.map(|file| (TargetFile::new(file, true), None))
+            let made = run_locking(in_place, fresh).await?;
+            made.map(|file| (TargetFile::new(file, true), blind_report))
         };
         match made {
             Ok((target, held)) => {

@@ -101,6 +101,11 @@ pub enum Role {
         /// For a confined server (`soku serve --root`): the directory `root` is opened
         /// beneath ([`crate::fsops::TargetDir::open_below`]).
         beneath: Option<Arc<crate::fsops::TargetDir>>,
+        /// Tell the sender of nothing held, whatever is there (`soku serve
+        /// --write-only`): with resume, the receiver's reports carry the hashes of what
+        /// it holds under the copy's names, which would show a client who may only
+        /// write what is there. Every file then comes whole.
+        blind: bool,
     },
 }
 
@@ -128,8 +133,9 @@ pub async fn run(
 ) -> Result<Outcome, EngineError> {
     let result = match role {
         Role::Send(walked) => crate::send::run(walked, opts, link, events).await,
-        Role::Receive { receiver, root, beneath } => {
-            crate::receive::run(*receiver, root, beneath.as_deref(), opts, link, events).await
+        Role::Receive { receiver, root, beneath, blind } => {
+            let within = crate::receive::Within { beneath: beneath.as_deref(), blind };
+            crate::receive::run(*receiver, root, within, opts, link, events).await
         }
     };
     if let Err(err) = &result {

@@ -293,7 +293,8 @@ pub struct ServeArgs {
     /// are refused; downloads go on, and `soku diagnose` without its disk write test.
     #[arg(long = "read-only", conflicts_with = "write_only")]
     pub read_only: bool,
-    /// Refuse downloads and whatever lists what is there: uploads only.
+    /// Refuse downloads and whatever shows what is there: uploads only, each file
+    /// sent whole (the sender is told of nothing held, which resume would compare).
     #[arg(long = "write-only")]
     pub write_only: bool,
     /// Serve only what lies beneath DIR: every path the client names is taken from

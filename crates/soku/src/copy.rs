@@ -617,7 +617,7 @@ async fn drive(
             let Some(target) = local_target else { anyhow::bail!("internal: no local target") };
             let root = target.root().to_path_buf();
             let receiver = Receiver::new(target, Some(names), opts.recursive, opts.chunk_size)?;
-            Role::Receive { receiver: Box::new(receiver), root, beneath: None }
+            Role::Receive { receiver: Box::new(receiver), root, beneath: None, blind: false }
         }
     };
     let outcome = soku_engine::run(role, link, opts, events).await.map_err(|e| match e {

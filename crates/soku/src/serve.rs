@@ -547,7 +547,12 @@ fn receive_role(
     }
     let root = target.root().to_path_buf();
     let receiver = Receiver::new(target, None, opts.recursive, opts.chunk_size)?;
-    Ok(Role::Receive { receiver: Box::new(receiver), root, beneath: fence.root.clone() })
+    Ok(Role::Receive {
+        receiver: Box::new(receiver),
+        root,
+        beneath: fence.root.clone(),
+        blind: fence.write_only,
+    })
 }
 
 /// The sender's role for a download of `sources`.

@@ -97,6 +97,17 @@ fn a_write_only_key_refuses_downloads_and_still_uploads() {
     up.arg(env.src().join("drop.bin")).arg(env.remote(&store));
     env.ok(&mut up);
     assert_same_file(&env.src().join("drop.bin"), &store.join("drop.bin"));
+
+    // With resume, a receiver tells the sender what it holds under the copy's names, by
+    // hash: a write-only server tells nothing, so an upload that matches a file there
+    // is sent whole and learns nothing of it.
+    write(&env.src().join("private.bin"), &data(100_000, 3));
+    let mut guess = soku(&env);
+    guess.arg("--json").arg(env.src().join("private.bin")).arg(env.remote(&store));
+    let out = env.ok(&mut guess);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let (bytes, resumed) = common::procs::summary(&stderr).expect("a finished line");
+    assert_eq!((bytes, resumed), (100_000, 0), "nothing held was told: {stderr}");
 }
 
 /// The root: `/etc/passwd` is ROOT/etc/passwd, which is not there; `..` and symlinks

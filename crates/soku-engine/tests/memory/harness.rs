@@ -148,7 +148,7 @@ pub fn receiver_of_chunks(
     let root = target.root().to_path_buf();
     let names = names.map(|n| NameFilter::for_requested(n.iter().copied()));
     let receiver = Box::new(Receiver::new(target, names, recursive, chunk_size).unwrap());
-    Role::Receive { receiver, root, beneath: None }
+    Role::Receive { receiver, root, beneath: None, blind: false }
 }
 
 /// Both sides' results and events.
