@@ -126,6 +126,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     // and says so itself if there is none); with one version there is nothing to switch on.
     let version = hello.negotiate()?;
     let keep = hello.keep && version >= KEEP_SINCE_VERSION;
+    // Found now, while this process surely runs in the login that started it.
+    let login = keep.then(kept::Login::of_this_process).flatten();
     // An upload's preview is answered at once, before the client's handshake (see
     // `crate::preview`): the client reads the answer beside our hello.
     let asked = hello.receive_preview.clone().filter(|_| version >= preview::SINCE_VERSION);
@@ -295,6 +297,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
                     stall,
                     tcp_ready,
                     fence,
+                    login,
                 })
                 .await;
             }

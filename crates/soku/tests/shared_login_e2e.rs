@@ -207,6 +207,43 @@ fn after_a_first_copy() -> (Env, Masters) {
     (env, masters)
 }
 
+/// A kept server takes jobs only while the ssh login that started it lives
+/// (`crates/soku/src/serve/kept.rs`, "Whose authority"): once the user's key is removed
+/// and that login ends (its master exits, as it does by itself a minute after its last
+/// ssh session), the next copy must log in again, and is refused there, instead of
+/// reaching the kept server as if nothing had happened.
+#[test]
+fn a_kept_server_ends_with_its_login_and_a_revoked_key_copies_no_more() {
+    let (env, masters) = after_a_first_copy();
+    let kept = descendant(env.sshd.pid(), &|c| c.contains(" serve")).expect("the kept server");
+    std::fs::write(env.sshd.dir().join("authorized_keys"), "").expect("revoke the key");
+    for socket in masters.sockets() {
+        let status = control(&socket, "exit").stderr(Stdio::null()).status();
+        assert!(status.expect("ssh -O exit").success());
+    }
+    // Bounded: the server looks at its login once a second. Not asserted here: the
+    // copy below says whether it took a job after its login had gone.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while runs(kept) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let src = env.src().join("after.bin");
+    write(&src, &data(100_000, 11));
+    let mut cmd = env.soku();
+    cmd.env("XDG_RUNTIME_DIR", env.path("run")).arg("-v").stdin(Stdio::null());
+    cmd.arg(&src).arg(env.remote(&env.dst()));
+    let stderr = common::fails_with(&mut cmd, 255, &["Permission denied"]);
+    assert!(!env.dst().join("after.bin").exists(), "no copy after the key was revoked\n{stderr}");
+    assert!(!runs(kept), "the kept server ended with its login");
+}
+
+/// Whether the process `pid` runs (a zombie has ended).
+fn runs(pid: u32) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let state = stat.rfind(')').and_then(|i| stat.get(i + 2..i + 3));
+    state.is_some_and(|s| s != "Z" && s != "X")
+}
+
 /// A stranger's certificate at the kept server's port is refused in the handshake, and
 /// the server goes on serving the client whose certificate it pinned.
 #[test]

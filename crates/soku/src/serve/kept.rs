@@ -21,6 +21,19 @@
 //!   ends at once. The client of a kept job moves to TCP after 8 s of silence
 //!   (`crate::tcp_probe`), so the job it left is already past that, and its upload does
 //!   not wait for the rest of [`CLIENT_SILENCE`].
+//! - **Whose authority.** Only while the ssh login that started it lives: it watches
+//!   that login's sshd process ([`Login`]) and, once it has ended, takes no new job and
+//!   ends when the jobs under way have. The user's authorisation is what sshd checked
+//!   at the login (which key or certificate, `AuthorizedKeysCommand`, the account's
+//!   state, PAM, the groups the process got), and nothing inside the session can check
+//!   it again: a per-job look at authorized_keys would not know which key logged in,
+//!   and could not drop the groups. Tying the server to the login hands every check to
+//!   sshd: the login's master ends a minute after its last ssh session
+//!   (`launch/shared_login.rs`, `PERSIST`), or sooner when someone ends it, and the
+//!   next copy logs in afresh, where a revoked key is refused; copies that follow each
+//!   other through the server alone would otherwise keep it, and the key's power, for
+//!   as long as they come. A copy that finds it ended waits at most 2 s and opens an
+//!   ssh session.
 //! - **What it does.** One job per connection, as the first: the client opens the
 //!   stream, sends a first frame (`KeptOpening`) and its request, and the engine runs
 //!   it. A job that went well ends with the server's summary on a stream the server
@@ -94,6 +107,69 @@ pub struct Stay {
     pub tcp_ready: bool,
     /// The administrator's fences, which every job here is held to as the first was.
     pub fence: Arc<Fence>,
+    /// The ssh login that started the server, found while the first job ran.
+    pub login: Option<Login>,
+}
+
+/// The ssh login a server was started in: the nearest sshd process above it (the
+/// connection's own, which ends with the connection), else its parent. Known by its PID
+/// and start time, so that a PID used again by another process is never taken for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Login {
+    pid: i32,
+    start: u64,
+}
+
+/// How often a kept server looks whether its login still runs: one read of a small
+/// /proc file.
+const LOGIN_LOOK: Duration = Duration::from_secs(1);
+
+impl Login {
+    /// The login of this process, while it still runs in it (during the first job).
+    pub fn of_this_process() -> Option<Login> {
+        let parent = rustix::process::getppid()?.as_raw_nonzero().get();
+        let mut pid = parent;
+        // Bounded: a process tree deeper than this has no sshd near us.
+        for _ in 0..8 {
+            let Some(stat) = Stat::of(pid) else { break };
+            if stat.comm.starts_with("sshd") {
+                return Some(Login { pid, start: stat.start });
+            }
+            if stat.ppid == pid || stat.ppid <= 1 {
+                break;
+            }
+            pid = stat.ppid;
+        }
+        Stat::of(parent).map(|stat| Login { pid: parent, start: stat.start })
+    }
+
+    /// Whether the process still runs (a zombie has ended).
+    fn runs(&self) -> bool {
+        Stat::of(self.pid).is_some_and(|stat| stat.start == self.start && !stat.ended)
+    }
+}
+
+/// What a kept server reads of a process in `/proc/PID/stat`.
+struct Stat {
+    comm: String,
+    ppid: i32,
+    start: u64,
+    ended: bool,
+}
+
+impl Stat {
+    fn of(pid: i32) -> Option<Stat> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        // `PID (comm) state ppid ...`: the name may hold spaces and parentheses.
+        let (open, close) = (stat.find('(')?, stat.rfind(')')?);
+        let comm = stat.get(open + 1..close)?.to_string();
+        let fields: Vec<&str> = stat.get(close + 2..)?.split(' ').collect();
+        // Fields 3, 4 and 22 of proc_pid_stat(5), counted from the state.
+        let state = *fields.first()?;
+        let ppid = fields.get(1)?.parse().ok()?;
+        let start = fields.get(19)?.parse().ok()?;
+        Some(Stat { comm, ppid, start, ended: matches!(state, "Z" | "X" | "x") })
+    }
 }
 
 /// Takes the client's next connections until [`IDLE`] passes without a job.
@@ -104,8 +180,21 @@ pub async fn stay(stay: Stay) -> anyhow::Result<()> {
     let nudged = Arc::new(Notify::new());
     // The thread group leader's name, whichever thread writes it.
     let _ = std::fs::write("/proc/self/comm", PROCESS_NAME);
-    let Stay { endpoint, identity, client, transport, bind_ip, client_ip, stall, tcp_ready, fence } =
-        stay;
+    let Stay {
+        endpoint,
+        identity,
+        client,
+        transport,
+        bind_ip,
+        client_ip,
+        stall,
+        tcp_ready,
+        fence,
+        login,
+    } = stay;
+    let mut login_looks = tokio::time::interval(LOGIN_LOOK);
+    // Once the login has ended: no new job, and an end once the running ones are done.
+    let mut login_gone = false;
     let mtu_bound = soku_transport::server_mtu_bound(bind_ip, client_ip);
     // The first job's accept stopped taking connections (`serve::accept_client`).
     let config = soku_transport::server_config(&identity, client, &transport, mtu_bound)?;
@@ -130,9 +219,15 @@ pub async fn stay(stay: Stay) -> anyhow::Result<()> {
                 endpoint.close(STOPPED.into(), b"the remote soku was stopped");
                 break;
             }
+            _ = login_looks.tick(), if !login_gone && login.is_some() => {
+                login_gone = login.is_some_and(|login| !login.runs());
+                if login_gone && jobs.is_empty() {
+                    break;
+                }
+            }
             incoming = endpoint.accept() => {
                 let Some(incoming) = incoming else { break };
-                if jobs.len() >= MAX_JOBS || handshakes.len() >= MAX_HANDSHAKES {
+                if login_gone || jobs.len() >= MAX_JOBS || handshakes.len() >= MAX_HANDSHAKES {
                     incoming.refuse();
                     continue;
                 }
@@ -141,6 +236,10 @@ pub async fn stay(stay: Stay) -> anyhow::Result<()> {
             }
             Some(done) = handshakes.join_next(), if !handshakes.is_empty() => {
                 if let Ok(Some(conn)) = done {
+                    if login_gone {
+                        soku_transport::close(&conn, STOPPED, b"the ssh login that started it ended");
+                        continue;
+                    }
                     live.retain(|c| c.close_reason().is_none());
                     live.push(conn.clone());
                     jobs.spawn(serve_one(conn, stall, tcp_ready, nudged.clone(), fence.clone()));
@@ -149,6 +248,9 @@ pub async fn stay(stay: Stay) -> anyhow::Result<()> {
             Some(done) = jobs.join_next(), if !jobs.is_empty() => {
                 if done.unwrap_or(false) {
                     idle_since = tokio::time::Instant::now();
+                }
+                if login_gone && jobs.is_empty() {
+                    break;
                 }
             }
             () = tokio::time::sleep_until(idle_since + IDLE), if jobs.is_empty() => break,
