@@ -174,6 +174,26 @@ fn a_rooted_key_serves_only_what_lies_beneath_its_root() {
     assert_same_file(&env.src().join("up.bin"), &root.join("inbox/up.bin"));
 }
 
+/// `soku diagnose` through a read-only, rooted key: it measures the path as ever, and
+/// the remote disk test, which writes a scratch file, is left out (with `--root` alone
+/// it runs in the root).
+#[test]
+fn diagnose_through_a_read_only_key_measures_all_but_the_remote_disk() {
+    let root = tempfile::tempdir().expect("root");
+    let env = forced(&format!("--read-only --root {}", root.path().display()));
+    let mut cmd = common::bounded_soku(90);
+    cmd.arg("diagnose").args(env.sshd.scp_port_args()).args(env.sshd.ssh_args());
+    cmd.arg("--remote-soku").arg(soku_bin()).arg("--local-path").arg(env.src());
+    cmd.arg("--json").arg(env.sshd.host()).stdin(Stdio::null());
+    let out = env.ok(&mut cmd);
+    let v: serde_json::Value =
+        serde_json::from_slice(&out.stdout).expect("one JSON object on stdout");
+    let remote = &v["facts"]["remote"];
+    assert!(remote["facts"]["cores"].as_u64().is_some_and(|n| n > 0), "it answered: {v}");
+    assert!(remote["facts"]["disk"].is_null(), "no disk test on a read-only server: {v}");
+    assert_eq!(listing(root.path()), Vec::<String>::new(), "nothing was written");
+}
+
 /// A client that asks a forced `soku serve` key for another command gets one line
 /// saying what the key runs, not a server speaking soku to `cat`.
 #[test]
