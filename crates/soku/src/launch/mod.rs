@@ -207,6 +207,9 @@ impl Launcher {
                 let exe = std::env::current_exe()?;
                 let mut cmd = Command::new(exe);
                 cmd.args(&serve_words[1..]).arg("--bind").arg("127.0.0.1");
+                // Our own child, not a forced command (`serve/fence.rs`), even when this
+                // client runs in a session that sshd started as one.
+                cmd.env_remove("SSH_ORIGINAL_COMMAND");
                 cmd
             }
         };
@@ -301,6 +304,17 @@ mod tests {
         }
     }
     use super::*;
+
+    /// A local copy's server is ours, whatever the session this client runs in: with
+    /// sshd's `SSH_ORIGINAL_COMMAND` inherited, it took itself for a forced command
+    /// and refused the copy.
+    #[test]
+    fn a_local_server_is_never_taken_for_a_forced_command() {
+        let serve = ServeCommand { program: "soku".into(), ports: None };
+        let cmd = Launcher::Local.command(None, &serve, false).expect("command");
+        let mut envs = cmd.as_std().get_envs();
+        assert!(envs.any(|(k, v)| k == "SSH_ORIGINAL_COMMAND" && v.is_none()));
+    }
 
     #[test]
     fn words_split_like_a_shell() {
