@@ -236,11 +236,13 @@ async fn receive_all(
     let totals = lock(&shared.state).totals();
     let unfinished = *lock(&shared.unfinished);
     let failures = totals.failures + *lock(&shared.other_failures) + unfinished;
-    // Every file in place: the directory this copy made is no longer an unfinished
-    // copy's, and the next copy into it goes inside it, by scp's rule. Before the
-    // directories' times are set (`-p`): the removal changes its modification time.
+    // Every file that was sent in place: the directory this copy made is no longer an
+    // unfinished copy's, and the next copy into it goes inside it, by scp's rule. A
+    // source the sender could not read at all left nothing here to continue, so it does
+    // not keep the mark. Before the directories' times are set (`-p`): the removal
+    // changes its modification time.
     let made = lock(&shared.state).made_target().map(|(made, _)| made);
-    if let Some(made) = made.filter(|_| failures == 0) {
+    if let Some(made) = made.filter(|_| totals.failures + unfinished == 0) {
         if let Err(e) = shared.dir.unmark_made(&made) {
             let mark = made.join(crate::partial::made_dir::MARK);
             events.event(TransferEvent::Warning(format!(
