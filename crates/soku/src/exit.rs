@@ -11,6 +11,15 @@
 use std::io::Write;
 use std::process::ExitCode;
 
+/// Every exit status and what it means, for the man page (the table above says the same).
+pub const STATUSES: [(u8, &str); 5] = [
+    (0, "everything was copied and verified"),
+    (1, "a copy failed: a bad source or target, or a verification or transfer error"),
+    (2, "a bad command line or config file"),
+    (130, "the user interrupted the copy (Ctrl-C); running the same command again resumes it"),
+    (255, "the connection failed: ssh could not connect, the remote has no soku, or a lost connection did not come back within --retry-for"),
+];
+
 /// The copy (or command) failed.
 pub const FAILURE: u8 = 1;
 /// The connection to the remote could not be set up.

@@ -154,10 +154,47 @@ fn without_user(destination: &str) -> &str {
 }
 
 fn print_man() -> anyhow::Result<()> {
-    let man = clap_mangen::Man::new(Cli::command());
+    exit::write_stdout(&man_page()?)
+}
+
+/// The man page: clap's sections, the commands listed here (clap would point to a page
+/// of their own, `soku-diagnose(1)`, which no one installs: each has `--help`), and the
+/// exit statuses ([`exit::STATUSES`]).
+fn man_page() -> anyhow::Result<Vec<u8>> {
+    let cmd = Cli::command();
+    let man = clap_mangen::Man::new(cmd.clone());
     let mut out = Vec::new();
-    man.render(&mut out)?;
-    exit::write_stdout(&out)
+    man.render_title(&mut out)?;
+    man.render_name_section(&mut out)?;
+    man.render_synopsis_section(&mut out)?;
+    man.render_description_section(&mut out)?;
+    man.render_options_section(&mut out)?;
+    out.extend_from_slice(b".SH COMMANDS\n");
+    for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+        let about = sub.get_about().map(|a| a.to_string()).unwrap_or_default();
+        let name = roff_text(sub.get_name());
+        let line = format!(
+            ".TP\n\\fBsoku {name}\\fR\n{} (see soku {name} \\-\\-help)\n",
+            roff_text(&about)
+        );
+        out.extend_from_slice(line.as_bytes());
+    }
+    out.extend_from_slice(b".SH \"EXIT STATUS\"\n");
+    for (code, meaning) in exit::STATUSES {
+        out.extend_from_slice(format!(".TP\n\\fB{code}\\fR\n{}\n", roff_text(meaning)).as_bytes());
+    }
+    man.render_version_section(&mut out)?;
+    Ok(out)
+}
+
+/// Text for a roff paragraph: backslashes and hyphens escaped, no line that starts with a
+/// control character.
+fn roff_text(text: &str) -> String {
+    let escaped = text.replace('\\', "\\e").replace('-', "\\-");
+    match escaped.chars().next() {
+        Some('.' | '\'') => format!("\\&{escaped}"),
+        _ => escaped,
+    }
 }
 
 #[cfg(test)]
@@ -167,6 +204,19 @@ mod tests {
     fn rewritten(args: &[&str]) -> Vec<String> {
         let args = args.iter().map(OsString::from).collect();
         copy_of_a_file_named_config(args).into_iter().map(|a| a.into_string().unwrap()).collect()
+    }
+
+    /// The man page names no page that does not exist and says what each exit status
+    /// means.
+    #[test]
+    fn the_man_page_lists_commands_and_exit_statuses() {
+        let page = String::from_utf8(man_page().expect("rendered")).expect("text");
+        assert!(!page.contains("soku\\-diagnose(1)") && !page.contains("(1)\n.TP"), "{page}");
+        assert!(page.contains(".SH COMMANDS") && page.contains("soku diagnose"), "{page}");
+        assert!(page.contains(".SH \"EXIT STATUS\""), "{page}");
+        for (code, _) in exit::STATUSES {
+            assert!(page.contains(&format!("\\fB{code}\\fR")), "{code}: {page}");
+        }
     }
 
     #[test]
