@@ -760,11 +760,13 @@ async fn explain_startup_failure(
     }
     // What soku's dialer could not reach, in ssh's place (ssh sent its output to
     // /dev/null: a persistent master's ProxyCommand must not hold the terminal).
+    let mut dial_failed = false;
     if let Some(path) = dial_errors {
         if let Ok(text) = std::fs::read_to_string(path) {
             let _ = std::fs::remove_file(path);
             if let Some(line) = text.lines().next().filter(|l| !l.is_empty()) {
                 crate::ui::say(&format!("ssh: {line}"));
+                dial_failed = true;
             }
         }
     }
@@ -779,6 +781,11 @@ async fn explain_startup_failure(
         // ssh exits 255 both when it cannot connect (and says why) and when the remote
         // command is killed by a signal (and says nothing): the crash suite's kill -9 of
         // `soku serve` during the handshake was told "could not connect".
+        // The dialer said why it could not reach the host (a name that does not
+        // resolve, a refused port): no remote soku ever ran.
+        Some(255) if dial_failed => {
+            "ssh could not connect to the remote host (the reason is above)".to_string()
+        }
         Some(255) => "ssh could not connect, or the remote soku was killed before it \
                       started (ssh exited with status 255; its message, if any, is above)"
             .to_string(),
