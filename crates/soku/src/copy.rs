@@ -51,6 +51,22 @@ pub struct CopyReport {
 
 /// Runs `soku [OPTIONS] SOURCE... TARGET`.
 pub async fn run(args: CopyArgs) -> anyhow::Result<CopyReport> {
+    // A local copy runs its server on this machine too: what that side says is not a
+    // remote host's.
+    let local = matches!(direction(&args.paths), Ok(Direction::Upload { remote: None, .. }));
+    let result = run_between(args, if local { "local" } else { "remote" }).await;
+    match result {
+        Err(err) if local => Err(match err.downcast::<EngineError>() {
+            Ok(EngineError::Remote(message)) => anyhow::anyhow!("local: {message}"),
+            Ok(other) => other.into(),
+            Err(err) => err,
+        }),
+        result => result,
+    }
+}
+
+/// [`run`], the server's side named `other_side` in what the user is told.
+async fn run_between(args: CopyArgs, other_side: &'static str) -> anyhow::Result<CopyReport> {
     let started = Instant::now();
     // The config files apply to what the command line leaves open, for the remote host
     // as the user wrote it (a local copy takes their top-level keys).
@@ -64,7 +80,8 @@ pub async fn run(args: CopyArgs) -> anyhow::Result<CopyReport> {
     let events: Arc<dyn EventSink> = if args.json {
         SilenceWatch::start(Arc::new(JsonLines))
     } else {
-        SilenceWatch::start(Arc::new(ProgressMeter::new(args.quiet, args.verbose > 0)))
+        let meter = ProgressMeter::new(args.quiet, args.verbose > 0).other_side(other_side);
+        SilenceWatch::start(Arc::new(meter))
     };
     let Some(path) = args.report.clone() else { return run_with(args, events).await };
     // A report that cannot be written is found out before the copy, not after it.

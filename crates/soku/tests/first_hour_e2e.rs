@@ -92,3 +92,17 @@ fn back_to_back_copies_through_one_tcp_port_all_succeed() {
         assert_same_file(&source, &target);
     }
 }
+
+/// A copy from here to here runs its server on this machine: its target's failure is
+/// told as local, never as a remote host's (scp and cp name no remote side either).
+#[test]
+fn a_local_copy_never_names_a_remote_side() {
+    let env = Env::new();
+    let source = env.src().join("f.txt");
+    write(&source, b"x\n");
+    let mut cmd = common::bounded_soku(common::LIMIT_SECS);
+    cmd.arg("--remote-soku").arg(common::soku_bin());
+    cmd.arg(&source).arg(env.path("nodir/f.txt"));
+    let stderr = fails_with(&mut cmd, 1, &["local: ", "nodir: no such directory"]);
+    assert!(!stderr.contains("remote"), "{stderr}");
+}

@@ -34,6 +34,9 @@ pub struct ProgressMeter {
     /// empty "0 B of 0 B" line shows during the login).
     target: Mutex<Option<ProgressDrawTarget>>,
     state: Mutex<State>,
+    /// What the server's side is called in lines about it: "remote", or "local" for a
+    /// copy whose server runs on this machine.
+    other_side: &'static str,
 }
 
 #[derive(Debug, Default)]
@@ -120,7 +123,13 @@ impl ProgressMeter {
             bar,
             target: Mutex::new(target),
             state: Mutex::new(State::default()),
+            other_side: "remote",
         }
+    }
+
+    /// Names the server's side `name` in the lines about it ("remote" unless told).
+    pub fn other_side(self, name: &'static str) -> Self {
+        Self { other_side: name, ..self }
     }
 
     /// A line above the meter (the meter is cleared, the line written, the meter
@@ -204,10 +213,10 @@ impl EventSink for ProgressMeter {
                 self.line(&format!("soku: local: {path}: {message}"));
             }
             TransferEvent::SourceFailed { message, .. } => {
-                self.line(&format!("soku: remote: {message}"));
+                self.line(&format!("soku: {}: {message}", self.other_side));
             }
             TransferEvent::TargetFailed { message, .. } => {
-                self.line(&format!("soku: remote: {message}"));
+                self.line(&format!("soku: {}: {message}", self.other_side));
             }
             TransferEvent::Warning(message) => {
                 if !self.quiet {
