@@ -266,10 +266,11 @@ pub fn describe(path: &Path, action: Action, err: &std::io::Error) -> Failure {
         _ if outside => (Outside.to_string(), false),
         _ if planted => (
             format!(
-                "a file soku did not make is at its temporary name {} and cannot be removed \
-                 (another user's, in a sticky directory): ask its owner to remove it, or \
-                 choose another target",
-                crate::fsops::temp_path(path).display()
+                "files soku did not make are at both its temporary names, {} and {}, and \
+                 cannot be removed (another user's, in a sticky directory): ask their owner \
+                 to remove them, or choose another target",
+                crate::fsops::temp_path(path).display(),
+                crate::fsops::own_temp_path(path).display()
             ),
             false,
         ),

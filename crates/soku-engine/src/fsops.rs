@@ -33,10 +33,25 @@ pub fn temp_path(local: &Path) -> PathBuf {
     local.with_file_name(temp_name(local.file_name().unwrap_or_default()))
 }
 
+/// The temporary name used instead of [`temp_path`] when another user's file sits at
+/// that one and cannot be removed (a sticky directory such as `/tmp`).
+pub fn own_temp_path(local: &Path) -> PathBuf {
+    local.with_file_name(own_temp_name(local.file_name().unwrap_or_default()))
+}
+
 fn temp_name(name: &OsStr) -> OsString {
     let mut out = OsString::from(".");
     out.push(name);
     out.push(".soku-part");
+    out
+}
+
+/// `.NAME.soku-part-UID`: it names this user, so two users' copies of one name into a
+/// shared directory do not meet there, and a later run finds it to resume; it never
+/// ends in `.soku-part`, so it is no other file's [`temp_name`].
+fn own_temp_name(name: &OsStr) -> OsString {
+    let mut out = temp_name(name);
+    out.push(format!("-{}", rustix::process::geteuid().as_raw()));
     out
 }
 
@@ -60,6 +75,25 @@ pub struct Entry {
 impl Entry {
     fn temp(&self) -> OsString {
         temp_name(&self.name)
+    }
+
+    fn own_temp(&self) -> OsString {
+        own_temp_name(&self.name)
+    }
+
+    /// Which temporary name holds `file`: the usual one, unless another user's file
+    /// kept this copy off it ([`Self::replace_temp`]). Told by device and inode, so a
+    /// file put at either name meanwhile is never the one renamed into place.
+    fn temp_of(&self, file: &std::fs::Metadata) -> std::io::Result<OsString> {
+        use std::os::unix::fs::MetadataExt;
+        for name in [self.temp(), self.own_temp()] {
+            match rustix::fs::statat(&self.dir, name.as_os_str(), AtFlags::SYMLINK_NOFOLLOW) {
+                Ok(st) if st.st_dev == file.dev() && st.st_ino == file.ino() => return Ok(name),
+                Ok(_) | Err(Errno::NOENT) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(crate::failure::PartialGone::io())
     }
 
     fn stat(&self) -> std::io::Result<Option<FileType>> {
@@ -115,13 +149,40 @@ impl Entry {
         if let Some(file) = self.create_new_temp(size, mode, trailer)? {
             return Ok(file);
         }
-        let removed = rustix::fs::unlinkat(&self.dir, self.temp().as_os_str(), AtFlags::empty());
-        // Another user's file in a sticky directory: it stays, and this file fails with a
-        // line saying whose it is, rather than "File exists".
-        if let Err(Errno::PERM | Errno::ACCESS) = removed {
-            return Err(crate::failure::PlantedPartial::io());
+        match rustix::fs::unlinkat(&self.dir, self.temp().as_os_str(), AtFlags::empty()) {
+            Ok(()) | Err(Errno::NOENT) => {
+                self.create_new_temp(size, mode, trailer)?.ok_or_else(|| Errno::EXIST.into())
+            }
+            // Another user's file in a sticky directory (as scp, the copy must still
+            // succeed there): this user's own temporary name instead.
+            Err(Errno::PERM | Errno::ACCESS) => self.replace_own_temp(size, mode, trailer),
+            Err(e) => Err(e.into()),
         }
-        self.create_new_temp(size, mode, trailer)?.ok_or_else(|| Errno::EXIST.into())
+    }
+
+    /// [`Self::replace_temp`] at [`own_temp_name`]. Another user can still have put a
+    /// file at this name, which is then left where it is and this file fails with a line
+    /// saying whose it is, rather than "File exists".
+    fn replace_own_temp(
+        &self,
+        size: u64,
+        mode: u32,
+        trailer: Option<&Trailer>,
+    ) -> std::io::Result<File> {
+        let name = self.own_temp();
+        for _ in 0..2 {
+            if let Some(file) = self.create_new_at(&name, size, mode, trailer)? {
+                return Ok(file);
+            }
+            match rustix::fs::unlinkat(&self.dir, name.as_os_str(), AtFlags::empty()) {
+                Ok(()) | Err(Errno::NOENT) => {}
+                Err(Errno::PERM | Errno::ACCESS) => {
+                    return Err(crate::failure::PlantedPartial::io())
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(Errno::EXIST.into())
     }
 
     /// Creates the temporary file as [`Self::create_temp`] does if nothing is at its
@@ -134,13 +195,23 @@ impl Entry {
         mode: u32,
         trailer: Option<&Trailer>,
     ) -> std::io::Result<Option<File>> {
+        self.create_new_at(&self.temp(), size, mode, trailer)
+    }
+
+    fn create_new_at(
+        &self,
+        name: &OsStr,
+        size: u64,
+        mode: u32,
+        trailer: Option<&Trailer>,
+    ) -> std::io::Result<Option<File>> {
         // Readable too: a resumed copy hashes what an earlier run wrote. Private until
         // it is renamed into place ([`Self::finish_file`] gives the mode then): in a
         // shared directory no one else can write into bytes about to be verified.
         let flags =
             OFlags::RDWR | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
         let mode = Mode::from((mode & 0o700) | 0o600);
-        let file = match rustix::fs::openat(&self.dir, self.temp().as_os_str(), flags, mode) {
+        let file = match rustix::fs::openat(&self.dir, name, flags, mode) {
             Ok(fd) => File::from(fd),
             Err(Errno::EXIST) => return Ok(None),
             Err(e) => return Err(e.into()),
@@ -156,8 +227,17 @@ impl Entry {
     /// regular file this user's soku can have made ([`made_here`]). Anything else at
     /// that name (another user's file, a hard link, one others may write) is treated as
     /// absent: it is replaced, never continued, so it can never become the final file.
+    /// The partial file this user's own temporary name holds comes second: one that a
+    /// copy made when another user's file sat at the usual name.
     pub fn open_temp(&self) -> std::io::Result<Option<File>> {
-        match look(&self.dir, &self.temp(), OFlags::RDWR) {
+        match self.open_made_at(&self.temp())? {
+            Some(file) => Ok(Some(file)),
+            None => self.open_made_at(&self.own_temp()),
+        }
+    }
+
+    fn open_made_at(&self, name: &OsStr) -> std::io::Result<Option<File>> {
+        match look(&self.dir, name, OFlags::RDWR) {
             Ok(Found::Directory) => Err(Errno::ISDIR.into()),
             Ok(found) => Ok(found.into_file().filter(made_here)),
             // Another user's file this user may not even open.
@@ -383,7 +463,7 @@ impl TargetDir {
                 file.set_permissions(std::fs::Permissions::from_mode(wanted))?;
             }
         }
-        let temp = entry.temp();
+        let temp = entry.temp_of(&md)?;
         rustix::fs::renameat(&entry.dir, temp.as_os_str(), &entry.dir, entry.name.as_os_str())
             .map_err(|e| match e {
                 Errno::NOENT => crate::failure::PartialGone::io(),
@@ -454,7 +534,9 @@ impl TargetDir {
     /// Removes the temporary file of `local`, if there is one.
     pub fn discard(&self, local: &Path) {
         if let Ok(entry) = self.entry(local) {
-            let _ = rustix::fs::unlinkat(&entry.dir, entry.temp().as_os_str(), AtFlags::empty());
+            for name in [entry.temp(), entry.own_temp()] {
+                let _ = rustix::fs::unlinkat(&entry.dir, name.as_os_str(), AtFlags::empty());
+            }
         }
     }
 }

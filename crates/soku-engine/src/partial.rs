@@ -268,7 +268,11 @@ pub fn holds_nothing(target: &Target, names: &[String]) -> bool {
         std::fs::symlink_metadata(path).is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound)
     };
     names.iter().all(|name| match target.local_path(&WirePath(vec![name.clone()])) {
-        Ok(local) => absent(&local) && absent(&fsops::temp_path(&local)),
+        Ok(local) => {
+            absent(&local)
+                && absent(&fsops::temp_path(&local))
+                && absent(&fsops::own_temp_path(&local))
+        }
         Err(_) => false,
     })
 }

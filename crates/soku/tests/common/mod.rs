@@ -241,9 +241,9 @@ pub fn assert_same_tree(a: &Path, b: &Path) {
 
 pub use soku_testkit::assert_same_file;
 
-/// Asserts no temporary `.NAME.soku-part` file is left anywhere below `root`.
+/// Asserts no temporary file (`.NAME.soku-part`, `.NAME.soku-part-UID`) is left anywhere below `root`.
 pub fn assert_no_part_files(root: &Path) {
     let left: Vec<String> =
-        listing(root).into_iter().filter(|p| p.ends_with(".soku-part")).collect();
+        listing(root).into_iter().filter(|p| p.contains(".soku-part")).collect();
     assert!(left.is_empty(), "temporary files left below {}: {left:?}", root.display());
 }
