@@ -62,19 +62,34 @@ impl Walked {
 
     /// [`Walked::walk`] for a confined server: every source, and everything in a tree,
     /// is looked at beneath `beneath` and found there or not at all (`walk::walk`).
+    ///
+    /// Dropping the future ends the walk too (at its next entry): a server whose client
+    /// went away while it walked a large tree would otherwise go on walking, and the
+    /// runtime waits for its blocking tasks before the process exits.
     pub async fn walk_beneath(
         sources: Vec<String>,
         recursive: bool,
         beneath: Option<Arc<TargetDir>>,
     ) -> std::io::Result<Walked> {
-        let never = AtomicBool::new(false);
-        let within = beneath.clone();
+        let abort = AbortOnDrop(Arc::new(AtomicBool::new(false)));
+        let (flag, within) = (abort.0.clone(), beneath.clone());
         let items = tokio::task::spawn_blocking(move || {
-            walk_all(&sources, recursive, within.as_deref(), &never)
+            walk_all(&sources, recursive, within.as_deref(), &flag)
         })
         .await
         .map_err(std::io::Error::other)?;
+        drop(abort);
         Ok(Walked { items, known: KnownHashes::default(), beneath })
+    }
+}
+
+/// Sets its flag when dropped: how a future that is given up tells the blocking work
+/// it waits for to stop.
+struct AbortOnDrop(Arc<AtomicBool>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
     }
 }
 

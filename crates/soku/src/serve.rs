@@ -505,7 +505,15 @@ async fn serve_job(
             }
             receive_role(&target, sources, opts, fence)
         }
-        Job::Send { sources } => send_role(&sources, opts, fence).await,
+        // A client that goes away (its ssh channel's end closes QUIC) stops the walk of
+        // a large tree too, rather than this server walking on for nobody.
+        Job::Send { sources } => match quic {
+            Some(conn) => tokio::select! {
+                role = send_role(&sources, opts, fence) => role,
+                closed = conn.closed() => Err(anyhow::anyhow!("{closed} while walking the sources")),
+            },
+            None => send_role(&sources, opts, fence).await,
+        },
     };
     let role = match role {
         Ok(role) => role,
