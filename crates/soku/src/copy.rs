@@ -377,6 +377,15 @@ async fn copy_until_done(
                 }
                 events.event(TransferEvent::Reconnecting { reason, attempt, wait });
                 tokio::time::sleep(wait).await;
+                // Looked at after the wait: the remote's last words have come through
+                // its ssh's error output by then.
+                if let Some(said) = crate::launch::remote_out_of_memory() {
+                    return Err(anyhow::anyhow!(
+                        "remote: soku serve ran out of memory ({said}): not reconnecting, it \
+                         would fail again; raise the remote's memory limit (ulimit -v, the \
+                         login's cgroup) or copy less at once"
+                    ));
+                }
             }
             Next::GiveUp => {
                 let Some(down) = retry.down_for(Instant::now()) else { return Err(err) };
@@ -470,13 +479,13 @@ impl Attempt<'_> {
             Start::Attached(attached) => *attached,
         };
         link.set_stall_limit(Some(session_opts.stall));
-        retry.connected();
         let sampler = session
             .connection()
             .map(|conn| tokio::spawn(sample_path(conn.clone(), events.clone())));
         let policing = session.watch_policing();
         let counted = path_memory::CountVerified::new(events.clone());
         let verified = counted.counter();
+        let moved = counted.counter();
         let counted: Arc<dyn EventSink> = counted;
         let meter = match (session.connection(), &self.learn) {
             (Some(conn), Some(_)) => Some(path_memory::Meter::start(
@@ -508,6 +517,9 @@ impl Attempt<'_> {
             }
         };
         drop(copy);
+        if moved.load(std::sync::atomic::Ordering::Relaxed) > 0 {
+            retry.progressed();
+        }
         if let Some(sampler) = sampler {
             sampler.abort();
         }

@@ -50,8 +50,10 @@ impl Retry {
         Retry { limit, lost_at: None, attempts: 0 }
     }
 
-    /// The last attempt connected: a later loss starts a new outage.
-    pub fn connected(&mut self) {
+    /// The last attempt moved data: a later loss starts a new outage. A login alone
+    /// does not end one: a remote that fails the same way in every session (it crashes,
+    /// its disk stalls) is given up once the limit has passed, not retried for ever.
+    pub fn progressed(&mut self) {
         self.lost_at = None;
         self.attempts = 0;
     }
@@ -225,12 +227,29 @@ mod tests {
         assert_eq!(retry.down_for(late), Some(Duration::from_secs(17)));
     }
 
+    /// Catches: a remote that fails in every session (it ran out of memory walking the
+    /// tree) retried for ever, each login starting a new outage at attempt 1.
     #[test]
-    fn a_new_connection_starts_a_new_outage() {
+    fn sessions_that_move_no_data_are_one_outage() {
+        let mut retry = Retry::new(Duration::from_secs(5));
+        let t0 = Instant::now();
+        let mut gave_up_at = None;
+        for second in 0..60 {
+            // Each attempt logs in and fails again before any data moves.
+            if retry.after_failure(&lost(), t0 + Duration::from_secs(second)) == Next::GiveUp {
+                gave_up_at = Some(second);
+                break;
+            }
+        }
+        assert!(gave_up_at.is_some_and(|s| s <= 5), "gave up at {gave_up_at:?}");
+    }
+
+    #[test]
+    fn a_session_that_moved_data_starts_a_new_outage() {
         let mut retry = Retry::new(Duration::from_secs(5));
         let t0 = Instant::now();
         assert!(matches!(retry.after_failure(&lost(), t0), Next::Retry { .. }));
-        retry.connected();
+        retry.progressed();
         let later = t0 + Duration::from_secs(60);
         assert_eq!(
             retry.after_failure(&lost(), later),

@@ -786,6 +786,12 @@ async fn explain_startup_failure(
         Some(255) if dial_failed => {
             "ssh could not connect to the remote host (the reason is above)".to_string()
         }
+        // Its allocator's last words came through ssh's error output (drained above).
+        _ if crate::launch::remote_out_of_memory().is_some() => {
+            "the remote soku ran out of memory as it started (see above): raise the remote's \
+             memory limit (ulimit -v, the login's cgroup)"
+                .to_string()
+        }
         Some(255) => "ssh could not connect, or the remote soku was killed before it \
                       started (ssh exited with status 255; its message, if any, is above)"
             .to_string(),

@@ -13,6 +13,7 @@
 //!   hostile server prints is made visible line by line (`crate::ui::visible`), as soku's
 //!   own lines are; a line that is not UTF-8 is shown, not dropped.
 
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
@@ -28,6 +29,23 @@ const DRAIN_PATIENCE: Duration = Duration::from_secs(1);
 /// What ssh says when its `ProxyUseFdpass` dialer passed back no connection.
 fn is_dialer_chatter(line: &str) -> bool {
     line.starts_with("mm_receive_fd: ") || line == "proxy dialer did not pass back a connection"
+}
+
+/// The remote soku's last words when it ran out of memory, as Rust's allocator failure
+/// prints them (`memory allocation of N bytes failed`, then an abort): seen on the way
+/// past, so that the copy does not reconnect to a server that would only fail the same
+/// way. One per process: a copy has one remote end.
+static OUT_OF_MEMORY: OnceLock<String> = OnceLock::new();
+
+/// The line in which the remote soku said it ran out of memory, if it did.
+pub fn remote_out_of_memory() -> Option<&'static str> {
+    OUT_OF_MEMORY.get().map(String::as_str)
+}
+
+fn is_out_of_memory(line: &str) -> bool {
+    line.strip_prefix("memory allocation of ")
+        .and_then(|rest| rest.strip_suffix(" bytes failed"))
+        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
 }
 
 /// Copies a child's error output to ours, line by line, until the pipe ends.
@@ -50,6 +68,9 @@ impl Forward {
                 }
                 let bytes = raw.strip_suffix(b"\n").unwrap_or(&raw);
                 let line = crate::ui::visible_bytes(bytes.strip_suffix(b"\r").unwrap_or(bytes));
+                if is_out_of_memory(&line) {
+                    let _ = OUT_OF_MEMORY.set(line.clone());
+                }
                 let chatter = is_multiplexing_chatter(&line) || dials && is_dialer_chatter(&line);
                 if !chatter {
                     let _ = out.write_all(format!("{line}\n").as_bytes()).await;
@@ -62,5 +83,18 @@ impl Forward {
     /// After the child exited: waits (briefly) until everything it wrote is out.
     pub async fn drain(self) {
         let _ = tokio::time::timeout(DRAIN_PATIENCE, self.0).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_allocator_failure_line_is_told_from_others() {
+        assert!(is_out_of_memory("memory allocation of 46137344 bytes failed"));
+        assert!(!is_out_of_memory("memory allocation of  bytes failed"));
+        assert!(!is_out_of_memory("soku: memory allocation of 12 bytes failed"));
+        assert!(!is_out_of_memory("memory allocation of 12 bytes failed, said the file"));
     }
 }
