@@ -82,7 +82,9 @@ struct Args {
     /// copy verified and the emulator came up and down cleanly. Asserts no speed ratio.
     #[arg(long)]
     quick: bool,
-    /// Output directory [default: bench/results/DATE; quick: $TMPDIR/soku-bench-quick].
+    /// Output directory [default: bench/DATE in the cargo target directory this binary
+    /// was built in, outside the source tree; quick: $TMPDIR/soku-bench-quick]. What is
+    /// worth keeping goes to `lab/` by hand (see `lab/INDEX.md`).
     #[arg(long)]
     out: Option<PathBuf>,
     /// The soku binary [default: `soku` next to this executable].
@@ -199,6 +201,20 @@ fn or<'a>(
     }
 }
 
+/// The cargo target directory `exe` was built in (`target/release/soku-bench` ->
+/// `target`): where the bench keeps what it makes, so that `cargo clean` removes it and
+/// no run writes into the source tree.
+fn target_dir(exe: &Path) -> &Path {
+    let profile = exe.parent().unwrap_or(exe);
+    profile.parent().unwrap_or(profile)
+}
+
+/// Where a run writes without `--out`: `bench/DATE` in the target directory. Raw
+/// per-run output stays out of the tree; a result worth keeping is copied to `lab/`.
+fn default_out(exe: &Path, date: &str) -> PathBuf {
+    target_dir(exe).join("bench").join(date)
+}
+
 fn plan(a: &Args) -> anyhow::Result<Plan> {
     let q = a.quick;
     let rates = or(&a.rates, q, &["100mbit"], &["100mbit", "1gbit"])
@@ -233,13 +249,11 @@ fn plan(a: &Args) -> anyhow::Result<Plan> {
         o => anyhow::bail!("--loss-dir {o:?}: use data or both"),
     };
     let today = proc::capture(Command::new("date").arg("+%F")).unwrap_or_else(|_| "undated".into());
-    let out = a.out.clone().unwrap_or_else(|| {
-        if q {
-            std::env::temp_dir().join("soku-bench-quick")
-        } else {
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("results").join(today)
-        }
-    });
+    let out = match &a.out {
+        Some(o) => o.clone(),
+        None if q => std::env::temp_dir().join("soku-bench-quick"),
+        None => default_out(&std::env::current_exe()?, &today),
+    };
     let soku = match &a.soku {
         Some(p) => p.clone(),
         None => std::env::current_exe()?.with_file_name("soku"),
@@ -868,4 +882,33 @@ fn small_files(args: &Args, p: &Plan, work: &Path, md: &mut String) -> anyhow::R
         o.timeout.as_secs()
     );
     Ok(problems)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_run_without_out_writes_into_the_target_directory_not_the_source_tree() {
+        let exe = Path::new("/src/soku/target/release/soku-bench");
+        assert_eq!(default_out(exe, "2026-11-28"), Path::new("/src/soku/target/bench/2026-11-28"));
+        let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let here = std::env::current_exe().unwrap();
+        let out = default_out(&here, "2026-11-28");
+        assert!(
+            !out.starts_with(manifest),
+            "{} is inside the bench's source directory {}",
+            out.display(),
+            manifest.display()
+        );
+    }
+
+    #[test]
+    fn the_target_directory_is_two_levels_above_the_binary() {
+        assert_eq!(target_dir(Path::new("/t/release/soku-bench")), Path::new("/t"));
+        assert_eq!(
+            target_dir(Path::new("/t/x86_64-unknown-linux-gnu/release/soku-bench")),
+            Path::new("/t/x86_64-unknown-linux-gnu")
+        );
+    }
 }

@@ -23,7 +23,7 @@ use crate::proc;
 pub const VERSION: &str = "0.9.1";
 
 /// Upper bound of `cargo install`: it compiled qcp in about 2 minutes on the 2-core
-/// machine of `bench/results/`; ten times that covers a busy or slow machine.
+/// machine of the `lab/` entries; ten times that covers a busy or slow machine.
 pub const INSTALL_TIMEOUT: Duration = Duration::from_secs(20 * 60);
 
 /// How long `qcp --version` may take.
@@ -46,9 +46,7 @@ pub struct Qcp {
 /// `cargo clean` removes it.
 pub fn default_root() -> anyhow::Result<PathBuf> {
     let exe = std::env::current_exe()?;
-    let profile = exe.parent().ok_or_else(|| anyhow::anyhow!("{} has no parent", exe.display()))?;
-    let target = profile.parent().unwrap_or(profile);
-    Ok(target.join("bench-tools").join(format!("qcp-{VERSION}")))
+    Ok(crate::target_dir(&exe).join("bench-tools").join(format!("qcp-{VERSION}")))
 }
 
 /// The `--version` line of `bin`, if it runs within [`VERSION_TIMEOUT`].
