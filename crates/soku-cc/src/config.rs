@@ -90,7 +90,7 @@ impl Default for SokuCcConfig {
             bw_window_rounds: 10,
             min_rtt_window: Duration::from_secs(10),
             // 5 s (BBRv2's ProbeRTT interval) evens out copies started together; not
-            // yet the default, see bench/results/2026-11-24/many-at-once/NOTES.md.
+            // yet the default, see lab/2026-11-24-many-at-once.
             first_min_rtt_window: Duration::from_secs(10),
             // 3 made steady-state sharing worse in the path simulator (same notes).
             min_rtt_raise_probes: 1,
@@ -136,7 +136,7 @@ impl SokuCcConfig {
 /// own share of it and sees how much of its baseline was its own queue. With ten
 /// seconds, a first-copy background flow beside CUBIC (emulator, 100 Mbit/s x 50 ms)
 /// held about 50 Mbit/s of bandwidth estimate until its probe, 15 s in, and CUBIC kept
-/// 83.5-89.5 Mbit/s; with this, 90.9-94.7 (`bench/results/2026-11-27/background-baseline`).
+/// 83.5-89.5 Mbit/s; with this, 90.9-94.7 (from `lab/2026-11-27-background-baseline`).
 const BACKGROUND_FIRST_PROBE: Duration = Duration::from_millis(500);
 
 /// One step of SplitMix64, a tiny well-mixed generator (Steele et al., 2014).

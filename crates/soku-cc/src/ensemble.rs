@@ -10,7 +10,7 @@
 //! **Why.** Sharing the min RTT lined the flows' models up, but at 100 Mbit/s x 20 ms
 //! with a one-BDP drop-tail queue, four copies each way through the emulator still ended
 //! 9-28 % apart, fastest against slowest (26 of 30 figures within 20 %;
-//! bench/results/2026-11-25/many-at-once). There the queue is full and every flow loses
+//! `lab/2026-11-25-many-at-once`). There the queue is full and every flow loses
 //! 0.5-3 % of its packets; its window is its loss bound, cut on its own losses, and
 //! which flow a full drop-tail queue drops from is chance. A flow that lost more stayed
 //! 10-20 % below the others for seconds; a copy that started into the others' queue left

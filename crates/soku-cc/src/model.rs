@@ -635,7 +635,7 @@ impl Controller for SokuCc {
         // packet. Waiting held the window at the jump for 2.5-3 round trips while its
         // retransmissions went into the full queue: a memory of ten times an emulated
         // 100 Mbit/s path's rate dropped 4.6 BDPs beyond a cold start that way, 3.2
-        // with this (bench/results/2026-11-25/stale-memory/).
+        // with this (`lab/2026-11-25-stale-memory`).
         if self.mode == Mode::Startup
             && self.resume.lost_too_much(self.config.loss_threshold, MIN_LOSS_PACKETS * self.mtu)
         {

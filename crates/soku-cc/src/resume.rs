@@ -24,9 +24,9 @@
 //!   went out within 0.8 of one. A memory of ten times the path's rate jumps to five
 //!   of its BDPs; in one step the path could take at most its BDP and its queue, and
 //!   the other 3.2 BDPs were dropped before any ack arrived
-//!   (`bench/results/2026-11-25/stale-memory/`). In two, 2.5 BDPs go out before the
+//!   (`lab/2026-11-25-stale-memory`). In two, 2.5 BDPs go out before the
 //!   first answer, and 0.3-0.8 BDP beyond a cold start were dropped on the emulator
-//!   (`bench/results/2026-11-26/stale-memory-two-steps/`). A memory that holds costs a
+//!   (`lab/2026-11-26-stale-memory-two-steps`). A memory that holds costs a
 //!   fraction of a round trip: the second step follows as soon as an eighth of the
 //!   first is acknowledged without a rise.
 //! - **Validating**: once a whole jump's worth of data is out, until every packet sent

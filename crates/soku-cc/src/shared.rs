@@ -9,7 +9,7 @@
 //! 20 ms, four uploads started together read 20.4, 20.4, 20.5 and 25.6 ms; the last one
 //! held 3-5 times the others' window until its probe 7 s later, and two that probed
 //! alone at 10 s read 31 and 34 ms and took most of the link from then on
-//! (bench/results/2026-11-24/many-at-once/NOTES.md).
+//! (`lab/2026-11-24-many-at-once`).
 //!
 //! **What.** Flows from one host to one peer address write their min RTT and when it
 //! was measured to a [`PathBoard`]; each takes the board's value when it is smaller

@@ -457,13 +457,13 @@ fn m_ack_aggregation_keeps_the_link_busy() {
 /// jitter on 20 ms: 68-96 % of the link from seed to seed, depending on whether a
 /// probe-RTT happens to see the true min RTT, after which the ack-aggregation allowance
 /// is short of what the jitter holds back; see
-/// bench/results/2026-11-24/many-at-once/NOTES.md). Medians over these seeds: 99.1, 86.6
+/// `lab/2026-11-24-many-at-once`). Medians over these seeds: 99.1, 86.6
 /// and 95.9 % (the single seed this test ran before: 99.2, 95.8, 95.3 %).
 ///
 /// The last three cases, random loss under jittered acks, guard the loss rules: acks
 /// that come late put some rounds at the top of the RTTs a flow sees while random loss
 /// strikes, and a rule that takes such a round for a full queue cuts a lone flow
-/// (rules tried in bench/results/2026-11-27/rtt-peak/: one left 46.6 % of the link
+/// (rules tried in `lab/2026-11-27-rtt-peak`: one left under half of the link
 /// at 100 ms, 1 %, 50 ms of jitter). Medians: 93.5, 95.2 and 95.9 %.
 #[test]
 fn n_rtt_jitter_keeps_the_link_busy() {

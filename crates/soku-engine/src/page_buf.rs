@@ -10,7 +10,7 @@
 //! Large buffers are used again once their chunk is sent (quinn let go of it) or
 //! written. Allocated afresh, each came back from the allocator as new pages that the
 //! kernel zeroes on first touch: a tenth of the sender's CPU at 100 Mbit/s x 50 ms
-//! (`bench/results/2026-11-24/cpu-per-byte/`) and a third of the receiver's in a 1 GiB
+//! (`lab/2026-11-24-cpu-per-byte`) and a third of the receiver's in a 1 GiB
 //! loopback copy (`perf`: `clear_page_erms`).
 
 use std::ops::Deref;

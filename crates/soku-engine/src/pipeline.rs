@@ -8,7 +8,7 @@
 //! read at the start, each zeroed by the kernel on first touch (10 % of the client's
 //! samples in a profile of that copy). Keeping a few windows instead took the client
 //! to 36 MiB and 8 % less CPU there, at the same speed
-//! (`bench/results/2026-11-26/sender-pipeline/`).
+//! (`lab/2026-11-26-sender-pipeline`).
 //!
 //! Where the link tells its congestion window (QUIC), the sender keeps four windows
 //! ahead: one on the wire, about one more in chunks that wait for a resent

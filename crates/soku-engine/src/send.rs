@@ -48,7 +48,7 @@ const ANNOUNCE_AHEAD: usize = 32;
 /// open, [`crate::limits`]). Small files need many: each waits a round trip for the
 /// receiver's report before its chunk leaves, so a path carries at most this many
 /// files per round trip. 32 capped 2000 files of 8 KiB at 100 ms RTT to 2.6 MB/s, a
-/// fifth of a 100 Mbit/s link (bench/results/2026-11-24/small-files). Beyond the
+/// fifth of a 100 Mbit/s link (from `lab/2026-11-24-small-files`). Beyond the
 /// first [`ANNOUNCE_AHEAD`], files are announced only while those ahead hold less than
 /// the bytes in flight: large files never need more.
 const ANNOUNCE_AHEAD_MAX: usize = 1024;
@@ -76,7 +76,7 @@ const CHUNK_TASKS_MAX: usize = 1024;
 /// buffers), and a copy's first `in_flight` (64) chunks all asked at once. On the
 /// 100 Mbit/s x 50 ms emulated path, 125 MB upload, the client ran 43 threads and spent
 /// 24 % of its profile samples zeroing fresh pages; with this limit 9 threads and 11 %
-/// (`bench/results/2026-11-24/cpu-per-byte/README.md`).
+/// (from `lab/2026-11-24-cpu-per-byte`).
 fn parallel_reads() -> usize {
     std::thread::available_parallelism().map_or(2, |n| n.get()).clamp(2, 8)
 }

@@ -6,7 +6,7 @@
 //! files that meant three or four hand-offs per file, each waking a pool thread and then
 //! the task that waited: 48 `futex` calls per file. Running every step in place cut
 //! the CPU of a local copy of 20 000 small files by 40 %
-//! (`bench/results/2026-11-28/small-steps/`).
+//! (`lab/2026-11-28-small-steps`).
 //!
 //! A step runs in place when it is small and its file system answers from memory or from
 //! a local disk: at most [`SMALL`] bytes, which such a file system takes in microseconds,

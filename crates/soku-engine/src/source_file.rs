@@ -3,7 +3,7 @@
 //!
 //! A file read once for a copy gains nothing from the page cache: reading it through
 //! the cache costs a copy of every byte into the chunk's buffer, pages to allocate, and
-//! the eviction of whatever else was cached (`bench/results/2026-11-24/loopback-disk/`:
+//! the eviction of whatever else was cached (`lab/2026-11-24-loopback-disk`:
 //! the cache's copy was the largest cost of a cold 1 GiB copy's sender). A chunk whose
 //! first page is not cached is read with `O_DIRECT` into page-aligned memory
 //! (`page_buf.rs`); one that is cached (a file just written, or read again) is copied

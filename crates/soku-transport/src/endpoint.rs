@@ -35,7 +35,7 @@ pub fn server_endpoint(
 /// each 2 MiB of it the first datagrams touch is a page the kernel zeroes (4.3 % of a
 /// receiver's samples at 100 Mbit/s x 50 ms, under `recvmmsg`). Sized by the route,
 /// the receiver's peak RSS fell from 36-48 to 30 MiB and its CPU by 5 %
-/// (`bench/results/2026-11-27/receiver-rest/`). The bound is also the
+/// (`lab/2026-11-27-receiver-rest`). The bound is also the
 /// `max_udp_payload_size` we advertise; the client's discovery already stops at its
 /// own route's bound.
 pub fn server_endpoint_toward(

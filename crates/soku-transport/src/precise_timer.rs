@@ -11,7 +11,7 @@
 //! That showed in startup. On the emulated 100 Mbit/s x 100 ms path a copy's bytes in
 //! flight stayed near three quarters of its window while the window grew, and the rate
 //! rose 1.6-1.7x per round trip where doubling was meant
-//! (`bench/results/2026-11-26/precise-timer/`). The path simulator, whose timers are
+//! (`lab/2026-11-26-precise-timer`). The path simulator, whose timers are
 //! exact, doubles.
 //!
 //! This runtime is tokio's with one change: each connection's timer is a timerfd in the

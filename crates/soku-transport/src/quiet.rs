@@ -5,7 +5,7 @@
 //! them wakes the runtime from `epoll_wait`, runs the endpoint and connection drivers and
 //! is read by a `recvmmsg` of its own (UDP GRO coalesces nothing when packets arrive one
 //! by one). Profiled at 100 Mbit/s x 50 ms, that was about one context switch per packet
-//! and a receiver spending 15 CPU-s per GB (`bench/results/2026-11-24/cpu-per-byte/`).
+//! and a receiver whose CPU per GB went mostly to waking up (`lab/2026-11-24-cpu-per-byte`).
 //!
 //! This socket does what a NIC's interrupt moderation does. While datagrams stream in
 //! fast enough that a short rest gathers several of them, it takes the socket out of
@@ -21,7 +21,7 @@
 //! acknowledged together, up to a rest after the first of them arrived, so the
 //! sender's window must cover the rest on top of the path's round trip. The rest's
 //! length was chosen by A/B runs, old and new binaries alternated
-//! (`bench/results/2026-11-24/cpu-per-byte/rest/`, medians). At 100 Mbit/s x 50 ms a
+//! (from `lab/2026-11-24-cpu-per-byte`, medians). At 100 Mbit/s x 50 ms a
 //! 1-2 ms rest (tokio's millisecond timer) cut the receiver's CPU per byte by 41 % but
 //! cost 1.6 points of link; 1 ms cut 35 % for 1.5 points; 500 us 19 % for 0.9 (the
 //! ranges overlap); 250 us gathers too few datagrams at that rate to rest at all. At
@@ -30,7 +30,7 @@
 //! (it rests on the acknowledgements there), and the copy from 77 to 80 % of the link.
 //! Measured again once the congestion controller carried an ack-aggregation allowance
 //! and the sender kept only a few windows in flight
-//! (`bench/results/2026-11-27/receiver-rest/`), 1 ms against 500 us cut the `soku
+//! (`lab/2026-11-27-receiver-rest`), 1 ms against 500 us cut the `soku
 //! serve` process's CPU by 16-28 % at 100 Mbit/s x 10, 50 and 200 ms (1 % loss) for
 //! no loss of link beyond the runs' spread. But a `--background` copy beside CUBIC at
 //! 50 ms then left CUBIC 67-76 % of the link in three runs, where the aim is 80 % and
@@ -39,7 +39,7 @@
 //! background mode took its first probe-RTT right after startup and kept a ten-minute
 //! baseline (`soku_cc::base_delay`), 1 ms left CUBIC 91.2-94.7 Mbit/s (500 us:
 //! 94.7-95.1) and cut `soku serve`'s CPU by 20 % at 100 Mbit/s x 50 ms, lower in 4 of 4
-//! rounds at the same link (`bench/results/2026-11-27/background-baseline/`): the rest
+//! rounds at the same link (from `lab/2026-11-27-background-baseline`): the rest
 //! is 1 ms.
 //! A timerfd, not a tokio timer: tokio's timer wheel counts whole milliseconds.
 //!

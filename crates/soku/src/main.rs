@@ -97,7 +97,7 @@ fn main() -> ExitCode {
 /// small file's chunk buffer is read into once and freed, and freed memory is returned
 /// to the kernel after a while, so a copy of many small files zeroed a huge page again
 /// and again (most of `clear_page_erms`, under `do_huge_pmd_anonymous_page`, in `perf`).
-/// Measured in `bench/results/2026-11-27/small-files-lan/`. A failure (an old kernel)
+/// Measured in `lab/2026-11-27-small-files-lan`. A failure (an old kernel)
 /// changes nothing else.
 fn no_huge_pages_for_small_buffers() {
     let _ = rustix::thread::disable_transparent_huge_pages(true);

@@ -18,7 +18,7 @@ use tokio::task::JoinSet;
 
 /// Chunk connections beside the control connection, at most: under BBR the striped link
 /// starts on one and opens the others as their buffers need them. Four is the knee of
-/// `bench/results/2026-11-24/transport/README.md` (unprivileged, default sysctls,
+/// `lab/2026-11-24-transport`, where these figures come from (unprivileged, default sysctls,
 /// 1 Gbit/s x 100 ms: 1 lane 36 % of the link, 2 lanes 60 %, 4 lanes 69 %, 8 lanes 70 %;
 /// as root, with forced buffers, the count made no difference).
 pub const DEFAULT_LANES: u8 = 4;

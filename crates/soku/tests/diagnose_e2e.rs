@@ -32,7 +32,7 @@ fn diagnose(host: &EmulatedHost, remote_soku: &Path, remote_path: &Path) -> serd
     assert!(out.status.success(), "soku diagnose failed ({}):\n{stderr}\n{stdout}", out.status);
     let v: serde_json::Value = serde_json::from_str(stdout.trim()).expect("one JSON object");
     println!("{}", summary(&v));
-    // The whole object, for bench/results/.../diagnose/README.md's table.
+    // The whole object, for the table of lab/2026-11-24-diagnose.
     println!("json: {v}");
     v
 }

@@ -257,8 +257,8 @@ fn cost_runs(default: usize) -> usize {
 /// times the path's rate must cost under one BDP (the jump's first step is retreated
 /// from at its acks' first rise, `soku_cc::resume`); any other copy at most its jump,
 /// half the remembered BDP, plus one BDP for the spread between runs (a cold start's
-/// own drops ranged over 0-0.9 BDP; bench/results/2026-11-25/stale-memory/ and
-/// bench/results/2026-11-26/stale-memory-two-steps/). Every copy is verified. `SOKU_COST_RUNS`
+/// own drops ranged over 0-0.9 BDP; `lab/2026-11-25-stale-memory` and
+/// `lab/2026-11-26-stale-memory-two-steps`). Every copy is verified. `SOKU_COST_RUNS`
 /// copies per case (default 3).
 ///
 /// `cargo test --release -p soku --test fast_start_e2e stale_memory_cost -- --ignored --nocapture`

@@ -7,7 +7,7 @@
 //! that shared only their min RTT (`soku_cc::shared`) were 9-28 % apart (26 of 30
 //! figures within 20 %); holding each window near the others' mean share
 //! (`soku_cc::ensemble`) brought them to a few per cent (see
-//! bench/results/2026-11-25/many-at-once). Every copy must stay on QUIC: a full shared
+//! `lab/2026-11-25-many-at-once`). Every copy must stay on QUIC: a full shared
 //! queue is not a UDP rate limit.
 
 mod common;

@@ -8,7 +8,7 @@
 //! rebinding) goes on over the same QUIC connection.
 //!
 //! `outage_table` (ignored: about six minutes) runs every fault both ways and prints the
-//! table of `bench/results/2026-11-25/outages/README.md`:
+//! table of `lab/2026-11-25-outages`:
 //! `cargo test --release -p soku --test outage_e2e -- --ignored --nocapture outage_table`.
 
 mod common;

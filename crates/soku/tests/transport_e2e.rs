@@ -348,7 +348,7 @@ fn report_switch(how: &str, what: &str, stderr: &str, took: Duration, on_quic: f
 /// and 200 ms: the time from the start to the first verified bytes, beside the same
 /// with UDP open.
 #[test]
-#[ignore = "minutes; prints the figures of bench/results/*/transport"]
+#[ignore = "minutes; prints the figures of lab/2026-11-25-transport"]
 fn transport_figures() {
     const RATE: u64 = 100_000_000;
     for how in ["policed", "shaped"] {

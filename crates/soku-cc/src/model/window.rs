@@ -31,7 +31,7 @@ const QUEUE_SHARE_MAX_BDP: f64 = 0.5;
 /// delays acks by milliseconds, much of a 20 ms round trip), set the flows' shares apart.
 /// Four copies each way at 100 Mbit/s x 20 ms through the emulator, fastest against
 /// slowest per direction: 6-40 % (10 of 24 within 20 %) at full allowance, 9-27 % (15
-/// of 18) with this cap (bench/results/2026-11-25/many-at-once). On long paths the cap
+/// of 18) with this cap (from `lab/2026-11-25-many-at-once`). On long paths the cap
 /// seldom binds. Halving the allowance instead did as well at 20 ms but worse on a
 /// 200 ms path in the path simulator (four flows: 23 % largest deviation against 14 %).
 const SHARED_AGGREGATION_BDP_DIVISOR: u64 = 8;

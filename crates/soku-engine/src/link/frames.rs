@@ -208,7 +208,7 @@ const HASH_PIECE: usize = 64 << 10;
 /// the cache of the core that copied it in. Hashing the whole chunk later, on the
 /// blocking thread that writes it, read it back from memory: the receiver hashed at
 /// about 4 GB/s there against 5.8 GB/s for the sender hashing a chunk it had just read
-/// (`bench/results/2026-11-26/cpu-where/`).
+/// (`lab/2026-11-26-cpu-where`).
 pub async fn read_bytes<R: AsyncRead + Unpin>(
     input: &mut R,
     len: u32,

@@ -22,7 +22,7 @@
 //! Where one connection's buffers hold the path's window, more connections would only
 //! add flows competing in the bottleneck's queue: four BBR connections made 10x the
 //! queue drops of scp's one at 100 Mbit/s x 0-10 ms
-//! (`bench/results/2026-11-24/transport/short-rtt-repeat/`), for no more rate. Where
+//! (`lab/2026-11-24-transport`), for no more rate. Where
 //! the buffers are capped (no CAP_NET_ADMIN, default sysctls), the lanes open within a
 //! second and raise the window as before. Without gauges every lane is in use.
 

@@ -6,7 +6,7 @@
 //! at once). They used to wait on one signal that every file's readiness raised, so
 //! each file made ready woke every chunk waiting for any file: a copy of many small
 //! files, with hundreds of chunks waiting, spent its CPU waking tasks that went back to
-//! sleep (`bench/results/2026-11-27/small-files-lan/`). Now a file made ready wakes its
+//! sleep (`lab/2026-11-27-small-files-lan`). Now a file made ready wakes its
 //! own chunks only; the end of the manifest wakes all of them (a chunk for a file that
 //! will never come is then the sender's error).
 

@@ -55,7 +55,7 @@ struct Storage {
 /// Writing a chunk straight to the disk (`O_DIRECT`) instead of copying it into the page
 /// cache first. On a 1 GiB loopback copy to ext4 that copy, the page cache's fresh
 /// pages and their write-back were a third of the receiver's CPU
-/// (`bench/results/2026-11-24/loopback-disk/`); a file flushed before its rename gains
+/// (`lab/2026-11-24-loopback-disk`); a file flushed before its rename gains
 /// nothing from the cache. Only large, aligned chunks go this way ([`direct_io::worth_it`],
 /// [`direct_writable`]): the usual 1 MiB chunk, which the link reads into page-aligned
 /// memory. A file's unaligned last chunk, compressed chunks, and every chunk on a file

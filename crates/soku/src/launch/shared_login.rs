@@ -69,7 +69,7 @@ pub struct SharedLogin {
 /// `soku_relay::dial` for why). Only when ssh would connect directly: the user's
 /// config names no ProxyCommand, ProxyJump, BindAddress or BindInterface; ssh's
 /// AddressFamily and ConnectTimeout are passed on. Measured on the emulated
-/// 100 Mbit/s x 100 ms path: `bench/results/2026-11-25/nodelay-login/`.
+/// 100 Mbit/s x 100 ms path: `lab/2026-11-25-nodelay-login`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Dial {
     /// `any`, `inet` or `inet6`.

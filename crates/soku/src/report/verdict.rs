@@ -6,7 +6,7 @@
 //! 2. the `-l` limit was reached;
 //! 3. one side's CPU was busy for most of the copy (soku's data path is one connection
 //!    driven by one thread per side, so ~one busy core is a ceiling:
-//!    `bench/results/2026-11-24/cpu-per-byte/README.md`);
+//!    `lab/2026-11-24-cpu-per-byte`);
 //! 4. otherwise the link, with what the RTT and the loss say about it: a queue (the RTT
 //!    rising above its minimum) means the bottleneck was full. Loss at a steady rate in
 //!    every half second, whatever the RTT, is random loss, which soku-cc's model-based
@@ -244,7 +244,7 @@ mod tests {
         assert!(v.notes[0].contains("0.50 % was random"), "{:?}", v.notes);
         assert!(v.notes[0].contains("did not rise"), "{:?}", v.notes);
         // Steady loss beside a queue is still random (the emulated path of
-        // bench/results/2026-11-24/report: 0.5 % random loss, a one-BDP queue).
+        // lab/2026-11-24-report: 0.5 % random loss, a one-BDP queue).
         let v = verdict(&Figures {
             loss_percent: Some(0.63),
             loss_median_percent: Some(0.47),
