@@ -13,7 +13,7 @@
 //! accepting that a path that really got longer is seen late; so does this history.
 //!
 //! A seed may stand in for the history's start: the min RTT an earlier copy measured
-//! on this path (`crate::resume::RememberedPath`). A flow that starts inside another
+//! on this path (`crate::hint::RememberedPath`). A flow that starts inside another
 //! flow's queue cannot measure the path's RTT until that queue drains, and a seed lets
 //! it see the queue from its first round. The seed ages out like any minute's minimum.
 //!

@@ -1,15 +1,11 @@
-//! Tunables of [`SokuCc`] and the factory quinn calls once per connection.
+//! Tunables of [`SokuCc`](crate::SokuCc).
 
-use std::sync::Arc;
-use std::time::{Duration, Instant};
-
-use quinn_proto::congestion::{Controller, ControllerFactory};
+use std::time::Duration;
 
 use crate::hint::HintSlot;
-use crate::model::SokuCc;
 use crate::shared::BoardSlot;
 
-/// Configuration of [`SokuCc`]; the defaults need no tuning.
+/// Configuration of [`SokuCc`](crate::SokuCc); the defaults need no tuning.
 ///
 /// Build every field from [`Default`]: `SokuCcConfig { rate_cap_bps: Some(50_000_000),
 /// ..SokuCcConfig::default() }`.
@@ -138,23 +134,3 @@ impl SokuCcConfig {
 /// held about 50 Mbit/s of bandwidth estimate until its probe, 15 s in, and CUBIC kept
 /// 83.5-89.5 Mbit/s; with this, 90.9-94.7 (from `lab/2026-11-27-background-baseline`).
 const BACKGROUND_FIRST_PROBE: Duration = Duration::from_millis(500);
-
-/// One step of SplitMix64, a tiny well-mixed generator (Steele et al., 2014).
-pub(crate) fn splitmix64(x: u64) -> u64 {
-    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
-impl ControllerFactory for SokuCcConfig {
-    fn build(self: Arc<Self>, now: Instant, current_mtu: u16) -> Box<dyn Controller> {
-        // The hint may have asked for background mode after this factory was made.
-        let config = if self.hint.background() && !self.background {
-            Arc::new(self.in_background())
-        } else {
-            self
-        };
-        Box::new(SokuCc::new(config, now, current_mtu))
-    }
-}

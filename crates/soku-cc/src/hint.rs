@@ -6,7 +6,30 @@
 use std::fmt;
 use std::sync::{Arc, OnceLock};
 
-use crate::resume::RememberedPath;
+use std::time::Duration;
+
+/// What an earlier copy learned about a path, in the direction the data will flow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RememberedPath {
+    /// The rate the copy delivered, in bits per second.
+    pub bandwidth_bps: u64,
+    /// The smallest RTT it saw.
+    pub min_rtt: Duration,
+}
+
+impl RememberedPath {
+    /// Half the remembered bandwidth-delay product, in bytes: the jump.
+    pub fn jump_window(&self) -> u64 {
+        let bdp = u128::from(self.bandwidth_bps / 8) * self.min_rtt.as_nanos() / 1_000_000_000;
+        u64::try_from(bdp / 2).unwrap_or(u64::MAX)
+    }
+
+    /// Whether `rtt`, measured on the new connection, says it is the same path: at
+    /// least half and less than ten times the remembered min RTT.
+    pub fn confirms(&self, rtt: Duration) -> bool {
+        rtt >= self.min_rtt / 2 && rtt < self.min_rtt.saturating_mul(10)
+    }
+}
 
 /// The hint itself.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -11,8 +11,10 @@
 //! form of BBRv2's `inflight_hi`), and competing soku flows converge to a fair share.
 //!
 //! # Layout
-//! - [`config`]: [`SokuCcConfig`], the tunables and the [`ControllerFactory`] that quinn
-//!   calls once per connection.
+//! - [`config`]: [`SokuCcConfig`], the tunables.
+//! - `factory`: the [`ControllerFactory`] that quinn calls once per connection.
+//! - [`hint`]: what the application learns only once the endpoint exists (a path an
+//!   earlier copy measured, background mode), handed to the connection's controller.
 //! - [`filters`]: windowed max/min filters (Kathleen Nichols' three-sample algorithm,
 //!   as in BBR), used for the bandwidth and RTT estimates.
 //! - [`delivery`]: round counting by packet number and per-round delivery-rate and
@@ -62,6 +64,7 @@ pub mod base_delay;
 pub mod config;
 pub mod delivery;
 pub mod ensemble;
+mod factory;
 pub mod filters;
 pub mod hint;
 pub mod model;
@@ -72,7 +75,6 @@ pub mod startup_delay;
 
 pub use config::SokuCcConfig;
 pub use ensemble::ShareRecord;
-pub use hint::{ConnectionHint, HintSlot};
+pub use hint::{ConnectionHint, HintSlot, RememberedPath};
 pub use model::{Mode, SokuCc};
-pub use resume::RememberedPath;
 pub use shared::{BoardSlot, MemoryBoard, MinRttRecord, PathBoard};

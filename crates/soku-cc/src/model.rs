@@ -76,7 +76,7 @@ use quinn_proto::congestion::{Controller, ControllerMetrics};
 use quinn_proto::RttEstimator;
 
 use crate::base_delay::BaseDelay;
-use crate::config::{splitmix64, SokuCcConfig};
+use crate::config::SokuCcConfig;
 use crate::delivery::{DeliveryTracker, RoundSample};
 use crate::filters::{Direction, WindowedFilter};
 use crate::resume::{CarefulResume, Phase, Step, Verdict};
@@ -693,4 +693,12 @@ impl Controller for SokuCc {
     fn into_any(self: Box<Self>) -> Box<dyn Any> {
         self
     }
+}
+
+/// One step of SplitMix64, a tiny well-mixed generator (Steele et al., 2014).
+fn splitmix64(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
 }

@@ -65,29 +65,6 @@ const RISE_SPAN_SHARE: u32 = 2;
 /// ten times slower than remembered, the first eighth of the step already met a queue.
 const FIRST_STEP_SHARE: u64 = 8;
 
-/// What an earlier copy learned about a path, in the direction the data will flow.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RememberedPath {
-    /// The rate the copy delivered, in bits per second.
-    pub bandwidth_bps: u64,
-    /// The smallest RTT it saw.
-    pub min_rtt: Duration,
-}
-
-impl RememberedPath {
-    /// Half the remembered bandwidth-delay product, in bytes: the jump.
-    pub fn jump_window(&self) -> u64 {
-        let bdp = u128::from(self.bandwidth_bps / 8) * self.min_rtt.as_nanos() / 1_000_000_000;
-        u64::try_from(bdp / 2).unwrap_or(u64::MAX)
-    }
-
-    /// Whether `rtt`, measured on the new connection, says it is the same path: at
-    /// least half and less than ten times the remembered min RTT.
-    pub fn confirms(&self, rtt: Duration) -> bool {
-        rtt >= self.min_rtt / 2 && rtt < self.min_rtt.saturating_mul(10)
-    }
-}
-
 /// RFC 9959's phases, as this controller runs them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Phase {
@@ -393,7 +370,7 @@ impl CarefulResume {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hint::ConnectionHint;
+    use crate::hint::{ConnectionHint, RememberedPath};
 
     /// A clock for ack frames, 200 ms apart (longer than half of any RTT here).
     fn tick() -> Instant {
