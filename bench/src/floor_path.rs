@@ -68,7 +68,7 @@ pub fn run(
     let mut snd = path.command_a(program);
     snd.arg("--keys").arg(keys.path()).args(["--send", &addr, "--mib", &mib_arg, "--csv"]);
     snd.arg("--from").arg(&src.path);
-    let shown = format!("{} & {}", tools::show(&rcv), tools::show(&snd));
+    let shown = format!("{} & {}", proc::show(&rcv), proc::show(&snd));
 
     let receiver = Receiver::start(rcv)?;
     if receiver.line(SIDE_WAIT).as_deref() != Some("listening") {

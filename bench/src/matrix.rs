@@ -358,7 +358,7 @@ fn ssh_login(client: &dyn Fn(&str) -> Command, sshd: &sshd::Sshd) -> anyhow::Res
         }
         times.push(t0.elapsed().as_secs_f64());
     }
-    Ok(Duration::from_secs_f64(crate::report::median(&times)))
+    Ok(Duration::from_secs_f64(crate::proc::median(&times)))
 }
 
 fn stderr_tail(m: &Measured, n: usize) -> String {

@@ -420,6 +420,31 @@ pub fn loadavg() -> f64 {
         .unwrap_or(f64::NAN)
 }
 
+/// A command line for the record, shell-like.
+pub fn show(cmd: &Command) -> String {
+    let mut parts = vec![cmd.get_program().to_string_lossy().into_owned()];
+    parts.extend(cmd.get_args().map(|a| {
+        let a = a.to_string_lossy();
+        if a.is_empty() || a.contains([' ', '\'', '"']) {
+            format!("'{}'", a.replace('\'', r"'\''"))
+        } else {
+            a.into_owned()
+        }
+    }));
+    parts.join(" ")
+}
+
+/// The median (the mean of the middle two for an even count); NaN when empty.
+pub fn median(xs: &[f64]) -> f64 {
+    let mut v = xs.to_vec();
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -128,7 +128,7 @@ pub fn ensure(explicit: Option<&Path>, log: &dyn Fn(&str)) -> Result<Qcp, String
         .env_remove("CARGO_TARGET_DIR");
     log(&format!(
         "qcp {VERSION} not found: {} (at most {} min)",
-        crate::tools::show(&cmd),
+        soku_bench::proc::show(&cmd),
         INSTALL_TIMEOUT.as_secs() / 60
     ));
     let t0 = Instant::now();

@@ -9,6 +9,7 @@ use crate::matrix::{Row, Samples};
 use crate::smallpkt::{Mode, SmallRow, SIZES};
 use crate::svg::{Chart, Series};
 use crate::tools::Status;
+use soku_bench::proc::median;
 
 fn csv_field(s: &str) -> String {
     if s.contains([',', '"', '\n']) {
@@ -112,17 +113,6 @@ fn cell_of(runs: &[&Row], basis: Basis) -> String {
             }
             s
         }
-    }
-}
-
-/// The median (the mean of the middle two for an even count); NaN when empty.
-pub(crate) fn median(xs: &[f64]) -> f64 {
-    let mut v = xs.to_vec();
-    v.sort_by(f64::total_cmp);
-    match v.len() {
-        0 => f64::NAN,
-        n if n % 2 == 1 => v[n / 2],
-        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
     }
 }
 

@@ -14,7 +14,8 @@ use anyhow::Context;
 use crate::matrix::{self, IperfServer};
 use crate::proc::{self, Outcome};
 use crate::sshd;
-use crate::tools::{show, SourceFile};
+use crate::tools::SourceFile;
+use soku_bench::proc::show;
 
 /// Where and how long to measure.
 pub struct SharingOpts<'a> {

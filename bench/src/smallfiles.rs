@@ -17,9 +17,10 @@ use anyhow::Context;
 
 use crate::matrix::{self, LossDir, Scenario};
 use crate::proc;
-use crate::report::median;
 use crate::sshd::{self, ServerCpu};
-use crate::tools::{bytes_under, show, Endpoint};
+use crate::tools::{bytes_under, Endpoint};
+use soku_bench::proc::median;
+use soku_bench::proc::show;
 
 /// Which tree.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -461,7 +461,7 @@ pub fn run_copy(
     }
     let dst = dst_dir.join("file");
     let cmd = copy_command(tool, ep, &src.path, &dst, extra)?;
-    let shown = show(&cmd);
+    let shown = proc::show(&cmd);
     let cpu0 = ep.sshd.reaped_cpu();
     let started = proc::ticks_since_boot();
     let timed_from = Instant::now();
@@ -567,7 +567,7 @@ pub fn run_iperf3(
     let mut cmd = client("iperf3");
     let secs = duration.as_secs().max(1).to_string();
     cmd.args(["-c", addr, "-t", &secs, "-C", cc, "-J"]);
-    let shown = show(&cmd);
+    let shown = proc::show(&cmd);
     let timed_from = Instant::now();
     let out = proc::run(cmd, duration + Duration::from_secs(30))?;
     let mut m = Measured {
@@ -616,20 +616,6 @@ fn json_str(s: &str, key: &str) -> Option<String> {
     let pat = format!("\"{key}\":");
     let rest = s[s.find(&pat)? + pat.len()..].trim_start().strip_prefix('"')?;
     Some(rest[..rest.find('"')?].to_string())
-}
-
-/// A command line for the record, shell-like.
-pub fn show(cmd: &Command) -> String {
-    let mut parts = vec![cmd.get_program().to_string_lossy().into_owned()];
-    parts.extend(cmd.get_args().map(|a| {
-        let a = a.to_string_lossy();
-        if a.is_empty() || a.contains([' ', '\'', '"']) {
-            format!("'{}'", a.replace('\'', r"'\''"))
-        } else {
-            a.into_owned()
-        }
-    }));
-    parts.join(" ")
 }
 
 #[cfg(test)]
