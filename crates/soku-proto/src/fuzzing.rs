@@ -1,5 +1,5 @@
 //! The fuzz harnesses, shared by the cargo-fuzz targets in `fuzz/` (one target per
-//! function, same name) and by the corpus replay test `tests/fuzz_corpus.rs`, which runs
+//! function, same name) and by the corpus replay test `fuzzing/corpus.rs`, which runs
 //! every committed corpus file through them on stable Rust.
 //!
 //! Each harness drives one decoder of peer bytes (or the receiver's or the sender's state
@@ -28,6 +28,8 @@ use crate::message::Message;
 use crate::path::{Target, WirePath};
 use crate::{ProtoError, MAGIC, PROTOCOL_VERSIONS};
 
+#[cfg(test)]
+mod corpus;
 mod receiver;
 mod seeds;
 mod sender;

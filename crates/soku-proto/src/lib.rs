@@ -41,6 +41,9 @@ pub mod chunk;
 pub mod diagnose;
 pub mod error;
 pub mod frame;
+/// Built for the fuzz targets (cargo-fuzz sets `--cfg fuzzing`) and this crate's own
+/// tests, which replay the corpora: never part of a build that ships.
+#[cfg(any(test, fuzzing))]
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod hello;

@@ -1,6 +1,7 @@
 //! Seed inputs for each harness, made by encoding real messages: the fuzzer starts from
-//! valid protocol and mutates it. `examples/fuzz_seeds.rs` writes them into the corpus
-//! directories; the corpus replay test also runs them.
+//! valid protocol and mutates it. The ignored test `write_the_seed_corpus`
+//! (`fuzzing/corpus.rs`) writes them into the corpus directories; the corpus replay
+//! test runs them too.
 
 use super::receiver::{
     Script, CHECK, DELIVER, DIR, END, FAILED, FILE, ID_NEXT, OPENED, RIGHT, SUMMARY, WRITTEN,

@@ -1,5 +1,5 @@
 //! Replays the committed fuzz corpora (`fuzz/corpus/<target>/`) and the seed inputs
-//! through the fuzz harnesses of `soku_proto::fuzzing`, on stable Rust: every input the
+//! through the fuzz harnesses of `crate::fuzzing`, on stable Rust: every input the
 //! fuzzer kept, or that once crashed a harness, stays a regression test.
 //!
 //! A missing or empty corpus directory fails the test, so it cannot pass by running
@@ -7,7 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
-use soku_proto::fuzzing::{seeds, TARGETS};
+use super::{seeds, TARGETS};
 
 fn corpus_dir(target: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus").join(target)
@@ -96,16 +96,16 @@ const RECEIVER_CRASHES: &[(&str, &[u8])] = &[
 #[test]
 fn receiver_crash_inputs_stay_fixed() {
     for (name, input) in RECEIVER_CRASHES {
-        let outcome = std::panic::catch_unwind(|| soku_proto::fuzzing::receiver(input));
+        let outcome = std::panic::catch_unwind(|| super::receiver(input));
         assert!(outcome.is_ok(), "receiver harness crashed again on {name}");
     }
 }
 
 mod receiver_findings {
-    use soku_proto::chunk::{chunk_hash, root_hash, ChunkHeader, MIN_CHUNK_SIZE};
-    use soku_proto::manifest::{Entry, Meta};
-    use soku_proto::path::{Target, WirePath};
-    use soku_proto::receive::{ChunkCheck, FileOutcome, Receiver};
+    use crate::chunk::{chunk_hash, root_hash, ChunkHeader, MIN_CHUNK_SIZE};
+    use crate::manifest::{Entry, Meta};
+    use crate::path::{Target, WirePath};
+    use crate::receive::{ChunkCheck, FileOutcome, Receiver};
 
     const CS: u32 = MIN_CHUNK_SIZE;
 
@@ -201,15 +201,34 @@ mod receiver_findings {
 /// (up to the 1 MiB limit). This feeds the whole limit a byte at a time.
 #[test]
 fn noise_fed_a_byte_at_a_time_is_scanned_once() {
-    use soku_proto::hello::{HelloScanner, Scan, MAX_NOISE};
+    use crate::hello::{HelloScanner, Scan, MAX_NOISE};
     let mut scanner = HelloScanner::default();
-    for _ in 0..MAX_NOISE - soku_proto::MAGIC.len() {
+    for _ in 0..MAX_NOISE - crate::MAGIC.len() {
         assert_eq!(scanner.feed(b"x"), Ok(Scan::NeedMore));
     }
     let mut last = Scan::NeedMore;
-    for byte in soku_proto::MAGIC {
+    for byte in crate::MAGIC {
         last = scanner.feed(&[*byte]).expect("within the limit");
     }
     let Scan::Found { noise, rest } = last else { panic!("magic not found") };
-    assert_eq!((noise.len(), rest.len()), (MAX_NOISE - soku_proto::MAGIC.len(), 0));
+    assert_eq!((noise.len(), rest.len()), (MAX_NOISE - crate::MAGIC.len(), 0));
+}
+
+/// Writes the seed inputs of every target into the corpus (`fuzz/corpus/<target>/`, or
+/// the directory `FUZZ_SEEDS_OUT` names), for a first fuzzing run:
+/// `cargo test -p soku-proto --lib write_the_seed_corpus -- --ignored`.
+#[test]
+#[ignore = "writes into fuzz/corpus; run by hand before a first fuzzing run"]
+fn write_the_seed_corpus() {
+    let out = std::env::var_os("FUZZ_SEEDS_OUT").map_or_else(
+        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus"),
+        PathBuf::from,
+    );
+    for (target, _) in TARGETS {
+        let dir = out.join(target);
+        std::fs::create_dir_all(&dir).expect("corpus directory");
+        for (n, seed) in seeds(target).iter().enumerate() {
+            std::fs::write(dir.join(format!("seed-{n:02}")), seed).expect("seed file");
+        }
+    }
 }
