@@ -56,7 +56,7 @@ pub struct Walked {
 
 impl Walked {
     /// Walks `sources` now, hashing nothing ahead (the server's sender, and tests).
-    pub async fn walk(sources: Vec<String>, recursive: bool) -> std::io::Result<Walked> {
+    pub async fn walk(sources: Vec<PathBuf>, recursive: bool) -> std::io::Result<Walked> {
         Walked::walk_beneath(sources, recursive, None).await
     }
 
@@ -67,7 +67,7 @@ impl Walked {
     /// went away while it walked a large tree would otherwise go on walking, and the
     /// runtime waits for its blocking tasks before the process exits.
     pub async fn walk_beneath(
-        sources: Vec<String>,
+        sources: Vec<PathBuf>,
         recursive: bool,
         beneath: Option<Arc<TargetDir>>,
     ) -> std::io::Result<Walked> {
@@ -95,7 +95,7 @@ impl Drop for AbortOnDrop {
 
 /// The walk's items, in order; it ends early once `abort` is set.
 fn walk_all(
-    sources: &[String],
+    sources: &[PathBuf],
     recursive: bool,
     beneath: Option<&TargetDir>,
     abort: &AtomicBool,
@@ -174,7 +174,7 @@ pub struct HashAhead {
 impl HashAhead {
     /// Starts walking `sources` and hashing their files' chunks (`chunk_size` bytes each)
     /// on the blocking pool.
-    pub fn start(sources: Vec<String>, recursive: bool, chunk_size: u32) -> HashAhead {
+    pub fn start(sources: Vec<PathBuf>, recursive: bool, chunk_size: u32) -> HashAhead {
         let stop = Arc::new(AtomicBool::new(false));
         let abort = Arc::new(AtomicBool::new(false));
         let (stop_flag, abort_flag) = (stop.clone(), abort.clone());
@@ -348,7 +348,7 @@ mod tests {
     }
 
     fn known_for(paths: &[&Path], chunk: u32) -> (Vec<Item>, KnownHashes) {
-        let sources: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+        let sources: Vec<PathBuf> = paths.iter().map(|p| p.to_path_buf()).collect();
         let items = walk_all(&sources, false, None, &AtomicBool::new(false));
         let known = hash_files(&items, chunk, &AtomicBool::new(false));
         (items, known)
@@ -402,7 +402,7 @@ mod tests {
     fn hashing_ahead_stops_at_its_byte_budget() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = file_of(dir.path(), "f", &[4u8; 10 * 1024]);
-        let items = walk_all(&[path.display().to_string()], false, None, &AtomicBool::new(false));
+        let items = walk_all(&[path.to_path_buf()], false, None, &AtomicBool::new(false));
         let mut known = hash_files_up_to(&items, 1024, &AtomicBool::new(false), 3 * 1024);
         assert_eq!(known.count(), 3);
         let md = std::fs::metadata(&path).expect("md");
@@ -430,7 +430,7 @@ mod tests {
     fn a_file_that_changed_size_after_the_walk_is_not_hashed() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = file_of(dir.path(), "f", &[1u8; 5000]);
-        let items = walk_all(&[path.display().to_string()], false, None, &AtomicBool::new(false));
+        let items = walk_all(&[path.to_path_buf()], false, None, &AtomicBool::new(false));
         // Grown between the walk and the hashing: the sender still cuts it at 5000.
         file_of(dir.path(), "f", &[1u8; 7000]);
         let mut known = hash_files(&items, 4096, &AtomicBool::new(false));
@@ -445,11 +445,9 @@ mod tests {
         for i in 0..20 {
             file_of(dir.path(), &format!("f{i}"), b"x");
         }
-        let items =
-            walk_all(&[dir.path().display().to_string()], true, None, &AtomicBool::new(true));
+        let items = walk_all(&[dir.path().to_path_buf()], true, None, &AtomicBool::new(true));
         assert_eq!(items.len(), 1, "the walk stops after its first item");
-        let all =
-            walk_all(&[dir.path().display().to_string()], true, None, &AtomicBool::new(false));
+        let all = walk_all(&[dir.path().to_path_buf()], true, None, &AtomicBool::new(false));
         assert_eq!(all.len(), 21);
     }
 
@@ -457,7 +455,7 @@ mod tests {
     fn a_stopped_worker_hashes_nothing_more() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = file_of(dir.path(), "f", &[3u8; 50_000]);
-        let items = walk_all(&[path.display().to_string()], false, None, &AtomicBool::new(false));
+        let items = walk_all(&[path.to_path_buf()], false, None, &AtomicBool::new(false));
         let known = hash_files(&items, 4096, &AtomicBool::new(true));
         assert_eq!(known.count(), 0);
     }

@@ -9,6 +9,7 @@
 //! The sender's side is here too ([`describe_source`]): a source that cannot be read,
 //! or that changed while it was read, is that file's failure, and the line says so.
 
+use soku_proto::name::shown;
 use std::io::ErrorKind;
 use std::path::Path;
 
@@ -250,12 +251,12 @@ pub fn describe_source(path: &Path, err: &std::io::Error) -> Failure {
         ),
         _ => (format!("cannot read: {}", crate::walk::describe(err)), false),
     };
-    Failure { message: format!("{}: {problem}", path.display()), problem, ends_copy }
+    Failure { message: format!("{}: {problem}", shown(&path)), problem, ends_copy }
 }
 
 /// Describes `err`, met while doing `action` at `path`.
 pub fn describe(path: &Path, action: Action, err: &std::io::Error) -> Failure {
-    let shown = path.display();
+    let shown = shown(&path);
     let parent = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let resume = "then run the same command again to resume";
     let gone = err.get_ref().is_some_and(|inner| inner.is::<PartialGone>());
@@ -269,8 +270,8 @@ pub fn describe(path: &Path, action: Action, err: &std::io::Error) -> Failure {
                 "files soku did not make are at both its temporary names, {} and {}, and \
                  cannot be removed (another user's, in a sticky directory): ask their owner \
                  to remove them, or choose another target",
-                crate::fsops::temp_path(path).display(),
-                crate::fsops::own_temp_path(path).display()
+                soku_proto::name::shown(&crate::fsops::temp_path(path)),
+                soku_proto::name::shown(&crate::fsops::own_temp_path(path))
             ),
             false,
         ),
@@ -318,12 +319,15 @@ pub fn describe(path: &Path, action: Action, err: &std::io::Error) -> Failure {
         (_, ErrorKind::NotFound) if action != Action::Write => (
             format!(
                 "the directory {} does not exist: create it first, or name an existing one",
-                parent.display()
+                soku_proto::name::shown(&parent)
             ),
             false,
         ),
         (_, ErrorKind::PermissionDenied) => (
-            format!("permission denied: check that {} is writable by this user", parent.display()),
+            format!(
+                "permission denied: check that {} is writable by this user",
+                soku_proto::name::shown(&parent)
+            ),
             false,
         ),
         _ => (crate::walk::describe(err), false),

@@ -22,6 +22,7 @@ use rustix::fd::OwnedFd;
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags};
 use rustix::io::Errno;
 use soku_proto::manifest::Meta;
+use soku_proto::name::shown;
 
 use crate::failure::Outside;
 use crate::partial::made_dir::{self, MARK};
@@ -398,11 +399,11 @@ impl TargetDir {
     /// The directory holding `local`, opened, and its name there.
     pub fn entry(&self, local: &Path) -> std::io::Result<Entry> {
         let rel = local.strip_prefix(&self.path).map_err(|_| {
-            std::io::Error::other(format!("{} is outside the target", local.display()))
+            std::io::Error::other(format!("{} is outside the target", shown(&local)))
         })?;
         let name = rel
             .file_name()
-            .ok_or_else(|| std::io::Error::other(format!("{} names no file", local.display())))?;
+            .ok_or_else(|| std::io::Error::other(format!("{} names no file", shown(&local))))?;
         let parent = rel.parent().unwrap_or(Path::new(""));
         let dir = self.open_dir(parent, OFlags::PATH)?;
         Ok(Entry { dir, name: name.to_os_string() })
@@ -501,7 +502,7 @@ impl TargetDir {
     /// Marks the directory `local`, made as the target itself for the source `name`,
     /// as an unfinished copy's ([`crate::partial::made_dir`]); replaces whatever mark
     /// is there.
-    pub fn mark_made(&self, local: &Path, name: &str) -> std::io::Result<()> {
+    pub fn mark_made(&self, local: &Path, name: &soku_proto::name::Name) -> std::io::Result<()> {
         let dir = self.open_made(local)?;
         let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::TRUNC | OFlags::NOFOLLOW;
         let fd = rustix::fs::openat(&dir, MARK, flags | OFlags::CLOEXEC, Mode::from(0o644))?;
@@ -526,7 +527,7 @@ impl TargetDir {
     /// The directory `local` below the target, opened as [`Self::open_dir`] does.
     fn open_made(&self, local: &Path) -> std::io::Result<OwnedFd> {
         let rel = local.strip_prefix(&self.path).map_err(|_| {
-            std::io::Error::other(format!("{} is outside the target", local.display()))
+            std::io::Error::other(format!("{} is outside the target", shown(&local)))
         })?;
         self.open_dir(rel, OFlags::PATH)
     }

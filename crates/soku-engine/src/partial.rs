@@ -36,6 +36,7 @@ use std::time::{Duration, Instant};
 use soku_proto::chunk::{chunk_hash, ChunkPlan};
 use soku_proto::manifest::Meta;
 use soku_proto::message::{HeldBase, HeldChunk};
+use soku_proto::name::shown;
 use soku_proto::path::{Target, WirePath};
 
 use crate::codec::read_exact_at;
@@ -267,7 +268,7 @@ pub fn holds_nothing(target: &Target, names: &[String]) -> bool {
     let absent = |path: &Path| {
         std::fs::symlink_metadata(path).is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound)
     };
-    names.iter().all(|name| match target.local_path(&WirePath(vec![name.clone()])) {
+    names.iter().all(|name| match target.local_path(&WirePath(vec![name.as_str().into()])) {
         Ok(local) => {
             absent(&local)
                 && absent(&fsops::temp_path(&local))
@@ -286,7 +287,7 @@ pub fn copy_final_to_temp(
     mode: u32,
 ) -> std::io::Result<File> {
     let changed =
-        || std::io::Error::other(format!("{} changed while it was being updated", local.display()));
+        || std::io::Error::other(format!("{} changed while it was being updated", shown(&local)));
     let entry = dir.entry(local)?;
     let Some(mut from) = entry.open_final()? else { return Err(changed()) };
     let mut temp = entry.create_temp(trailer.size, mode, None)?;
@@ -334,7 +335,7 @@ fn lock_exclusive(file: &File, path: &Path, wait: Duration) -> std::io::Result<(
             Err(rustix::io::Errno::WOULDBLOCK) => {
                 return Err(std::io::Error::other(format!(
                     "another soku is still writing {}: wait for it to end, or stop it",
-                    path.display()
+                    shown(&path)
                 )))
             }
             Err(rustix::io::Errno::NOLCK | rustix::io::Errno::OPNOTSUPP) => return Ok(()),

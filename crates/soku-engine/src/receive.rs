@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 use soku_proto::chunk::{chunk_hash, ChunkPlan};
 use soku_proto::manifest::{Entry, Meta};
 use soku_proto::message::{HeldBase, HeldChunk, Message, HELD_BATCH};
+use soku_proto::name::shown;
 use soku_proto::receive::{ChunkCheck, EntryAction, FileOutcome, Receiver};
 use soku_proto::ProtoError;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -140,7 +141,7 @@ pub async fn run(
         let problem = crate::walk::describe(&e);
         EngineError::Target(format!(
             "{}: cannot open the target directory: {problem}",
-            root.display()
+            shown(&root)
         ))
     })?;
     let dir = Arc::new(dir);
@@ -248,8 +249,8 @@ async fn receive_all(
             events.event(TransferEvent::Warning(format!(
                 "{}: cannot remove: {e}: remove it by hand, or the next copy to {} will \
                  resume into it",
-                mark.display(),
-                made.display()
+                shown(&mark),
+                shown(&made)
             )));
         }
     }
@@ -257,7 +258,7 @@ async fn receive_all(
         let dirs = lock(&shared.state).directories().to_vec();
         for (local, meta) in dirs.iter().rev() {
             if let Err(e) = shared.dir.finish_dir(local, meta) {
-                events.event(TransferEvent::Warning(format!("{}: {e}", local.display())));
+                events.event(TransferEvent::Warning(format!("{}: {e}", shown(&local))));
             }
         }
     }
@@ -375,7 +376,7 @@ impl Shared {
                 if let Some(local) = lock(&self.state).on_file_failed(file) {
                     lock(&self.files).remove(&file);
                     self.temps.discard(&local);
-                    let target = local.display().to_string();
+                    let target = shown(&local);
                     self.events.event(TransferEvent::SourceFailed { target, message });
                 }
             }
@@ -417,7 +418,7 @@ impl Shared {
                 let mark = lock(&self.state)
                     .made_target()
                     .filter(|(made, _)| *made == local)
-                    .map(|(_, name)| name.to_string());
+                    .map(|(_, name)| name.clone());
                 let made = small_steps::run(self.keeps.in_place(0), move || {
                     dir.ensure_dir(&at)?;
                     mark.map_or(Ok(()), |name| dir.mark_made(&at, &name))
@@ -427,7 +428,7 @@ impl Shared {
                 })?;
             }
             EntryAction::CreateFile { id, local, size, meta, chunks } => {
-                let path = local.display().to_string();
+                let path = shown(&local);
                 self.events.event(TransferEvent::File { path, bytes: size });
                 let room = self.preparing.clone().acquire_owned().await;
                 let room =
@@ -546,7 +547,7 @@ impl Shared {
         (base, held): Held,
     ) -> Result<(), EngineError> {
         if let HeldBase::Restarted { reason } = &base {
-            let warning = format!("{}: {reason}: copying it again from the start", local.display());
+            let warning = format!("{}: {reason}: copying it again from the start", shown(&local));
             self.events.event(TransferEvent::Warning(warning));
         }
         let mut from = 0;
@@ -572,7 +573,7 @@ impl Shared {
         match outcome {
             FileOutcome::Pending => {}
             FileOutcome::Ready(ready) => {
-                let ready_path = ready.local.display().to_string();
+                let ready_path = shown(&ready.local);
                 let file = lock(&self.files).remove(&ready.id);
                 let this = self.clone();
                 let in_place = self.keeps.in_place_flushing(ready.size, self.fsync);
@@ -632,7 +633,7 @@ impl Shared {
                 self.temps.discard(&local);
                 let message = error.to_string();
                 self.events.event(TransferEvent::FileFailed {
-                    path: local.display().to_string(),
+                    path: shown(&local),
                     message: message.clone(),
                 });
                 self.tx.send_control(Message::FileFailed { file: id, message }).await?;
@@ -658,10 +659,8 @@ impl Shared {
         }
         lock(&self.files).remove(&id);
         self.temps.discard(local);
-        self.events.event(TransferEvent::FileFailed {
-            path: local.display().to_string(),
-            message: failure.problem,
-        });
+        self.events
+            .event(TransferEvent::FileFailed { path: shown(&local), message: failure.problem });
         let message = failure.message;
         Ok(self.tx.send_control(Message::FileFailed { file: id, message }).await?)
     }

@@ -42,6 +42,11 @@ pub struct CopyOptions {
     /// the copy runs without `Held` reports and saves their round trip. Not part of the
     /// request: both sides learn it from the hellos.
     pub nothing_held: bool,
+    /// The peer takes names that are not UTF-8 (it speaks
+    /// `soku_proto::name::BYTE_NAMES_SINCE_VERSION` or later). Without it the sender
+    /// reports each such name as a failed source instead of sending what the peer could
+    /// not decode. Not part of the request: both sides learn it from the hellos.
+    pub byte_names: bool,
 }
 
 impl CopyOptions {
@@ -81,6 +86,7 @@ impl CopyOptions {
             resume,
             fsync,
             nothing_held: false,
+            byte_names: false,
         };
         (job, opts)
     }

@@ -23,6 +23,7 @@ use std::time::Instant;
 
 use soku_proto::chunk::ChunkHeader;
 use soku_proto::message::HeldBase;
+use soku_proto::name::shown;
 use soku_proto::send::{ChunkSpan, Report, Sender};
 use soku_proto::ProtoError;
 use tokio::sync::Semaphore;
@@ -113,6 +114,7 @@ pub async fn run(
     // The measurement switch `SOKU_SENT_LOG` (see `crate::sent_log`).
     let events = crate::sent_log::wrap(events);
     let Walked { items, mut known, beneath } = walked;
+    let items = if opts.byte_names { items } else { crate::walk::utf8_names_only(items) };
     let (files, bytes) = items.iter().fold((0u32, 0u64), |(n, b), item| match item {
         Item::File { size, .. } => (n.saturating_add(1), b.saturating_add(*size)),
         _ => (n, b),
@@ -475,13 +477,13 @@ impl Copy {
                             if failure.ends_copy {
                                 return Err(EngineError::Source(failure.message));
                             }
-                            let path = local.display().to_string();
+                            let path = shown(&local);
                             self.source_error(link, path, failure.problem).await?;
                             continue;
                         }
                     };
                     let start = self.rules.file(wire, size, meta)?;
-                    let path = local.display().to_string();
+                    let path = shown(&local);
                     self.events.event(TransferEvent::File { path: path.clone(), bytes: size });
                     self.names.push(path);
                     link.tx.send_control(start.entry).await?;

@@ -28,6 +28,7 @@ use std::path::{Path, PathBuf};
 use rustix::fs::OFlags;
 
 use soku_proto::manifest::Meta;
+use soku_proto::name::{shown, Name};
 use soku_proto::path::WirePath;
 
 use crate::fsops::TargetDir;
@@ -95,15 +96,14 @@ pub fn meta_of(md: &Metadata) -> Meta {
 }
 
 /// The name a source is sent under: its last component (`dir/` is `dir`, `.` is the real
-/// name of the directory).
-pub fn top_name(source: &str) -> Option<String> {
-    let trimmed = source.trim_end_matches('/');
-    let path = Path::new(if trimmed.is_empty() { "/" } else { trimmed });
-    match path.file_name().and_then(|n| n.to_str()) {
-        Some(name) if name != "." && name != ".." => Some(name.to_string()),
-        _ => std::fs::canonicalize(path)
-            .ok()
-            .and_then(|p| p.file_name().and_then(|n| n.to_str()).map(str::to_string)),
+/// name of the directory), UTF-8 or not.
+pub fn top_name(source: &Path) -> Option<Name> {
+    let bytes = source.as_os_str().as_bytes();
+    let end = bytes.iter().rposition(|&b| b != b'/').map_or(0, |last| last + 1);
+    let path = Path::new(if end == 0 { OsStr::new("/") } else { OsStr::from_bytes(&bytes[..end]) });
+    match path.file_name() {
+        Some(name) if name != "." && name != ".." => Name::from_os(name),
+        _ => std::fs::canonicalize(path).ok().and_then(|p| p.file_name().and_then(Name::from_os)),
     }
 }
 
@@ -111,23 +111,23 @@ pub fn top_name(source: &str) -> Option<String> {
 /// returns false (the receiver went away). With `beneath`, nothing outside that
 /// directory is looked at (see the module documentation).
 pub fn walk(
-    sources: &[String],
+    sources: &[PathBuf],
     recursive: bool,
     beneath: Option<&TargetDir>,
     emit: &mut dyn FnMut(Item) -> bool,
 ) {
     for source in sources {
-        let error = |message: String| Item::Error { path: source.clone(), message };
+        let error = |message: String| Item::Error { path: shown(source), message };
         let Some(name) = top_name(source) else {
             if !emit(error("cannot name this source".into())) {
                 return;
             }
             continue;
         };
-        let md = match metadata(Path::new(source), beneath) {
+        let md = match metadata(source, beneath) {
             Ok(md) => md,
             Err(e) => {
-                if !emit(error(source_problem(Path::new(source), &e))) {
+                if !emit(error(source_problem(source, &e))) {
                     return;
                 }
                 continue;
@@ -136,12 +136,12 @@ pub fn walk(
         let wire = WirePath(vec![name]);
         let keep_going = if md.is_dir() {
             if recursive {
-                walk_dir(Path::new(source), wire, &md, &mut Visits::default(), beneath, emit)
+                walk_dir(source, wire, &md, &mut Visits::default(), beneath, emit)
             } else {
                 emit(error("is a directory (use -r to copy directories)".into()))
             }
         } else if md.is_file() {
-            emit(Item::File { wire, local: source.into(), size: md.len(), meta: meta_of(&md) })
+            emit(Item::File { wire, local: source.clone(), size: md.len(), meta: meta_of(&md) })
         } else {
             emit(error("not a regular file".into()))
         };
@@ -159,7 +159,7 @@ fn walk_dir(
     beneath: Option<&TargetDir>,
     emit: &mut dyn FnMut(Item) -> bool,
 ) -> bool {
-    let shown = dir.display().to_string();
+    let shown = shown(dir);
     if visits.open.len() >= MAX_DEPTH {
         let message = format!("deeper than {MAX_DEPTH} directory levels: not copied");
         return emit(Item::Error { path: shown, message });
@@ -195,9 +195,10 @@ fn walk_children(
     emit: &mut dyn FnMut(Item) -> bool,
 ) -> bool {
     for (child, link, md) in children {
-        let shown = child.display().to_string();
-        let Some(name) = child.file_name().and_then(|n| n.to_str()).map(str::to_string) else {
-            let item = Item::Error { path: shown, message: "name is not valid UTF-8".into() };
+        let shown = shown(&child);
+        let Some(name) = child.file_name().and_then(Name::from_os) else {
+            let item =
+                Item::Error { path: shown, message: "a name this system cannot send".into() };
             if !emit(item) {
                 return false;
             }
@@ -224,6 +225,34 @@ fn walk_children(
         }
     }
     true
+}
+
+/// The items a peer from before `soku_proto::name::BYTE_NAMES_SINCE_VERSION` can take:
+/// one whose own name is not UTF-8 becomes a failed source (with what to do), and what
+/// lies beneath such a directory is left out with it.
+pub fn utf8_names_only(items: Vec<Item>) -> Vec<Item> {
+    let problem = format!(
+        "name is not valid UTF-8, which soku on the other side is too old to take \
+         (protocol before {}): upgrade soku there to copy it",
+        soku_proto::name::BYTE_NAMES_SINCE_VERSION
+    );
+    items
+        .into_iter()
+        .filter_map(|item| {
+            let (wire, path) = match &item {
+                Item::Dir { wire, .. } => (wire, wire.to_string()),
+                Item::File { wire, local, .. } => (wire, shown(local)),
+                Item::Error { .. } => return Some(item),
+            };
+            match wire.0.iter().position(|part| !part.is_utf8()) {
+                None => Some(item),
+                Some(first) if first + 1 == wire.0.len() => {
+                    Some(Item::Error { path, message: problem.clone() })
+                }
+                Some(_) => None,
+            }
+        })
+        .collect()
 }
 
 /// The status of `path`, a symlink followed (beneath `beneath`, when there is one).
@@ -314,8 +343,9 @@ mod tests {
     use super::*;
 
     fn collect(sources: &[String], recursive: bool) -> Vec<Item> {
+        let sources: Vec<PathBuf> = sources.iter().map(PathBuf::from).collect();
         let mut items = Vec::new();
-        walk(sources, recursive, None, &mut |item| {
+        walk(&sources, recursive, None, &mut |item| {
             items.push(item);
             true
         });
@@ -396,9 +426,41 @@ mod tests {
     fn dot_is_sent_under_its_real_name() {
         let tmp = tempfile::tempdir().expect("tempdir");
         let dot = format!("{}/.", tmp.path().display());
-        let expected = tmp.path().file_name().and_then(|n| n.to_str()).map(str::to_string);
-        assert_eq!(top_name(&dot), expected);
-        assert_eq!(top_name("a/b/"), Some("b".into()));
+        let expected = tmp.path().file_name().and_then(Name::from_os);
+        assert_eq!(top_name(Path::new(&dot)), expected);
+        assert_eq!(top_name(Path::new("a/b/")), Some("b".into()));
+        assert_eq!(
+            top_name(Path::new(OsStr::from_bytes(b"d\xff//"))),
+            Some(Name::from_bytes(*b"d\xff"))
+        );
+    }
+
+    /// Catches: a name that is not UTF-8 failed (it once was, `name is not valid
+    /// UTF-8`), changed, or sent to a peer too old to decode it.
+    #[test]
+    fn names_that_are_not_utf8_are_walked_as_bytes() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let root = tmp.path().join("top");
+        std::fs::create_dir_all(root.join(OsStr::from_bytes(b"d\xff"))).expect("mkdir");
+        std::fs::write(root.join(OsStr::from_bytes(b"d\xff/caf\xe9.txt")), b"x").expect("write");
+        std::fs::write(root.join("plain.txt"), b"y").expect("write");
+        let items = collect(&[root.display().to_string()], true);
+        let wires: Vec<Vec<u8>> = items
+            .iter()
+            .map(|item| match item {
+                Item::Dir { wire, .. } | Item::File { wire, .. } => {
+                    wire.0.iter().map(Name::as_bytes).collect::<Vec<_>>().join(&b'/')
+                }
+                Item::Error { path, message } => panic!("{path}: {message}"),
+            })
+            .collect();
+        let want: [&[u8]; 4] = [b"top", b"top/d\xff", b"top/d\xff/caf\xe9.txt", b"top/plain.txt"];
+        assert_eq!(wires, want);
+        let old_peer = utf8_names_only(items);
+        assert_eq!(old_peer.len(), 3, "the directory fails, what is in it is left out");
+        let Item::Error { path, message } = &old_peer[1] else { panic!("{old_peer:?}") };
+        assert_eq!(path, "top/d\\xff");
+        assert!(message.contains("upgrade soku there"), "{message}");
     }
 
     fn seen(items: &[Item]) -> Vec<String> {

@@ -397,10 +397,11 @@ pub fn check_wire_path(path: &WirePath) {
 pub fn is_safe_path(path: &WirePath) -> bool {
     (1..=crate::path::MAX_DEPTH).contains(&path.0.len())
         && path.0.iter().all(|part| {
+            let part = part.as_bytes();
             !part.is_empty()
-                && part != "."
-                && part != ".."
-                && !part.contains(['/', '\\', '\0'])
+                && part != b"."
+                && part != b".."
+                && !part.iter().any(|b| matches!(b, b'/' | b'\\' | 0))
                 && part.len() <= crate::path::MAX_COMPONENT
         })
 }
@@ -418,7 +419,7 @@ pub fn expected_local(target: &Target, path: &WirePath) -> std::path::PathBuf {
     };
     for part in below {
         let before = out.components().count();
-        out.push(part);
+        out.push(part.to_os().expect("a Unix name"));
         let last = out.components().next_back();
         assert_eq!(out.components().count(), before + 1, "{part:?} is not one component");
         assert!(matches!(last, Some(Component::Normal(_))), "{part:?} is not a plain name");

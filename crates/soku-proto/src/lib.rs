@@ -31,6 +31,7 @@
 //! - [`message`]: the control messages.
 //! - [`manifest`]: file and directory entries and their metadata.
 //! - [`chunk`]: chunk headers, the chunk plan of a file, hashing.
+//! - [`name`]: names as bytes, UTF-8 or not: the wire's, the platform's, and how they are shown.
 //! - [`path`]: wire paths, their validation, and where a received entry lands.
 //! - [`receive`]: the receiver's state machine.
 //! - [`send`]: the sender's state machine.
@@ -49,6 +50,7 @@ pub mod fuzzing;
 pub mod hello;
 pub mod manifest;
 pub mod message;
+pub mod name;
 pub mod path;
 pub mod receive;
 pub mod send;
@@ -60,10 +62,11 @@ pub use error::ProtoError;
 pub const MAGIC: &[u8] = b"\0SOKU-HELLO\n";
 
 /// Protocol versions this build speaks, oldest first. Version negotiation picks the
-/// highest version both sides speak. 7: a server that stays for the client's next
+/// highest version both sides speak. 8: names that are not UTF-8, as bytes
+/// ([`name::BYTE_NAMES_SINCE_VERSION`]); 7: a server that stays for the client's next
 /// copies ([`hello::ClientHello::keep`]); 6: the receive preview ([`hello::ReceivePreview`],
 /// [`hello::ServerNote::Holds`]); 5: TLS over TCP ([`hello::ServerHello`]'s
 /// `tcp_port`, [`hello::TransportChoice::Tcp`]); 4: verified resume ([`message::Request::resume`],
 /// [`message::Message::Held`]); 3: version ranges in both hellos; 2: the request carries
 /// scp's `-l` limit. Versions before 5 are no longer spoken.
-pub const PROTOCOL_VERSIONS: std::ops::RangeInclusive<u16> = 5..=7;
+pub const PROTOCOL_VERSIONS: std::ops::RangeInclusive<u16> = 5..=8;

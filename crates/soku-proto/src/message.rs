@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::{chunk::ChunkHeader, manifest::Entry};
+use crate::{chunk::ChunkHeader, manifest::Entry, name::Name};
 
 /// The client's request: what the server is to do.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -33,8 +33,10 @@ pub struct Request {
 pub enum Job {
     /// Upload: the server receives into `target`.
     Receive {
-        /// The target path as the user typed it (relative to the remote home).
-        target: String,
+        /// The target path as the user typed it (relative to the remote home), as bytes:
+        /// UTF-8 or not (a peer from before `BYTE_NAMES_SINCE_VERSION` is sent UTF-8
+        /// only, see [`crate::name`]).
+        target: Name,
         /// How many sources the client sends; with more than one, the target must be a
         /// directory.
         sources: u32,
@@ -49,8 +51,9 @@ pub enum Job {
     },
     /// Download: the server sends these paths.
     Send {
-        /// Source paths as the user typed them (globs are expanded by the server).
-        sources: Vec<String>,
+        /// Source paths as the user typed them (globs are expanded by the server), as
+        /// bytes, like [`Job::Receive`]'s target.
+        sources: Vec<Name>,
     },
     /// `soku diagnose`: the server measures its host (disk speed at `target`), sends
     /// [`Message::DiagnoseFacts`], then serves the probes the client opens on QUIC

@@ -4,12 +4,14 @@
 //! the name of a top-level source. Every component from a peer is checked: not empty,
 //! not `.` or `..`, no `/`, no NUL. A receiver that asked for named sources also checks
 //! that each top-level name is one it asked for (the scp CVE-2019-6111 class: a hostile
-//! server sending names the user never requested).
+//! server sending names the user never requested). A component is a [`Name`]: bytes,
+//! UTF-8 or not, as Unix file names are.
 
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::name::Name;
 use crate::ProtoError;
 
 /// Most components a wire path may have (bounds recursion and memory).
@@ -19,7 +21,7 @@ pub const MAX_COMPONENT: usize = 255;
 
 /// A relative path as a list of components.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct WirePath(pub Vec<String>);
+pub struct WirePath(pub Vec<Name>);
 
 impl WirePath {
     /// Checks every component; returns the path if all are safe.
@@ -31,41 +33,54 @@ impl WirePath {
             return Err(ProtoError::UnsafePath(format!("deeper than {MAX_DEPTH} levels")));
         }
         for part in &self.0 {
-            check_component(part)?;
+            check_component(part.as_bytes())?;
         }
         Ok(self)
     }
 
     /// The top-level name.
-    pub fn top(&self) -> Option<&str> {
-        self.0.first().map(String::as_str)
+    pub fn top(&self) -> Option<&Name> {
+        self.0.first()
     }
 
     /// The components below the top-level name.
-    pub fn below_top(&self) -> &[String] {
+    pub fn below_top(&self) -> &[Name] {
         self.0.get(1..).unwrap_or(&[])
+    }
+
+    /// Whether every component is UTF-8, as a peer from before
+    /// [`crate::name::BYTE_NAMES_SINCE_VERSION`] needs.
+    pub fn is_utf8(&self) -> bool {
+        self.0.iter().all(Name::is_utf8)
     }
 }
 
 impl std::fmt::Display for WirePath {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}", self.0.join("/"))
+        for (i, part) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str("/")?;
+            }
+            write!(f, "{part}")?;
+        }
+        Ok(())
     }
 }
 
-/// Checks one component of a peer's path.
-pub fn check_component(part: &str) -> Result<(), ProtoError> {
-    let bad = |why: &str| Err(ProtoError::UnsafePath(format!("{part:?}: {why}")));
+/// Checks one component of a peer's path (bytes: a name need not be UTF-8).
+pub fn check_component(part: &[u8]) -> Result<(), ProtoError> {
+    let bad =
+        |why: &str| Err(ProtoError::UnsafePath(format!("{:?}: {why}", Name::from_bytes(part))));
     if part.is_empty() {
         return bad("empty component");
     }
-    if part == "." || part == ".." {
+    if part == b"." || part == b".." {
         return bad("relative component");
     }
-    if part.contains('/') || part.contains('\\') {
+    if part.contains(&b'/') || part.contains(&b'\\') {
         return bad("contains a path separator");
     }
-    if part.contains('\0') {
+    if part.contains(&0) {
         return bad("contains a NUL byte");
     }
     if part.len() > MAX_COMPONENT {
@@ -90,7 +105,7 @@ pub enum Target {
         /// The directory the copy made.
         dir: PathBuf,
         /// The top-level name of the source it was made for.
-        name: String,
+        name: Name,
     },
 }
 
@@ -113,14 +128,20 @@ impl Target {
     /// The local path for a checked wire path.
     pub fn local_path(&self, wire: &WirePath) -> Result<PathBuf, ProtoError> {
         wire.validate()?;
+        fn local(part: &Name) -> Result<&std::ffi::OsStr, ProtoError> {
+            part.to_os().ok_or_else(|| {
+                ProtoError::UnsafePath(format!("{part}: a name this system cannot spell"))
+            })
+        }
+        let top = wire.top().ok_or_else(|| ProtoError::UnsafePath("empty path".into()))?;
         let mut out = match self {
-            Target::IntoDir(dir) => dir.join(wire.top().unwrap_or_default()),
+            Target::IntoDir(dir) => dir.join(local(top)?),
             Target::AsName(name) => name.clone(),
-            Target::Resumed { dir, name } if wire.top() == Some(name.as_str()) => dir.clone(),
-            Target::Resumed { dir, .. } => dir.join(wire.top().unwrap_or_default()),
+            Target::Resumed { dir, name } if top == name => dir.clone(),
+            Target::Resumed { dir, .. } => dir.join(local(top)?),
         };
         for part in wire.below_top() {
-            out.push(part);
+            out.push(local(part)?);
         }
         Ok(out)
     }
@@ -147,7 +168,7 @@ impl Target {
     /// Whether the top-level name `top` lands under the target's own name (a single
     /// source under [`Target::AsName`], or the one a [`Target::Resumed`] was made for):
     /// such a target takes no second top-level name.
-    pub fn takes_name(&self, top: &str) -> bool {
+    pub fn takes_name(&self, top: &Name) -> bool {
         match self {
             Target::IntoDir(_) => false,
             Target::AsName(_) => true,
@@ -160,20 +181,28 @@ impl Target {
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum TargetError {
     /// Several sources, but the target is not a directory.
-    #[error("{0}: not a directory (several sources need an existing target directory)")]
+    #[error(
+        "{}: not a directory (several sources need an existing target directory)",
+        crate::name::shown(.0)
+    )]
     NotADirectory(PathBuf),
     /// The target names a directory (by a final `/`, or as the parent of a new name)
     /// that does not exist.
-    #[error("{0}: no such directory: create it first, or name an existing one")]
+    #[error(
+        "{}: no such directory: create it first, or name an existing one",
+        crate::name::shown(.0)
+    )]
     NoSuchDirectory(PathBuf),
 }
 
 /// The top-level name, or the glob of names, that a requested source's entries carry:
 /// its last component. `None` when that is empty, `.`, `..` or `~`: a directory named
 /// by its real name, which only the sender knows.
-pub fn requested_name(source: &str) -> Option<&str> {
-    let base = source.trim_end_matches('/').rsplit('/').next().unwrap_or("");
-    (!matches!(base, "" | "." | ".." | "~")).then_some(base)
+pub fn requested_name(source: &[u8]) -> Option<&[u8]> {
+    let end = source.iter().rposition(|&b| b != b'/').map_or(0, |last| last + 1);
+    let trimmed = &source[..end];
+    let base = trimmed.rsplit(|&b| b == b'/').next().unwrap_or(b"");
+    (!matches!(base, b"" | b"." | b".." | b"~")).then_some(base)
 }
 
 /// How a requested source's glob matches a name that arrives: as the shell and glob(3) do
@@ -195,35 +224,40 @@ pub struct NameFilter {
 enum NameRule {
     /// The user named a directory by a relative name (`.`, `~`): any safe name.
     Any,
-    /// The exact name, or the glob it spells.
-    Named { literal: String, glob: Option<glob::Pattern> },
+    /// The exact name, or the glob it spells (over [`Name::glob_text`]).
+    Named { literal: Name, glob: Option<glob::Pattern> },
 }
 
 impl NameFilter {
     /// Builds the filter from the source paths the user asked for. A source whose last
     /// component is empty, `.`, `..` or `~` names a directory by its real name, which
     /// only the sender knows: any single safe name is accepted for it.
-    pub fn for_requested<'a>(requested: impl IntoIterator<Item = &'a str>) -> Self {
+    pub fn for_requested<'a>(requested: impl IntoIterator<Item = &'a [u8]>) -> Self {
         let rules = requested
             .into_iter()
             .map(|source| match requested_name(source) {
                 None => NameRule::Any,
                 Some(base) => NameRule::Named {
-                    literal: base.to_string(),
-                    glob: glob::Pattern::new(base).ok(),
+                    literal: Name::from_bytes(base),
+                    glob: glob::Pattern::new(&crate::name::glob_text(base)).ok(),
                 },
             })
             .collect();
         Self { rules }
     }
 
-    /// Accepts a top-level name if it matches one of the requested sources.
-    pub fn check(&self, name: &str) -> Result<(), ProtoError> {
-        check_component(name)?;
+    /// Accepts a top-level name if it matches one of the requested sources. A name
+    /// that is not UTF-8 is matched byte for byte, and by a glob through
+    /// [`Name::glob_text`].
+    pub fn check(&self, name: &Name) -> Result<(), ProtoError> {
+        check_component(name.as_bytes())?;
         let ok = self.rules.iter().any(|rule| match rule {
             NameRule::Any => true,
             NameRule::Named { literal, glob } => {
-                literal == name || glob.as_ref().is_some_and(|g| g.matches_with(name, GLOB_OPTIONS))
+                literal.as_bytes() == name.as_bytes()
+                    || glob
+                        .as_ref()
+                        .is_some_and(|g| g.matches_with(&name.glob_text(), GLOB_OPTIONS))
             }
         });
         if ok {
@@ -239,7 +273,7 @@ mod tests {
     use super::*;
 
     fn wp(parts: &[&str]) -> WirePath {
-        WirePath(parts.iter().map(|s| s.to_string()).collect())
+        WirePath(parts.iter().map(|s| Name::from(*s)).collect())
     }
 
     #[test]
@@ -275,20 +309,62 @@ mod tests {
 
     #[test]
     fn names_not_requested_are_refused() {
-        let filter = NameFilter::for_requested(["dir/report.txt", "logs/*.log"]);
-        assert!(filter.check("report.txt").is_ok());
-        assert!(filter.check("a.log").is_ok());
-        assert!(matches!(filter.check(".bashrc"), Err(ProtoError::UnexpectedName { .. })));
-        assert!(matches!(filter.check("authorized_keys"), Err(ProtoError::UnexpectedName { .. })));
-        assert!(filter.check("..").is_err());
-        let any = NameFilter::for_requested(["~", "somedir/."]);
-        assert!(any.check("whatever").is_ok());
-        assert!(any.check("a/b").is_err());
+        let filter = NameFilter::for_requested([&b"dir/report.txt"[..], b"logs/*.log"]);
+        let check = |name: &str| filter.check(&Name::from(name));
+        assert!(check("report.txt").is_ok());
+        assert!(check("a.log").is_ok());
+        assert!(matches!(check(".bashrc"), Err(ProtoError::UnexpectedName { .. })));
+        assert!(matches!(check("authorized_keys"), Err(ProtoError::UnexpectedName { .. })));
+        assert!(check("..").is_err());
+        let any = NameFilter::for_requested([&b"~"[..], b"somedir/."]);
+        assert!(any.check(&Name::from("whatever")).is_ok());
+        assert!(any.check(&Name::from("a/b")).is_err());
     }
 
     #[test]
     fn a_name_with_glob_characters_matches_itself() {
-        let filter = NameFilter::for_requested(["data[1].csv"]);
-        assert!(filter.check("data[1].csv").is_ok());
+        let filter = NameFilter::for_requested([&b"data[1].csv"[..]]);
+        assert!(filter.check(&Name::from("data[1].csv")).is_ok());
+    }
+
+    /// Catches: a component that is not UTF-8 refused, or one that is unsafe accepted
+    /// because it is not UTF-8.
+    #[test]
+    fn components_that_are_not_utf8_are_checked_as_bytes() {
+        let bytes =
+            |parts: &[&[u8]]| WirePath(parts.iter().map(|p| Name::from_bytes(*p)).collect());
+        assert!(bytes(&[b"d\xff", b"caf\xe9.txt"]).validate().is_ok());
+        for bad in [
+            bytes(&[b"d\xff/.."]),
+            bytes(&[b"\xff\0"]),
+            bytes(&[b"\xff\\x"]),
+            bytes(&[b"d\xff", b""]),
+            bytes(&[&[0xe9; MAX_COMPONENT + 1]]),
+        ] {
+            assert!(matches!(bad.validate(), Err(ProtoError::UnsafePath(_))), "{bad:?}");
+        }
+        let err = bytes(&[b"a\xe9/b"]).validate().expect_err("separator");
+        assert!(err.to_string().contains("a\\xe9/b"), "the name shown escaped: {err}");
+        let into = Target::resolve(Path::new("/t"), true, 1).expect("dir");
+        let local = into.local_path(&bytes(&[b"d\xff", b"caf\xe9.txt"])).expect("lands");
+        #[cfg(unix)]
+        {
+            use std::os::unix::ffi::OsStrExt;
+            assert_eq!(local.as_os_str().as_bytes(), b"/t/d\xff/caf\xe9.txt");
+        }
+    }
+
+    /// Catches: a requested name that is not UTF-8 refused when it comes back, or a
+    /// glob that cannot match such a name.
+    #[test]
+    fn names_that_are_not_utf8_match_what_was_asked_for() {
+        let filter = NameFilter::for_requested([&b"dir/*.txt"[..], b"x?", b"d\xff/caf\xe9?txt"]);
+        assert!(filter.check(&Name::from_bytes(b"caf\xe9.txt".to_vec())).is_ok());
+        assert!(filter.check(&Name::from_bytes(b"x\xff".to_vec())).is_ok(), "? is one byte");
+        assert!(filter.check(&Name::from_bytes(b"x\xff\xfe".to_vec())).is_err());
+        assert!(filter.check(&Name::from_bytes(b"caf\xe9.log".to_vec())).is_err());
+        let byte_glob = Name::from_bytes(b"caf\xe9-txt".to_vec());
+        assert!(filter.check(&byte_glob).is_ok(), "a glob holding a byte that is not UTF-8");
+        assert!(filter.check(&Name::from_bytes(b"caf\xe8-txt".to_vec())).is_err());
     }
 }

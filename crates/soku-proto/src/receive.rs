@@ -19,6 +19,7 @@ use std::path::PathBuf;
 use crate::chunk::{check_chunk_size, max_wire_len, root_hash, ChunkHeader, ChunkPlan};
 use crate::manifest::{Entry, Meta};
 use crate::message::{Held, HeldBase, HeldChunk, Message, HELD_BATCH};
+use crate::name::Name;
 use crate::path::{NameFilter, Target, WirePath};
 use crate::ProtoError;
 
@@ -157,7 +158,7 @@ pub struct Receiver {
     /// See [`Receiver::with_nothing_held`].
     nothing_held: bool,
     next_id: u32,
-    top_name: Option<String>,
+    top_name: Option<Name>,
     dirs: HashSet<WirePath>,
     dir_meta: Vec<(PathBuf, Meta)>,
     open: HashMap<u32, OpenFile>,
@@ -288,14 +289,15 @@ impl Receiver {
 
     /// Checks the top-level name; returns it if it becomes the single-name target's name
     /// once the entry is accepted.
-    fn check_top_name(&self, path: &WirePath) -> Result<Option<String>, ProtoError> {
-        let top = path.top().unwrap_or_default();
+    fn check_top_name(&self, path: &WirePath) -> Result<Option<Name>, ProtoError> {
+        let empty = Name::default();
+        let top = path.top().unwrap_or(&empty);
         if let Some(names) = &self.names {
             names.check(top)?;
         }
         match &self.top_name {
             None if matches!(self.target, Target::IntoDir(_)) => {}
-            None => return Ok(Some(top.to_string())),
+            None => return Ok(Some(top.clone())),
             Some(first) if first == top => {}
             Some(first) if self.target.takes_name(first) || self.target.takes_name(top) => {
                 return Err(ProtoError::Violation(format!(
@@ -550,12 +552,12 @@ impl Receiver {
     /// directory under [`Target::AsName`], or the one a [`Target::Resumed`] was made
     /// for. While the copy is unfinished the caller keeps a mark in it, by which the
     /// same command run again resumes it there ([`Target::Resumed`]).
-    pub fn made_target(&self) -> Option<(PathBuf, &str)> {
-        let top = self.top_name.as_deref()?;
-        if !self.target.takes_name(top) || !self.dirs.contains(&WirePath(vec![top.to_string()])) {
+    pub fn made_target(&self) -> Option<(PathBuf, &Name)> {
+        let top = self.top_name.as_ref()?;
+        if !self.target.takes_name(top) || !self.dirs.contains(&WirePath(vec![top.clone()])) {
             return None;
         }
-        self.target.local_path(&WirePath(vec![top.to_string()])).ok().map(|local| (local, top))
+        self.target.local_path(&WirePath(vec![top.clone()])).ok().map(|local| (local, top))
     }
 
     /// Directories received, parents first, with their metadata (applied at the end,

@@ -118,7 +118,7 @@ fn expected_below_root(target: &Target, wire: &[String]) -> Vec<String> {
         }
         Target::Resumed { dir, name } => {
             let own = dir.file_name().expect("named target").to_string_lossy().into_owned();
-            let below = if wire[0] == *name { &wire[1..] } else { wire };
+            let below = if name == wire[0].as_str() { &wire[1..] } else { wire };
             std::iter::once(own).chain(below.iter().cloned()).collect()
         }
     }
@@ -141,6 +141,11 @@ fn assert_inside(root: &Path, local: &Path, expected: &[String]) {
     assert_eq!(names, expected, "{local:?} below {root:?}");
 }
 
+/// The wire path of these components.
+fn wp(parts: &[String]) -> WirePath {
+    WirePath(parts.iter().map(|p| soku_proto::name::Name::from(p.as_str())).collect())
+}
+
 proptest! {
     #![proptest_config(config())]
 
@@ -150,7 +155,7 @@ proptest! {
     #[test]
     fn unsafe_components_are_refused(parts in wire_path()) {
         let safe = path_is_safe(&parts);
-        let wire = WirePath(parts);
+        let wire = wp(&parts);
         let validated = wire.validate();
         if !safe {
             let refused = matches!(validated, Err(ProtoError::UnsafePath(_)));
@@ -188,7 +193,7 @@ proptest! {
             }
         };
         prop_assert!(is_dir || sources <= 1, "{} sources into non-directory {:?}", sources, path);
-        let wire = WirePath(parts.clone());
+        let wire = wp(&parts);
         match target.local_path(&wire) {
             Ok(local) => {
                 prop_assert!(wire.validate().is_ok());
@@ -212,7 +217,7 @@ proptest! {
         // A new name ending in `/` names a directory that is not there: refused above.
         prop_assume!(is_dir || !path.as_os_str().as_encoded_bytes().ends_with(b"/"));
         let target = Target::resolve(&path, is_dir, sources).expect("resolvable");
-        let local = target.local_path(&WirePath(parts.clone()));
+        let local = target.local_path(&wp(&parts));
         prop_assert!(local.is_ok(), "{:?} refused: {:?}", parts, local);
         assert_inside(target.root(), &local.expect("ok"), &expected_below_root(&target, &parts));
     }

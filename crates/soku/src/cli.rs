@@ -47,8 +47,8 @@ pub struct Cli {
 #[derive(Debug, Args, Clone, Default)]
 pub struct CopyArgs {
     /// Sources then target: `[user@]host:path`, `[user@][v6addr]:path` or a local path.
-    #[arg(value_name = "SOURCE... TARGET", required = true, num_args = 1.., action = clap::ArgAction::Append)]
-    pub paths: Vec<String>,
+    #[arg(value_name = "SOURCE... TARGET", required = true, num_args = 1.., action = clap::ArgAction::Append, value_parser = clap::value_parser!(std::ffi::OsString))]
+    pub paths: Vec<std::ffi::OsString>,
 
     /// Copy directories recursively.
     #[arg(short = 'r')]

@@ -1,7 +1,8 @@
 //! The copy command: work out the direction from scp-style paths, start the session and
 //! run the sender or the receiver on this side.
 
-use std::path::Path;
+use std::ffi::OsString;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -13,6 +14,7 @@ use soku_engine::{CopyOptions, EngineError, Role};
 use soku_proto::chunk::DEFAULT_CHUNK_SIZE;
 use soku_proto::hello::{ReceivePreview, ServerSummary};
 use soku_proto::message::{Job, Message};
+use soku_proto::name::Name;
 use soku_proto::path::{NameFilter, Target, TargetError};
 use soku_proto::receive::Receiver;
 use soku_transport::{Cipher, ConnectionHint, HintSlot, TransportOptions};
@@ -33,9 +35,9 @@ use crate::ui::{JsonLines, ProgressMeter, SilenceWatch};
 /// Which way the data flows.
 enum Direction {
     /// Local sources to a remote (or local, through a local server) target.
-    Upload { remote: Option<Remote>, sources: Vec<String>, target: String },
+    Upload { remote: Option<Remote>, sources: Vec<PathBuf>, target: Name },
     /// Remote sources to a local target.
-    Download { remote: Remote, sources: Vec<String>, target: String },
+    Download { remote: Remote, sources: Vec<Name>, target: PathBuf },
 }
 
 /// What a finished copy reports.
@@ -182,11 +184,13 @@ async fn copy_until_done(
         fsync: !args.no_fsync,
         // Set per session, from what the receiving side says over ssh (`drive`).
         nothing_held: false,
+        // Set per session, from the server's protocol version.
+        byte_names: false,
     };
     // A download's target is checked before anything connects.
     let local_target = match &direction {
         Direction::Download { sources, target, .. } => {
-            let path = Path::new(target);
+            let path = target.as_path();
             let count = u32::try_from(sources.len()).unwrap_or(u32::MAX);
             let target = resolve_target(path, count).map_err(on_this_side)?;
             if let Some(missing) = target.missing_root() {
@@ -495,7 +499,11 @@ impl Attempt<'_> {
             )),
             _ => None,
         };
-        let opts = CopyOptions { nothing_held: session.nothing_held(), ..self.opts };
+        let opts = CopyOptions {
+            nothing_held: session.nothing_held(),
+            byte_names: session.byte_names(),
+            ..self.opts
+        };
         let _copying = self.interrupt.copying();
         let mut copy = Box::pin(drive(
             &mut link,
@@ -629,6 +637,7 @@ async fn drive(
 ) -> anyhow::Result<CopyReport> {
     let role = match direction {
         Direction::Upload { sources, target, .. } => {
+            utf8_for_an_older_server(std::iter::once(target), opts)?;
             let count = u32::try_from(sources.len()).unwrap_or(u32::MAX);
             let job = Job::Receive { target: target.clone(), sources: count };
             link.tx.send_control(Message::Request(opts.request(job))).await?;
@@ -639,7 +648,8 @@ async fn drive(
             Role::Send(walked)
         }
         Direction::Download { sources, .. } => {
-            let names = NameFilter::for_requested(sources.iter().map(String::as_str));
+            utf8_for_an_older_server(sources, opts)?;
+            let names = NameFilter::for_requested(sources.iter().map(Name::as_bytes));
             let job = Job::Send { sources: sources.clone() };
             link.tx.send_control(Message::Request(opts.request(job))).await?;
             // safe: local_target is Some for every download (set above)
@@ -666,8 +676,25 @@ async fn drive(
     Ok(CopyReport { files, bytes, server: None })
 }
 
+/// A server from before `soku_proto::name::BYTE_NAMES_SINCE_VERSION` cannot decode a
+/// request naming a path that is not UTF-8: such a copy stops here, saying what to do.
+fn utf8_for_an_older_server<'a>(
+    paths: impl IntoIterator<Item = &'a Name>,
+    opts: CopyOptions,
+) -> anyhow::Result<()> {
+    match paths.into_iter().find(|path| !opts.byte_names && !path.is_utf8()) {
+        None => Ok(()),
+        Some(path) => Err(Exit::failure(format!(
+            "remote: {path}: the path is not valid UTF-8, and the remote soku is too old to \
+             take it (protocol before {}): upgrade soku there",
+            soku_proto::name::BYTE_NAMES_SINCE_VERSION
+        ))
+        .into()),
+    }
+}
+
 /// Decides the direction from the command-line paths.
-fn direction(paths: &[String]) -> anyhow::Result<Direction> {
+fn direction(paths: &[OsString]) -> anyhow::Result<Direction> {
     let Some((target, sources)) = paths.split_last().filter(|(_, sources)| !sources.is_empty())
     else {
         return Err(
@@ -696,6 +723,13 @@ fn direction(paths: &[String]) -> anyhow::Result<Direction> {
         }
         Location::Local(target) => {
             if remotes.is_empty() {
+                // A local copy's server takes the target as a remote one takes it.
+                let Some(target) = Name::from_os(target.as_os_str()) else {
+                    let shown = soku_proto::name::shown(&target);
+                    return Err(
+                        Exit::usage(format!("{shown}: a name this system cannot spell")).into()
+                    );
+                };
                 return Ok(Direction::Upload { remote: None, sources: locals, target });
             }
             if !locals.is_empty() {
@@ -721,8 +755,8 @@ fn direction(paths: &[String]) -> anyhow::Result<Direction> {
 mod tests {
     use super::*;
 
-    fn paths(list: &[&str]) -> Vec<String> {
-        list.iter().map(|s| s.to_string()).collect()
+    fn paths(list: &[&str]) -> Vec<OsString> {
+        list.iter().map(OsString::from).collect()
     }
 
     #[test]

@@ -36,7 +36,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     };
     crate::ui::say(&format!("soku demo: copying it through a local `soku serve` over {how}"));
     let copy = CopyArgs {
-        paths: vec![source.display().to_string(), target.display().to_string()],
+        paths: vec![source.into_os_string(), target.clone().into_os_string()],
         transport: Some(mode),
         verbose: 1,
         ..CopyArgs::default()

@@ -47,6 +47,9 @@ pub struct KeptServer {
     /// not race, `--transport quic`): a copy that finds UDP rate-limited moves to TCP
     /// only if it does, as in any session (`policing.rs`).
     pub tcp_reachable: Option<bool>,
+    /// It takes names that are not UTF-8 (`soku_proto::name`), as its protocol told the
+    /// first session.
+    pub byte_names: bool,
 }
 
 impl KeptServer {
@@ -66,6 +69,9 @@ struct Record {
     key: Vec<u8>,
     min_rtt_us: u64,
     tcp_reachable: Option<bool>,
+    /// Absent from an older soku's record: then not known, so names are sent as UTF-8.
+    #[serde(default)]
+    byte_names: bool,
     /// Until when the record holds, in milliseconds since the Unix epoch.
     until_ms: u64,
 }
@@ -111,6 +117,7 @@ impl KeptKey {
             identity: Identity::from_der(record.cert, record.key).ok()?,
             min_rtt: Duration::from_micros(record.min_rtt_us),
             tcp_reachable: record.tcp_reachable,
+            byte_names: record.byte_names,
         })
     }
 
@@ -126,6 +133,7 @@ impl KeptKey {
             key,
             min_rtt_us: u64::try_from(server.min_rtt.as_micros()).unwrap_or(u64::MAX),
             tcp_reachable: server.tcp_reachable,
+            byte_names: server.byte_names,
             until_ms,
         };
         let Ok(text) = serde_json::to_vec(&record) else { return };
@@ -166,6 +174,7 @@ mod tests {
             identity: Identity::generate().expect("identity"),
             min_rtt: Duration::from_millis(100),
             tcp_reachable: Some(true),
+            byte_names: true,
         }
     }
 

@@ -22,6 +22,7 @@ use soku_engine::walk::top_name;
 use soku_proto::frame;
 use soku_proto::hello::{ReceivePreview, ServerNote};
 use soku_proto::message::Job;
+use soku_proto::name::Name;
 use soku_proto::path::{requested_name, Target};
 use tokio::io::{AsyncRead, AsyncReadExt};
 
@@ -29,23 +30,27 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 pub const SINCE_VERSION: u16 = 6;
 
 /// The preview of an upload of `sources` into `target`, when each source has a name.
-pub fn for_upload(sources: &[String], target: &str) -> Option<ReceivePreview> {
-    let names = sources.iter().map(|source| top_name(source)).collect::<Option<Vec<_>>>()?;
-    ReceivePreview::upload(target, u32::try_from(sources.len()).ok()?, names)
+/// The hello carries text: a target or a name that is not UTF-8 is not previewed.
+pub fn for_upload(sources: &[PathBuf], target: &Name) -> Option<ReceivePreview> {
+    let names = sources
+        .iter()
+        .map(|source| top_name(source).and_then(|name| name.to_str().map(str::to_string)))
+        .collect::<Option<Vec<_>>>()?;
+    ReceivePreview::upload(target.to_str()?, u32::try_from(sources.len()).ok()?, names)
 }
 
 /// The preview of a download of `sources` into the local `target`: that nothing is
 /// held, when each source's name is plain (no glob, no `.` or `~` whose real name only
 /// the server knows) and nothing is at any of them here.
-pub fn for_download(sources: &[String], target: &Target) -> Option<ReceivePreview> {
-    let names = sources.iter().map(|source| plain_name(source)).collect::<Option<Vec<_>>>()?;
+pub fn for_download(sources: &[Name], target: &Target) -> Option<ReceivePreview> {
+    let names = sources.iter().map(plain_name).collect::<Option<Vec<_>>>()?;
     holds_nothing(target, &names).then_some(ReceivePreview::NothingHeld)
 }
 
 /// The name a remote source's entries will carry, when the client can tell it: the name
 /// the receiver accepts for it (`requested_name`), unless that is a glob.
-fn plain_name(source: &str) -> Option<String> {
-    let name = requested_name(source)?;
+fn plain_name(source: &Name) -> Option<String> {
+    let name = std::str::from_utf8(requested_name(source.as_bytes())?).ok()?;
     (!name.contains(['*', '?', '['])).then(|| name.to_string())
 }
 
@@ -81,7 +86,7 @@ impl Promise {
             (
                 Some(ReceivePreview::Upload { target, sources, .. }),
                 Job::Receive { target: t, sources: s },
-            ) => target == t && sources == s,
+            ) => t == target.as_str() && sources == s,
             (Some(ReceivePreview::NothingHeld), Job::Send { .. }) => true,
             _ => false,
         }
@@ -123,8 +128,13 @@ mod tests {
         list.iter().map(|s| s.to_string()).collect()
     }
 
+    fn names(list: &[&str]) -> Vec<Name> {
+        list.iter().map(|s| Name::from(*s)).collect()
+    }
+
     #[test]
     fn download_names_are_only_the_ones_the_client_can_tell() {
+        let plain_name = |s: &str| plain_name(&Name::from(s));
         assert_eq!(plain_name("a/b"), Some("b".into()));
         assert_eq!(plain_name("/x/dir/"), Some("dir".into()));
         assert_eq!(plain_name("file"), Some("file".into()));
@@ -137,10 +147,10 @@ mod tests {
     fn a_download_previews_nothing_held_only_into_free_names() {
         let dir = tempfile::tempdir().expect("tempdir");
         let into = Target::IntoDir(dir.path().to_path_buf());
-        assert_eq!(for_download(&strings(&["h/a", "b"]), &into), Some(ReceivePreview::NothingHeld));
+        assert_eq!(for_download(&names(&["h/a", "b"]), &into), Some(ReceivePreview::NothingHeld));
         std::fs::write(dir.path().join("b"), b"x").expect("write");
-        assert_eq!(for_download(&strings(&["h/a", "b"]), &into), None);
-        assert_eq!(for_download(&strings(&["*.c"]), &into), None);
+        assert_eq!(for_download(&names(&["h/a", "b"]), &into), None);
+        assert_eq!(for_download(&names(&["*.c"]), &into), None);
     }
 
     #[test]
@@ -175,7 +185,7 @@ mod tests {
         assert!(!promise(Some(false)).holds_for(&job("d")));
         assert!(!promise(Some(true)).holds_for(&job("elsewhere")));
         assert!(!Promise::new(None, None).holds_for(&job("d")));
-        let send = Job::Send { sources: strings(&["a"]) };
+        let send = Job::Send { sources: names(&["a"]) };
         let told = Promise::new(Some(ReceivePreview::NothingHeld), None);
         assert!(told.holds_for(&send));
         assert!(!told.holds_for(&job("d")));

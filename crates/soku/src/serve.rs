@@ -16,8 +16,10 @@
 mod fence;
 mod kept;
 
+use std::ffi::OsStr;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::path::{Path, PathBuf};
+use std::os::unix::ffi::OsStrExt;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -29,6 +31,7 @@ use soku_proto::hello::{
     KEEP_SINCE_VERSION, MAX_CLIENT_NOTE,
 };
 use soku_proto::message::{Job, Message};
+use soku_proto::name::{Name, BYTE_NAMES_SINCE_VERSION};
 use soku_proto::path::{Target, TargetError};
 use soku_proto::receive::Receiver;
 use soku_proto::{MAGIC, PROTOCOL_VERSIONS};
@@ -126,6 +129,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     // and says so itself if there is none); with one version there is nothing to switch on.
     let version = hello.negotiate()?;
     let keep = hello.keep && version >= KEEP_SINCE_VERSION;
+    let byte_names = version >= BYTE_NAMES_SINCE_VERSION;
     // Found now, while this process surely runs in the login that started it.
     let login = keep.then(kept::Login::of_this_process).flatten();
     // An upload's preview is answered at once, before the client's handshake (see
@@ -137,7 +141,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         if fence.hides_files() {
             matches!(asked, ReceivePreview::Upload { .. }).then_some(false)
         } else {
-            preview::answer(asked, expand_home)
+            preview::answer(asked, |target| expand_home(target))
         }
     });
     if let Some(nothing) = answered {
@@ -204,7 +208,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             let sampler = ServerSampler::start(started, None);
             // The ssh channel's end means the client is gone: stop at once.
             let result = tokio::select! {
-                result = serve_job(&mut link, None, &promise, &fence) => result,
+                result = serve_job(&mut link, None, &promise, &fence, byte_names) => result,
                 () = channel_closed(stdin) => Err(anyhow::anyhow!("ssh channel closed")),
             };
             if let Ok(sent_data) = result {
@@ -250,7 +254,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             let mut link = link::quic::link(conn.clone(), send, recv);
             link.set_stall_limit(Some(stall));
             let sampler = ServerSampler::start(started, Some(&conn));
-            let result = serve_job(&mut link, Some(&conn), &promise, &fence).await.map_err(why);
+            let result =
+                serve_job(&mut link, Some(&conn), &promise, &fence, byte_names).await.map_err(why);
             // A copy cut short may have been cut by the watch (whose task can still be
             // returning its verdict: it ends within one look once QUIC is closed).
             let policed = match watching {
@@ -298,6 +303,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
                     tcp_ready,
                     fence,
                     login,
+                    byte_names,
                 })
                 .await;
             }
@@ -311,7 +317,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             drop(endpoint);
             let mut link = link::stream::link(stdin, stdout);
             link.set_stall_limit(Some(stall));
-            let result = serve_job(&mut link, None, &promise, &fence).await;
+            let result = serve_job(&mut link, None, &promise, &fence, byte_names).await;
             let _ = link.close(CLOSE_PATIENCE).await;
             result.map(drop)
         }
@@ -454,12 +460,14 @@ async fn send_summary(stdout: &mut tokio::io::Stdout, summary: ServerSummary) {
 /// Reads the client's request and runs it. A failure before the copy starts (a bad
 /// target, unreadable sources) is told to the client here; the engine tells its own.
 /// Returns whether this side sent the data (a download). A job the `fence` refuses is
-/// told so, and nothing of it runs.
+/// told so, and nothing of it runs. `byte_names`: the client takes names that are not
+/// UTF-8 (`soku_proto::name`).
 async fn serve_job(
     link: &mut Link,
     quic: Option<&quinn::Connection>,
     promise: &preview::Promise,
     fence: &fence::Fence,
+    byte_names: bool,
 ) -> anyhow::Result<bool> {
     let request = match soku_engine::role::read_request(link).await {
         Ok(request) => request,
@@ -471,6 +479,7 @@ async fn serve_job(
         return Err(tell_client_only(link, why).await);
     }
     opts.nothing_held = opts.resume && promise.holds_for(&job);
+    opts.byte_names = byte_names;
     let role = match job {
         Job::Tunnel { destination, compress } => {
             let Some(conn) = quic else {
@@ -532,12 +541,12 @@ async fn serve_job(
 
 /// The receiver's role for an upload into `target` of `sources` sources.
 fn receive_role(
-    target: &str,
+    target: &Name,
     sources: u32,
     opts: CopyOptions,
     fence: &fence::Fence,
 ) -> anyhow::Result<Role> {
-    let target = fence.path(target);
+    let target = fence.path(spelled(target)?);
     let (target, missing) = match &fence.root {
         // Beneath a root every look goes through it; the mark of an interrupted copy
         // (`resolve_target`) is not looked for there.
@@ -568,11 +577,12 @@ fn receive_role(
 
 /// The sender's role for a download of `sources`.
 async fn send_role(
-    sources: &[String],
+    sources: &[Name],
     opts: CopyOptions,
     fence: &fence::Fence,
 ) -> anyhow::Result<Role> {
-    let sources = expand_sources(sources, fence);
+    let sources = sources.iter().map(spelled).collect::<anyhow::Result<Vec<_>>>()?;
+    let sources = expand_sources(&sources, fence);
     Ok(Role::Send(Walked::walk_beneath(sources, opts.recursive, fence.root.clone()).await?))
 }
 
@@ -594,13 +604,19 @@ async fn tell_client_only(link: &Link, message: String) -> anyhow::Error {
     }
 }
 
+/// The local spelling of a path the client names (bytes, UTF-8 or not).
+fn spelled(name: &Name) -> anyhow::Result<&OsStr> {
+    name.to_os().ok_or_else(|| anyhow::anyhow!("{name}: a name this system cannot spell"))
+}
+
 /// Remote paths are relative to the home directory, where ssh starts us; `~/x` is `x`.
-pub(crate) fn expand_home(path: &str) -> PathBuf {
-    match path {
-        "" | "~" => PathBuf::from("."),
-        _ => match path.strip_prefix("~/") {
-            Some("") => PathBuf::from("."),
-            Some(rest) => PathBuf::from(rest),
+pub(crate) fn expand_home(path: impl AsRef<OsStr>) -> PathBuf {
+    let path = path.as_ref();
+    match path.as_bytes() {
+        b"" | b"~" => PathBuf::from("."),
+        bytes => match bytes.strip_prefix(b"~/") {
+            Some(b"") => PathBuf::from("."),
+            Some(rest) => PathBuf::from(OsStr::from_bytes(rest)),
             None => PathBuf::from(path),
         },
     }
@@ -608,24 +624,24 @@ pub(crate) fn expand_home(path: &str) -> PathBuf {
 
 /// Expands `~` and globs in source paths, as the remote shell does for scp. Behind a
 /// root, a match that does not resolve beneath it is no match: its name is not told.
-fn expand_sources(sources: &[String], fence: &fence::Fence) -> Vec<String> {
+/// A glob is expanded by the glob crate, which matches UTF-8 names only: a name that is
+/// not UTF-8 is copied when named, or inside a directory with `-r`.
+fn expand_sources(sources: &[&OsStr], fence: &fence::Fence) -> Vec<PathBuf> {
     let mut out = Vec::new();
     for source in sources {
-        let path = fence.path(source).display().to_string();
-        let has_glob = path.contains(['*', '?', '[']);
-        let matches: Vec<String> = if has_glob && !Path::new(&path).exists() {
-            glob::glob(&path)
+        let path = fence.path(source);
+        let pattern = path.to_str().filter(|p| p.contains(['*', '?', '[']));
+        let matches: Vec<PathBuf> = match pattern {
+            Some(pattern) if !path.exists() => glob::glob(pattern)
                 .map(|paths| {
                     paths
                         .filter_map(Result::ok)
                         .filter(|p| fence.holds(p))
-                        .map(|p| p.display().to_string())
-                        .filter(|found| dots_spelled_out(&path, found))
+                        .filter(|found| dots_spelled_out(pattern, &found.to_string_lossy()))
                         .collect()
                 })
-                .unwrap_or_default()
-        } else {
-            Vec::new()
+                .unwrap_or_default(),
+            _ => Vec::new(),
         };
         if matches.is_empty() {
             out.push(path);
@@ -656,6 +672,8 @@ fn dots_spelled_out(pattern: &str, found: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use std::path::Path;
+
     use super::*;
 
     #[test]
@@ -673,16 +691,17 @@ mod tests {
         }
         let pattern = format!("{}/*.txt", tmp.path().display());
         let none = fence::Fence::default();
-        let mut found = expand_sources(&[pattern], &none);
+        let mut found = expand_sources(&[pattern.as_ref()], &none);
         found.sort();
-        let named = |n: &str| format!("{}/{n}", tmp.path().display());
+        let named = |n: &str| tmp.path().join(n);
         assert_eq!(found, [named("a.txt"), named("b.txt")], "a glob skips dotfiles");
         let dotted = format!("{}/.h*", tmp.path().display());
-        assert_eq!(expand_sources(&[dotted], &none), [named(".hidden.txt")], "a dot spelled out");
+        let found = expand_sources(&[dotted.as_ref()], &none);
+        assert_eq!(found, [named(".hidden.txt")], "a dot spelled out");
         let missing = format!("{}/none*", tmp.path().display());
         assert_eq!(
-            expand_sources(std::slice::from_ref(&missing), &fence::Fence::default()),
-            [missing]
+            expand_sources(&[missing.as_ref()], &fence::Fence::default()),
+            [PathBuf::from(missing)]
         );
     }
 }

@@ -16,6 +16,7 @@ use soku_proto::hello::{
     ClientHello, HelloScanner, PathMemory, ReceivePreview, Scan, ServerHello, ServerNote,
     ServerSummary, TransportChoice, KEEP_SINCE_VERSION,
 };
+use soku_proto::name::BYTE_NAMES_SINCE_VERSION;
 use soku_proto::MAGIC;
 use soku_transport::{Fingerprint, Identity, TransportOptions};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
@@ -77,6 +78,8 @@ pub struct Session {
     /// The receiving side said it holds nothing under the names that come (see
     /// `crate::preview`): the copy runs without held reports.
     nothing_held: bool,
+    /// The server takes names that are not UTF-8 (`soku_proto::name`).
+    byte_names: bool,
     /// The server stays after this job for the next copies (see `crate::kept`), and how
     /// they reach it, until [`Session::take_kept`].
     stays: bool,
@@ -254,6 +257,7 @@ impl Session {
         // The server stays after a job over QUIC that went well, if we asked it to and
         // it speaks a protocol that can.
         let keeps = opts.keep && version >= KEEP_SINCE_VERSION;
+        let byte_names = version >= BYTE_NAMES_SINCE_VERSION;
         let choice = match &chosen {
             Chosen::Quic(_, check) => TransportChoice::Quic { tcp_ready: check.is_some() },
             Chosen::Tcp(won, _) => TransportChoice::Tcp { lanes: won.conns.lanes.len() as u8 },
@@ -305,6 +309,7 @@ impl Session {
                     identity,
                     min_rtt: Duration::ZERO,
                     tcp_reachable: None,
+                    byte_names,
                 });
                 let quic = Some(QuicPath { _endpoint: won.endpoint, conn, _wake });
                 let session = Session {
@@ -321,6 +326,7 @@ impl Session {
                     choice_sent,
                     choice_seen,
                     nothing_held,
+                    byte_names,
                     stays: kept.is_some(),
                     kept,
                     kept_notes: None,
@@ -378,6 +384,7 @@ impl Session {
                     choice_sent,
                     choice_seen: choice_seen.clone(),
                     nothing_held,
+                    byte_names,
                     stays: false,
                     kept: None,
                     kept_notes: None,
@@ -410,6 +417,7 @@ impl Session {
                     choice_sent,
                     choice_seen: choice_seen.clone(),
                     nothing_held,
+                    byte_names,
                     stays: false,
                     kept: None,
                     kept_notes: None,
@@ -486,6 +494,11 @@ impl Session {
     /// the copy then runs without held reports (see `crate::preview`).
     pub fn nothing_held(&self) -> bool {
         self.nothing_held
+    }
+
+    /// Whether the server takes names that are not UTF-8 (`soku_proto::name`).
+    pub fn byte_names(&self) -> bool {
+        self.byte_names
     }
 
     /// How the next copies reach the server that stays after this job, if it does, with

@@ -1,11 +1,20 @@
 //! Parsing `[user@]host:path`, `[user@][v6addr]:path` and local paths, with scp's rules:
 //! a colon before the first slash makes a remote path; `./a:b` and `/a:b` stay local.
+//!
+//! An argument is bytes, as Unix names are: a local path or a remote path need not be
+//! UTF-8 (the remote one travels as bytes, `soku_proto::name`); a user or host name must
+//! be.
+
+use std::ffi::OsStr;
+use std::path::PathBuf;
+
+use soku_proto::name::{shown, Name};
 
 /// Where one source or the target lives.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Location {
     /// A local path.
-    Local(String),
+    Local(PathBuf),
     /// A path on a remote host.
     Remote(Remote),
 }
@@ -18,7 +27,7 @@ pub struct Remote {
     /// The host as typed, without brackets.
     pub host: String,
     /// The path on the remote host; empty means the remote home directory.
-    pub path: String,
+    pub path: Name,
 }
 
 impl Remote {
@@ -32,58 +41,71 @@ impl Remote {
 }
 
 /// Parses one command-line path.
-pub fn parse(arg: &str) -> Result<Location, String> {
-    if arg.is_empty() {
+pub fn parse(arg: &OsStr) -> Result<Location, String> {
+    let local = || Ok(Location::Local(PathBuf::from(arg)));
+    let Some(bytes) = Name::from_os(arg) else { return local() };
+    let bytes = bytes.as_bytes();
+    let arg = shown(arg);
+    if bytes.is_empty() {
         return Err("empty path: name a file, `host:path` or `user@host:path`".into());
     }
-    if arg.starts_with('/') || arg.starts_with("./") || arg.starts_with("../") {
-        return Ok(Location::Local(arg.to_string()));
+    if bytes.starts_with(b"/") || bytes.starts_with(b"./") || bytes.starts_with(b"../") {
+        return local();
     }
-    let (user, rest) = split_user(arg);
-    if let Some(bracketed) = rest.strip_prefix('[') {
+    let (user, rest) = split_user(bytes);
+    if let Some(bracketed) = rest.strip_prefix(b"[") {
         // The address ends at `]:`; a slash before it makes a local path (the rule above).
-        let end = bracketed.find("]:").unwrap_or(bracketed.len());
-        if bracketed[..end].contains('/') {
-            return Ok(Location::Local(arg.to_string()));
+        let end = find(bracketed, b"]:").unwrap_or(bracketed.len());
+        if bracketed[..end].contains(&b'/') {
+            return local();
         }
-        let Some((host, after)) = bracketed.split_once(']') else {
+        let Some(close) = bracketed.iter().position(|&b| b == b']') else {
             return Err(format!("{arg}: missing `]` after an IPv6 address"));
         };
-        let Some(path) = after.strip_prefix(':') else {
+        let (host, after) = (&bracketed[..close], &bracketed[close + 1..]);
+        let Some(path) = after.strip_prefix(b":") else {
+            let host = soku_proto::name::shown_bytes(host);
             return Err(format!("{arg}: expected `:` after `[{host}]`"));
         };
-        return remote(user, host, path, arg);
+        return remote(user, host, path, &arg);
     }
-    match rest.find([':', '/']) {
-        Some(i) if rest.as_bytes()[i] == b':' => remote(user, &rest[..i], &rest[i + 1..], arg),
-        _ => Ok(Location::Local(arg.to_string())),
+    match rest.iter().position(|&b| b == b':' || b == b'/') {
+        Some(i) if rest[i] == b':' => remote(user, &rest[..i], &rest[i + 1..], &arg),
+        _ => local(),
     }
 }
 
-fn split_user(arg: &str) -> (Option<&str>, &str) {
+/// Where `needle` first occurs in `hay`.
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
+fn split_user(arg: &[u8]) -> (Option<&[u8]>, &[u8]) {
     // The user ends at the last `@` before the host's colon (user names may hold `@`).
-    let host_end = arg.find(':').unwrap_or(arg.len());
-    match arg[..host_end].rfind('@') {
-        Some(at) if !arg[..at].contains('/') => (Some(&arg[..at]), &arg[at + 1..]),
+    let host_end = arg.iter().position(|&b| b == b':').unwrap_or(arg.len());
+    match arg[..host_end].iter().rposition(|&b| b == b'@') {
+        Some(at) if !arg[..at].contains(&b'/') => (Some(&arg[..at]), &arg[at + 1..]),
         _ => (None, arg),
     }
 }
 
-fn remote(user: Option<&str>, host: &str, path: &str, arg: &str) -> Result<Location, String> {
+fn remote(user: Option<&[u8]>, host: &[u8], path: &[u8], arg: &str) -> Result<Location, String> {
+    let text = |part: &[u8], what: &str| {
+        String::from_utf8(part.to_vec())
+            .map_err(|_| format!("{arg}: the {what} is not valid UTF-8"))
+    };
+    let host = text(host, "host name")?;
+    let user = user.map(|u| text(u, "user name")).transpose()?;
     if host.is_empty() {
         return Err(format!("{arg}: empty host name before `:`"));
     }
     if host.starts_with('-') {
         return Err(format!("{arg}: host name may not start with `-`"));
     }
-    if user.is_some_and(str::is_empty) {
+    if user.as_deref().is_some_and(str::is_empty) {
         return Err(format!("{arg}: empty user name before `@`"));
     }
-    Ok(Location::Remote(Remote {
-        user: user.map(str::to_string),
-        host: host.to_string(),
-        path: path.to_string(),
-    }))
+    Ok(Location::Remote(Remote { user, host, path: Name::from_bytes(path) }))
 }
 
 #[cfg(test)]
@@ -100,6 +122,7 @@ mod tests {
 
     #[test]
     fn scp_forms() {
+        let parse = |arg: &str| parse(arg.as_ref());
         assert_eq!(parse("host:file").expect("ok"), r(None, "host", "file"));
         assert_eq!(parse("me@host:/abs").expect("ok"), r(Some("me"), "host", "/abs"));
         assert_eq!(parse("host:").expect("ok"), r(None, "host", ""));
@@ -112,15 +135,35 @@ mod tests {
     fn local_forms() {
         for local in ["file", "dir/a:b", "./a:b", "/abs:x", "ünï code", "../x:y", "[a/b]:c", "[/"]
         {
-            assert_eq!(parse(local).expect("ok"), Location::Local(local.into()), "{local}");
+            assert_eq!(
+                parse(local.as_ref()).expect("ok"),
+                Location::Local(local.into()),
+                "{local}"
+            );
         }
     }
 
     #[test]
     fn bad_forms() {
         for bad in ["", ":path", "[::1", "[::1]x", "-oProxyCommand=x:y", "@host:p"] {
-            assert!(parse(bad).is_err(), "{bad}");
+            assert!(parse(bad.as_ref()).is_err(), "{bad}");
         }
+    }
+
+    /// Catches: a path that is not UTF-8 refused, changed, or taken for a remote one
+    /// by its bytes, and a host name that is not UTF-8 passed on to ssh.
+    #[test]
+    fn paths_that_are_not_utf8_are_kept_as_bytes() {
+        use std::os::unix::ffi::OsStrExt;
+        let os = |b: &'static [u8]| OsStr::from_bytes(b);
+        assert_eq!(parse(os(b"caf\xe9.txt")), Ok(Location::Local(os(b"caf\xe9.txt").into())));
+        assert_eq!(parse(os(b"d\xff/x:y")), Ok(Location::Local(os(b"d\xff/x:y").into())));
+        let remote = parse(os(b"u@h:d\xff/caf\xe9.txt")).expect("remote");
+        let Location::Remote(remote) = remote else { panic!("{remote:?}") };
+        assert_eq!(remote.path.as_bytes(), b"d\xff/caf\xe9.txt");
+        assert_eq!((remote.user.as_deref(), remote.host.as_str()), (Some("u"), "h"));
+        let err = parse(os(b"h\xe9:x")).expect_err("host");
+        assert_eq!(err, "h\\xe9:x: the host name is not valid UTF-8");
     }
 
     mod props {
@@ -187,7 +230,7 @@ mod tests {
                 tail in prop_oneof![any::<String>(), tricky()],
             ) {
                 let arg = format!("{head}/{tail}");
-                prop_assert_eq!(parse(&arg), Ok(Location::Local(arg.clone())));
+                prop_assert_eq!(parse(arg.as_ref()), Ok(Location::Local(arg.clone().into())));
             }
 
             /// Catches: a user, host or path cut at the wrong `@`, `:` or `]` (a user
@@ -200,8 +243,8 @@ mod tests {
             ) {
                 let arg = format(user.as_deref(), &host, &path, false);
                 prop_assert_eq!(
-                    parse(&arg),
-                    Ok(Location::Remote(Remote { user, host, path })),
+                    parse(arg.as_ref()),
+                    Ok(Location::Remote(Remote { user, host, path: path.into() })),
                     "{}", arg
                 );
             }
@@ -219,8 +262,8 @@ mod tests {
             ) {
                 let arg = format(user.as_deref(), &host, &path, true);
                 prop_assert_eq!(
-                    parse(&arg),
-                    Ok(Location::Remote(Remote { user, host, path })),
+                    parse(arg.as_ref()),
+                    Ok(Location::Remote(Remote { user, host, path: path.into() })),
                     "{}", arg
                 );
             }
@@ -233,7 +276,7 @@ mod tests {
                 y in prop_oneof![any::<String>(), tricky()],
             ) {
                 let arg = format!("{lead}{x}:{y}");
-                prop_assert_eq!(parse(&arg), Ok(Location::Local(arg.clone())));
+                prop_assert_eq!(parse(arg.as_ref()), Ok(Location::Local(arg.clone().into())));
             }
 
             /// Catches: a panic on any input (slicing off a char boundary, indexing past
@@ -241,8 +284,8 @@ mod tests {
             /// an empty host, a host ssh would read as an option, or an empty user.
             #[test]
             fn parse_never_panics(arg in prop_oneof![any::<String>(), tricky()]) {
-                match parse(&arg) {
-                    Ok(Location::Local(local)) => prop_assert_eq!(local, arg),
+                match parse(arg.as_ref()) {
+                    Ok(Location::Local(local)) => prop_assert_eq!(local, PathBuf::from(arg)),
                     Ok(Location::Remote(remote)) => {
                         prop_assert!(!remote.host.is_empty(), "{:?}", remote);
                         prop_assert!(!remote.host.starts_with('-'), "{:?}", remote);

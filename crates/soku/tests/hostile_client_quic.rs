@@ -238,6 +238,7 @@ fn copy_opts() -> CopyOptions {
         resume: false,
         fsync: false,
         nothing_held: false,
+        byte_names: true,
     }
 }
 
@@ -282,7 +283,7 @@ async fn upload(conn: &quinn::Connection, scene: &Scene, name: &str, content: &[
     let (send, recv) = conn.open_bi().await.expect("control stream");
     let mut link = soku_engine::link::quic::link(conn.clone(), send, recv);
     link.tx.send_control(upload_request()).await.expect("request");
-    let walked = Walked::walk(vec![src.display().to_string()], false).await.expect("walk");
+    let walked = Walked::walk(vec![src.to_path_buf()], false).await.expect("walk");
     let outcome = soku_engine::run(Role::Send(walked), &mut link, copy_opts(), Arc::new(Silent))
         .await
         .expect("the legitimate upload goes through");

@@ -110,7 +110,7 @@ impl Script {
 }
 
 fn wire(parts: &[&str]) -> WirePath {
-    WirePath(parts.iter().map(|s| s.to_string()).collect())
+    WirePath(parts.iter().map(|s| soku_proto::name::Name::from(*s)).collect())
 }
 
 fn meta() -> Meta {

@@ -15,6 +15,7 @@ use std::io::Read;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
+use soku_proto::name::Name;
 use soku_proto::path::{Target, TargetError};
 
 /// The mark's file name inside the directory. It ends like the partial files, so a
@@ -30,16 +31,15 @@ const MARK_HEAD: &[u8] = b"soku: this directory is the target of an unfinished c
 const MARK_MAX: u64 = 1024;
 
 /// What the mark of a directory made for the source `name` holds.
-pub(crate) fn mark_bytes(name: &str) -> Vec<u8> {
+pub(crate) fn mark_bytes(name: &Name) -> Vec<u8> {
     [MARK_HEAD, name.as_bytes()].concat()
 }
 
 /// The source name in `bytes` if they are a mark.
-pub(crate) fn marked_name(bytes: &[u8]) -> Option<String> {
+pub(crate) fn marked_name(bytes: &[u8]) -> Option<Name> {
     let name = bytes.strip_prefix(MARK_HEAD)?;
-    let name = std::str::from_utf8(name).ok()?;
     soku_proto::path::check_component(name).ok()?;
-    Some(name.to_string())
+    Some(Name::from_bytes(name))
 }
 
 /// Where the sources of a copy land in `target`, as scp decides it, unless `target`
@@ -59,7 +59,7 @@ pub fn resolve_target(target: &Path, sources: u32) -> Result<Target, TargetError
 
 /// The name of the source an unfinished copy made `dir` for, if `dir` is a directory
 /// itself (not a symlink to one) holding a valid mark.
-fn made_for(dir: &Path) -> Option<String> {
+fn made_for(dir: &Path) -> Option<Name> {
     if !std::fs::symlink_metadata(dir).ok()?.is_dir() {
         return None;
     }
@@ -91,7 +91,7 @@ mod tests {
         assert_eq!(resolve_target(&rr, 1), Ok(into(&rr)), "unmarked: scp's rule");
 
         let dir = TargetDir::open(tmp.path()).expect("target");
-        dir.mark_made(&rr, "src").expect("mark");
+        dir.mark_made(&rr, &"src".into()).expect("mark");
         let resumed = Target::Resumed { dir: rr.clone(), name: "src".into() };
         assert_eq!(resolve_target(&rr, 1), Ok(resumed));
         assert_eq!(resolve_target(&rr, 2), Ok(into(&rr)), "several sources");
@@ -105,7 +105,7 @@ mod tests {
         assert_eq!(resolve_target(&rr, 1), Ok(into(&rr)), "a file of that name from a source");
         dir.unmark_made(&rr).expect("unmark");
         assert!(rr.join(MARK).exists(), "a source's file of that name is not removed");
-        dir.mark_made(&rr, "src").expect("mark");
+        dir.mark_made(&rr, &"src".into()).expect("mark");
         dir.unmark_made(&rr).expect("unmark");
         assert!(!rr.join(MARK).exists(), "the mark is removed");
     }

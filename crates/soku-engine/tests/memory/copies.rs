@@ -174,7 +174,7 @@ async fn chunks_that_overtake_the_request_wait_for_it() {
         out
     };
     let asking = async {
-        let job = Job::Receive { target: dst.display().to_string(), sources: 1 };
+        let job = Job::Receive { target: dst.display().to_string().into(), sources: 1 };
         client.tx.send_control(Message::Request(opts.request(job))).await.unwrap();
         let events = std::sync::Arc::new(Recorder::default());
         let out = soku_engine::run(send, &mut client, opts, events).await;

@@ -29,6 +29,7 @@ pub fn options(recursive: bool) -> CopyOptions {
         resume: true,
         fsync: true,
         nothing_held: false,
+        byte_names: true,
     }
 }
 
@@ -125,8 +126,7 @@ pub fn file_entry(id: u32, name: &str, size: u64) -> Message {
 
 /// The sender's role for `sources`.
 pub async fn sender(sources: &[PathBuf], recursive: bool) -> Role {
-    let sources = sources.iter().map(|p| p.display().to_string()).collect();
-    Role::Send(Walked::walk(sources, recursive).await.unwrap())
+    Role::Send(Walked::walk(sources.to_vec(), recursive).await.unwrap())
 }
 
 /// The receiver's role writing into `target` for `count` sources; `names` for a
@@ -146,7 +146,7 @@ pub fn receiver_of_chunks(
     // As the binary resolves it: a directory an unfinished copy made resumes.
     let target = soku_engine::partial::made_dir::resolve_target(target, count).unwrap();
     let root = target.root().to_path_buf();
-    let names = names.map(|n| NameFilter::for_requested(n.iter().copied()));
+    let names = names.map(|n| NameFilter::for_requested(n.iter().map(|s| s.as_bytes())));
     let receiver = Box::new(Receiver::new(target, names, recursive, chunk_size).unwrap());
     Role::Receive { receiver, root, beneath: None, blind: false }
 }

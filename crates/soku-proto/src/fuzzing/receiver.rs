@@ -20,6 +20,7 @@ use super::{expected_local, is_safe_path, Input, ROOT};
 use crate::chunk::{max_wire_len, root_hash, ChunkHeader, ChunkPlan};
 use crate::chunk::{DEFAULT_CHUNK_SIZE, MAX_CHUNK_SIZE, MIN_CHUNK_SIZE};
 use crate::manifest::{Entry, Meta};
+use crate::name::Name;
 use crate::path::{NameFilter, Target, WirePath, MAX_COMPONENT, MAX_DEPTH};
 use crate::receive::{ChunkCheck, EntryAction, FileOutcome, Ready, Receiver, Totals};
 use crate::ProtoError;
@@ -223,14 +224,15 @@ impl Names {
     /// Whether a top-level name matches, re-stated without the glob crate. A leading dot
     /// is never matched by `*` (path.rs asks for a literal leading dot), but `*` may match
     /// nothing, so `.log` itself matches `*.log` (its dot is the pattern's literal dot).
-    fn allows(self, name: &str) -> bool {
+    fn allows(self, name: &Name) -> bool {
+        let name = name.as_bytes();
         match self {
-            Names::Plain => name == "a" || name == "b",
+            Names::Plain => name == b"a" || name == b"b",
             Names::Glob => {
-                name == "c"
-                    || name == "*.log"
-                    || name == ".log"
-                    || (name.ends_with(".log") && !name.starts_with('.'))
+                name == b"c"
+                    || name == b"*.log"
+                    || name == b".log"
+                    || (name.ends_with(b".log") && !name.starts_with(b"."))
             }
         }
     }
@@ -243,7 +245,7 @@ struct Model {
     recursive: bool,
     chunk_size: u32,
     next_id: u32,
-    top: Option<String>,
+    top: Option<Name>,
     dirs: HashSet<WirePath>,
     /// Directory entries accepted (the same directory may come twice).
     dir_entries: usize,
@@ -273,7 +275,8 @@ impl Model {
             2 => MAX_CHUNK_SIZE,
             _ => input.u32(),
         };
-        let filter = names.map(|n| NameFilter::for_requested(n.requested().iter().copied()));
+        let filter =
+            names.map(|n| NameFilter::for_requested(n.requested().iter().map(|r| r.as_bytes())));
         let rx = Receiver::new(target.clone(), filter, recursive, chunk_size);
         let valid = (MIN_CHUNK_SIZE..=MAX_CHUNK_SIZE).contains(&chunk_size);
         assert_eq!(rx.is_ok(), valid, "chunk size {chunk_size}");
@@ -570,16 +573,17 @@ pub(super) fn wire_path(input: &mut Input<'_>) -> WirePath {
         b => usize::from(b % 4),
     };
     if depth > 4 {
-        return WirePath(vec!["a".to_string(); depth]);
+        return WirePath(vec![Name::from("a"); depth]);
     }
     let parts = (0..depth).map(|_| match input.byte() % 16 {
-        PART_LONGEST => "z".repeat(MAX_COMPONENT),
-        PART_TOO_LONG => "z".repeat(MAX_COMPONENT + 1),
+        PART_LONGEST => Name::from("z".repeat(MAX_COMPONENT)),
+        PART_TOO_LONG => Name::from("z".repeat(MAX_COMPONENT + 1)),
+        // Bytes as they come, UTF-8 or not: names are bytes.
         PART_RAW => {
             let len = usize::from(input.byte() % 8);
-            String::from_utf8_lossy(input.take(len)).into_owned()
+            Name::from_bytes(input.take(len))
         }
-        b => PARTS[usize::from(b)].to_string(),
+        b => Name::from(PARTS[usize::from(b)]),
     });
     WirePath(parts.collect())
 }

@@ -31,7 +31,7 @@ pub fn seeds(target: &str) -> Vec<Vec<u8>> {
 }
 
 fn wp(parts: &[&str]) -> WirePath {
-    WirePath(parts.iter().map(|s| s.to_string()).collect())
+    WirePath(parts.iter().map(|s| crate::name::Name::from(*s)).collect())
 }
 
 fn header() -> ChunkHeader {

@@ -7,7 +7,7 @@ use crate::message::{Held, HeldBase, HeldChunk, Message};
 const CS: u32 = MIN_CHUNK_SIZE;
 
 fn wp(parts: &[&str]) -> WirePath {
-    WirePath(parts.iter().map(|s| s.to_string()).collect())
+    WirePath(parts.iter().map(|s| crate::name::Name::from(*s)).collect())
 }
 
 fn file(id: u32, parts: &[&str], size: u64) -> Entry {
@@ -181,7 +181,7 @@ fn a_resumed_directory_takes_its_own_source_as_it_was_made_and_others_inside() {
     let mut rx = Receiver::new(resumed(), None, true, CS).expect("ok");
     assert_eq!(rx.made_target(), None, "nothing came yet");
     assert_eq!(rx.on_entry(dir(&["src"])), Ok(EntryAction::MakeDir { local: "/t/rr".into() }));
-    assert_eq!(rx.made_target(), Some(("/t/rr".into(), "src")));
+    assert_eq!(rx.made_target(), Some(("/t/rr".into(), &"src".into())));
     let action = announce(&mut rx, file(0, &["src", "f"], 1)).expect("below the source");
     assert!(
         matches!(action, EntryAction::CreateFile { local, .. } if local == Path::new("/t/rr/f"))
@@ -199,7 +199,7 @@ fn a_resumed_directory_takes_its_own_source_as_it_was_made_and_others_inside() {
 
     let mut rx = Receiver::new(Target::AsName("/t/new".into()), None, true, CS).expect("ok");
     rx.on_entry(dir(&["src"])).expect("the single source");
-    assert_eq!(rx.made_target(), Some(("/t/new".into(), "src")));
+    assert_eq!(rx.made_target(), Some(("/t/new".into(), &"src".into())));
     let mut rx = into_dir(true);
     rx.on_entry(dir(&["src"])).expect("into the target");
     assert_eq!(rx.made_target(), None, "an existing directory is not made");
@@ -207,7 +207,7 @@ fn a_resumed_directory_takes_its_own_source_as_it_was_made_and_others_inside() {
 
 #[test]
 fn names_outside_the_request_are_refused() {
-    let names = NameFilter::for_requested(["report.pdf"]);
+    let names = NameFilter::for_requested([&b"report.pdf"[..]]);
     let mut rx = Receiver::new(Target::IntoDir("/t".into()), Some(names), false, CS).expect("ok");
     assert!(matches!(
         announce(&mut rx, file(0, &[".ssh"], 1)),

@@ -7,7 +7,7 @@ mod resume;
 const CS: u32 = MIN_CHUNK_SIZE;
 
 fn wp(parts: &[&str]) -> WirePath {
-    WirePath(parts.iter().map(|s| s.to_string()).collect())
+    WirePath(parts.iter().map(|s| crate::name::Name::from(*s)).collect())
 }
 
 fn planned() -> Sender {

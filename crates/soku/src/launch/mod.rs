@@ -293,7 +293,8 @@ mod tests {
     #[test]
     fn the_port_range_is_passed_to_the_server() {
         let serve = ServeCommand { program: "soku".into(), ports: Some(40000..=40100) };
-        let remote = Remote { user: None, host: "h".into(), path: String::new() };
+        let remote =
+            Remote { user: None, host: "h".into(), path: soku_proto::name::Name::default() };
         let want = "soku serve --ports 40000-40100";
         let ssh = Launcher::Ssh { program: "ssh".into(), options: vec![], shared: None };
         let rsh = Launcher::Rsh { words: vec!["rsh".into(), "-x".into()] };
@@ -393,7 +394,7 @@ mod tests {
             ) {
                 let options = vec!["-T".to_string()];
                 let launcher = Launcher::Ssh { program: "ssh".into(), options, shared: None };
-                let remote = Remote { user: None, host: host.clone(), path: String::new() };
+                let remote = Remote { user: None, host: host.clone(), path: soku_proto::name::Name::default() };
                 let serve = ServeCommand { program: remote_soku.clone(), ports: None };
                 let cmd = launcher.command(Some(&remote), &serve, false).expect("command");
                 let args: Vec<&OsStr> = cmd.as_std().get_args().collect();

@@ -25,6 +25,8 @@
 //!   (`soku_engine::fsops::TargetDir::open_beneath`), so neither `..` nor a symlink
 //!   leads out, not even one swapped in during the copy.
 
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -148,14 +150,17 @@ impl Fence {
 
     /// The local path for a path the client names: home-relative as ever
     /// ([`super::expand_home`]), or taken from the root (see the module documentation).
-    pub fn path(&self, requested: &str) -> PathBuf {
+    pub fn path(&self, requested: impl AsRef<OsStr>) -> PathBuf {
+        let requested = requested.as_ref();
         let Some(root) = &self.root else { return super::expand_home(requested) };
-        let rest = requested.strip_prefix('~').filter(|r| r.is_empty() || r.starts_with('/'));
-        let rest = rest.unwrap_or(requested).trim_start_matches('/');
+        let bytes = requested.as_bytes();
+        let rest = bytes.strip_prefix(b"~").filter(|r| r.is_empty() || r.starts_with(b"/"));
+        let rest = rest.unwrap_or(bytes);
+        let rest = &rest[rest.iter().take_while(|&&b| b == b'/').count()..];
         if rest.is_empty() {
             root.path().to_path_buf()
         } else {
-            root.path().join(rest)
+            root.path().join(OsStr::from_bytes(rest))
         }
     }
 

@@ -109,6 +109,8 @@ pub struct Stay {
     pub fence: Arc<Fence>,
     /// The ssh login that started the server, found while the first job ran.
     pub login: Option<Login>,
+    /// The client takes names that are not UTF-8, as its hello's protocol said.
+    pub byte_names: bool,
 }
 
 /// The ssh login a server was started in: the nearest sshd process above it (the
@@ -191,6 +193,7 @@ pub async fn stay(stay: Stay) -> anyhow::Result<()> {
         tcp_ready,
         fence,
         login,
+        byte_names,
     } = stay;
     let mut login_looks = tokio::time::interval(LOGIN_LOOK);
     // Once the login has ended: no new job, and an end once the running ones are done.
@@ -242,7 +245,7 @@ pub async fn stay(stay: Stay) -> anyhow::Result<()> {
                     }
                     live.retain(|c| c.close_reason().is_none());
                     live.push(conn.clone());
-                    jobs.spawn(serve_one(conn, stall, tcp_ready, nudged.clone(), fence.clone()));
+                    jobs.spawn(serve_one(conn, stall, tcp_ready, byte_names, nudged.clone(), fence.clone()));
                 }
             }
             Some(done) = jobs.join_next(), if !jobs.is_empty() => {
@@ -266,6 +269,7 @@ async fn serve_one(
     conn: quinn::Connection,
     stall: Duration,
     tcp_ready: bool,
+    byte_names: bool,
     nudged: Arc<Notify>,
     fence: Arc<Fence>,
 ) -> bool {
@@ -291,7 +295,7 @@ async fn serve_one(
     let promise = preview::Promise::new(opening.receive_preview, None);
     let watching = tcp_ready.then(|| tokio::spawn(policing::watch(conn.clone())));
     let silence = tokio::spawn(end_when_silent(conn.clone(), nudged));
-    let result = serve_job(&mut link, Some(&conn), &promise, &fence).await;
+    let result = serve_job(&mut link, Some(&conn), &promise, &fence, byte_names).await;
     silence.abort();
     if let Some(watching) = watching {
         // A verdict closed the connection itself, with the reason for the client.

@@ -95,6 +95,7 @@ impl Session {
             choice_sent: tokio::time::Instant::now(),
             choice_seen: Arc::new(OnceLock::new()),
             nothing_held,
+            byte_names: kept.byte_names,
             stays: true,
             kept: Some(kept),
             kept_notes,

@@ -58,7 +58,7 @@ pub fn parse_remote(arg: &str) -> Result<Remote, String> {
     if arg.contains(':') && !arg.ends_with(']') {
         return Err(format!("{arg}: name the remote host as [user@]host, without a path or port (use -P for the port)"));
     }
-    match spec::parse(&format!("{arg}:"))? {
+    match spec::parse(format!("{arg}:").as_ref())? {
         Location::Remote(remote) => Ok(remote),
         Location::Local(_) => Err(format!("{arg}: not a host name")),
     }
