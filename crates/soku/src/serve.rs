@@ -19,7 +19,7 @@ mod kept;
 use std::ffi::OsStr;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::os::unix::ffi::OsStrExt;
-use std::path::PathBuf;
+use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -31,7 +31,8 @@ use soku_proto::hello::{
     KEEP_SINCE_VERSION, MAX_CLIENT_NOTE,
 };
 use soku_proto::message::{Job, Message};
-use soku_proto::name::{Name, BYTE_NAMES_SINCE_VERSION};
+use soku_proto::name::{glob_text, Name, BYTE_NAMES_SINCE_VERSION};
+use soku_proto::path::GLOB_OPTIONS;
 use soku_proto::path::{Target, TargetError};
 use soku_proto::receive::Receiver;
 use soku_proto::{MAGIC, PROTOCOL_VERSIONS};
@@ -624,25 +625,26 @@ pub(crate) fn expand_home(path: impl AsRef<OsStr>) -> PathBuf {
 
 /// Expands `~` and globs in source paths, as the remote shell does for scp. Behind a
 /// root, a match that does not resolve beneath it is no match: its name is not told.
-/// A glob is expanded by the glob crate, which matches UTF-8 names only: a name that is
-/// not UTF-8 is copied when named, or inside a directory with `-r`.
 fn expand_sources(sources: &[&OsStr], fence: &fence::Fence) -> Vec<PathBuf> {
     let mut out = Vec::new();
     for source in sources {
         let path = fence.path(source);
-        let pattern = path.to_str().filter(|p| p.contains(['*', '?', '[']));
-        let matches: Vec<PathBuf> = match pattern {
-            Some(pattern) if !path.exists() => glob::glob(pattern)
+        let bytes = path.as_os_str().as_bytes();
+        let has_glob = bytes.iter().any(|b| matches!(b, b'*' | b'?' | b'['));
+        let matches: Vec<PathBuf> = match path.to_str() {
+            _ if !has_glob || path.exists() => Vec::new(),
+            // `**` spans directories, as the glob crate reads it.
+            Some(pattern) if pattern.contains("**") => glob::glob(pattern)
                 .map(|paths| {
                     paths
                         .filter_map(Result::ok)
-                        .filter(|p| fence.holds(p))
                         .filter(|found| dots_spelled_out(pattern, &found.to_string_lossy()))
                         .collect()
                 })
                 .unwrap_or_default(),
-            _ => Vec::new(),
+            _ => glob_names(&path),
         };
+        let matches: Vec<PathBuf> = matches.into_iter().filter(|p| fence.holds(p)).collect();
         if matches.is_empty() {
             out.push(path);
         } else {
@@ -650,6 +652,40 @@ fn expand_sources(sources: &[&OsStr], fence: &fence::Fence) -> Vec<PathBuf> {
         }
     }
     out
+}
+
+/// The paths `pattern` matches, sorted, found as glob(3) finds them for scp: one name
+/// at a time, each matched as bytes through its lossless text form
+/// (`soku_proto::name::glob_text`; the glob crate skips names that are not UTF-8), and
+/// a `*` or `?` never matching a leading dot ([`GLOB_OPTIONS`]).
+fn glob_names(pattern: &Path) -> Vec<PathBuf> {
+    let mut found = vec![PathBuf::new()];
+    for part in pattern.components() {
+        let name = match part {
+            Component::Normal(name) => name.as_bytes(),
+            _ => b"",
+        };
+        if !name.iter().any(|b| matches!(b, b'*' | b'?' | b'[')) {
+            found.iter_mut().for_each(|path| path.push(part));
+            continue;
+        }
+        let Ok(glob) = glob::Pattern::new(&glob_text(name)) else { return Vec::new() };
+        let mut next = Vec::new();
+        for dir in &found {
+            let listed = if dir.as_os_str().is_empty() { Path::new(".") } else { dir.as_path() };
+            let Ok(entries) = std::fs::read_dir(listed) else { continue };
+            for entry in entries.filter_map(Result::ok) {
+                let entry = entry.file_name();
+                if glob.matches_with(&glob_text(entry.as_bytes()), GLOB_OPTIONS) {
+                    next.push(dir.join(entry));
+                }
+            }
+        }
+        next.sort();
+        found = next;
+    }
+    found.retain(|path| std::fs::symlink_metadata(path).is_ok());
+    found
 }
 
 /// Whether every name of `found` that starts with a dot has that dot spelled out in the
@@ -672,8 +708,6 @@ fn dots_spelled_out(pattern: &str, found: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use std::path::Path;
-
     use super::*;
 
     #[test]
@@ -698,6 +732,12 @@ mod tests {
         let dotted = format!("{}/.h*", tmp.path().display());
         let found = expand_sources(&[dotted.as_ref()], &none);
         assert_eq!(found, [named(".hidden.txt")], "a dot spelled out");
+        let latin1 = OsStr::from_bytes(b"c\xe9.txt");
+        std::fs::write(tmp.path().join(latin1), b"x").expect("write");
+        let mut found = expand_sources(&[pattern.as_ref()], &none);
+        found.sort();
+        let want = [named("a.txt"), named("b.txt"), tmp.path().join(latin1)];
+        assert_eq!(found, want, "a name that is not UTF-8 matches too");
         let missing = format!("{}/none*", tmp.path().display());
         assert_eq!(
             expand_sources(&[missing.as_ref()], &fence::Fence::default()),

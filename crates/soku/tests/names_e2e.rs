@@ -122,8 +122,8 @@ fn json_lines_carry_the_name_escaped() {
 }
 
 /// A file named by its bytes on the command line copies, both ways: the local one
-/// uploaded, the remote one downloaded (the request carries the path as bytes). Before,
-/// the command line refused it (exit 2).
+/// uploaded, the remote one downloaded (the request carries the path as bytes), and
+/// found by a remote glob. Before, the command line refused it (exit 2).
 #[test]
 fn a_name_that_is_not_utf8_copies_as_an_argument() {
     let env = Env::new();
@@ -138,6 +138,12 @@ fn a_name_that_is_not_utf8_copies_as_an_argument() {
     let out = env.ok(env.soku().arg(remote(&env, &source)).arg(&back));
     assert_escaped(&out.stderr);
     assert_same_file(&source, &back.join(os(b"caf\xe9.txt")));
+
+    // A remote glob finds it too, as the remote shell finds it for scp.
+    let globbed = env.path("globbed");
+    std::fs::create_dir(&globbed).expect("mkdir");
+    env.ok(env.soku().arg(remote(&env, &env.src().join("caf*"))).arg(&globbed));
+    assert_same_file(&source, &globbed.join(os(b"caf\xe9.txt")));
 
     // A name that is not there is named escaped in the line that says so.
     let missing = env.src().join(os(b"n\xe9ant"));
