@@ -47,6 +47,10 @@ pub struct CopyOptions {
     /// reports each such name as a failed source instead of sending what the peer could
     /// not decode. Not part of the request: both sides learn it from the hellos.
     pub byte_names: bool,
+    /// The most descriptors the other side may hold open, as its hello said (`None`: a
+    /// peer that does not say). A sender keeps the files it has open at the receiver
+    /// within it ([`crate::limits::for_files`]). Not part of the request either.
+    pub peer_open_files: Option<u64>,
 }
 
 impl CopyOptions {
@@ -87,6 +91,7 @@ impl CopyOptions {
             fsync,
             nothing_held: false,
             byte_names: false,
+            peer_open_files: None,
         };
         (job, opts)
     }

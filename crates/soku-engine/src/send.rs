@@ -131,12 +131,13 @@ pub async fn run(
     let in_flight =
         link.traits.chunks_in_flight.min(usize::try_from(budget).unwrap_or(usize::MAX)).max(1);
     let pipeline = in_flight as u64 * u64::from(opts.chunk_size);
-    let descriptors = crate::limits::open_files();
+    let descriptors = crate::limits::for_files(opts.peer_open_files);
     // Each file ahead holds a descriptor until it is all handed out, and each chunk task
-    // its file's until the chunk is acknowledged: under a low hard limit (which no
-    // process can raise) fewer of both keep the copy going, a little slower on small
-    // files, where opening more would fail them. With the usual limits (raised to 65536
-    // where allowed) neither bound is the one that binds.
+    // its file's until the chunk is acknowledged; at the receiver, each of those files
+    // is a temporary file held open until it is complete. Under a low hard limit on
+    // either side (which no process can raise) fewer of both keep the copy going, a
+    // little slower on small files, where opening more would fail them. With the usual
+    // limits (raised to 65536 where allowed) neither bound is the one that binds.
     let ahead_min = ANNOUNCE_AHEAD.min(descriptors / 8).max(1);
     let ahead_max = (descriptors / 8).clamp(ahead_min, ANNOUNCE_AHEAD_MAX);
     let tasks_max = (descriptors / 4)

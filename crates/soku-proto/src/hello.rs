@@ -44,6 +44,9 @@ pub struct ClientHello {
     /// over QUIC alone with the same two certificates (since protocol 7, see
     /// [`KEEP_SINCE_VERSION`]). Absent from older clients' hellos (false).
     pub keep: bool,
+    /// The most descriptors the client may hold open ([`ServerHello::Ready`]'s field of
+    /// the same name). Absent from older clients' hellos (none).
+    pub open_files: Option<u64>,
 }
 
 /// The first protocol whose server stays when the client's hello asks it to
@@ -119,9 +122,10 @@ pub struct PathMemory {
 /// saves a round trip), so each side picks the version from the other's range itself
 /// ([`negotiate`]): both get the same answer.
 ///
-/// Hellos only ever grow at the end, and are read with [`decode_hello`], which ignores
-/// bytes past the fields it knows: a newer peer's hello still tells an older one which
-/// versions it speaks. (Protocol 2's hello is this one without `min_version`.)
+/// Hellos only ever grow at the end, and are read with [`decode_server_hello`], which
+/// ignores bytes past the fields it knows (a newer peer's hello still tells an older
+/// one which versions it speaks) and takes a later field an older server's hello ends
+/// before as absent. (Protocol 2's hello is this one without `min_version`.)
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ServerHello {
     /// The server is ready.
@@ -141,6 +145,28 @@ pub enum ServerHello {
         /// The oldest protocol version the server speaks (since protocol 3).
         min_version: u16,
         /// The TCP port the server listens on for TLS over TCP (0 if none; since 5).
+        tcp_port: u16,
+        /// The most descriptors the server may hold open (its soft limit, once raised
+        /// as far as the hard limit allows), when it receives: the sender keeps the
+        /// files it announces ahead within it, each a temporary file held open on the
+        /// receiving side until it is complete. Absent from an older server's hello
+        /// (none: the sender bounds them by its own limit alone).
+        open_files: Option<u64>,
+    },
+}
+
+/// The server's hello before `open_files` (protocols 5 to 7): what
+/// [`decode_server_hello`] reads first, then each later field if the hello goes on.
+#[derive(Debug, Deserialize)]
+enum ServerHelloV7 {
+    Ready {
+        version: u16,
+        udp_port: u16,
+        server_addr: Option<std::net::IpAddr>,
+        fingerprint: [u8; 32],
+        soku_version: String,
+        warnings: Vec<String>,
+        min_version: u16,
         tcp_port: u16,
     },
 }
@@ -241,6 +267,10 @@ pub struct KeptOpening {
     /// its answer would come a round trip after the handshake, as late as the held
     /// report it spares.
     pub receive_preview: Option<ReceivePreview>,
+    /// [`ClientHello::open_files`] of this client, which may not be the process whose
+    /// hello the server read over ssh. Absent from an older client's opening (none);
+    /// read with [`decode_kept_opening`].
+    pub open_files: Option<u64>,
 }
 
 /// Largest frame payload of a [`ClientNote`] a server reads (a ping takes a few bytes).
@@ -358,7 +388,8 @@ pub fn decode_client_hello(payload: &[u8]) -> Result<ClientHello, ProtoError> {
     let (background, rest) = optional_field::<bool>(rest)?;
     let (diagnose, rest) = optional_field::<bool>(rest)?;
     let (receive_preview, rest) = optional_field::<Option<ReceivePreview>>(rest)?;
-    let (keep, _) = optional_field::<bool>(rest)?;
+    let (keep, rest) = optional_field::<bool>(rest)?;
+    let (open_files, _) = optional_field::<Option<u64>>(rest)?;
     Ok(ClientHello {
         min_version: old.min_version,
         max_version: old.max_version,
@@ -369,7 +400,16 @@ pub fn decode_client_hello(payload: &[u8]) -> Result<ClientHello, ProtoError> {
         diagnose: diagnose.unwrap_or(false),
         receive_preview: receive_preview.flatten(),
         keep: keep.unwrap_or(false),
+        open_files: open_files.flatten(),
     })
+}
+
+/// Decodes a [`KeptOpening`]: an older client's ends after its preview.
+pub fn decode_kept_opening(payload: &[u8]) -> Result<KeptOpening, ProtoError> {
+    let (receive_preview, rest) = postcard::take_from_bytes::<Option<ReceivePreview>>(payload)
+        .map_err(|e| ProtoError::Malformed(e.to_string()))?;
+    let (open_files, _) = optional_field::<Option<u64>>(rest)?;
+    Ok(KeptOpening { receive_preview, open_files: open_files.flatten() })
 }
 
 /// The next field of a hello, `None` if the hello ended before it.
@@ -384,17 +424,43 @@ fn optional_field<T: serde::de::DeserializeOwned>(
     Ok((Some(value), rest))
 }
 
-/// Decodes the server's hello; a protocol 2 server, whose hello lacks its oldest
-/// version, is a version mismatch that names both versions.
+/// Decodes the server's hello: the fields every server since protocol 5 sends, then
+/// each later field if the hello goes on that far, ignoring what a newer server added
+/// after them. A protocol 2 server, whose hello lacks its oldest version, is a version
+/// mismatch that names both versions.
 pub fn decode_server_hello(payload: &[u8]) -> Result<ServerHello, ProtoError> {
-    match decode_hello::<ServerHello>(payload) {
-        Ok(hello) => Ok(hello),
-        Err(err) => match decode_hello::<ServerHelloV2>(payload) {
-            Ok(ServerHelloV2::Ready { version, .. }) => {
-                negotiate(PROTOCOL_VERSIONS, version..=version, "the remote host").and(Err(err))
-            }
-            Err(_) => Err(err),
-        },
+    let err = match postcard::take_from_bytes::<ServerHelloV7>(payload) {
+        Ok((old, rest)) => {
+            let ServerHelloV7::Ready {
+                version,
+                udp_port,
+                server_addr,
+                fingerprint,
+                soku_version,
+                warnings,
+                min_version,
+                tcp_port,
+            } = old;
+            let (open_files, _) = optional_field::<Option<u64>>(rest)?;
+            return Ok(ServerHello::Ready {
+                version,
+                udp_port,
+                server_addr,
+                fingerprint,
+                soku_version,
+                warnings,
+                min_version,
+                tcp_port,
+                open_files: open_files.flatten(),
+            });
+        }
+        Err(e) => ProtoError::Malformed(e.to_string()),
+    };
+    match decode_hello::<ServerHelloV2>(payload) {
+        Ok(ServerHelloV2::Ready { version, .. }) => {
+            negotiate(PROTOCOL_VERSIONS, version..=version, "the remote host").and(Err(err))
+        }
+        Err(_) => Err(err),
     }
 }
 
@@ -420,6 +486,7 @@ impl ClientHello {
             diagnose: false,
             receive_preview: None,
             keep: false,
+            open_files: None,
         }
     }
 
@@ -573,8 +640,59 @@ mod tests {
         let bytes = postcard::to_allocvec(&keeping).expect("encodes");
         assert_eq!(decode_client_hello(&bytes).expect("decodes"), keeping);
         let mut pre_keep = bytes.clone();
-        assert_eq!(pre_keep.pop(), Some(1), "keep is the last byte");
+        assert_eq!(pre_keep.pop(), Some(0), "no open-file limit is the last byte");
+        assert_eq!(pre_keep.pop(), Some(1), "keep is the one before");
         assert!(!decode_client_hello(&pre_keep).expect("decodes").keep);
+    }
+
+    /// Catches: a receiver's open-file limit lost on the way, or a peer from before it
+    /// (whose hello or opening ends sooner) refused instead of taken as not telling.
+    #[test]
+    fn the_open_file_limit_round_trips_and_older_hellos_lack_it() {
+        let mut hello = ClientHello::new([3; 32], true);
+        hello.keep = true;
+        hello.open_files = Some(256);
+        let bytes = postcard::to_allocvec(&hello).expect("encodes");
+        assert_eq!(decode_client_hello(&bytes).expect("decodes"), hello);
+        let mut newer = bytes.clone();
+        newer.extend_from_slice(&[9, 9]);
+        assert_eq!(decode_client_hello(&newer).expect("a newer client's"), hello);
+        // A client from before the limit: its hello ends after `keep`.
+        let old = postcard::to_allocvec(&ClientHello { open_files: None, ..hello.clone() })
+            .expect("encodes");
+        let old = &old[..old.len() - 1];
+        assert_eq!(old.last(), Some(&1), "keep is the last byte");
+        let decoded = decode_client_hello(old).expect("decodes");
+        assert_eq!(decoded, ClientHello { open_files: None, ..hello.clone() });
+
+        let mut server = server_hello(5..=7);
+        let ServerHello::Ready { open_files, .. } = &mut server;
+        *open_files = Some(u64::MAX);
+        let bytes = postcard::to_allocvec(&server).expect("encodes");
+        assert_eq!(decode_server_hello(&bytes), Ok(server.clone()));
+        let mut newer = bytes.clone();
+        newer.extend_from_slice(&[1, 2, 3]);
+        assert_eq!(decode_server_hello(&newer), Ok(server.clone()));
+        // A server from before the limit: its hello ends after `tcp_port`.
+        let old = postcard::to_allocvec(&server_hello(5..=7)).expect("encodes");
+        let old = &old[..old.len() - 1];
+        assert_eq!(old.last(), Some(&2), "tcp_port is the last byte");
+        assert_eq!(decode_server_hello(old), Ok(server_hello(5..=7)));
+        assert!(decode_server_hello(&old[..old.len() - 1]).is_err(), "cut inside the fields");
+
+        let opening = KeptOpening {
+            receive_preview: Some(ReceivePreview::NothingHeld),
+            open_files: Some(1024),
+        };
+        let bytes = postcard::to_allocvec(&opening).expect("encodes");
+        assert_eq!(decode_kept_opening(&bytes), Ok(opening.clone()));
+        // A client from before the limit: its opening is the preview alone.
+        for preview in [None, Some(ReceivePreview::NothingHeld)] {
+            let old = postcard::to_allocvec(&preview).expect("encodes");
+            let want = KeptOpening { receive_preview: preview, open_files: None };
+            assert_eq!(decode_kept_opening(&old), Ok(want));
+        }
+        assert!(decode_kept_opening(&[]).is_err());
     }
 
     /// Catches: a preview that makes the hello larger than a server from before
@@ -584,6 +702,7 @@ mod tests {
         let names = |n: usize| (0..n).map(|i| format!("{i:0>250}")).collect::<Vec<_>>();
         let mut hello = ClientHello::new([3; 32], true);
         hello.path_memory = Some(PathMemory { bandwidth_bps: u64::MAX, min_rtt_us: u64::MAX });
+        hello.open_files = Some(u64::MAX);
         hello.receive_preview = ReceivePreview::upload(&"t".repeat(1000), 2, names(8));
         assert!(hello.receive_preview.is_some(), "1000 + 8 x 252 bytes fit");
         assert!(postcard::to_allocvec(&hello).expect("encodes").len() <= 4096);
@@ -668,6 +787,7 @@ mod tests {
             warnings: vec!["w".into()],
             min_version: *versions.start(),
             tcp_port: 2,
+            open_files: None,
         }
     }
 

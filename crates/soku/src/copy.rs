@@ -186,6 +186,7 @@ async fn copy_until_done(
         nothing_held: false,
         // Set per session, from the server's protocol version.
         byte_names: false,
+        peer_open_files: None,
     };
     // A download's target is checked before anything connects.
     let local_target = match &direction {
@@ -502,6 +503,7 @@ impl Attempt<'_> {
         let opts = CopyOptions {
             nothing_held: session.nothing_held(),
             byte_names: session.byte_names(),
+            peer_open_files: session.peer_open_files(),
             ..self.opts
         };
         let _copying = self.interrupt.copying();

@@ -50,6 +50,8 @@ pub struct KeptServer {
     /// It takes names that are not UTF-8 (`soku_proto::name`), as its protocol told the
     /// first session.
     pub byte_names: bool,
+    /// The most descriptors it may hold open, as its hello said (`None`: it did not).
+    pub open_files: Option<u64>,
 }
 
 impl KeptServer {
@@ -74,6 +76,9 @@ struct Record {
     byte_names: bool,
     /// Until when the record holds, in milliseconds since the Unix epoch.
     until_ms: u64,
+    /// Absent from an older soku's record (`None`).
+    #[serde(default)]
+    open_files: Option<u64>,
 }
 
 /// Where the record of one host's kept server is.
@@ -118,6 +123,7 @@ impl KeptKey {
             min_rtt: Duration::from_micros(record.min_rtt_us),
             tcp_reachable: record.tcp_reachable,
             byte_names: record.byte_names,
+            open_files: record.open_files,
         })
     }
 
@@ -135,6 +141,7 @@ impl KeptKey {
             tcp_reachable: server.tcp_reachable,
             byte_names: server.byte_names,
             until_ms,
+            open_files: server.open_files,
         };
         let Ok(text) = serde_json::to_vec(&record) else { return };
         // Whole or not at all: a copy reading at the same time sees the old record or
@@ -175,6 +182,7 @@ mod tests {
             min_rtt: Duration::from_millis(100),
             tcp_reachable: Some(true),
             byte_names: true,
+            open_files: Some(256),
         }
     }
 
@@ -193,8 +201,23 @@ mod tests {
         assert_eq!(read.identity.fingerprint(), kept.identity.fingerprint());
         assert_eq!(read.min_rtt, kept.min_rtt);
         assert_eq!(read.tcp_reachable, kept.tcp_reachable);
+        assert_eq!(read.open_files, kept.open_files);
         let later = SystemTime::now() + crate::launch::PERSIST;
         assert!(key.read(later).is_none(), "expired before the server's idle time ends");
+    }
+
+    /// A record an older soku wrote, without the server's open-file limit, still holds.
+    #[test]
+    fn a_record_without_the_servers_limit_holds() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let key = KeptKey(dir.path().join("k"));
+        key.remember(&server());
+        let text = std::fs::read(&key.0).expect("record");
+        let mut record: serde_json::Value = serde_json::from_slice(&text).expect("json");
+        assert!(record.as_object_mut().expect("object").remove("open_files").is_some());
+        std::fs::write(&key.0, serde_json::to_vec(&record).expect("json")).expect("write");
+        let read = key.recall().expect("an older record holds");
+        assert_eq!((read.open_files, read.tcp_reachable), (None, Some(true)));
     }
 
     #[test]

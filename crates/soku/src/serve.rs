@@ -108,6 +108,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         warnings,
         min_version: *PROTOCOL_VERSIONS.start(),
         tcp_port,
+        // A client that sends us the data keeps the files it announces within it.
+        open_files: Some(soku_engine::limits::open_files() as u64),
     };
     let mut out = MAGIC.to_vec();
     frame::encode(&ready, &mut out)?;
@@ -209,7 +211,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             let sampler = ServerSampler::start(started, None);
             // The ssh channel's end means the client is gone: stop at once.
             let result = tokio::select! {
-                result = serve_job(&mut link, None, &promise, &fence, byte_names) => result,
+                result = serve_job(&mut link, None, &promise, &fence, byte_names, hello.open_files) => result,
                 () = channel_closed(stdin) => Err(anyhow::anyhow!("ssh channel closed")),
             };
             if let Ok(sent_data) = result {
@@ -256,7 +258,9 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             link.set_stall_limit(Some(stall));
             let sampler = ServerSampler::start(started, Some(&conn));
             let result =
-                serve_job(&mut link, Some(&conn), &promise, &fence, byte_names).await.map_err(why);
+                serve_job(&mut link, Some(&conn), &promise, &fence, byte_names, hello.open_files)
+                    .await
+                    .map_err(why);
             // A copy cut short may have been cut by the watch (whose task can still be
             // returning its verdict: it ends within one look once QUIC is closed).
             let policed = match watching {
@@ -318,7 +322,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             drop(endpoint);
             let mut link = link::stream::link(stdin, stdout);
             link.set_stall_limit(Some(stall));
-            let result = serve_job(&mut link, None, &promise, &fence, byte_names).await;
+            let result =
+                serve_job(&mut link, None, &promise, &fence, byte_names, hello.open_files).await;
             let _ = link.close(CLOSE_PATIENCE).await;
             result.map(drop)
         }
@@ -462,13 +467,15 @@ async fn send_summary(stdout: &mut tokio::io::Stdout, summary: ServerSummary) {
 /// target, unreadable sources) is told to the client here; the engine tells its own.
 /// Returns whether this side sent the data (a download). A job the `fence` refuses is
 /// told so, and nothing of it runs. `byte_names`: the client takes names that are not
-/// UTF-8 (`soku_proto::name`).
+/// UTF-8 (`soku_proto::name`). `client_open_files`: the most descriptors the client may
+/// hold open, if it said.
 async fn serve_job(
     link: &mut Link,
     quic: Option<&quinn::Connection>,
     promise: &preview::Promise,
     fence: &fence::Fence,
     byte_names: bool,
+    client_open_files: Option<u64>,
 ) -> anyhow::Result<bool> {
     let request = match soku_engine::role::read_request(link).await {
         Ok(request) => request,
@@ -481,6 +488,7 @@ async fn serve_job(
     }
     opts.nothing_held = opts.resume && promise.holds_for(&job);
     opts.byte_names = byte_names;
+    opts.peer_open_files = client_open_files;
     let role = match job {
         Job::Tunnel { destination, compress } => {
             let Some(conn) = quic else {

@@ -80,6 +80,9 @@ pub struct Session {
     nothing_held: bool,
     /// The server takes names that are not UTF-8 (`soku_proto::name`).
     byte_names: bool,
+    /// The most descriptors the server may hold open, as its hello said (`None`: an
+    /// older server): an upload keeps the files open there within it.
+    peer_open_files: Option<u64>,
     /// The server stays after this job for the next copies (see `crate::kept`), and how
     /// they reach it, until [`Session::take_kept`].
     stays: bool,
@@ -190,6 +193,8 @@ impl Session {
         client_hello.diagnose = opts.diagnose;
         client_hello.receive_preview = opts.receive_preview.clone();
         client_hello.keep = opts.keep;
+        // A server that sends us the data keeps the files it announces within it.
+        client_hello.open_files = Some(soku_engine::limits::open_files() as u64);
         frame::encode(&client_hello, &mut hello)?;
         // If the remote never starts soku, this write may fail; the read below says why.
         let _ = async {
@@ -215,8 +220,15 @@ impl Session {
         };
         // The newest version both speak; with one version there is nothing to switch on.
         let version = server_hello.negotiate().map_err(|e| Exit::connection(e.to_string()))?;
-        let ServerHello::Ready { udp_port, tcp_port, server_addr, fingerprint, warnings, .. } =
-            server_hello;
+        let ServerHello::Ready {
+            udp_port,
+            tcp_port,
+            server_addr,
+            fingerprint,
+            warnings,
+            open_files,
+            ..
+        } = server_hello;
         for warning in warnings {
             events.event(TransferEvent::Warning(format!("remote: {warning}")));
         }
@@ -310,6 +322,7 @@ impl Session {
                     min_rtt: Duration::ZERO,
                     tcp_reachable: None,
                     byte_names,
+                    open_files,
                 });
                 let quic = Some(QuicPath { _endpoint: won.endpoint, conn, _wake });
                 let session = Session {
@@ -327,6 +340,7 @@ impl Session {
                     choice_seen,
                     nothing_held,
                     byte_names,
+                    peer_open_files: open_files,
                     stays: kept.is_some(),
                     kept,
                     kept_notes: None,
@@ -385,6 +399,7 @@ impl Session {
                     choice_seen: choice_seen.clone(),
                     nothing_held,
                     byte_names,
+                    peer_open_files: open_files,
                     stays: false,
                     kept: None,
                     kept_notes: None,
@@ -418,6 +433,7 @@ impl Session {
                     choice_seen: choice_seen.clone(),
                     nothing_held,
                     byte_names,
+                    peer_open_files: open_files,
                     stays: false,
                     kept: None,
                     kept_notes: None,
@@ -499,6 +515,11 @@ impl Session {
     /// Whether the server takes names that are not UTF-8 (`soku_proto::name`).
     pub fn byte_names(&self) -> bool {
         self.byte_names
+    }
+
+    /// The most descriptors the server may hold open, if it said.
+    pub fn peer_open_files(&self) -> Option<u64> {
+        self.peer_open_files
     }
 
     /// How the next copies reach the server that stays after this job, if it does, with

@@ -239,6 +239,7 @@ fn copy_opts() -> CopyOptions {
         fsync: false,
         nothing_held: false,
         byte_names: true,
+        peer_open_files: None,
     }
 }
 

@@ -97,6 +97,7 @@ impl Peer {
                 warnings: vec![HOSTILE.into()],
                 min_version: *soku_proto::PROTOCOL_VERSIONS.start(),
                 tcp_port: 0,
+                open_files: None,
             },
             &mut out,
         )
@@ -386,6 +387,7 @@ fn an_upload_to_a_peer_that_never_reads_nor_speaks_ends_at_the_stall_limit() {
                 warnings: vec![],
                 min_version: *soku_proto::PROTOCOL_VERSIONS.start(),
                 tcp_port: 0,
+                open_files: None,
             };
             frame::encode(&hello, &mut out).expect("encodes");
             if answers_preview {

@@ -53,6 +53,7 @@ impl Script {
             warnings: vec![],
             min_version: *soku_proto::PROTOCOL_VERSIONS.start(),
             tcp_port: 0,
+            open_files: None,
         });
         s
     }
@@ -604,6 +605,7 @@ fn a_server_speaking_only_newer_protocols_is_refused_with_both_versions() {
         warnings: vec![],
         min_version: newest + 1,
         tcp_port: 0,
+        open_files: None,
     });
     let out = scene.run(&s, &["hostile.invalid:file.txt", &target(&scene.dst())]);
     let stderr = String::from_utf8_lossy(&out.stderr);

@@ -30,6 +30,7 @@ pub fn options(recursive: bool) -> CopyOptions {
         fsync: true,
         nothing_held: false,
         byte_names: true,
+        peer_open_files: None,
     }
 }
 

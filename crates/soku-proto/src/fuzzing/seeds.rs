@@ -139,6 +139,7 @@ fn hello() -> Vec<Vec<u8>> {
         warnings: vec!["UDP receive buffer capped at 208 KiB".into()],
         min_version: *crate::PROTOCOL_VERSIONS.start(),
         tcp_port: 40_000,
+        open_files: Some(1024),
     };
     let ready_v6 = ServerHello::Ready {
         version: 1,
@@ -149,6 +150,7 @@ fn hello() -> Vec<Vec<u8>> {
         warnings: Vec::new(),
         min_version: 1,
         tcp_port: 0,
+        open_files: None,
     };
     // A newer server: its range reaches past ours.
     let newer = ServerHello::Ready {
@@ -160,12 +162,13 @@ fn hello() -> Vec<Vec<u8>> {
         warnings: Vec::new(),
         min_version: 2,
         tcp_port: 40_001,
+        open_files: None,
     };
     let client = ClientHello::new([4; 32], true);
     let old_client = ClientHello { min_version: 0, max_version: 1, ..client.clone() };
     let noise = b"Welcome to host!\nLast login: yesterday\n".as_slice();
-    // Protocol 2's hello: this one without its last two fields, `min_version` and
-    // `tcp_port` (one byte each here).
+    // Protocol 2's hello: this one without its last three fields, `min_version`,
+    // `tcp_port` and `open_files` (one byte each here).
     let mut v2 = framed(&ServerHello::Ready {
         version: 2,
         udp_port: 40_002,
@@ -175,9 +178,10 @@ fn hello() -> Vec<Vec<u8>> {
         warnings: Vec::new(),
         min_version: 2,
         tcp_port: 0,
+        open_files: None,
     });
-    v2.truncate(v2.len() - 2);
-    v2[PREFIX_LEN - 1] -= 2;
+    v2.truncate(v2.len() - 3);
+    v2[PREFIX_LEN - 1] -= 3;
     vec![
         [&[0][..], noise, MAGIC, &framed(&ready)].concat(),
         [&[2][..], MAGIC, &v2].concat(),

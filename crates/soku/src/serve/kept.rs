@@ -51,7 +51,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use soku_proto::frame;
-use soku_proto::hello::{KeptOpening, ServerNote, ServerSummary};
+use soku_proto::hello::{ServerNote, ServerSummary};
 use soku_transport::{Fingerprint, Identity, TransportOptions};
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::Notify;
@@ -280,7 +280,7 @@ async fn serve_one(
         return false;
     };
     let opening = match within(stall, read_small_frame(&mut recv)).await {
-        Ok(Ok(payload)) => soku_proto::hello::decode_hello::<KeptOpening>(&payload).ok(),
+        Ok(Ok(payload)) => soku_proto::hello::decode_kept_opening(&payload).ok(),
         _ => None,
     };
     let Some(opening) = opening else {
@@ -295,7 +295,8 @@ async fn serve_one(
     let promise = preview::Promise::new(opening.receive_preview, None);
     let watching = tcp_ready.then(|| tokio::spawn(policing::watch(conn.clone())));
     let silence = tokio::spawn(end_when_silent(conn.clone(), nudged));
-    let result = serve_job(&mut link, Some(&conn), &promise, &fence, byte_names).await;
+    let result =
+        serve_job(&mut link, Some(&conn), &promise, &fence, byte_names, opening.open_files).await;
     silence.abort();
     if let Some(watching) = watching {
         // A verdict closed the connection itself, with the reason for the client.

@@ -50,7 +50,9 @@ impl Session {
         // What our hello would have said over ssh and still applies (`KeptOpening`).
         let preview = opts.receive_preview.clone().filter(|p| *p == ReceivePreview::NothingHeld);
         let nothing_held = preview.is_some();
-        let opening = frame::to_vec(&KeptOpening { receive_preview: preview })
+        // This process's limit, which may not be that of the copy that left the server.
+        let open_files = Some(soku_engine::limits::open_files() as u64);
+        let opening = frame::to_vec(&KeptOpening { receive_preview: preview, open_files })
             .map_err(|e| gone(e.to_string()))?;
         // Opening the stream costs no round trip. The server judges our certificate
         // after our side of the handshake: a refusal would end the copy's first
@@ -96,6 +98,7 @@ impl Session {
             choice_seen: Arc::new(OnceLock::new()),
             nothing_held,
             byte_names: kept.byte_names,
+            peer_open_files: kept.open_files,
             stays: true,
             kept: Some(kept),
             kept_notes,
