@@ -55,6 +55,10 @@ pub enum EngineError {
     /// read-only); the line names the path and what to do.
     #[error("{0}")]
     Target(String),
+    /// The target's file system ran out of space or quota: a [`EngineError::Target`]
+    /// that the receiver sums up before the copy ends (`TransferEvent::Unfinished`).
+    #[error("{0}")]
+    NoSpace(String),
     /// The sources cannot be opened in a way that fails every file (too many open
     /// files); the line names the path and what to do.
     #[error("{0}")]

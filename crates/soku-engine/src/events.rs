@@ -80,6 +80,14 @@ pub enum TransferEvent {
         /// The sender's line: its path, the problem, what to do.
         message: String,
     },
+    /// The receiving side ran out of space and stopped the copy: what its target holds
+    /// (the files whole, the partial files kept). The error that ends the copy follows.
+    Unfinished {
+        /// What the target holds.
+        facts: soku_proto::message::Unfinished,
+        /// Whether this side is the one that received (a download), or the peer told it.
+        here: bool,
+    },
     /// A warning to show unless quiet.
     Warning(String),
     /// The connection was lost; the copy reconnects after `wait` and resumes.

@@ -35,6 +35,21 @@ pub struct Failure {
     pub problem: String,
     /// The failure will recur for every other file: stop the copy.
     pub ends_copy: bool,
+    /// The file system is out of space or quota (it also ends the copy).
+    pub no_space: bool,
+}
+
+impl Failure {
+    /// The error that ends the copy for this failure: [`EngineError::NoSpace`] for a
+    /// full file system, whose receiver sums up what it holds, else
+    /// [`EngineError::Target`].
+    pub fn into_error(self) -> crate::EngineError {
+        if self.no_space {
+            crate::EngineError::NoSpace(self.message)
+        } else {
+            crate::EngineError::Target(self.message)
+        }
+    }
 }
 
 /// A source file that got shorter while it was being read: what was sent no longer
@@ -251,7 +266,7 @@ pub fn describe_source(path: &Path, err: &std::io::Error) -> Failure {
         ),
         _ => (format!("cannot read: {}", crate::walk::describe(err)), false),
     };
-    Failure { message: format!("{}: {problem}", shown(&path)), problem, ends_copy }
+    Failure { message: format!("{}: {problem}", shown(&path)), problem, ends_copy, no_space: false }
 }
 
 /// Describes `err`, met while doing `action` at `path`.
@@ -339,7 +354,8 @@ pub fn describe(path: &Path, action: Action, err: &std::io::Error) -> Failure {
         Action::MakeDir => "cannot create the directory",
     };
     let problem = format!("{verb}: {problem}");
-    Failure { message: format!("{shown}: {problem}"), problem, ends_copy }
+    let no_space = matches!(err.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT));
+    Failure { message: format!("{shown}: {problem}"), problem, ends_copy, no_space }
 }
 
 #[cfg(test)]
@@ -358,8 +374,9 @@ mod tests {
             "/mnt/t/big.bin: cannot write: no space left on the device: free some space, \
              then run the same command again to resume"
         );
-        assert!(f.ends_copy);
-        assert!(describe(Path::new("q"), Action::Write, &os(libc::EDQUOT)).ends_copy);
+        assert!(f.ends_copy && f.no_space);
+        assert!(describe(Path::new("q"), Action::Write, &os(libc::EDQUOT)).no_space);
+        assert!(!describe(Path::new("q"), Action::Create, &os(libc::EROFS)).no_space);
         assert!(describe(Path::new("q"), Action::Create, &os(libc::EROFS)).ends_copy);
         assert!(describe(Path::new("q"), Action::Create, &os(libc::EMFILE)).ends_copy);
     }

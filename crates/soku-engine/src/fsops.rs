@@ -532,6 +532,18 @@ impl TargetDir {
         self.open_dir(rel, OFlags::PATH)
     }
 
+    /// The space the temporary file of `local` takes on disk (its allocated blocks,
+    /// not its length: a partial file is sparse where chunks are still to come), if
+    /// there is one.
+    pub fn temp_space(&self, local: &Path) -> Option<u64> {
+        let entry = self.entry(local).ok()?;
+        let temp = entry.temp();
+        let st = rustix::fs::statat(&entry.dir, temp.as_os_str(), AtFlags::SYMLINK_NOFOLLOW);
+        let st = st.ok()?;
+        let regular = FileType::from_raw_mode(st.st_mode) == FileType::RegularFile;
+        regular.then(|| u64::try_from(st.st_blocks).unwrap_or(0).saturating_mul(512))
+    }
+
     /// Removes the temporary file of `local`, if there is one.
     pub fn discard(&self, local: &Path) {
         if let Ok(entry) = self.entry(local) {

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use soku_proto::chunk::{chunk_hash, ChunkPlan};
 use soku_proto::manifest::{Entry, Meta};
-use soku_proto::message::{HeldBase, HeldChunk, Message, HELD_BATCH};
+use soku_proto::message::{HeldBase, HeldChunk, Message, Unfinished, HELD_BATCH, UNFINISHED_NAMES};
 use soku_proto::name::shown;
 use soku_proto::receive::{ChunkCheck, EntryAction, FileOutcome, Receiver};
 use soku_proto::ProtoError;
@@ -73,6 +73,9 @@ struct Shared {
     /// Files verified whose rename into place (or metadata) then failed: the state
     /// machine counted them as copied, and they are failures instead.
     unfinished: Mutex<u32>,
+    /// Files the sender planned (its `Plan`), for the summary of a copy that runs out
+    /// of space.
+    planned: Mutex<u32>,
     /// Room for files being prepared ([`PREPARING`]).
     preparing: Arc<Semaphore>,
     writes: WritesInFlight,
@@ -106,7 +109,7 @@ struct StopOnDrop(Arc<Shared>);
 
 impl Drop for StopOnDrop {
     fn drop(&mut self) {
-        self.0.temps.stop();
+        let _ = self.0.temps.stop();
     }
 }
 
@@ -162,6 +165,7 @@ pub async fn run(
         last_progress: Mutex::new(Instant::now()),
         other_failures: Mutex::new(0),
         unfinished: Mutex::new(0),
+        planned: Mutex::new(0),
         preparing: Arc::new(Semaphore::new(PREPARING)),
         writes: WritesInFlight::default(),
         blind: within.blind,
@@ -178,6 +182,15 @@ pub async fn run(
     }
     if result.as_ref().is_err_and(|e| !e.keeps_partial_files()) {
         shared.temps.stop_discarding();
+    }
+    if let Err(EngineError::NoSpace(_)) = &result {
+        // The user is told what the full disk holds: which files arrived, and which
+        // partial files take space there (`Fatal`, from `role::run`, follows).
+        let facts = shared.unfinished().await;
+        if opts.tell_unfinished {
+            let _ = link.tx.send_control(Message::Unfinished(facts.clone())).await;
+        }
+        events.event(TransferEvent::Unfinished { facts, here: true });
     }
     result
 }
@@ -364,6 +377,7 @@ impl Shared {
     ) -> Result<(), EngineError> {
         match msg {
             Message::Plan { files, bytes } => {
+                *lock(&self.planned) = files;
                 self.events.event(TransferEvent::Planned { files, bytes })
             }
             Message::Entry(entry) => self.on_entry(entry, tasks).await?,
@@ -423,9 +437,8 @@ impl Shared {
                     dir.ensure_dir(&at)?;
                     mark.map_or(Ok(()), |name| dir.mark_made(&at, &name))
                 });
-                made.await?.map_err(|e| {
-                    EngineError::Target(failure::describe(&local, Action::MakeDir, &e).message)
-                })?;
+                made.await?
+                    .map_err(|e| failure::describe(&local, Action::MakeDir, &e).into_error())?;
             }
             EntryAction::CreateFile { id, local, size, meta, chunks } => {
                 let path = shown(&local);
@@ -615,7 +628,7 @@ impl Shared {
                 .await?;
                 if let Err(failure) = result {
                     if failure.ends_copy {
-                        return Err(EngineError::Target(failure.message));
+                        return Err(failure.into_error());
                     }
                     self.events.event(TransferEvent::FileFailed {
                         path: ready_path,
@@ -652,7 +665,7 @@ impl Shared {
         failure: Failure,
     ) -> Result<(), EngineError> {
         if failure.ends_copy {
-            return Err(EngineError::Target(failure.message));
+            return Err(failure.into_error());
         }
         if lock(&self.state).on_file_failed(id).is_none() {
             return Ok(());
@@ -671,6 +684,39 @@ impl Shared {
     /// is never skipped: a disk may be mounted below such a target.
     fn writes_back_early(&self) -> bool {
         self.fsync && self.keeps != Keeps::InMemory
+    }
+
+    /// What the target holds once the copy stopped for lack of space: the files in
+    /// place, and the partial files kept (stops the temporary files: none is made
+    /// after this).
+    async fn unfinished(&self) -> Unfinished {
+        let kept = self.temps.stop();
+        let whole = lock(&self.state).totals().files.saturating_sub(*lock(&self.unfinished));
+        let planned = *lock(&self.planned);
+        let dir = self.dir.clone();
+        let target = dir.path().display().to_string();
+        // A stat per partial file, off the runtime: a tree's copy may hold hundreds.
+        let looked = tokio::task::spawn_blocking(move || {
+            let mut found: Vec<(PathBuf, u64)> = kept
+                .into_iter()
+                .filter_map(|local| dir.temp_space(&local).map(|space| (local, space)))
+                .collect();
+            found.sort();
+            found
+        });
+        let found = looked.await.unwrap_or_default();
+        Unfinished {
+            target,
+            planned,
+            whole,
+            partial: u32::try_from(found.len()).unwrap_or(u32::MAX),
+            partial_bytes: found.iter().map(|(_, space)| space).sum(),
+            names: found
+                .iter()
+                .take(UNFINISHED_NAMES)
+                .map(|(local, _)| local.display().to_string())
+                .collect(),
+        }
     }
 
     /// Bytes verified in this session that the target did not hold before it.

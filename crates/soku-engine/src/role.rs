@@ -51,6 +51,12 @@ pub struct CopyOptions {
     /// peer that does not say). A sender keeps the files it has open at the receiver
     /// within it ([`crate::limits::for_files`]). Not part of the request either.
     pub peer_open_files: Option<u64>,
+    /// A receiver that runs out of space tells the sender what it holds
+    /// (`Message::Unfinished`): only a peer of protocol
+    /// `soku_proto::message::UNFINISHED_SINCE_VERSION` or later understands it, and only
+    /// a server's sender (the client) shows it. Not part of the request: the server sets
+    /// it from the hellos.
+    pub tell_unfinished: bool,
 }
 
 impl CopyOptions {
@@ -92,6 +98,7 @@ impl CopyOptions {
             nothing_held: false,
             byte_names: false,
             peer_open_files: None,
+            tell_unfinished: false,
         };
         (job, opts)
     }

@@ -644,6 +644,9 @@ impl Copy {
                     resumed: self.resumed,
                 });
             }
+            Report::Unfinished(facts) => {
+                self.events.event(TransferEvent::Unfinished { facts, here: false });
+            }
             Report::Fatal { message } => return Err(EngineError::Remote(message)),
             Report::Held { file, base } => {
                 if let HeldBase::Restarted { reason } = &base {

@@ -62,11 +62,12 @@ pub use error::ProtoError;
 pub const MAGIC: &[u8] = b"\0SOKU-HELLO\n";
 
 /// Protocol versions this build speaks, oldest first. Version negotiation picks the
-/// highest version both sides speak. 8: names that are not UTF-8, as bytes
+/// highest version both sides speak. 9: a receiver out of space tells the sender what
+/// it holds ([`message::Message::Unfinished`]); 8: names that are not UTF-8, as bytes
 /// ([`name::BYTE_NAMES_SINCE_VERSION`]); 7: a server that stays for the client's next
 /// copies ([`hello::ClientHello::keep`]); 6: the receive preview ([`hello::ReceivePreview`],
 /// [`hello::ServerNote::Holds`]); 5: TLS over TCP ([`hello::ServerHello`]'s
 /// `tcp_port`, [`hello::TransportChoice::Tcp`]); 4: verified resume ([`message::Request::resume`],
 /// [`message::Message::Held`]); 3: version ranges in both hellos; 2: the request carries
 /// scp's `-l` limit. Versions before 5 are no longer spoken.
-pub const PROTOCOL_VERSIONS: std::ops::RangeInclusive<u16> = 5..=8;
+pub const PROTOCOL_VERSIONS: std::ops::RangeInclusive<u16> = 5..=9;

@@ -150,6 +150,37 @@ pub enum Message {
     DiagnoseFacts(crate::diagnose::HostFacts),
     /// Server to client, in a diagnose job: the server's side of one probe.
     DiagnoseProbe(crate::diagnose::ProbeReport),
+    /// Receiver to sender, just before its `Fatal`, when the target ran out of space
+    /// (since protocol [`UNFINISHED_SINCE_VERSION`]): what the target holds, for the
+    /// user's summary.
+    Unfinished(Unfinished),
+}
+
+/// The protocol version from which a receiver that runs out of space tells the sender
+/// what it holds ([`Message::Unfinished`]): an older sender would take the message for
+/// a malformed frame.
+pub const UNFINISHED_SINCE_VERSION: u16 = 9;
+
+/// Most partial files an [`Unfinished`] names: the user reads a handful, and the count
+/// says how many more there are.
+pub const UNFINISHED_NAMES: usize = 10;
+
+/// What a receiver that stopped for lack of space holds at its target: the files that
+/// arrived whole, and the partial files it keeps for the same command to resume.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Unfinished {
+    /// The target directory, as the receiving side names it.
+    pub target: String,
+    /// Files the sender planned to send (0 when it had not told yet).
+    pub planned: u32,
+    /// Files verified and in place under their final names.
+    pub whole: u32,
+    /// Partial files kept (`.NAME.soku-part` beside each NAME).
+    pub partial: u32,
+    /// The space they take on the target's file system, in bytes.
+    pub partial_bytes: u64,
+    /// The final names of the first [`UNFINISHED_NAMES`] of them, sorted.
+    pub names: Vec<String>,
 }
 
 /// Most chunks one [`Held`] message lists (37 kB on the wire), so a file of any size is
@@ -224,6 +255,7 @@ impl Message {
             Message::KeepAlive => "a keep-alive",
             Message::DiagnoseFacts(_) => "a diagnose report",
             Message::DiagnoseProbe(_) => "a probe report",
+            Message::Unfinished(_) => "a report of unfinished files",
         }
     }
 }

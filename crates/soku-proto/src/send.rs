@@ -74,6 +74,8 @@ pub enum Report {
     },
     /// The receiver is done: what it ended with.
     Finished(Totals),
+    /// The receiver ran out of space: what it holds (its `Fatal` follows).
+    Unfinished(crate::message::Unfinished),
     /// The receiver gave up on the copy.
     Fatal {
         /// The receiver's reason, one line.
@@ -401,6 +403,7 @@ impl Sender {
                 Ok(Report::Finished(Totals { files, bytes, failures, resumed: 0 }))
             }
             Message::Fatal { message } => Ok(Report::Fatal { message }),
+            Message::Unfinished(unfinished) => Ok(Report::Unfinished(unfinished)),
             Message::Held(held) => self.on_held(held),
             other => Err(violation(format!("the receiver sent {}", other.kind()))),
         }

@@ -3,7 +3,7 @@
 
 use std::ffi::OsString;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use soku_engine::ahead::{HashAhead, Walked};
@@ -13,14 +13,14 @@ use soku_engine::partial::made_dir::resolve_target;
 use soku_engine::{CopyOptions, EngineError, Role};
 use soku_proto::chunk::DEFAULT_CHUNK_SIZE;
 use soku_proto::hello::{ReceivePreview, ServerSummary};
-use soku_proto::message::{Job, Message};
+use soku_proto::message::{Job, Message, Unfinished};
 use soku_proto::name::Name;
 use soku_proto::path::{NameFilter, Target, TargetError};
 use soku_proto::receive::Receiver;
 use soku_transport::{Cipher, ConnectionHint, HintSlot, TransportOptions};
 
 use crate::cli::{CopyArgs, DEFAULT_QUIC_TIMEOUT_SECS, DEFAULT_RETRY_FOR_SECS};
-use crate::exit::Exit;
+use crate::exit::{Exit, Stopped};
 use crate::interrupt::{Interrupt, Interrupted};
 use crate::kept::{KeptKey, KeptServer};
 use crate::launch::{Launcher, ServeCommand};
@@ -61,7 +61,10 @@ pub async fn run(args: CopyArgs) -> anyhow::Result<CopyReport> {
         Err(err) if local => Err(match err.downcast::<EngineError>() {
             Ok(EngineError::Remote(message)) => anyhow::anyhow!("local: {message}"),
             Ok(other) => other.into(),
-            Err(err) => err,
+            Err(err) => match err.downcast::<Stopped>() {
+                Ok(stopped) => Stopped { side: "local", ..stopped }.into(),
+                Err(err) => err,
+            },
         }),
         result => result,
     }
@@ -80,7 +83,7 @@ async fn run_between(args: CopyArgs, other_side: &'static str) -> anyhow::Result
     // The silence watch tells the user when nothing has been verified for a while (see
     // `ui::silence`): a frozen meter alone does not say whether soku waits or hangs.
     let events: Arc<dyn EventSink> = if args.json {
-        SilenceWatch::start(Arc::new(JsonLines))
+        SilenceWatch::start(Arc::new(JsonLines::other_side(other_side)))
     } else {
         let meter = ProgressMeter::new(args.quiet, args.verbose > 0).other_side(other_side);
         SilenceWatch::start(Arc::new(meter))
@@ -154,7 +157,8 @@ async fn copy_until_done(
     let direction = direction(&args.paths)?;
     // The user is told the command's figures, not its last session's.
     let whole = WholeCopy::new(events);
-    let events: Arc<dyn EventSink> = whole.clone();
+    let stops = Arc::new(KeepsUnfinished { inner: whole.clone(), last: Mutex::default() });
+    let events: Arc<dyn EventSink> = stops.clone();
     let cipher = match &args.cipher {
         Some(name) => Some(name.parse::<Cipher>().map_err(|e| Exit::usage(e.to_string()))?),
         None => None,
@@ -187,6 +191,8 @@ async fn copy_until_done(
         // Set per session, from the server's protocol version.
         byte_names: false,
         peer_open_files: None,
+        // The server, which sends nothing to the user, is told nothing.
+        tell_unfinished: false,
     };
     // A download's target is checked before anything connects.
     let local_target = match &direction {
@@ -351,6 +357,10 @@ async fn copy_until_done(
         if interrupt.fired() {
             return Err(Interrupted.into());
         }
+        if let Some((facts, here)) = stops.take() {
+            // Not worth another attempt: the disk is as full as it was.
+            return Err(stopped(&err, facts, here).into());
+        }
         if let Some(silent) = err.downcast_ref::<MasterSilent>() {
             // Not an outage of the path: the master's own connection may be what died.
             events.event(TransferEvent::Warning(format!("{silent}; logging in again")));
@@ -410,6 +420,41 @@ async fn copy_until_done(
             }
         }
     }
+}
+
+/// Passes events on, keeping the receiving side's summary of a copy stopped for lack of
+/// space: the copy's error carries it to the end ([`crate::exit::Stopped`]), where it
+/// follows the error line.
+struct KeepsUnfinished {
+    inner: Arc<dyn EventSink>,
+    /// The summary, and whether this side received.
+    last: Mutex<Option<(Unfinished, bool)>>,
+}
+
+impl KeepsUnfinished {
+    fn take(&self) -> Option<(Unfinished, bool)> {
+        self.last.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
+}
+
+impl EventSink for KeepsUnfinished {
+    fn event(&self, event: TransferEvent) {
+        if let TransferEvent::Unfinished { facts, here } = &event {
+            *self.last.lock().unwrap_or_else(|p| p.into_inner()) = Some((facts.clone(), *here));
+        }
+        self.inner.event(event);
+    }
+}
+
+/// The error of a copy stopped for lack of space, which `err` ended, with the summary
+/// of the side that received (`here`: this one).
+fn stopped(err: &anyhow::Error, facts: Unfinished, here: bool) -> Stopped {
+    let line = err.chain().find_map(|cause| match cause.downcast_ref::<EngineError>() {
+        Some(EngineError::NoSpace(line) | EngineError::Remote(line)) => Some(line.clone()),
+        _ => None,
+    });
+    let line = line.unwrap_or_else(|| crate::exit::one_line(err));
+    Stopped { side: if here { "local" } else { "remote" }, line, facts }
 }
 
 /// How long an interrupted copy waits for this side's chunk writes in hand to land: a

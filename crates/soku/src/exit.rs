@@ -5,6 +5,7 @@
 //! | 0 | everything was copied and verified |
 //! | 1 | a copy failed: bad source, bad target, verification or transfer error |
 //! | 2 | bad command line (clap's usage errors) or config file |
+//! | 3 | the receiving side ran out of space (or quota): the copy stopped, what arrived is kept, and the same command resumes it once there is space |
 //! | 130 | the user interrupted the copy (Ctrl-C, `crate::interrupt`) |
 //! | 255 | the connection failed: ssh could not connect, or the remote has no soku |
 
@@ -12,16 +13,19 @@ use std::io::Write;
 use std::process::ExitCode;
 
 /// Every exit status and what it means, for the man page (the table above says the same).
-pub const STATUSES: [(u8, &str); 5] = [
+pub const STATUSES: [(u8, &str); 6] = [
     (0, "everything was copied and verified"),
     (1, "a copy failed: a bad source or target, or a verification or transfer error"),
     (2, "a bad command line or config file"),
+    (3, "the receiving side ran out of space or quota: the copy stopped, what arrived and the partial files are kept, and running the same command again once there is space resumes it"),
     (130, "the user interrupted the copy (Ctrl-C); running the same command again resumes it"),
     (255, "the connection failed: ssh could not connect, the remote has no soku, or a lost connection did not come back within --retry-for"),
 ];
 
 /// The copy (or command) failed.
 pub const FAILURE: u8 = 1;
+/// The receiving side ran out of space ([`Stopped`]).
+pub const NO_SPACE: u8 = 3;
 /// The connection to the remote could not be set up.
 pub const CONNECTION: u8 = 255;
 
@@ -42,6 +46,20 @@ impl Exit {
     }
 }
 
+/// A copy stopped because the receiving side ran out of space: its one line (the side,
+/// the path, the problem), then the summary of what that side holds
+/// ([`crate::ui::unfinished`]); exit [`NO_SPACE`].
+#[derive(Debug, thiserror::Error)]
+#[error("{side}: {line}")]
+pub struct Stopped {
+    /// The receiving side: "local" or "remote".
+    pub side: &'static str,
+    /// Its line: the path and the problem.
+    pub line: String,
+    /// What it holds.
+    pub facts: soku_proto::message::Unfinished,
+}
+
 /// A failure of `soku serve` that the client has been told of and shows as
 /// `remote: ...`: the server exits 1 without printing it (its error output reaches the
 /// user's terminal too).
@@ -57,10 +75,19 @@ pub fn report(result: anyhow::Result<()>) -> ExitCode {
             if is_broken_pipe(&err) {
                 return ExitCode::SUCCESS;
             }
-            let code = err.downcast_ref::<Exit>().map_or(FAILURE, |e| e.code);
+            let stopped = err.downcast_ref::<Stopped>();
+            let code = match stopped {
+                Some(_) => NO_SPACE,
+                None => err.downcast_ref::<Exit>().map_or(FAILURE, |e| e.code),
+            };
             // Its one line is the client's to show: printed here too, it came out twice.
             if err.downcast_ref::<Told>().is_none() {
                 crate::ui::say(&format!("soku: {}", one_line(&err)));
+            }
+            if let Some(stopped) = stopped {
+                for line in crate::ui::unfinished::summary(&stopped.facts, stopped.side) {
+                    crate::ui::say(&format!("soku: {line}"));
+                }
             }
             ExitCode::from(code)
         }

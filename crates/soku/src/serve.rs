@@ -30,7 +30,7 @@ use soku_proto::hello::{
     ClientNote, ReceivePreview, ServerHello, ServerNote, ServerSummary, TransportChoice,
     KEEP_SINCE_VERSION, MAX_CLIENT_NOTE,
 };
-use soku_proto::message::{Job, Message};
+use soku_proto::message::{Job, Message, UNFINISHED_SINCE_VERSION};
 use soku_proto::name::{glob_text, Name, BYTE_NAMES_SINCE_VERSION};
 use soku_proto::path::GLOB_OPTIONS;
 use soku_proto::path::{Target, TargetError};
@@ -132,7 +132,6 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     // and says so itself if there is none); with one version there is nothing to switch on.
     let version = hello.negotiate()?;
     let keep = hello.keep && version >= KEEP_SINCE_VERSION;
-    let byte_names = version >= BYTE_NAMES_SINCE_VERSION;
     // Found now, while this process surely runs in the login that started it.
     let login = keep.then(kept::Login::of_this_process).flatten();
     // An upload's preview is answered at once, before the client's handshake (see
@@ -211,7 +210,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             let sampler = ServerSampler::start(started, None);
             // The ssh channel's end means the client is gone: stop at once.
             let result = tokio::select! {
-                result = serve_job(&mut link, None, &promise, &fence, byte_names, hello.open_files) => result,
+                result = serve_job(&mut link, None, &promise, &fence, version, hello.open_files) => result,
                 () = channel_closed(stdin) => Err(anyhow::anyhow!("ssh channel closed")),
             };
             if let Ok(sent_data) = result {
@@ -258,7 +257,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             link.set_stall_limit(Some(stall));
             let sampler = ServerSampler::start(started, Some(&conn));
             let result =
-                serve_job(&mut link, Some(&conn), &promise, &fence, byte_names, hello.open_files)
+                serve_job(&mut link, Some(&conn), &promise, &fence, version, hello.open_files)
                     .await
                     .map_err(why);
             // A copy cut short may have been cut by the watch (whose task can still be
@@ -308,7 +307,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
                     tcp_ready,
                     fence,
                     login,
-                    byte_names,
+                    version,
                 })
                 .await;
             }
@@ -323,7 +322,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             let mut link = link::stream::link(stdin, stdout);
             link.set_stall_limit(Some(stall));
             let result =
-                serve_job(&mut link, None, &promise, &fence, byte_names, hello.open_files).await;
+                serve_job(&mut link, None, &promise, &fence, version, hello.open_files).await;
             let _ = link.close(CLOSE_PATIENCE).await;
             result.map(drop)
         }
@@ -466,15 +465,14 @@ async fn send_summary(stdout: &mut tokio::io::Stdout, summary: ServerSummary) {
 /// Reads the client's request and runs it. A failure before the copy starts (a bad
 /// target, unreadable sources) is told to the client here; the engine tells its own.
 /// Returns whether this side sent the data (a download). A job the `fence` refuses is
-/// told so, and nothing of it runs. `byte_names`: the client takes names that are not
-/// UTF-8 (`soku_proto::name`). `client_open_files`: the most descriptors the client may
-/// hold open, if it said.
+/// told so, and nothing of it runs. `version` is the protocol both sides speak;
+/// `client_open_files` the most descriptors the client may hold open, if it said.
 async fn serve_job(
     link: &mut Link,
     quic: Option<&quinn::Connection>,
     promise: &preview::Promise,
     fence: &fence::Fence,
-    byte_names: bool,
+    version: u16,
     client_open_files: Option<u64>,
 ) -> anyhow::Result<bool> {
     let request = match soku_engine::role::read_request(link).await {
@@ -487,8 +485,10 @@ async fn serve_job(
         return Err(tell_client_only(link, why).await);
     }
     opts.nothing_held = opts.resume && promise.holds_for(&job);
-    opts.byte_names = byte_names;
+    opts.byte_names = version >= BYTE_NAMES_SINCE_VERSION;
     opts.peer_open_files = client_open_files;
+    // The client shows what this side holds when it runs out of space.
+    opts.tell_unfinished = version >= UNFINISHED_SINCE_VERSION;
     let role = match job {
         Job::Tunnel { destination, compress } => {
             let Some(conn) = quic else {
@@ -542,7 +542,12 @@ async fn serve_job(
         // A failure of this side's files, sent to the client as `Fatal` by the engine
         // (`soku_engine::role::run`), which shows it. A broken protocol is printed here
         // too: it may be no client of ours at the other end.
-        EngineError::Target(line) | EngineError::Source(line) => Told(line).into(),
+        EngineError::Target(line) | EngineError::Source(line) | EngineError::NoSpace(line) => {
+            Told(line).into()
+        }
+        // The client's own failure, which it shows (a full disk of a download): printed
+        // here too, it reached the user twice, the second time named remote.
+        EngineError::Remote(line) => Told(line).into(),
         other => anyhow::Error::from(other),
     })?;
     Ok(sent_data)

@@ -132,7 +132,7 @@ fn a_remote_quota_stops_the_copy_keeps_the_partial_and_says_so() {
     let (_mount, sub) = quota_dir(&env, &env.path("quota"), "1M");
     let src = env.src().join("big.bin");
     write(&src, &data(4 << 20, 7));
-    let stderr = fails_with(env.soku().arg(&src).arg(env.remote(&sub)), 1, &[]);
+    let stderr = fails_with(env.soku().arg(&src).arg(env.remote(&sub)), 3, &[]);
     let line = line_about(&stderr, "remote", &sub.join("big.bin"));
     assert!(line.contains("cannot write: disk quota exceeded"), "{line}");
     assert!(line.contains("raise the quota, then run the same command again to resume"), "{line}");
@@ -519,7 +519,7 @@ fn a_full_local_disk_stops_a_download_and_keeps_the_partial() {
     let _mount = Mount::tmpfs(&small, "size=1m");
     let src = env.src().join("big.bin");
     write(&src, &data(3 << 20, 11));
-    let stderr = fails_with(env.soku().arg(env.remote(&src)).arg(&small), 1, &[]);
+    let stderr = fails_with(env.soku().arg(env.remote(&src)).arg(&small), 3, &[]);
     let line = line_about(&stderr, "local", &small.join("big.bin"));
     assert!(line.contains("cannot write: no space left on the device"), "{line}");
     assert!(line.contains("run the same command again to resume"), "{line}");

@@ -106,3 +106,139 @@ fn a_local_copy_never_names_a_remote_side() {
     let stderr = fails_with(&mut cmd, 1, &["local: ", "nodir: no such directory"]);
     assert!(!stderr.contains("remote"), "{stderr}");
 }
+
+/// Six files of 2 MiB and three small ones under `root/tree`: more than the 8 MiB
+/// tmpfs they are copied into.
+fn larger_than_the_space(root: &std::path::Path) -> std::path::PathBuf {
+    let tree = root.join("tree");
+    for i in 0..6u64 {
+        write(&tree.join(format!("big{i}.bin")), &data(2 << 20, 40 + i));
+    }
+    for i in 0..3u64 {
+        write(&tree.join(format!("small{i}.txt")), &data(3000, 50 + i));
+    }
+    tree
+}
+
+/// What a copy of `tree` stopped for lack of space left in `copy` (below the mount
+/// `into`, on the `side` that receives): one error line, every final name holding its
+/// whole file, and a summary that counts what is on disk and names the partial files.
+fn stopped_for_space(
+    stderr: &str,
+    side: &str,
+    tree: &std::path::Path,
+    copy: &std::path::Path,
+    into: &std::path::Path,
+) {
+    let errors: Vec<&str> =
+        stderr.lines().filter(|l| l.contains("no space left on the device")).collect();
+    assert_eq!(errors.len(), 1, "one error line\n{stderr}");
+    assert!(errors[0].starts_with(&format!("soku: {side}: ")), "{stderr}");
+    assert!(errors[0].contains(&copy.display().to_string()), "{stderr}");
+    let names = common::listing(copy);
+    let partial: Vec<&String> = names.iter().filter(|n| n.ends_with(".soku-part")).collect();
+    let whole: Vec<&String> = names.iter().filter(|n| !n.ends_with(".soku-part")).collect();
+    for name in &whole {
+        assert_same_file(&tree.join(name), &copy.join(name));
+    }
+    assert!(!partial.is_empty(), "nothing partial: {names:?}\n{stderr}");
+    let summary = stderr
+        .lines()
+        .find(|l| l.starts_with("soku: the copy stopped: "))
+        .unwrap_or_else(|| panic!("no summary\n{stderr}"));
+    let count = format!("{} of 9 files arrived whole", whole.len());
+    assert!(summary.contains(&count), "{count:?}\n{stderr}");
+    let are = if partial.len() == 1 { "is" } else { "are" };
+    let partial_count = format!("{} {are} partial", partial.len());
+    assert!(summary.contains(&partial_count), "{partial_count:?}\n{stderr}");
+    assert!(summary.contains(&format!("on the {side} side")), "{stderr}");
+    for part in &partial {
+        let name = part.trim_start_matches('.').trim_end_matches(".soku-part");
+        let shown = copy.join(name).display().to_string();
+        assert!(summary.contains(&shown), "{shown} not named\n{stderr}");
+    }
+    let hint = stderr
+        .lines()
+        .find(|l| l.contains("run the same command again once there is space"))
+        .unwrap_or_else(|| panic!("no hint to resume\n{stderr}"));
+    assert!(hint.contains(".NAME.soku-part"), "{hint}");
+    assert!(
+        hint.contains(&format!("find {} -name '.*.soku-part' -delete", into.display())),
+        "{hint}"
+    );
+}
+
+/// The `unfinished` line of a `--json` run's stderr, parsed.
+fn unfinished_json(stderr: &str) -> serde_json::Value {
+    let line = stderr
+        .lines()
+        .find(|l| l.starts_with(r#"{"event":"unfinished""#))
+        .unwrap_or_else(|| panic!("no unfinished event\n{stderr}"));
+    serde_json::from_str(line).expect("json")
+}
+
+/// A copy of `tree` into `small` (an 8 MiB tmpfs, mounted by `mount`) that `run` makes
+/// with the options it is given, received on `side`: it stops, sums up and exits 3; the
+/// same facts with `--json` (from the same start: what is there is removed first); and
+/// the same command completes the copy once there is space.
+fn full_then_resumed(
+    run: impl Fn(&[&str]) -> std::process::Command,
+    side: &str,
+    tree: &std::path::Path,
+    small: &std::path::Path,
+    mount: &common::mount::Mount,
+) {
+    let copy = small.join("tree");
+    let stderr = fails_with(&mut run(&[]), 3, &[]);
+    stopped_for_space(&stderr, side, tree, &copy, small);
+    std::fs::remove_dir_all(&copy).expect("make room");
+    let stderr = fails_with(&mut run(&["--json"]), 3, &[]);
+    let facts = unfinished_json(&stderr);
+    let names = common::listing(&copy);
+    let parts = names.iter().filter(|n| n.ends_with(".soku-part")).count();
+    assert_eq!(facts["side"], side, "{stderr}");
+    assert_eq!(facts["target"], small.display().to_string(), "{stderr}");
+    assert_eq!(facts["planned_files"], 9, "{stderr}");
+    assert_eq!(facts["whole_files"], names.len() - parts, "{stderr}");
+    assert_eq!(facts["partial_files"], parts, "{stderr}");
+    assert_eq!(facts["partial"].as_array().map(Vec::len), Some(parts), "{stderr}");
+    assert!(facts["partial_bytes"].as_u64().is_some_and(|b| b > 0), "{stderr}");
+    mount.remount("size=64m");
+    let out = fails_with(&mut run(&[]), 0, &[]);
+    assert!(!out.contains("soku: the copy stopped"), "{out}");
+    common::assert_same_tree(tree, &copy);
+    common::assert_no_part_files(small);
+}
+
+/// A download into a disk too small stops at once, says which files arrived whole and
+/// which are partial and what they hold, keeps them, exits 3, and the same command
+/// finishes the copy once there is space (before, one line about one file, and exit 1).
+#[test]
+fn a_download_into_a_full_disk_sums_up_and_resumes_once_there_is_space() {
+    let env = Env::new();
+    let small = env.path("small");
+    let Some(mount) = common::mount::Mount::try_tmpfs(&small, "size=8m") else { return };
+    let tree = larger_than_the_space(&env.src());
+    let run = |extra: &[&str]| {
+        let mut cmd = env.soku();
+        cmd.args(extra).arg("-r").arg(env.remote(&tree)).arg(&small);
+        cmd
+    };
+    full_then_resumed(run, "local", &tree, &small, &mount);
+}
+
+/// The same for an upload, whose server receives: the client says what the remote
+/// side holds.
+#[test]
+fn an_upload_into_a_full_remote_disk_sums_up_and_resumes_once_there_is_space() {
+    let env = Env::new();
+    let small = env.path("small");
+    let Some(mount) = common::mount::Mount::try_tmpfs(&small, "size=8m") else { return };
+    let tree = larger_than_the_space(&env.src());
+    let run = |extra: &[&str]| {
+        let mut cmd = env.soku();
+        cmd.args(extra).arg("-r").arg(&tree).arg(env.remote(&small));
+        cmd
+    };
+    full_then_resumed(run, "remote", &tree, &small, &mount);
+}

@@ -240,6 +240,7 @@ fn copy_opts() -> CopyOptions {
         nothing_held: false,
         byte_names: true,
         peer_open_files: None,
+        tell_unfinished: false,
     }
 }
 

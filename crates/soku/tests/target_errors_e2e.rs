@@ -1,6 +1,6 @@
 //! What the user reads when the target cannot take a file, through a real sshd: the line
 //! names the side, the target's path (not the local source), the problem and what to do;
-//! the exit code is 1; nothing appears under a final name; and where a later run can
+//! the exit code is 1 (3 for a full disk); nothing appears under a final name; and where a later run can
 //! resume, the partial file is kept.
 //!
 //! A full disk and a read-only file system are small tmpfs mounts made by the test
@@ -69,7 +69,7 @@ fn a_full_remote_disk_stops_the_copy_and_keeps_the_partial_file() {
     let _mount = Mount::tmpfs(&small, "size=1m");
     let src = env.src().join("big.bin");
     write(&src, &data(3 << 20, 3));
-    let stderr = fails_with(env.soku().arg(&src).arg(env.remote(&small)), 1, &[]);
+    let stderr = fails_with(env.soku().arg(&src).arg(env.remote(&small)), 3, &[]);
     let line = target_line(&stderr);
     let want =
         format!("{}: cannot write: no space left on the device", small.join("big.bin").display());

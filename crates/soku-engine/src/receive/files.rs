@@ -348,14 +348,18 @@ impl TempFiles {
     }
 
     /// The copy stopped: discards every temporary file, now and any created later,
-    /// unless they are kept for a resume.
-    pub(super) fn stop(&self) {
+    /// unless they are kept for a resume. Returns the files whose temporary files are
+    /// kept (none once stopped before).
+    pub(super) fn stop(&self) -> Vec<PathBuf> {
         let mut state = self.stopped(false);
-        for local in state.paths.drain() {
-            if !self.keep {
-                self.dir.discard(&local);
-            }
+        let unfinished: Vec<PathBuf> = state.paths.drain().collect();
+        if self.keep {
+            return unfinished;
         }
+        for local in &unfinished {
+            self.dir.discard(local);
+        }
+        Vec::new()
     }
 
     /// The copy failed in a way that makes its files not worth resuming (the peer broke

@@ -31,6 +31,7 @@ pub fn options(recursive: bool) -> CopyOptions {
         nothing_held: false,
         byte_names: true,
         peer_open_files: None,
+        tell_unfinished: false,
     }
 }
 

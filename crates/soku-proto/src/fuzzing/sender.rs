@@ -277,6 +277,7 @@ impl Model {
                     Some(Report::Finished(Totals { files, bytes, failures, resumed: 0 }))
                 }
                 Message::Fatal { message } => Some(Report::Fatal { message }),
+                Message::Unfinished(unfinished) => Some(Report::Unfinished(unfinished)),
                 _ => None,
             }
         };

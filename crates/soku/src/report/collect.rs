@@ -199,6 +199,12 @@ impl Recorder {
                 }
             }
             TransferEvent::Reconnecting { .. } => r.reconnects += 1,
+            TransferEvent::Unfinished { facts, here } => {
+                let side = if *here { "local" } else { "remote" };
+                if let Some(line) = crate::ui::unfinished::summary(facts, side).first() {
+                    r.warnings.push(line.clone());
+                }
+            }
             // The command's figures come with `Finished`.
             TransferEvent::Sent { .. } | TransferEvent::Resumed { .. } => {}
             TransferEvent::PathSample(p) => r.paths.push(PathSample::from_report(t, p)),

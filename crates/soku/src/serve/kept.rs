@@ -109,8 +109,9 @@ pub struct Stay {
     pub fence: Arc<Fence>,
     /// The ssh login that started the server, found while the first job ran.
     pub login: Option<Login>,
-    /// The client takes names that are not UTF-8, as its hello's protocol said.
-    pub byte_names: bool,
+    /// The protocol version the first job's hellos agreed on: its client's, whose
+    /// certificate every job here is pinned to.
+    pub version: u16,
 }
 
 /// The ssh login a server was started in: the nearest sshd process above it (the
@@ -193,7 +194,7 @@ pub async fn stay(stay: Stay) -> anyhow::Result<()> {
         tcp_ready,
         fence,
         login,
-        byte_names,
+        version,
     } = stay;
     let mut login_looks = tokio::time::interval(LOGIN_LOOK);
     // Once the login has ended: no new job, and an end once the running ones are done.
@@ -245,7 +246,7 @@ pub async fn stay(stay: Stay) -> anyhow::Result<()> {
                     }
                     live.retain(|c| c.close_reason().is_none());
                     live.push(conn.clone());
-                    jobs.spawn(serve_one(conn, stall, tcp_ready, byte_names, nudged.clone(), fence.clone()));
+                    jobs.spawn(serve_one(conn, stall, tcp_ready, nudged.clone(), fence.clone(), version));
                 }
             }
             Some(done) = jobs.join_next(), if !jobs.is_empty() => {
@@ -269,9 +270,9 @@ async fn serve_one(
     conn: quinn::Connection,
     stall: Duration,
     tcp_ready: bool,
-    byte_names: bool,
     nudged: Arc<Notify>,
     fence: Arc<Fence>,
+    version: u16,
 ) -> bool {
     let started = Instant::now();
     let _wake = soku_transport::wake_when_silent(&conn);
@@ -296,7 +297,7 @@ async fn serve_one(
     let watching = tcp_ready.then(|| tokio::spawn(policing::watch(conn.clone())));
     let silence = tokio::spawn(end_when_silent(conn.clone(), nudged));
     let result =
-        serve_job(&mut link, Some(&conn), &promise, &fence, byte_names, opening.open_files).await;
+        serve_job(&mut link, Some(&conn), &promise, &fence, version, opening.open_files).await;
     silence.abort();
     if let Some(watching) = watching {
         // A verdict closed the connection itself, with the reason for the client.

@@ -5,12 +5,30 @@ use std::io::Write;
 
 use serde::Serialize;
 use soku_engine::events::{EventSink, PathReport, TransferEvent};
+use soku_proto::message::UNFINISHED_NAMES;
 
 use super::silence::{Notice, Silence};
 
 /// Writes each event as a JSON line on stderr.
-#[derive(Debug, Default)]
-pub struct JsonLines;
+#[derive(Debug)]
+pub struct JsonLines {
+    /// What the server's side is called: "remote", or "local" for a copy whose server
+    /// runs on this machine.
+    other_side: &'static str,
+}
+
+impl Default for JsonLines {
+    fn default() -> Self {
+        JsonLines { other_side: "remote" }
+    }
+}
+
+impl JsonLines {
+    /// Names the server's side `name` ("remote" unless told).
+    pub fn other_side(name: &'static str) -> Self {
+        JsonLines { other_side: name }
+    }
+}
 
 /// One line: `"event"` names the kind and comes first, the figures follow in order.
 #[derive(Debug, Serialize)]
@@ -55,6 +73,18 @@ enum Line<'a> {
     },
     Warning {
         message: &'a str,
+    },
+    /// The receiving side ran out of space: what its target holds (`partial` names the
+    /// first of the partial files, `partial_unlisted` counts the others).
+    Unfinished {
+        side: &'a str,
+        target: &'a str,
+        planned_files: u32,
+        whole_files: u32,
+        partial_files: u32,
+        partial_bytes: u64,
+        partial: &'a [String],
+        partial_unlisted: u32,
     },
     Reconnecting {
         reason: &'a str,
@@ -137,8 +167,9 @@ impl PathLine {
     }
 }
 
-/// The JSON line for one event, without the newline.
-fn line(event: &TransferEvent) -> String {
+/// The JSON line for one event, without the newline; the server's side is named
+/// `other_side`.
+fn line(event: &TransferEvent, other_side: &str) -> String {
     let line = match event {
         TransferEvent::Connected { transport, reason } => {
             Line::Connected { transport, reason: reason.as_deref() }
@@ -152,6 +183,21 @@ fn line(event: &TransferEvent) -> String {
         TransferEvent::TargetFailed { source, message } => Line::TargetFailed { source, message },
         TransferEvent::SourceFailed { target, message } => Line::SourceFailed { target, message },
         TransferEvent::Warning(message) => Line::Warning { message },
+        TransferEvent::Unfinished { facts, here } => {
+            // A peer's list is held to what it may send.
+            let listed = facts.names.len().min(facts.partial as usize).min(UNFINISHED_NAMES);
+            let partial = &facts.names[..listed];
+            Line::Unfinished {
+                side: if *here { "local" } else { other_side },
+                target: &facts.target,
+                planned_files: facts.planned,
+                whole_files: facts.whole,
+                partial_files: facts.partial,
+                partial_bytes: facts.partial_bytes,
+                partial,
+                partial_unlisted: facts.partial.saturating_sub(u32::try_from(listed).unwrap_or(0)),
+            }
+        }
         TransferEvent::Reconnecting { reason, attempt, wait } => Line::Reconnecting {
             reason,
             attempt: *attempt,
@@ -204,7 +250,7 @@ impl EventSink for JsonLines {
         {
             return;
         }
-        write_line(line(&event));
+        write_line(line(&event, self.other_side));
     }
 }
 
@@ -235,8 +281,12 @@ mod tests {
         }
     }
 
+    fn line_of(event: &TransferEvent) -> String {
+        line(event, "remote")
+    }
+
     fn parsed(event: TransferEvent) -> Value {
-        let text = line(&event);
+        let text = line_of(&event);
         assert!(!text.contains('\n'), "one line: {text}");
         serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"))
     }
@@ -254,10 +304,10 @@ mod tests {
         };
         // Numbers stay numbers; serde_json writes 301.5 where `{:.3}` wrote 301.500.
         assert_eq!(
-            line(&TransferEvent::PathSample(report(Some(model)))),
+            line_of(&TransferEvent::PathSample(report(Some(model)))),
             r#"{"event":"path_sample","rtt_ms":301.5,"min_rtt_ms":300.0,"mtu":1452,"sent_packets":1000,"lost_packets":10,"congestion_events":1,"cwnd":40000000,"model_bw_mbit":950.0,"model_min_rtt_ms":300.0,"phase":"probe_bw","resume":"normal","resume_jump":1250000,"background":false}"#
         );
-        let line = line(&TransferEvent::PathStats(report(None)));
+        let line = line_of(&TransferEvent::PathStats(report(None)));
         assert!(line.starts_with(r#"{"event":"path","#), "{line}");
         assert!(
             line.ends_with(r#""model_bw_mbit":null,"model_min_rtt_ms":null,"phase":null,"resume":null,"resume_jump":null,"background":null}"#),
@@ -320,12 +370,30 @@ mod tests {
                 json!({"event": "file_failed", "path": "a/b", "message": "gone"}),
             ),
             (TransferEvent::Warning("slow".into()), json!({"event": "warning", "message": "slow"})),
+            (
+                TransferEvent::Unfinished {
+                    facts: soku_proto::message::Unfinished {
+                        target: "dl".into(),
+                        planned: 9,
+                        whole: 3,
+                        partial: 12,
+                        partial_bytes: 4096,
+                        names: vec!["dl/a".into(), "dl/b".into()],
+                    },
+                    here: false,
+                },
+                json!({
+                    "event": "unfinished", "side": "remote", "target": "dl",
+                    "planned_files": 9, "whole_files": 3, "partial_files": 12,
+                    "partial_bytes": 4096, "partial": ["dl/a", "dl/b"], "partial_unlisted": 10
+                }),
+            ),
         ];
         for (event, want) in cases {
             assert_eq!(parsed(event), want);
         }
         assert_eq!(
-            line(&TransferEvent::FileFailed { path: "p".into(), message: "m".into() }),
+            line_of(&TransferEvent::FileFailed { path: "p".into(), message: "m".into() }),
             r#"{"event":"file_failed","path":"p","message":"m"}"#
         );
     }
@@ -359,7 +427,7 @@ mod tests {
             nasty
         );
         // Control characters are escaped, never written raw.
-        let text = line(&TransferEvent::Warning(nasty.into()));
+        let text = line_of(&TransferEvent::Warning(nasty.into()));
         assert!(!text.chars().any(|c| c < ' '), "{text:?}");
     }
 

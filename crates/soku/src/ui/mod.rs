@@ -5,6 +5,7 @@
 mod json;
 mod progress;
 mod silence;
+pub mod unfinished;
 mod visible;
 
 pub use json::JsonLines;

@@ -241,6 +241,8 @@ impl EventSink for ProgressMeter {
                 }
             }
             TransferEvent::File { .. } | TransferEvent::Sent { .. } => {}
+            // Its summary follows the error line that ends the copy (`exit::Stopped`).
+            TransferEvent::Unfinished { .. } => {}
             TransferEvent::PathStats(p) => {
                 if self.verbose && !self.quiet {
                     let model = match p.model {

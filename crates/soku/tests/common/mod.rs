@@ -16,6 +16,7 @@ use soku_testkit::{describe, Sshd};
 
 pub mod emulated;
 pub mod hostile;
+pub mod mount;
 pub mod procs;
 
 /// One test's world: a running sshd and a temp dir holding `src/`, `dst/` and whatever
