@@ -76,6 +76,9 @@ struct Shared {
     /// Files the sender planned (its `Plan`), for the summary of a copy that runs out
     /// of space.
     planned: Mutex<u32>,
+    /// Files renamed into place: verified is not yet there, and a copy that stops
+    /// between the two leaves that file partial.
+    placed: Mutex<u32>,
     /// Room for files being prepared ([`PREPARING`]).
     preparing: Arc<Semaphore>,
     writes: WritesInFlight,
@@ -166,6 +169,7 @@ pub async fn run(
         other_failures: Mutex::new(0),
         unfinished: Mutex::new(0),
         planned: Mutex::new(0),
+        placed: Mutex::new(0),
         preparing: Arc::new(Semaphore::new(PREPARING)),
         writes: WritesInFlight::default(),
         blind: within.blind,
@@ -590,7 +594,11 @@ impl Shared {
                 let file = lock(&self.files).remove(&ready.id);
                 let this = self.clone();
                 let in_place = self.keeps.in_place_flushing(ready.size, self.fsync);
+                // A rename under way is waited for as a chunk write is (`WritesInFlight`),
+                // so that the count of a stopped copy (`unfinished`) sees what it did.
+                let Some(writing) = self.writes.start() else { return Ok(()) };
                 let result = small_steps::run(in_place, move || {
+                    let _writing = writing;
                     let Some(target) = file else { return Ok(()) };
                     let done = match target.take_file() {
                         _ if ready.in_place => this
@@ -617,6 +625,7 @@ impl Shared {
                     match done {
                         Ok(()) => {
                             this.temps.settled(&ready.local);
+                            *lock(&this.placed) += 1;
                             Ok(())
                         }
                         Err(e) => {
@@ -691,7 +700,7 @@ impl Shared {
     /// after this).
     async fn unfinished(&self) -> Unfinished {
         let kept = self.temps.stop();
-        let whole = lock(&self.state).totals().files.saturating_sub(*lock(&self.unfinished));
+        let whole = *lock(&self.placed);
         let planned = *lock(&self.planned);
         let dir = self.dir.clone();
         let target = dir.path().display().to_string();
