@@ -81,9 +81,18 @@ pub fn report(result: anyhow::Result<()>) -> ExitCode {
                 None => err.downcast_ref::<Exit>().map_or(FAILURE, |e| e.code),
             };
             // Its one line is the client's to show: printed here too, it came out twice.
-            if err.downcast_ref::<Told>().is_none() {
-                crate::ui::say(&format!("soku: {}", one_line(&err)));
+            if err.downcast_ref::<Told>().is_some() {
+                return ExitCode::from(code);
             }
+            if crate::ui::json() {
+                // A program reads every line as JSON; the summary of a stopped copy went
+                // out as its `unfinished` event.
+                let mut line = crate::ui::error_line(&one_line(&err), code).into_bytes();
+                line.push(b'\n');
+                let _ = std::io::stderr().lock().write_all(&line);
+                return ExitCode::from(code);
+            }
+            crate::ui::say(&format!("soku: {}", one_line(&err)));
             if let Some(stopped) = stopped {
                 for line in crate::ui::unfinished::summary(&stopped.facts, stopped.side) {
                     crate::ui::say(&format!("soku: {line}"));

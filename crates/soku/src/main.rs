@@ -62,6 +62,14 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 fn main() -> ExitCode {
     no_huge_pages_for_small_buffers();
     let cli = Cli::parse_from(copy_of_a_file_named_config(std::env::args_os().collect()));
+    let json = match &cli.command {
+        None => cli.copy.json,
+        Some(Command::Diagnose(args)) => args.json,
+        Some(_) => false,
+    };
+    if json {
+        ui::set_json();
+    }
     let result = match cli.command {
         Some(Command::Config(args)) => config::show(args.host.as_deref().map(without_user)),
         Some(Command::Man) => print_man(),

@@ -799,6 +799,12 @@ async fn explain_startup_failure(
         if let Ok(text) = std::fs::read_to_string(path) {
             let _ = std::fs::remove_file(path);
             if let Some(line) = text.lines().next().filter(|l| !l.is_empty()) {
+                if crate::ui::json() {
+                    // No line of plain text among the JSON: the reason goes into the
+                    // error's own message.
+                    let message = format!("ssh could not connect to the remote host: {line}");
+                    return Exit::connection(message).into();
+                }
                 crate::ui::say(&format!("ssh: {line}"));
                 dial_failed = true;
             }

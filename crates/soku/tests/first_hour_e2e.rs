@@ -242,3 +242,32 @@ fn an_upload_into_a_full_remote_disk_sums_up_and_resumes_once_there_is_space() {
     };
     full_then_resumed(run, "remote", &tree, &small, &mount);
 }
+
+/// With `--json`, a connection that fails (a host name that does not resolve, a port
+/// nothing listens on; soku dialling ssh's connection or ssh dialling it) writes only
+/// JSON lines, the last an `error` object with the exit status (before: `ssh: ...` and
+/// `soku: ssh could not connect ...` as plain text).
+#[test]
+fn a_failed_connection_under_json_ends_with_a_json_error() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let closed = soku_testkit::free_port().to_string();
+    let cases: [(&[&str], &str); 4] = [
+        (&[], "nowhere.invalid:f"),
+        (&["--no-share-login"], "nowhere.invalid:f"),
+        (&["-P", &closed], "127.0.0.1:f"),
+        (&["-P", &closed, "--no-share-login"], "127.0.0.1:f"),
+    ];
+    for (extra, source) in cases {
+        let mut cmd = common::bounded_soku(60);
+        cmd.args(["--json", "-o", "BatchMode=yes"]).args(extra).arg(source).arg(dir.path());
+        let stderr = fails_with(&mut cmd, 255, &[]);
+        let lines: Vec<serde_json::Value> = stderr
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l:?}\n{stderr}")))
+            .collect();
+        let last = lines.last().unwrap_or_else(|| panic!("nothing said: {extra:?}"));
+        assert_eq!(last["event"], "error", "{stderr}");
+        assert_eq!(last["exit_status"], 255, "{stderr}");
+        assert!(last["message"].as_str().is_some_and(|m| !m.is_empty()), "{stderr}");
+    }
+}

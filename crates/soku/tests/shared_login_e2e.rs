@@ -422,7 +422,9 @@ fn ctrl_c_under_a_kept_server_lets_the_same_command_resume_at_once() {
     assert_eq!(status.code(), Some(130), "interrupted\n{}", cut.stderr);
     assert_eq!(
         said,
-        ["soku: interrupted: what arrived is kept: run the same command again to resume the copy"],
+        [
+            r#"{"event":"error","message":"interrupted: what arrived is kept: run the same command again to resume the copy","exit_status":130}"#
+        ],
         "{}",
         cut.stderr
     );

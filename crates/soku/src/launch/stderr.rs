@@ -9,6 +9,8 @@
 //! - **ssh's multiplexing notes stay off the terminal** (`shared_login.rs`).
 //! - **Messages come before soku's own verdict**: when ssh fails to start the remote
 //!   end, [`Forward::drain`] lets its lines out before soku says what went wrong.
+//! - **Under `--json` each line is a JSON object** (`ssh_stderr`), so that a program
+//!   reads every line of soku's stderr the same way.
 //! - **The remote end's bytes never act on the terminal**: what the remote shell or a
 //!   hostile server prints is made visible line by line (`crate::ui::visible`), as soku's
 //!   own lines are; a line that is not UTF-8 is shown, not dropped.
@@ -73,6 +75,12 @@ impl Forward {
                 }
                 let chatter = is_multiplexing_chatter(&line) || dials && is_dialer_chatter(&line);
                 if !chatter {
+                    // Under `--json` every line is JSON: ssh's and the remote's too.
+                    let line = if crate::ui::json() {
+                        crate::ui::ssh_line(&String::from_utf8_lossy(bytes))
+                    } else {
+                        line
+                    };
                     let _ = out.write_all(format!("{line}\n").as_bytes()).await;
                 }
             }

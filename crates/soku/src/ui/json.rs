@@ -217,6 +217,29 @@ fn line(event: &TransferEvent, other_side: &str) -> String {
     serde_json::to_string(&line).unwrap_or_default()
 }
 
+/// The line that ends a failed command under `--json`, without the newline: the error
+/// as the line for people would say it, and the exit status.
+pub fn error_line(message: &str, exit_status: u8) -> String {
+    #[derive(Serialize)]
+    struct Error<'a> {
+        event: &'static str,
+        message: &'a str,
+        exit_status: u8,
+    }
+    serde_json::to_string(&Error { event: "error", message, exit_status }).unwrap_or_default()
+}
+
+/// A line of ssh's error output (ssh's own messages, the remote shell's and the remote
+/// soku's) under `--json`, without the newline.
+pub fn ssh_line(line: &str) -> String {
+    #[derive(Serialize)]
+    struct SshStderr<'a> {
+        event: &'static str,
+        line: &'a str,
+    }
+    serde_json::to_string(&SshStderr { event: "ssh_stderr", line }).unwrap_or_default()
+}
+
 /// The JSON line for a silence notice, without the newline.
 fn silence_line(silence: Silence) -> String {
     let line = match silence {
@@ -396,6 +419,13 @@ mod tests {
             line_of(&TransferEvent::FileFailed { path: "p".into(), message: "m".into() }),
             r#"{"event":"file_failed","path":"p","message":"m"}"#
         );
+    }
+
+    /// Catches: a failed command's last line not being JSON under `--json`.
+    #[test]
+    fn the_error_is_a_json_object_with_the_exit_status() {
+        let v: Value = serde_json::from_str(&error_line("ssh: \"x\"\n", 255)).expect("json");
+        assert_eq!(v, json!({"event": "error", "message": "ssh: \"x\"\n", "exit_status": 255}));
     }
 
     /// Catches: a silence notice missing from `--json`, or in other units.

@@ -8,10 +8,24 @@ mod silence;
 pub mod unfinished;
 mod visible;
 
-pub use json::JsonLines;
+pub use json::{error_line, ssh_line, JsonLines};
 pub use progress::ProgressMeter;
 pub use silence::SilenceWatch;
 pub use visible::{say, visible, visible_bytes};
+
+/// Whether the command writes JSON lines for programs (`--json`): its final error is
+/// then a JSON object too ([`crate::exit::report`]).
+static JSON: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// The command writes JSON lines (`--json`).
+pub fn set_json() {
+    JSON.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Whether the command writes JSON lines.
+pub fn json() -> bool {
+    JSON.load(std::sync::atomic::Ordering::Relaxed)
+}
 
 /// Formats bytes with binary units: `1.5 GiB`.
 pub fn human_bytes(bytes: u64) -> String {
