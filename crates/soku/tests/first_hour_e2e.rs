@@ -271,3 +271,17 @@ fn a_failed_connection_under_json_ends_with_a_json_error() {
         assert!(last["message"].as_str().is_some_and(|m| !m.is_empty()), "{stderr}");
     }
 }
+
+/// Without a terminal on stderr (cron, a script) a copy that went well prints nothing,
+/// as scp prints nothing there (before: the summary line); `-v` still sums up.
+#[test]
+fn a_copy_without_a_terminal_prints_nothing_on_success() {
+    let env = Env::new();
+    let source = env.src().join("f.txt");
+    write(&source, b"quiet\n");
+    let out = env.ok(env.soku().arg(&source).arg(env.remote(&env.dst().join("f.txt"))));
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "", "nothing on success");
+    let out = env.ok(env.soku().arg("-v").arg(&source).arg(env.remote(&env.dst().join("g.txt"))));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.lines().any(|l| l.starts_with("1 file, 6 B in ")), "{stderr}");
+}

@@ -29,6 +29,10 @@ const TEMPLATE: &str = "{pct}% of {total} | {verified} {rate} | ETA {eta} | {wid
 pub struct ProgressMeter {
     quiet: bool,
     verbose: bool,
+    /// Whether a copy that went well ends with the summary line: on a terminal, or with
+    /// `-v`. Without a terminal (cron, a script) it is noise, and scp prints nothing
+    /// there either; errors and warnings are written all the same.
+    summary: bool,
     bar: ProgressBar,
     /// Where the bar draws once the job is planned (hidden until then, so that no
     /// empty "0 B of 0 B" line shows during the login).
@@ -110,7 +114,8 @@ impl ProgressMeter {
     /// A meter; `quiet` silences everything but errors, `verbose` adds connection details.
     pub fn new(quiet: bool, verbose: bool) -> Self {
         let target = (!quiet).then(|| ProgressDrawTarget::stderr_with_hz(REDRAW_HZ));
-        Self::with_target(quiet, verbose, target)
+        let summary = verbose || std::io::IsTerminal::is_terminal(&std::io::stderr());
+        Self { summary, ..Self::with_target(quiet, verbose, target) }
     }
 
     /// A meter drawing on `target` (none: never drawn).
@@ -120,6 +125,7 @@ impl ProgressMeter {
         Self {
             quiet,
             verbose,
+            summary: true,
             bar,
             target: Mutex::new(target),
             state: Mutex::new(State::default()),
@@ -268,7 +274,7 @@ impl EventSink for ProgressMeter {
             }
             TransferEvent::Finished { files, bytes, failures, resumed, elapsed } => {
                 self.bar.finish_and_clear();
-                if self.quiet {
+                if self.quiet || !self.summary {
                     return;
                 }
                 let secs = elapsed.as_secs_f64().max(1e-6);
