@@ -395,11 +395,17 @@ fn loss_finding(
     if dir.loss < LOSS_WORTH_SAYING {
         return None;
     }
+    // The overall figure as the direction's line shows it (`show.rs`: two decimals),
+    // so that one thing has one figure.
     let pct = dir.loss * 100.0;
+    // A full receive buffer is a queue too, on the receiving host: its drops are told
+    // apart from the path's loss, never as part of a loss where no queue overflows.
     let at_buffer = match (dir.received.rcvbuf_errors, receiver) {
-        (Some(drops), Some(side)) if drops > 0 => {
-            format!(" ({drops} of them dropped by the full UDP receive buffer on {})", side.name)
-        }
+        (Some(drops), Some(side)) if drops > 0 => format!(
+            "; {drops} packets were dropped by the full UDP receive buffer on {}, a queue \
+             on that host, not in the path",
+            side.name
+        ),
         _ => String::new(),
     };
     match dir.loss_pattern {
@@ -416,9 +422,9 @@ fn loss_finding(
             Some(note(
                 Kind::RandomLoss,
                 format!(
-                    "random loss {:.1} % {name}{at_buffer}: packets are lost while the RTT \
-                     stays low, where no queue overflows; soku holds its rate, scp will \
-                     not{tcp}",
+                    "loss {pct:.2} % {name}, {:.2} % while the RTT stays low: random loss, \
+                     not a queue in the path overflowing{at_buffer}; soku holds its rate, scp \
+                     will not{tcp}",
                     random * 100.0
                 ),
             ))
@@ -426,9 +432,9 @@ fn loss_finding(
         LossPattern::Queue => Some(note(
             Kind::QueueLoss,
             format!(
-                "loss {pct:.1} % {name}{at_buffer} follows queueing: the RTT rises toward the \
-                 losses, the bottleneck's queue overflows as the link fills (the link's \
-                 capacity, not damage)"
+                "loss {pct:.2} % {name} follows queueing: the RTT rises toward the losses, \
+                 the bottleneck's queue overflows as the link fills (the link's capacity, \
+                 not damage){at_buffer}"
             ),
         )),
         LossPattern::Unclear => None,
@@ -539,11 +545,37 @@ mod tests {
         let v = verdict(&facts);
         assert_eq!(v.limit, Some(Kind::Link));
         let loss = v.findings.iter().find(|f| f.kind == Kind::RandomLoss).expect("loss finding");
-        assert!(loss.text.starts_with("random loss 1.0 %"), "{}", loss.text);
+        assert!(loss.text.starts_with("loss 1.00 % "), "{}", loss.text);
+        assert!(loss.text.contains(", 1.00 % while the RTT stays low: random loss"));
         assert!(loss.text.contains("soku holds its rate, scp will not"));
         // Mathis: 1448 B x 8 / 50 ms x 1.22 / 0.1 = 2.8 Mbit/s.
         let scp = v.scp_bps.expect("scp estimate");
         assert!((2_700_000..2_900_000).contains(&scp), "{scp}");
+    }
+
+    /// Catches: the loss told as two figures of different precision (`0.60 %` on the
+    /// direction's line, `random loss 0.1 %` in the finding), and receive-buffer drops
+    /// told inside a sentence that says no queue overflows.
+    #[test]
+    fn a_loss_has_one_figure_and_buffer_drops_are_a_queue_of_their_own() {
+        let mut facts = clean();
+        // 0.60 % lost overall, most of it in the upper half of the RTT range.
+        facts.upload = Some(direction(90 * MBIT, 100_000, 600, 0.5, 40));
+        let v = verdict(&facts);
+        let loss = v
+            .findings
+            .iter()
+            .find(|f| matches!(f.kind, Kind::RandomLoss | Kind::QueueLoss))
+            .expect("loss finding");
+        assert!(loss.text.starts_with("loss 0.60 % "), "{}", loss.text);
+        assert!(!loss.text.contains("0.6 %") && !loss.text.contains("0.1 %"), "{}", loss.text);
+        assert!(!loss.text.contains("where no queue overflows"), "{}", loss.text);
+        assert!(
+            loss.text.contains("40 packets were dropped by the full UDP receive buffer on")
+                && loss.text.contains("a queue on that host, not in the path"),
+            "{}",
+            loss.text
+        );
     }
 
     /// As measured on the emulator with 3 % of packets held back 3 ms at 100 Mbit/s x
