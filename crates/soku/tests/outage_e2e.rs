@@ -397,8 +397,10 @@ fn a_path_that_stays_down_is_given_up_after_retry_for_and_resumed_later() {
     report("gone for good, Down", &run);
     assert_eq!(run.status.code(), Some(255), "exit 255:\n{}", run.stderr);
     assert!(!run.events("reconnecting").is_empty(), "it tried to reconnect:\n{}", run.stderr);
-    let errors: Vec<&str> = run.stderr.lines().filter(|l| l.contains(" soku: ")).collect();
+    // Under --json the command's last word is one JSON error object.
+    let errors = run.events("error");
     assert_eq!(errors.len(), 1, "one error line:\n{}", run.stderr);
+    assert!(errors[0].contains(r#""exit_status":255"#), "{}", errors[0]);
     eprintln!("{}", errors[0]);
     for needle in
         ["the connection was lost", "--retry-for 5", "run the same command again to resume"]
