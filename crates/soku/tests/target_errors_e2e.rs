@@ -9,32 +9,10 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use common::mount::Mount;
 use common::{data, error_lines, fails_with, listing, write, Env};
-
-/// A tmpfs mounted at `at` for the life of the guard.
-struct Mount(PathBuf);
-
-impl Mount {
-    fn tmpfs(at: &Path, options: &str) -> Mount {
-        std::fs::create_dir_all(at).expect("mount point");
-        let status = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", options, "tmpfs"])
-            .arg(at)
-            .status()
-            .expect("run mount");
-        assert!(status.success(), "mount -t tmpfs -o {options} (this test needs root)");
-        Mount(at.to_path_buf())
-    }
-}
-
-impl Drop for Mount {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(&self.0).status();
-    }
-}
 
 /// The single `soku: ...` error line about the target.
 fn target_line(stderr: &str) -> String {

@@ -29,6 +29,12 @@ impl Mount {
         Some(Mount(at.to_path_buf()))
     }
 
+    /// [`Mount::try_tmpfs`] for a test that cannot run without it (the suite runs as root).
+    pub fn tmpfs(at: &Path, options: &str) -> Mount {
+        Mount::try_tmpfs(at, options)
+            .unwrap_or_else(|| panic!("mount -t tmpfs -o {options} (this test needs root)"))
+    }
+
     /// Mounts it again with `options` (`size=64m`: more space, the files kept).
     pub fn remount(&self, options: &str) {
         let status = Command::new("mount")
