@@ -823,7 +823,9 @@ async fn explain_startup_failure(
         // `soku serve` during the handshake was told "could not connect".
         // The dialer said why it could not reach the host (a name that does not
         // resolve, a refused port): no remote soku ever ran.
-        Some(255) if dial_failed => {
+        // ssh printed why it could not log in (a host key not accepted, no key the
+        // server takes): no remote soku ever ran.
+        Some(255) if dial_failed || crate::launch::ssh_login_failed() => {
             "ssh could not connect to the remote host (the reason is above)".to_string()
         }
         // Its allocator's last words came through ssh's error output (drained above).

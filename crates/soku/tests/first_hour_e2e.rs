@@ -285,3 +285,65 @@ fn a_copy_without_a_terminal_prints_nothing_on_success() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.lines().any(|l| l.starts_with("1 file, 6 B in ")), "{stderr}");
 }
+
+/// A first login to a host whose key is not known yet asks as ssh asks, naming the
+/// address ssh connected to (before: `(<no hostip for proxy command>)`, because soku's
+/// dialer had connected for ssh). Answered "no", the copy ends with ssh's reason and
+/// soku's line that points at it, and nothing arrives.
+#[test]
+fn an_unknown_host_key_is_asked_about_as_ssh_asks() {
+    use std::io::{Read, Write};
+    let env = Env::new();
+    let source = env.src().join("f.txt");
+    write(&source, b"asked\n");
+    let known_hosts = env.path("empty_known_hosts");
+    write(&known_hosts, b"");
+    let target = env.dst().join("f.txt");
+    let mut words = vec![common::soku_bin().display().to_string(), "-P".into()];
+    words.push(env.sshd.port().to_string());
+    for option in [
+        format!("IdentityFile={}", env.sshd.identity_file().display()),
+        format!("UserKnownHostsFile={}", known_hosts.display()),
+        "GlobalKnownHostsFile=/dev/null".to_string(),
+        "StrictHostKeyChecking=ask".to_string(),
+        "IdentitiesOnly=yes".to_string(),
+    ] {
+        words.extend(["-o".to_string(), option]);
+    }
+    words.extend(["--remote-soku".to_string(), common::soku_bin().display().to_string()]);
+    words.extend([source.display().to_string(), env.remote(&target)]);
+    let line: Vec<String> =
+        words.iter().map(|w| format!("'{}'", w.replace('\'', "'\\''"))).collect();
+    // ssh asks on the terminal: `script` gives it one, and carries our answer there.
+    let mut child = std::process::Command::new("timeout")
+        .args(["-k", "5", "60", "script", "-qfec", &line.join(" "), "/dev/null"])
+        .env("XDG_CACHE_HOME", env.path("cache"))
+        .env("XDG_CONFIG_HOME", env.path("cache"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("script runs");
+    let mut stdout = child.stdout.take().expect("piped");
+    let mut answer = child.stdin.take().expect("piped");
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 4096];
+    // Bounded by `timeout` above: the pipe ends when script does.
+    while !String::from_utf8_lossy(&seen).contains("(yes/no") {
+        match stdout.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => seen.extend_from_slice(&buf[..n]),
+        }
+    }
+    let _ = answer.write_all(b"no\n");
+    drop(answer);
+    let _ = stdout.read_to_end(&mut seen);
+    let status = child.wait().expect("script ends");
+    let said = String::from_utf8_lossy(&seen);
+    let port = env.sshd.port();
+    let asked = format!("The authenticity of host '[127.0.0.1]:{port} ([127.0.0.1]:{port})'");
+    assert!(said.contains(&asked), "{said}");
+    assert!(!said.contains("no hostip"), "{said}");
+    assert!(said.contains("soku: ssh could not connect to the remote host (the reason is above)"));
+    assert_eq!(status.code(), Some(255), "{said}");
+    assert!(!target.exists());
+}

@@ -11,7 +11,7 @@ use std::time::Duration;
 use tokio::process::Command;
 
 pub use self::shared_login::{NotShared, SharedLogin, PERSIST};
-pub use self::stderr::{remote_out_of_memory, Forward};
+pub use self::stderr::{remote_out_of_memory, ssh_login_failed, Forward};
 use crate::cli::SshArgs;
 use crate::kept::KeptKey;
 use crate::spec::Remote;

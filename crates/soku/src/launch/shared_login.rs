@@ -125,7 +125,14 @@ impl SharedLogin {
             return Err(NotShared::NoPlace(format!("{} is too long", socket.display())));
         }
         let login_at = settings.login_address();
-        let dial = settings.dial.filter(|_| std::env::var_os("SOKU_NO_DIAL").is_none()).map(|d| {
+        let mut dial = settings.dial.clone();
+        if dial.is_some() && settings.asks_about_keys && !host_key_known(&settings).await {
+            // ssh asks about a host key it has not seen with the address it connected
+            // to, which a passed socket does not tell it: the question would read
+            // `(<no hostip for proxy command>)`. The first login connects as ssh does.
+            dial = None;
+        }
+        let dial = dial.filter(|_| std::env::var_os("SOKU_NO_DIAL").is_none()).map(|d| {
             let errors = dir.join(format!("dial-{}.err", std::process::id()));
             let _ = std::fs::remove_file(&errors);
             Dial { errors, ..d }
@@ -253,6 +260,14 @@ struct ResolvedConfig {
     /// `hostname` and `port`.
     host: String,
     port: Option<u16>,
+    /// ssh may ask the user about an unknown host key: `stricthostkeychecking ask`
+    /// without `batchmode yes`.
+    asks_about_keys: bool,
+    /// The name ssh looks the host key up by: `hostkeyalias`, else `hostname`
+    /// (as `[hostname]:port` off port 22).
+    key_name: String,
+    /// `userknownhostsfile` and `globalknownhostsfile`, in ssh's order.
+    known_hosts: Vec<PathBuf>,
 }
 
 impl ResolvedConfig {
@@ -264,6 +279,7 @@ impl ResolvedConfig {
         let mut dial =
             Some(Dial { family: "any".to_string(), timeout: None, errors: PathBuf::new() });
         let (mut host, mut port) = (String::new(), None);
+        let (mut strict, mut alias, mut known_hosts) = (String::new(), None, Vec::new());
         for line in config.lines() {
             let (key, value) = line.split_once(' ').unwrap_or((line, ""));
             match key {
@@ -273,6 +289,13 @@ impl ResolvedConfig {
                 "batchmode" => batch_mode = value == "yes",
                 "hostname" => host = value.to_string(),
                 "port" => port = value.parse().ok(),
+                "stricthostkeychecking" => strict = value.to_string(),
+                "hostkeyalias" if !value.is_empty() && value != "none" => {
+                    alias = Some(value.to_string())
+                }
+                "userknownhostsfile" | "globalknownhostsfile" => {
+                    known_hosts.extend(value.split_whitespace().map(PathBuf::from))
+                }
                 // The user's own way of connecting: ssh connects as they said.
                 "proxycommand" | "proxyjump" | "bindaddress" | "bindinterface"
                     if !value.is_empty() && value != "none" =>
@@ -302,7 +325,23 @@ impl ResolvedConfig {
         // OpenSSH's -G always prints controlmaster: without it, this is not that ssh.
         let control_master =
             control_master.ok_or_else(|| NotShared::NoConfig("no controlmaster line".into()))?;
-        Ok(ResolvedConfig { control_master, control_path, keepalive_unset, dial, host, port })
+        let asks_about_keys = strict == "ask" && !batch_mode;
+        let key_name = match (alias, port) {
+            (Some(alias), _) => alias,
+            (None, Some(port)) if port != 22 => format!("[{host}]:{port}"),
+            (None, _) => host.clone(),
+        };
+        Ok(ResolvedConfig {
+            control_master,
+            control_path,
+            keepalive_unset,
+            dial,
+            host,
+            port,
+            asks_about_keys,
+            key_name,
+            known_hosts,
+        })
     }
 
     /// Where ssh connects, when it connects to the host itself (as soku may dial it).
@@ -321,6 +360,29 @@ impl ResolvedConfig {
     fn users_own_multiplexing(&self) -> bool {
         self.control_master != "false" || self.control_path
     }
+}
+
+/// Whether one of ssh's known_hosts files holds a key for the host, as
+/// `ssh-keygen -F` finds it (hashed names included). Anything that cannot be read
+/// counts as not known: the login then connects as ssh does, which is always safe.
+async fn host_key_known(config: &ResolvedConfig) -> bool {
+    for file in config.known_hosts.iter().filter(|f| f.is_file()) {
+        let mut cmd = Command::new("ssh-keygen");
+        cmd.arg("-F")
+            .arg(&config.key_name)
+            .arg("-f")
+            .arg(file)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .kill_on_drop(true);
+        if let Ok(Ok(status)) = tokio::time::timeout(LOCAL_TIMEOUT, cmd.status()).await {
+            if status.success() {
+                return true;
+            }
+        }
+    }
+    false
 }
 
 fn is_family(value: &str) -> bool {
@@ -423,6 +485,26 @@ mod tests {
         }
         let unset = "controlmaster false\nproxycommand none\nproxyjump none\n";
         assert!(ResolvedConfig::parse(unset).expect("parses").dial.is_some());
+    }
+
+    #[test]
+    fn the_host_key_is_looked_up_by_the_name_ssh_uses() {
+        let config = |extra: &str| {
+            let text = format!("hostname h.example\ncontrolmaster false\n{extra}");
+            ResolvedConfig::parse(&text).expect("parses")
+        };
+        assert_eq!(config("port 22\n").key_name, "h.example");
+        assert_eq!(config("port 2222\n").key_name, "[h.example]:2222");
+        assert_eq!(config("port 2222\nhostkeyalias box\n").key_name, "box");
+        let files = config("userknownhostsfile /u/kh /u/kh2\nglobalknownhostsfile /etc/kh\n");
+        let want: Vec<PathBuf> = ["/u/kh", "/u/kh2", "/etc/kh"].map(PathBuf::from).into();
+        assert_eq!(files.known_hosts, want);
+        assert!(config("stricthostkeychecking ask\n").asks_about_keys);
+        assert!(!config("stricthostkeychecking ask\nbatchmode yes\n").asks_about_keys);
+        for strict in ["yes", "accept-new", "false"] {
+            let parsed = config(&format!("stricthostkeychecking {strict}\n"));
+            assert!(!parsed.asks_about_keys, "{strict}");
+        }
     }
 
     #[test]

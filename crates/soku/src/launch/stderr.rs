@@ -50,6 +50,33 @@ fn is_out_of_memory(line: &str) -> bool {
         .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
 }
 
+/// Whether ssh said it could not log in: from then on its exit status 255 means that,
+/// not a remote soku killed as it started. One per process, as [`OUT_OF_MEMORY`].
+static LOGIN_FAILED: OnceLock<()> = OnceLock::new();
+
+/// Whether ssh printed one of its own reasons for not logging in.
+pub fn ssh_login_failed() -> bool {
+    LOGIN_FAILED.get().is_some()
+}
+
+/// OpenSSH's lines for a login that did not happen (ssh.c, sshconnect.c, sshconnect2.c,
+/// kex.c of OpenSSH 9): no connection, a host key not accepted, no way to authenticate.
+fn is_login_failure(line: &str) -> bool {
+    const STARTS: [&str; 10] = [
+        "ssh: connect to host ",
+        "ssh: Could not resolve hostname ",
+        "Host key verification failed.",
+        "kex_exchange_identification: ",
+        "Connection closed by ",
+        "Connection reset by ",
+        "Connection timed out during banner exchange",
+        "Unable to negotiate with ",
+        "Bad owner or permissions on ",
+        "Too many authentication failures",
+    ];
+    STARTS.iter().any(|start| line.starts_with(start)) || line.contains(": Permission denied (")
+}
+
 /// Copies a child's error output to ours, line by line, until the pipe ends.
 pub struct Forward(JoinHandle<()>);
 
@@ -72,6 +99,9 @@ impl Forward {
                 let line = crate::ui::visible_bytes(bytes.strip_suffix(b"\r").unwrap_or(bytes));
                 if is_out_of_memory(&line) {
                     let _ = OUT_OF_MEMORY.set(line.clone());
+                }
+                if is_login_failure(&line) {
+                    let _ = LOGIN_FAILED.set(());
                 }
                 let chatter = is_multiplexing_chatter(&line) || dials && is_dialer_chatter(&line);
                 if !chatter {
@@ -104,5 +134,21 @@ mod tests {
         assert!(!is_out_of_memory("memory allocation of  bytes failed"));
         assert!(!is_out_of_memory("soku: memory allocation of 12 bytes failed"));
         assert!(!is_out_of_memory("memory allocation of 12 bytes failed, said the file"));
+    }
+
+    #[test]
+    fn ssh_reasons_for_no_login_are_told_from_the_remote_commands_words() {
+        for line in [
+            "Host key verification failed.",
+            "ssh: connect to host 192.0.2.1 port 22: Connection refused",
+            "ssh: Could not resolve hostname nowhere: Name or service not known",
+            "alice@192.0.2.1: Permission denied (publickey).",
+            "kex_exchange_identification: read: Connection reset by peer",
+        ] {
+            assert!(is_login_failure(line), "{line}");
+        }
+        for line in ["bash: line 1: soku: command not found", "Killed", "soku: remote: ..."] {
+            assert!(!is_login_failure(line), "{line}");
+        }
     }
 }
