@@ -1,0 +1,246 @@
+//! soku: fast, secure file transfer with scp's syntax.
+//!
+//! # Layout
+//! - [`cli`]: the one command-line definition (help, man page, completions).
+//! - [`spec`]: scp-style `[user@]host:path` parsing.
+//! - [`config`]: the config files under the command line (`soku config [HOST]`).
+//! - [`copy`]: the copy command; [`demo`]: the same over loopback with no remote;
+//!   [`interrupt`]: the user's Ctrl-C during a copy.
+//! - [`launch`]: starting the remote `soku serve` (ssh, `-S`, `-e`, or locally), and one
+//!   ssh login shared by copies that follow each other.
+//! - [`session`]: client bootstrap (hellos, QUIC or fallback) into a `soku_engine` link;
+//!   [`serve`]: the server's bootstrap and the job the client asks for; [`kept`]: the
+//!   client's record of a server that stays for the next copies.
+//! - [`tunnel`]: TCP connections carried over soku's QUIC transport.
+//! - [`diagnose`]: `soku diagnose`, what limits a copy on a path, and its verdict.
+//! - [`ui`]: the engine's typed events (`soku_engine::events`), rendered only here;
+//!   [`report`]: the same events as an HTML page after the copy (`--report`).
+//!
+//! The copy itself (sender, receiver, the data-path seam) is the `soku-engine` crate.
+//! - [`main`]: dispatch (the `soku` binary's `main.rs` only calls it) and the exit-code
+//!   table ([`exit`]).
+
+mod cli;
+mod config;
+mod copy;
+mod demo;
+mod diagnose;
+mod exit;
+mod interrupt;
+mod kept;
+mod launch;
+mod path_board;
+mod path_memory;
+mod policing;
+mod ports;
+mod preview;
+mod private_dir;
+mod report;
+mod retry;
+mod serve;
+mod session;
+mod shaping;
+mod spec;
+mod tcp_path;
+mod tcp_probe;
+mod tunnel;
+mod udp_block;
+mod ui;
+
+use std::ffi::OsString;
+use std::process::ExitCode;
+
+use clap::{CommandFactory, Parser};
+
+use cli::{Cli, Command};
+
+/// Runs the command line the process was started with, and says how it ended.
+pub fn main() -> ExitCode {
+    no_huge_pages_for_small_buffers();
+    let cli = Cli::parse_from(copy_of_a_file_named_config(std::env::args_os().collect()));
+    let json = match &cli.command {
+        None => cli.copy.json,
+        Some(Command::Diagnose(args)) => args.json,
+        Some(_) => false,
+    };
+    if json {
+        ui::set_json();
+    }
+    let result = match cli.command {
+        Some(Command::Config(args)) => config::show(args.host.as_deref().map(without_user)),
+        Some(Command::Man) => print_man(),
+        Some(Command::Completions { shell }) => {
+            clap_complete::generate(shell, &mut Cli::command(), "soku", &mut std::io::stdout());
+            Ok(())
+        }
+        Some(Command::Proxy(args)) if args.pass_fd => dial(&args),
+        Some(Command::Proxy(args)) => soku_relay::proxy::run(
+            &args.host,
+            args.port,
+            soku_relay::BufferOptions { sndbuf: args.sndbuf, rcvbuf: args.rcvbuf },
+        )
+        .map_err(anyhow::Error::from),
+        Some(Command::Relay(args)) => soku_relay::relay::run(
+            &args.listen,
+            &args.to,
+            soku_relay::BufferOptions { sndbuf: args.sndbuf, rcvbuf: args.rcvbuf },
+        )
+        .map_err(anyhow::Error::from),
+        Some(Command::Demo(args)) => block_on(demo::run(args)),
+        Some(Command::Tunnel(args)) => block_on(tunnel::run(args)),
+        Some(Command::Diagnose(args)) => block_on(diagnose::run(args)),
+        Some(Command::Serve(args)) => block_on(serve::run(args)),
+        None => block_on(copy::run(cli.copy)).map(|_| ()),
+    };
+    exit::report(result)
+}
+
+/// Turns transparent huge pages off for this process (and the ssh it starts). mimalloc
+/// asks for them on its arenas (`madvise(MADV_HUGEPAGE)`), so a buffer in a fresh part of
+/// an arena costs the kernel a whole 2 MiB page to zero, however small the buffer: a
+/// small file's chunk buffer is read into once and freed, and freed memory is returned
+/// to the kernel after a while, so a copy of many small files zeroed a huge page again
+/// and again (most of `clear_page_erms`, under `do_huge_pmd_anonymous_page`, in `perf`).
+/// Measured in `lab/2026-11-27-small-files-lan`. A failure (an old kernel)
+/// changes nothing else.
+fn no_huge_pages_for_small_buffers() {
+    let _ = rustix::thread::disable_transparent_huge_pages(true);
+}
+
+/// `soku config host:dir/` and `soku config a b` copy a file named `config`, as scp
+/// would; only `soku config [HOST]` is the settings command. The copy's `config` becomes
+/// `./config`, which names the same file and which clap cannot take for the command.
+fn copy_of_a_file_named_config(mut args: Vec<OsString>) -> Vec<OsString> {
+    let is_copy = args.get(1).is_some_and(|a| a == "config") && {
+        let rest: Vec<&str> = args[2..].iter().filter_map(|a| a.to_str()).collect();
+        let paths = rest.iter().filter(|a| !a.starts_with('-')).count();
+        paths >= 2
+            || rest.iter().any(|a| !a.starts_with('-') && (a.contains(':') || a.contains('/')))
+    };
+    if is_copy {
+        args[1] = OsString::from("./config");
+    }
+    args
+}
+
+/// Runs `work` on a multi-threaded runtime, and leaves as soon as it is done: the
+/// runtime is not waited for, since a read of stdin blocks one of its threads until the
+/// peer closes it, and a server that gave up on a stalled client must not wait for that.
+fn block_on<T>(work: impl std::future::Future<Output = anyhow::Result<T>>) -> anyhow::Result<T> {
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let result = rt.block_on(work);
+    rt.shutdown_background();
+    result
+}
+
+/// `soku proxy --pass-fd`: connect as ssh would, hand the socket to ssh.
+fn dial(args: &cli::ProxyArgs) -> anyhow::Result<()> {
+    use soku_relay::dial::{DialOptions, Family};
+    let family = match args.family.as_str() {
+        "any" => Family::Any,
+        "inet" => Family::Inet,
+        "inet6" => Family::Inet6,
+        other => anyhow::bail!("--family {other}: expected any, inet or inet6"),
+    };
+    let timeout = args.connect_timeout.filter(|&s| s > 0).map(std::time::Duration::from_secs);
+    let dialed =
+        soku_relay::dial::dial_and_pass(&args.host, args.port, DialOptions { family, timeout });
+    if let (Err(e), Some(path)) = (&dialed, &args.error_file) {
+        // Best effort: the copy's own verdict follows either way.
+        let _ = std::fs::write(path, format!("{e}\n"));
+    }
+    dialed.map_err(anyhow::Error::from)
+}
+
+/// `user@host` matches config sections by its host, as a copy's `user@host:path` does.
+fn without_user(destination: &str) -> &str {
+    destination.rsplit_once('@').map_or(destination, |(_, host)| host)
+}
+
+fn print_man() -> anyhow::Result<()> {
+    exit::write_stdout(&man_page()?)
+}
+
+/// The man page: clap's sections, the commands listed here (clap would point to a page
+/// of their own, `soku-diagnose(1)`, which no one installs: each has `--help`), and the
+/// exit statuses ([`exit::STATUSES`]).
+fn man_page() -> anyhow::Result<Vec<u8>> {
+    let cmd = Cli::command();
+    let man = clap_mangen::Man::new(cmd.clone());
+    let mut out = Vec::new();
+    man.render_title(&mut out)?;
+    man.render_name_section(&mut out)?;
+    man.render_synopsis_section(&mut out)?;
+    man.render_description_section(&mut out)?;
+    man.render_options_section(&mut out)?;
+    out.extend_from_slice(b".SH COMMANDS\n");
+    for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+        let about = sub.get_about().map(|a| a.to_string()).unwrap_or_default();
+        let name = roff_text(sub.get_name());
+        let line = format!(
+            ".TP\n\\fBsoku {name}\\fR\n{} (see soku {name} \\-\\-help)\n",
+            roff_text(&about)
+        );
+        out.extend_from_slice(line.as_bytes());
+    }
+    out.extend_from_slice(b".SH \"EXIT STATUS\"\n");
+    for (code, meaning) in exit::STATUSES {
+        out.extend_from_slice(format!(".TP\n\\fB{code}\\fR\n{}\n", roff_text(meaning)).as_bytes());
+    }
+    man.render_version_section(&mut out)?;
+    Ok(out)
+}
+
+/// Text for a roff paragraph: backslashes and hyphens escaped, no line that starts with a
+/// control character.
+fn roff_text(text: &str) -> String {
+    let escaped = text.replace('\\', "\\e").replace('-', "\\-");
+    match escaped.chars().next() {
+        Some('.' | '\'') => format!("\\&{escaped}"),
+        _ => escaped,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rewritten(args: &[&str]) -> Vec<String> {
+        let args = args.iter().map(OsString::from).collect();
+        copy_of_a_file_named_config(args).into_iter().map(|a| a.into_string().unwrap()).collect()
+    }
+
+    /// The man page names no page that does not exist and says what each exit status
+    /// means.
+    #[test]
+    fn the_man_page_lists_commands_and_exit_statuses() {
+        let page = String::from_utf8(man_page().expect("rendered")).expect("text");
+        assert!(!page.contains("soku\\-diagnose(1)") && !page.contains("(1)\n.TP"), "{page}");
+        assert!(page.contains(".SH COMMANDS") && page.contains("soku diagnose"), "{page}");
+        assert!(page.contains(".SH \"EXIT STATUS\""), "{page}");
+        for (code, _) in exit::STATUSES {
+            assert!(page.contains(&format!("\\fB{code}\\fR")), "{code}: {page}");
+        }
+    }
+
+    #[test]
+    fn config_with_a_host_alone_is_the_settings_command() {
+        assert_eq!(rewritten(&["soku", "config", "db.lab"]), ["soku", "config", "db.lab"]);
+        assert_eq!(rewritten(&["soku", "config"]), ["soku", "config"]);
+        assert_eq!(rewritten(&["soku", "config", "--help"]), ["soku", "config", "--help"]);
+    }
+
+    #[test]
+    fn config_followed_by_paths_is_a_copy_of_that_file() {
+        assert_eq!(rewritten(&["soku", "config", "h:"]), ["soku", "./config", "h:"]);
+        assert_eq!(rewritten(&["soku", "config", "dir/"]), ["soku", "./config", "dir/"]);
+        assert_eq!(rewritten(&["soku", "config", "a", "b"]), ["soku", "./config", "a", "b"]);
+        assert_eq!(rewritten(&["soku", "-r", "config", "h:"]), ["soku", "-r", "config", "h:"]);
+    }
+
+    #[test]
+    fn the_user_is_not_part_of_the_host() {
+        assert_eq!(without_user("alice@db.lab"), "db.lab");
+        assert_eq!(without_user("db.lab"), "db.lab");
+    }
+}
