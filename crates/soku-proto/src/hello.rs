@@ -221,7 +221,7 @@ pub enum ServerNote {
     /// The server's own figures once its job is done, over QUIC or TCP (never over the
     /// ssh channel, which then carries the data): for the client's `--report`. A new
     /// variant at the end: a client from before it fails to decode the note and skips
-    /// it (`watch_ssh` in `crates/soku/src/session.rs` acts only on notes it knows), so
+    /// it (`watch_ssh` in `crates/soku/src/client/session.rs` acts only on notes it knows), so
     /// no version gate is needed.
     Summary(ServerSummary),
     /// The server read the client's [`TransportChoice`] (sent only when the client's
@@ -230,7 +230,7 @@ pub enum ServerNote {
     ChoiceSeen,
     /// The answer to the client's [`ClientNote::Ping`] with the same number, written as
     /// soon as the ping is read: the client times round trips over ssh (a TCP path)
-    /// beside QUIC's (see `crates/soku/src/shaping.rs`). An older client ignores it.
+    /// beside QUIC's (see `crates/soku/src/carrier/shaping.rs`). An older client ignores it.
     Pong {
         /// The ping's number.
         seq: u32,

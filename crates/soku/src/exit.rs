@@ -6,7 +6,7 @@
 //! | 1 | a copy failed: bad source, bad target, verification or transfer error |
 //! | 2 | bad command line (clap's usage errors) or config file |
 //! | 3 | the receiving side ran out of space (or quota): the copy stopped, what arrived is kept, and the same command resumes it once there is space |
-//! | 130 | the user interrupted the copy (Ctrl-C, `crate::interrupt`) |
+//! | 130 | the user interrupted the copy (Ctrl-C, `crate::client::interrupt`) |
 //! | 255 | the connection failed: ssh could not connect, or the remote has no soku |
 
 use std::io::Write;

@@ -1,50 +1,27 @@
 //! soku: fast, secure file transfer with scp's syntax.
 //!
 //! # Layout
-//! - [`cli`]: the one command-line definition (help, man page, completions).
-//! - [`spec`]: scp-style `[user@]host:path` parsing.
-//! - [`config`]: the config files under the command line (`soku config [HOST]`).
-//! - [`copy`]: the copy command; [`demo`]: the same over loopback with no remote;
-//!   [`interrupt`]: the user's Ctrl-C during a copy.
-//! - [`launch`]: starting the remote `soku serve` (ssh, `-S`, `-e`, or locally), and one
-//!   ssh login shared by copies that follow each other.
-//! - [`session`]: client bootstrap (hellos, QUIC or fallback) into a `soku_engine` link;
-//!   [`serve`]: the server's bootstrap and the job the client asks for; [`kept`]: the
-//!   client's record of a server that stays for the next copies.
+//! - [`cli`]: what the user types: the command line, scp-style paths, the config files.
+//! - [`client`]: the copy, the remote server it starts, and the session that carries it.
+//! - [`server`]: `soku serve`, the remote end: its bootstrap, ports and job.
+//! - [`carrier`]: TLS over TCP beside QUIC, and the watches that tell when to leave UDP.
 //! - [`tunnel`]: TCP connections carried over soku's QUIC transport.
 //! - [`diagnose`]: `soku diagnose`, what limits a copy on a path, and its verdict.
-//! - [`ui`]: the engine's typed events (`soku_engine::events`), rendered only here;
-//!   [`report`]: the same events as an HTML page after the copy (`--report`).
+//! - [`ui`]: the engine's typed events (`soku_engine::events`), rendered only here.
+//! - [`report`]: the same events as an HTML page after the copy (`--report`).
+//! - [`exit`]: the exit-code table, and how an error becomes a line and a status.
 //!
+//! [`main`] dispatches the command line (the `soku` binary's `main.rs` only calls it).
 //! The copy itself (sender, receiver, the data-path seam) is the `soku-engine` crate.
-//! - [`main`]: dispatch (the `soku` binary's `main.rs` only calls it) and the exit-code
-//!   table ([`exit`]).
 
+mod carrier;
 mod cli;
-mod config;
-mod copy;
-mod demo;
+mod client;
 mod diagnose;
 mod exit;
-mod interrupt;
-mod kept;
-mod launch;
-mod path_board;
-mod path_memory;
-mod policing;
-mod ports;
-mod preview;
-mod private_dir;
 mod report;
-mod retry;
-mod serve;
-mod session;
-mod shaping;
-mod spec;
-mod tcp_path;
-mod tcp_probe;
+mod server;
 mod tunnel;
-mod udp_block;
 mod ui;
 
 use std::ffi::OsString;
@@ -52,7 +29,7 @@ use std::process::ExitCode;
 
 use clap::{CommandFactory, Parser};
 
-use cli::{Cli, Command};
+use cli::args::{Cli, Command};
 
 /// Runs the command line the process was started with, and says how it ended.
 pub fn main() -> ExitCode {
@@ -67,7 +44,7 @@ pub fn main() -> ExitCode {
         ui::set_json();
     }
     let result = match cli.command {
-        Some(Command::Config(args)) => config::show(args.host.as_deref().map(without_user)),
+        Some(Command::Config(args)) => cli::config::show(args.host.as_deref().map(without_user)),
         Some(Command::Man) => print_man(),
         Some(Command::Completions { shell }) => {
             clap_complete::generate(shell, &mut Cli::command(), "soku", &mut std::io::stdout());
@@ -86,11 +63,11 @@ pub fn main() -> ExitCode {
             soku_relay::BufferOptions { sndbuf: args.sndbuf, rcvbuf: args.rcvbuf },
         )
         .map_err(anyhow::Error::from),
-        Some(Command::Demo(args)) => block_on(demo::run(args)),
+        Some(Command::Demo(args)) => block_on(client::demo::run(args)),
         Some(Command::Tunnel(args)) => block_on(tunnel::run(args)),
         Some(Command::Diagnose(args)) => block_on(diagnose::run(args)),
-        Some(Command::Serve(args)) => block_on(serve::run(args)),
-        None => block_on(copy::run(cli.copy)).map(|_| ()),
+        Some(Command::Serve(args)) => block_on(server::serve::run(args)),
+        None => block_on(client::copy::run(cli.copy)).map(|_| ()),
     };
     exit::report(result)
 }
@@ -134,7 +111,7 @@ fn block_on<T>(work: impl std::future::Future<Output = anyhow::Result<T>>) -> an
 }
 
 /// `soku proxy --pass-fd`: connect as ssh would, hand the socket to ssh.
-fn dial(args: &cli::ProxyArgs) -> anyhow::Result<()> {
+fn dial(args: &cli::args::ProxyArgs) -> anyhow::Result<()> {
     use soku_relay::dial::{DialOptions, Family};
     let family = match args.family.as_str() {
         "any" => Family::Any,

@@ -36,10 +36,10 @@ use tokio::time::Instant;
 use self::facts::{Direction, PathFacts, Side};
 use self::host::DiskTest;
 use self::probe::Probe;
-use crate::cli::DiagnoseArgs;
+use crate::cli::args::DiagnoseArgs;
+use crate::client::launch::{Launcher, ServeCommand};
+use crate::client::session::{Session, SessionOptions, TransportMode};
 use crate::exit::Exit;
-use crate::launch::{Launcher, ServeCommand};
-use crate::session::{Session, SessionOptions, TransportMode};
 
 pub use self::serve::serve;
 
@@ -60,7 +60,7 @@ pub async fn run(mut args: DiagnoseArgs) -> anyhow::Result<()> {
     let remote = crate::tunnel::parse_remote(&args.remote).map_err(Exit::usage)?;
     // The config files' ssh-side settings (remote soku, ports, ssh program) for this
     // host, as a copy there would use them.
-    crate::config::apply_ssh(&mut args.ssh, &remote.host)?;
+    crate::cli::config::apply_ssh(&mut args.ssh, &remote.host)?;
     let began = Instant::now();
     let local_dir = args.local_path.clone().unwrap_or_else(|| ".".into());
     let local =

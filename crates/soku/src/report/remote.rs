@@ -1,7 +1,7 @@
 //! The server's part of a report: it samples its own view of the QUIC path (on a
 //! download it is the data sender, whose window, phase and loss are the ones that
 //! matter) and measures its CPU, and sends both back in a summary note on the ssh
-//! channel when its job is done (`serve.rs`).
+//! channel when its job is done (`server/serve.rs`).
 
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -134,7 +134,7 @@ mod tests {
         let gaps: Vec<u64> = t.points.windows(2).map(|w| w[1].at_ms - w[0].at_ms).collect();
         assert!(gaps.iter().all(|g| *g == gaps[0]), "{gaps:?}");
         assert_eq!(t.points.last().map(|p| p.at_ms), Some(10 * MAX_SUMMARY_SAMPLES as u64 * 500));
-        // Fits the client's note decoder (64 KiB frames; `session.rs`).
+        // Fits the client's note decoder (64 KiB frames; `client/session.rs`).
         let bytes = soku_proto::frame::to_vec(&t.points).expect("encodes");
         assert!(bytes.len() < 16 * 1024, "{}", bytes.len());
     }

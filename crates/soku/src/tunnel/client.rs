@@ -19,10 +19,10 @@ use tokio::sync::Semaphore;
 use super::listen::{check_destination, parse_listen, parse_remote};
 use super::pipe::{self, RelayError};
 use super::{code, MAX_CONNECTIONS, STREAM_HEADER};
-use crate::cli::TunnelArgs;
+use crate::cli::args::TunnelArgs;
+use crate::client::launch::{Launcher, ServeCommand};
+use crate::client::session::{Session, SessionOptions, TransportMode};
 use crate::exit::Exit;
-use crate::launch::{Launcher, ServeCommand};
-use crate::session::{Session, SessionOptions, TransportMode};
 
 /// How long to wait for the QUIC handshake: longer than a copy's default, as a tunnel
 /// has no fallback to try instead.
@@ -33,7 +33,7 @@ pub async fn run(mut args: TunnelArgs) -> anyhow::Result<()> {
     let listen = parse_listen(&args.listen).map_err(Exit::usage)?;
     check_destination(&args.to).map_err(Exit::usage)?;
     let remote = parse_remote(&args.remote).map_err(Exit::usage)?;
-    crate::config::apply_ssh(&mut args.ssh, &remote.host)?;
+    crate::cli::config::apply_ssh(&mut args.ssh, &remote.host)?;
     let listener = TcpListener::bind((listen.host.as_str(), listen.port)).await.map_err(|e| {
         Exit::failure(format!("cannot listen on {}:{}: {e}", listen.host, listen.port))
     })?;

@@ -1,7 +1,7 @@
 //! The tunnel's command-line addresses, checked before anything connects: the local
 //! `[ADDR:]PORT` to listen on, the remote `HOST:PORT` to reach, and the `[user@]host`.
 
-use crate::spec::{self, Location, Remote};
+use crate::cli::spec::{self, Location, Remote};
 
 /// Where the client listens, as typed: bound with the system resolver.
 #[derive(Debug, Clone, PartialEq, Eq)]

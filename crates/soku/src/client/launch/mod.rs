@@ -12,9 +12,9 @@ use tokio::process::Command;
 
 pub use self::shared_login::{NotShared, SharedLogin, PERSIST};
 pub use self::stderr::{remote_out_of_memory, ssh_login_failed, Forward};
-use crate::cli::SshArgs;
-use crate::kept::KeptKey;
-use crate::spec::Remote;
+use crate::cli::args::SshArgs;
+use crate::cli::spec::Remote;
+use crate::client::kept::KeptKey;
 
 /// How long a reconnecting ssh waits for the host to answer (see [`Launcher::command`]).
 pub const RECONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
@@ -122,7 +122,7 @@ impl Launcher {
     }
 
     /// Where the record of a server kept for the next copies to this host is (see
-    /// `crate::kept`): only for a shared login.
+    /// `crate::client::kept`): only for a shared login.
     pub fn kept_key(&self, serve: &ServeCommand, background: bool) -> Option<KeptKey> {
         match self {
             Launcher::Ssh { program, shared: Some(shared), .. } => {
@@ -136,7 +136,7 @@ impl Launcher {
 
     /// Where ssh connects to log in, for a shared login that connects to the host
     /// itself (`shared_login.rs`).
-    pub fn login_address(&self) -> Option<crate::tcp_probe::LoginAddress> {
+    pub fn login_address(&self) -> Option<crate::carrier::tcp_probe::LoginAddress> {
         match self {
             Launcher::Ssh { shared: Some(shared), .. } => shared.login_address().cloned(),
             _ => None,
@@ -207,7 +207,7 @@ impl Launcher {
                 let exe = std::env::current_exe()?;
                 let mut cmd = Command::new(exe);
                 cmd.args(&serve_words[1..]).arg("--bind").arg("127.0.0.1");
-                // Our own child, not a forced command (`serve/fence.rs`), even when this
+                // Our own child, not a forced command (`server/serve/fence.rs`), even when this
                 // client runs in a session that sshd started as one.
                 cmd.env_remove("SSH_ORIGINAL_COMMAND");
                 cmd

@@ -1,7 +1,7 @@
 //! Ctrl-C (SIGINT) during a copy.
 //!
 //! Killed by the signal's default action, the client told the remote nothing: a job on
-//! a kept server (`serve/kept.rs`), reached over QUIC with no ssh channel whose end
+//! a kept server (`server/serve/kept.rs`), reached over QUIC with no ssh channel whose end
 //! would tell it, went on holding the upload's partial files until its client had been
 //! silent for 15 s, and the same command run again at once waited for them, with
 //! nothing verified. So the copy takes the signal itself:
@@ -24,8 +24,8 @@ use tokio::sync::watch;
 
 use crate::exit::Exit;
 
-/// QUIC close code of a client interrupted by its user (beside those in `session.rs`
-/// and `serve/kept.rs`).
+/// QUIC close code of a client interrupted by its user (beside those in `client/session.rs`
+/// and `server/serve/kept.rs`).
 pub const CLOSE_CODE: u32 = 6;
 /// Exit status of an interrupted copy: 128 + SIGINT.
 pub const EXIT_CODE: u8 = 130;

@@ -7,11 +7,11 @@
 //! path the client chose.
 //! It exits when the job is done or the ssh channel closes; or, when the client's hello
 //! asks it to and the job went well over QUIC, it stays for the client's next copies
-//! (`serve/kept.rs`).
+//! (`server/serve/kept.rs`).
 //!
 //! An administrator can fence it in a forced command (`--root`, `--read-only`,
 //! `--write-only`, `--no-tunnel`): every job, the kept server's too, is held to them
-//! (`serve/fence.rs`).
+//! (`server/serve/fence.rs`).
 
 mod fence;
 mod kept;
@@ -47,11 +47,12 @@ use soku_engine::link::{self, Link};
 use soku_engine::partial::made_dir::resolve_target;
 use soku_engine::{CopyOptions, EngineError, LinkError, Role};
 
-use crate::cli::ServeArgs;
+use crate::carrier::{policing, tcp_path};
+use crate::cli::args::ServeArgs;
+use crate::client::{path_board, preview};
 use crate::exit::Told;
-use crate::ports::{self, Bound};
 use crate::report::ServerSampler;
-use crate::{path_board, policing, preview, tcp_path};
+use crate::server::ports::{self, Bound};
 
 /// How long the server waits for the client's QUIC handshake or TCP connections after
 /// offering them.
@@ -79,9 +80,9 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let server_addr = args.bind.or_else(ssh_server_ip);
     let client_pin = ClientPin::unset();
     // Filled from the client's hello: its path memory on a download (see
-    // `path_memory.rs`), and `--background`.
+    // `client/path_memory.rs`), and `--background`.
     let hint = HintSlot::new();
-    // Named after the client's address once it connects (see `path_board.rs`).
+    // Named after the client's address once it connects (see `client/path_board.rs`).
     let board = BoardSlot::new();
     let transport = TransportOptions {
         hint: hint.clone(),
@@ -125,7 +126,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let hello = within(stall, read_small_frame(&mut stdin)).await??;
     let hello = soku_proto::hello::decode_client_hello(&hello)?;
     hint.set(ConnectionHint {
-        remembered: hello.path_memory.map(crate::path_memory::remembered),
+        remembered: hello.path_memory.map(crate::client::path_memory::remembered),
         background: hello.background,
     });
     // The newest version both speak (the client makes the same choice from our hello,
@@ -135,7 +136,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     // Found now, while this process surely runs in the login that started it.
     let login = keep.then(kept::Login::of_this_process).flatten();
     // An upload's preview is answered at once, before the client's handshake (see
-    // `crate::preview`): the client reads the answer beside our hello.
+    // `crate::client::preview`): the client reads the answer beside our hello.
     let asked = hello.receive_preview.clone().filter(|_| version >= preview::SINCE_VERSION);
     let answered = asked.as_ref().and_then(|asked| {
         // A fenced server answers "maybe": whether a name is taken is itself a look at
@@ -235,7 +236,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             // The ssh channel's end means the client is gone: stop at once.
             let (watched, gone) = (conn.clone(), Arc::new(AtomicBool::new(false)));
             let channel_gone = gone.clone();
-            // Meanwhile the client's pings there are answered (`crate::shaping`): our
+            // Meanwhile the client's pings there are answered (`crate::carrier::shaping`): our
             // stdout is shared with the notes below from here on.
             let stdout = Arc::new(tokio::sync::Mutex::new(stdout));
             let answering = stdout.clone();
@@ -371,7 +372,7 @@ async fn channel_closed<R: AsyncRead + Unpin>(mut stdin: R) {
 
 /// [`channel_closed`], answering each of the client's pings there with a pong on
 /// `stdout` at once (the client times round trips over ssh beside QUIC's, see
-/// `crate::shaping`). Pings are the only notes a client sends; anything that does not
+/// `crate::carrier::shaping`). Pings are the only notes a client sends; anything that does not
 /// decode as one is not answered, and once the framing breaks nothing more is (the
 /// reading goes on, to see the channel end). The decoder holds at most one small frame.
 async fn answer_pings_until_closed<R: AsyncRead + Unpin>(
@@ -447,7 +448,7 @@ fn ssh_connection_field(index: usize) -> Option<IpAddr> {
 }
 
 /// Writes the server's summary on the ssh channel for the client's `--report` (read by
-/// `watch_ssh` in `session.rs`; a client that does not read it loses nothing). Only
+/// `watch_ssh` in `client/session.rs`; a client that does not read it loses nothing). Only
 /// over QUIC or TCP: over the ssh channel, stdout carries the data itself.
 async fn send_summary(stdout: &mut tokio::io::Stdout, summary: ServerSummary) {
     let mut note = Vec::new();

@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 
-use crate::cli::{CopyArgs, DemoArgs};
-use crate::session::TransportMode;
+use crate::cli::args::{CopyArgs, DemoArgs};
+use crate::client::session::TransportMode;
 use crate::ui::{human_bytes, ProgressMeter};
 use soku_engine::events::EventSink;
 
@@ -42,7 +42,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
         ..CopyArgs::default()
     };
     let events: Arc<dyn EventSink> = Arc::new(ProgressMeter::new(false, true));
-    let report = crate::copy::run_with(copy, events).await?;
+    let report = crate::client::copy::run_with(copy, events).await?;
     if report.bytes != bytes || report.files != 1 {
         anyhow::bail!(
             "the receiver verified {} bytes in {} files, expected {bytes} in 1",

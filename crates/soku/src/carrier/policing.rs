@@ -24,7 +24,7 @@
 //! Whichever side sends the data watches its connection for [`WATCH_FOR`]; on the
 //! signature it closes QUIC with [`POLICED`] and the reason, and the client moves the
 //! copy to TCP, resuming what QUIC delivered. The client also looks for a shaper's
-//! signature (a queue UDP alone waits in, `crate::shaping`), in either direction: its
+//! signature (a queue UDP alone waits in, `crate::carrier::shaping`), in either direction: its
 //! RTT samples carry the queue both ways, since the server's acks wait in it too.
 
 use std::time::Duration;
@@ -32,8 +32,8 @@ use std::time::Duration;
 use soku_engine::events::PathReport;
 use soku_transport::ResumePhase;
 
-use crate::shaping;
-use crate::udp_block::{self, TcpRoundTrips};
+use crate::carrier::shaping;
+use crate::carrier::udp_block::{self, TcpRoundTrips};
 
 /// QUIC application close code: UDP looks rate-limited, move to TCP.
 pub const POLICED: u32 = 3;
@@ -94,8 +94,8 @@ pub async fn watch(conn: quinn::Connection) -> Option<String> {
 }
 
 /// [`watch`], and on the client's side with round trips over TCP (`tcp`): for UDP
-/// blocked under the copy (`crate::udp_block`), until the connection closes; when they
-/// are ssh's pings (`crate::shaping`), also for a shaper's signature, QUIC in a queue
+/// blocked under the copy (`crate::carrier::udp_block`), until the connection closes; when they
+/// are ssh's pings (`crate::carrier::shaping`), also for a shaper's signature, QUIC in a queue
 /// that ssh does not see, in [`SHAPED_LOOKS`] looks in a row.
 pub async fn watch_beside_tcp(
     conn: quinn::Connection,

@@ -33,8 +33,8 @@ use std::time::Duration;
 
 use tokio::process::Command;
 
-use crate::private_dir::{netns_id, soku_runtime_dir};
-use crate::tcp_probe::LoginAddress;
+use crate::carrier::tcp_probe::LoginAddress;
+use crate::client::private_dir::{netns_id, soku_runtime_dir};
 
 /// How long the master stays after its last session ends.
 pub const PERSIST: Duration = Duration::from_secs(60);
@@ -163,7 +163,7 @@ impl SharedLogin {
     }
 
     /// Where ssh connects to log in, when it connects to the host itself (no proxy):
-    /// a copy through a kept server times TCP handshakes there (`crate::tcp_probe`).
+    /// a copy through a kept server times TCP handshakes there (`crate::carrier::tcp_probe`).
     pub fn login_address(&self) -> Option<&LoginAddress> {
         self.login_at.as_ref()
     }
@@ -237,7 +237,7 @@ impl Dial {
     /// `%` doubled where ssh would expand it. None if a path cannot be named.
     fn proxy_command(&self) -> Option<String> {
         let word = |path: &std::path::Path| {
-            path.to_str().map(|p| crate::launch::shell_quote(p).replace('%', "%%"))
+            path.to_str().map(|p| crate::client::launch::shell_quote(p).replace('%', "%%"))
         };
         let exe = word(&std::env::current_exe().ok()?)?;
         let mut command = format!("{exe} proxy --pass-fd --family {}", self.family);
@@ -533,7 +533,7 @@ mod tests {
                 && command.contains(" proxy --pass-fd --family inet --connect-timeout 5 "),
             "{command}"
         );
-        let words = crate::launch::shell_words(&command).expect("splits as a shell would");
+        let words = crate::client::launch::shell_words(&command).expect("splits as a shell would");
         let exe = std::env::current_exe().expect("exe");
         assert_eq!(words[0].replace("%%", "%"), exe.to_str().expect("utf-8"));
         let at = words.iter().position(|w| w == "--error-file").expect("error file");

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use soku_transport::{BoardSlot, MinRttRecord, PathBoard, ShareRecord};
 
-use crate::private_dir::{netns_id, soku_runtime_dir};
+use crate::client::private_dir::{netns_id, soku_runtime_dir};
 
 /// The directory's name under soku's runtime directory.
 const DIR: &str = "paths-now";

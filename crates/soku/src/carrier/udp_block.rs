@@ -1,5 +1,5 @@
 //! Telling UDP blocked under a running copy from an outage: QUIC hears nothing while
-//! round trips over ssh (a TCP connection on the same path, `crate::shaping`) go on as
+//! round trips over ssh (a TCP connection on the same path, `crate::carrier::shaping`) go on as
 //! before, so that the copy moves to TLS over TCP instead of waiting out QUIC's idle
 //! timeout (a minute) and logging in again.
 //!
@@ -19,7 +19,7 @@
 //!
 //! A copy through a kept server has no ssh channel: its round trips over TCP are
 //! handshakes with the host ssh logs in to, made once QUIC has been silent for longer
-//! than a live connection ever is (`crate::tcp_probe`), and they cover the silence
+//! than a live connection ever is (`crate::carrier::tcp_probe`), and they cover the silence
 //! from then on. Where soku cannot make them (ssh goes through a proxy), and with a
 //! server from before the pings, which never answers them: no verdict.
 
@@ -28,8 +28,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::shaping::RoundTrips;
-use crate::tcp_probe::Handshakes;
+use crate::carrier::shaping::RoundTrips;
+use crate::carrier::tcp_probe::Handshakes;
 
 /// How long QUIC must hear nothing: longer than the keep-alive interval (5 s) and a
 /// round trip, with a margin for a busy host's timers.
@@ -42,7 +42,7 @@ const LOOK_EVERY: Duration = Duration::from_millis(500);
 /// The round trips over TCP that stand beside QUIC's silence.
 #[derive(Debug, Clone)]
 pub enum TcpRoundTrips {
-    /// Pings over the ssh channel, sent all through the copy (`crate::shaping`).
+    /// Pings over the ssh channel, sent all through the copy (`crate::carrier::shaping`).
     Ssh(Arc<RoundTrips>),
     /// TCP handshakes, made only while QUIC is silent (a copy through a kept server).
     Handshakes(Arc<Handshakes>),
@@ -68,7 +68,7 @@ impl TcpRoundTrips {
     fn covering_from(&self, since: Instant) -> Instant {
         match self {
             TcpRoundTrips::Ssh(_) => since,
-            TcpRoundTrips::Handshakes(_) => since + crate::tcp_probe::PROBE_AFTER,
+            TcpRoundTrips::Handshakes(_) => since + crate::carrier::tcp_probe::PROBE_AFTER,
         }
     }
 

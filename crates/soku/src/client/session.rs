@@ -24,12 +24,13 @@ use tokio::process::{Child, ChildStdin};
 
 pub use self::choose::TransportMode;
 use self::choose::{Chosen, Offer};
+use crate::carrier::policing;
+use crate::carrier::shaping::{self, RoundTrips};
+use crate::carrier::udp_block::TcpRoundTrips;
+use crate::client::kept::KeptServer;
+use crate::client::launch::Forward;
+use crate::client::preview;
 use crate::exit::Exit;
-use crate::kept::KeptServer;
-use crate::launch::Forward;
-use crate::shaping::{self, RoundTrips};
-use crate::udp_block::TcpRoundTrips;
-use crate::{policing, preview};
 
 /// A QUIC connection and the endpoint that made it.
 pub struct QuicPath {
@@ -50,21 +51,21 @@ pub struct Session {
     /// Over QUIC or TCP: ends when ssh's output does (see `watch_ssh`).
     ssh_watch: Option<tokio::task::JoinHandle<()>>,
     /// Kept open over QUIC or TCP: closing it tells the server to exit. Shared only with
-    /// the pinger, which holds it weakly (see `crate::shaping`).
+    /// the pinger, which holds it weakly (see `crate::carrier::shaping`).
     ssh_stdin: Option<Arc<tokio::sync::Mutex<ChildStdin>>>,
     /// Over QUIC with TCP as a way out: round trips over ssh, timed beside QUIC's to tell
-    /// a UDP shaper (see `crate::shaping`), and the task that pings.
+    /// a UDP shaper (see `crate::carrier::shaping`), and the task that pings.
     pings: Option<(Arc<RoundTrips>, tokio::task::JoinHandle<()>)>,
     /// On a session with a kept server, which has no ssh channel: TCP handshakes with
-    /// the login's host, made while QUIC is silent (see `crate::udp_block`).
-    handshakes: Option<Arc<crate::tcp_probe::Handshakes>>,
+    /// the login's host, made while QUIC is silent (see `crate::carrier::udp_block`).
+    handshakes: Option<Arc<crate::carrier::tcp_probe::Handshakes>>,
     /// The QUIC connection, if the data moves over QUIC.
     pub quic: Option<QuicPath>,
     /// Why the data does not move over QUIC, when it does not (the user asked, or UDP
     /// did not get through).
     pub fallback: Option<String>,
     /// Over QUIC in auto mode: whether TCP gets through too, should UDP turn out
-    /// rate-limited (see `policing.rs`).
+    /// rate-limited (see `carrier/policing.rs`).
     tcp_check: Option<choose::TcpCheck>,
     /// Why the server closed QUIC for a UDP rate limit, as it said on the ssh channel.
     note: Arc<OnceLock<String>>,
@@ -76,19 +77,19 @@ pub struct Session {
     choice_sent: tokio::time::Instant,
     choice_seen: Arc<OnceLock<tokio::time::Instant>>,
     /// The receiving side said it holds nothing under the names that come (see
-    /// `crate::preview`): the copy runs without held reports.
+    /// `crate::client::preview`): the copy runs without held reports.
     nothing_held: bool,
     /// The server takes names that are not UTF-8 (`soku_proto::name`).
     byte_names: bool,
     /// The most descriptors the server may hold open, as its hello said (`None`: an
     /// older server): an upload keeps the files open there within it.
     peer_open_files: Option<u64>,
-    /// The server stays after this job for the next copies (see `crate::kept`), and how
+    /// The server stays after this job for the next copies (see `crate::client::kept`), and how
     /// they reach it, until [`Session::take_kept`].
     stays: bool,
     kept: Option<KeptServer>,
     /// On a session with a kept server: reads the server's summary, which comes on a
-    /// QUIC stream of its own (`serve/kept.rs`).
+    /// QUIC stream of its own (`server/serve/kept.rs`).
     kept_notes: Option<tokio::task::JoinHandle<()>>,
 }
 
@@ -112,7 +113,7 @@ pub struct SessionOptions {
     pub host: String,
     /// Cipher, rate cap, and what an upload's controller resumes from.
     pub transport: TransportOptions,
-    /// On a download: what the server's controller resumes from (see `path_memory.rs`).
+    /// On a download: what the server's controller resumes from (see `client/path_memory.rs`).
     pub download_memory: Option<PathMemory>,
     /// `--background`: the data sender's controller yields to other traffic.
     pub background: bool,
@@ -120,21 +121,21 @@ pub struct SessionOptions {
     /// time a round trip there.
     pub diagnose: bool,
     /// Through an existing shared ssh login: how long its master may take to bring the
-    /// server's hello (see `launch/shared_login.rs`).
+    /// server's hello (see `client/launch/shared_login.rs`).
     pub attach_timeout: Option<Duration>,
     /// Where soku's own dialer of the ssh login leaves its error (see
-    /// `launch/shared_login.rs`): read when ssh fails to start the remote end.
+    /// `client/launch/shared_login.rs`): read when ssh fails to start the remote end.
     pub dial_errors: Option<std::path::PathBuf>,
     /// With resume: what the receiving side is asked or told before the copy (see
-    /// `crate::preview`).
+    /// `crate::client::preview`).
     pub receive_preview: Option<ReceivePreview>,
-    /// Ask the server to stay for the next copies (`serve/kept.rs`): a copy through a
+    /// Ask the server to stay for the next copies (`server/serve/kept.rs`): a copy through a
     /// shared login.
     pub keep: bool,
     /// Where ssh connects to log in, when it connects to the host itself: a copy
     /// through a kept server times TCP handshakes there while QUIC is silent
-    /// (`crate::tcp_probe`).
-    pub login_at: Option<crate::tcp_probe::LoginAddress>,
+    /// (`crate::carrier::tcp_probe`).
+    pub login_at: Option<crate::carrier::tcp_probe::LoginAddress>,
     /// How long the peer may say nothing, not even a keep-alive, before the session
     /// takes it for stalled: while the client waits for the server's first words after
     /// its hello, and on the link (`Link::set_stall_limit`).
@@ -242,7 +243,7 @@ impl Session {
         };
         // An upload's preview is answered once the server has read our hello, which ssh
         // hands it a round trip after it started: about when our handshake is done, so
-        // the answer is read meanwhile (see `crate::preview`). A server from before
+        // the answer is read meanwhile (see `crate::client::preview`). A server from before
         // protocol 6 answers nothing.
         let previewed = opts.receive_preview.as_ref().filter(|_| version >= preview::SINCE_VERSION);
         let answering = async {
@@ -453,7 +454,7 @@ impl Session {
             (None, Some(handshakes)) => Some(TcpRoundTrips::Handshakes(handshakes.clone())),
             (None, None) => None,
         };
-        Some(tokio::spawn(crate::policing::watch_beside_tcp(conn.clone(), tcp)))
+        Some(tokio::spawn(crate::carrier::policing::watch_beside_tcp(conn.clone(), tcp)))
     }
 
     /// After a QUIC copy failed: whether it was closed for a UDP rate limit, by our
@@ -507,7 +508,7 @@ impl Session {
     }
 
     /// Whether the receiving side said it holds nothing under the names that come:
-    /// the copy then runs without held reports (see `crate::preview`).
+    /// the copy then runs without held reports (see `crate::client::preview`).
     pub fn nothing_held(&self) -> bool {
         self.nothing_held
     }
@@ -637,12 +638,12 @@ impl Session {
     }
 
     /// Tells the remote that the user interrupted the copy, while the copy still holds
-    /// its link: QUIC is closed with [`crate::interrupt::CLOSE_CODE`], which ends the
+    /// its link: QUIC is closed with [`crate::client::interrupt::CLOSE_CODE`], which ends the
     /// remote job as it arrives, and ssh is stopped, which ends the remote soku over
     /// the other transports. [`Session::abort`] follows once the copy let go of the link.
     pub fn interrupt(&mut self) {
         if let Some(quic) = &self.quic {
-            soku_transport::close(&quic.conn, crate::interrupt::CLOSE_CODE, b"interrupted");
+            soku_transport::close(&quic.conn, crate::client::interrupt::CLOSE_CODE, b"interrupted");
         }
         if let Some(child) = &mut self.child {
             let _ = child.start_kill();
@@ -691,7 +692,7 @@ pub const SSH_ENDED: u32 = 2;
 
 /// Reads what the server still says on the ssh channel (a [`ServerNote`]) until ssh's
 /// output ends, and closes the QUIC connection then, if there is one. The server exits
-/// when its ssh channel ends (`serve.rs`), and ssh ends when the server does: so either
+/// when its ssh channel ends (`server/serve.rs`), and ssh ends when the server does: so either
 /// side stopping (killed, or its login dropped) is noticed at once, not after QUIC's
 /// idle timeout of a minute (TCP connections end with the server anyway;
 /// [`Session::ssh_ended`] then says why). A policed note is kept and closes QUIC with
@@ -825,11 +826,11 @@ async fn explain_startup_failure(
         // resolve, a refused port): no remote soku ever ran.
         // ssh printed why it could not log in (a host key not accepted, no key the
         // server takes): no remote soku ever ran.
-        Some(255) if dial_failed || crate::launch::ssh_login_failed() => {
+        Some(255) if dial_failed || crate::client::launch::ssh_login_failed() => {
             "ssh could not connect to the remote host (the reason is above)".to_string()
         }
         // Its allocator's last words came through ssh's error output (drained above).
-        _ if crate::launch::remote_out_of_memory().is_some() => {
+        _ if crate::client::launch::remote_out_of_memory().is_some() => {
             "the remote soku ran out of memory as it started (see above): raise the remote's \
              memory limit (ulimit -v, the login's cgroup)"
                 .to_string()

@@ -23,7 +23,7 @@ pub use file::parse_size;
 use file::{default_paths, ConfigFile};
 pub use settings::Settings;
 
-use crate::cli::{CopyArgs, SshArgs};
+use crate::cli::args::{CopyArgs, SshArgs};
 use crate::exit::Exit;
 
 /// A config file that cannot be used.

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::session::TransportMode;
+use crate::client::session::TransportMode;
 
 /// Seconds to wait for QUIC and TCP before moving on, when neither the command line nor
 /// a config file says.
@@ -19,7 +19,7 @@ pub const DEFAULT_RETRY_FOR_SECS: u64 = 300;
 
 /// `--chunk-size`: bytes, or with a K/KiB or M/MiB suffix, within the protocol's bounds.
 fn parse_chunk_size(s: &str) -> Result<u32, String> {
-    crate::config::parse_size(s)
+    crate::cli::config::parse_size(s)
         .and_then(|b| u32::try_from(b).ok())
         .and_then(|b| soku_proto::chunk::check_chunk_size(b).ok())
         .ok_or_else(|| format!("bad chunk size {s:?}: expected 16K to 16M, e.g. 4M"))
@@ -197,7 +197,7 @@ pub struct SshArgs {
 
     /// Ports the remote soku may listen on for the data, QUIC and TCP (`LO-HI`, for a
     /// firewall that opens only those); default: any free port.
-    #[arg(long = "remote-ports", value_name = "LO-HI", value_parser = crate::ports::parse_range)]
+    #[arg(long = "remote-ports", value_name = "LO-HI", value_parser = crate::server::ports::parse_range)]
     pub remote_ports: Option<std::ops::RangeInclusive<u16>>,
 
     /// Path of soku on the remote host (default: `soku` from the remote PATH).
@@ -283,7 +283,7 @@ pub struct ServeArgs {
     pub bind: Option<std::net::IpAddr>,
     /// Listen for the data (QUIC and TLS over TCP) only on ports in LO-HI (a range a
     /// firewall opens); default: any free port.
-    #[arg(long = "ports", value_name = "LO-HI", value_parser = crate::ports::parse_range)]
+    #[arg(long = "ports", value_name = "LO-HI", value_parser = crate::server::ports::parse_range)]
     pub ports: Option<std::ops::RangeInclusive<u16>>,
     /// Seconds without a word from the client (not even a keep-alive) before it is
     /// taken for stalled and the server exits (tests shorten it).

@@ -1,17 +1,17 @@
 //! The client's record of a remote `soku serve` that stayed after a copy
-//! (`serve/kept.rs`): where it listens, its certificate's fingerprint, and the client
+//! (`server/serve/kept.rs`): where it listens, its certificate's fingerprint, and the client
 //! certificate and key it takes. The next copy to the same host, with the same ssh
 //! configuration, reaches it over QUIC alone instead of opening an ssh session.
 //!
 //! - **Only with a shared login.** A record is made only for copies whose ssh login is
-//!   shared (`launch/shared_login.rs`): the user who turns sharing off
+//!   shared (`client/launch/shared_login.rs`): the user who turns sharing off
 //!   (`--no-share-login`, `-o ControlMaster=no`, their own ControlMaster) turns this off
 //!   too. Its name is a hash of the master socket's (itself a hash of `ssh -G`'s whole
 //!   configuration, the network namespace and the user), of the remote command, and of
 //!   `--background`, which the server's controller took from the first copy's hello.
 //! - **As private as ssh's control socket.** The file holds a key that lets its holder
 //!   copy files as the remote user while the server stays: it lives in soku's private
-//!   runtime directory (`private_dir.rs`), mode 0600, written whole or not at all.
+//!   runtime directory (`client/private_dir.rs`), mode 0600, written whole or not at all.
 //! - **Trusted only for a while.** It is valid until [`MARGIN`] before the server's idle
 //!   time ends; an expired or unreadable record is removed. A copy that cannot reach the
 //!   server within a few round trips removes it and opens an ssh session.
@@ -24,7 +24,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 use soku_transport::{Fingerprint, Identity};
 
-use crate::private_dir::soku_runtime_dir;
+use crate::client::private_dir::soku_runtime_dir;
 
 /// How much sooner than the server the client stops counting on it: the server's idle
 /// time starts when its job ends, a little before the client's does.
@@ -45,7 +45,7 @@ pub struct KeptServer {
     pub min_rtt: Duration,
     /// Whether TLS over TCP got through when the first session raced it (`None`: it did
     /// not race, `--transport quic`): a copy that finds UDP rate-limited moves to TCP
-    /// only if it does, as in any session (`policing.rs`).
+    /// only if it does, as in any session (`carrier/policing.rs`).
     pub tcp_reachable: Option<bool>,
     /// It takes names that are not UTF-8 (`soku_proto::name`), as its protocol told the
     /// first session.
@@ -127,9 +127,9 @@ impl KeptKey {
         })
     }
 
-    /// Records `server`, which stays [`crate::launch::PERSIST`] from now.
+    /// Records `server`, which stays [`crate::client::launch::PERSIST`] from now.
     pub fn remember(&self, server: &KeptServer) {
-        let until = SystemTime::now() + crate::launch::PERSIST - MARGIN;
+        let until = SystemTime::now() + crate::client::launch::PERSIST - MARGIN;
         let Some(until_ms) = millis_since_epoch(until) else { return };
         let (cert, key) = server.identity.to_der();
         let record = Record {
@@ -202,7 +202,7 @@ mod tests {
         assert_eq!(read.min_rtt, kept.min_rtt);
         assert_eq!(read.tcp_reachable, kept.tcp_reachable);
         assert_eq!(read.open_files, kept.open_files);
-        let later = SystemTime::now() + crate::launch::PERSIST;
+        let later = SystemTime::now() + crate::client::launch::PERSIST;
         assert!(key.read(later).is_none(), "expired before the server's idle time ends");
     }
 

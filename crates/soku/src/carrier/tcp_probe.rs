@@ -1,7 +1,7 @@
-//! Round trips over TCP for a copy through a kept server (`serve/kept.rs`), which has
-//! no ssh channel to ping on (`crate::shaping`): TCP handshakes with the host ssh logs
+//! Round trips over TCP for a copy through a kept server (`server/serve/kept.rs`), which has
+//! no ssh channel to ping on (`crate::carrier::shaping`): TCP handshakes with the host ssh logs
 //! in to, timed, so that UDP cut under such a copy is told from an outage as it is for
-//! a copy over ssh (`crate::udp_block`).
+//! a copy over ssh (`crate::carrier::udp_block`).
 //!
 //! - **Only while QUIC hears nothing.** A handshake a second once QUIC has been silent
 //!   for [`PROBE_AFTER`], longer than a live connection ever is: however idle the copy,
@@ -14,7 +14,7 @@
 //!   the path within half a second of its return, or a round trip on a slower path
 //!   (`soku_transport::wake_when_silent`).
 //! - **Only where ssh connects to the host itself** (no ProxyCommand or ProxyJump;
-//!   `launch/shared_login.rs`): the handshake then crosses the path the login did. The
+//!   `client/launch/shared_login.rs`): the handshake then crosses the path the login did. The
 //!   name is resolved when the copy starts: in the silence a DNS query, over UDP, would
 //!   be lost too.
 //! - **Nothing is said.** Each connection is closed once made; sshd sees a client that
@@ -27,7 +27,7 @@ use std::time::Duration;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-use crate::shaping::RoundTrips;
+use crate::carrier::shaping::RoundTrips;
 
 /// How long QUIC must have been silent before the first handshake: the keep-alive
 /// interval (5 s), a round trip of a long path and a margin; two seconds short of

@@ -1,4 +1,4 @@
-//! A session with a server kept from an earlier copy (`serve/kept.rs`): one QUIC
+//! A session with a server kept from an earlier copy (`server/serve/kept.rs`): one QUIC
 //! handshake with the certificates both sides pinned then, no ssh. The job, its
 //! messages and its verification are the same as in any QUIC session; what the ssh
 //! channel carried comes differently: a download's "nothing held" in a first frame
@@ -14,8 +14,8 @@ use soku_proto::hello::{KeptOpening, ReceivePreview, ServerNote, ServerSummary};
 use soku_transport::TransportOptions;
 
 use super::{QuicPath, Session, SessionOptions};
-use crate::kept::KeptServer;
-use crate::path_board;
+use crate::client::kept::KeptServer;
+use crate::client::path_board;
 
 /// The kept server did not answer: the copy opens an ssh session instead.
 #[derive(Debug, thiserror::Error)]
@@ -87,7 +87,7 @@ impl Session {
             handshakes: kept
                 .tcp_reachable
                 .and(opts.login_at.clone())
-                .map(crate::tcp_probe::Handshakes::start),
+                .map(crate::carrier::tcp_probe::Handshakes::start),
             quic: Some(QuicPath { _endpoint: endpoint, conn, _wake }),
             fallback: None,
             // As the first session found it, for the watch for a UDP rate limit.

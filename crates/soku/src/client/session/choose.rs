@@ -14,8 +14,8 @@ use tokio::time::Instant;
 
 use super::race::{race, Goal};
 use super::SessionOptions;
-use crate::path_board;
-use crate::tcp_path::{self, TcpConnections};
+use crate::carrier::tcp_path::{self, TcpConnections};
+use crate::client::path_board;
 
 /// How long QUIC may still take once TCP has connected, beyond the time TCP took. A
 /// QUIC client resends a lost Initial after 1 s (three times the 333 ms initial RTT,
@@ -85,7 +85,7 @@ pub enum Chosen {
 }
 
 /// Whether TCP got through too, found out after QUIC won: a copy over QUIC moves to TCP
-/// only if it does (see `policing.rs`).
+/// only if it does (see `carrier/policing.rs`).
 pub type TcpCheck = tokio::task::JoinHandle<bool>;
 
 /// Chooses the data path; an error only when a forced transport does not get through.
@@ -311,7 +311,7 @@ mod tests {
         )
         .unwrap();
         let tcp_port = tcp.local_addr().unwrap().port();
-        let gathering = tokio::spawn(crate::tcp_path::gather(tcp));
+        let gathering = tokio::spawn(crate::carrier::tcp_path::gather(tcp));
         let offer = Offer {
             identity: &client_id,
             server: server_id.fingerprint(),

@@ -15,7 +15,7 @@ use toml::Spanned;
 use super::pattern::HostPatterns;
 use super::settings::{Origin, Set, Settings};
 use super::ConfigError;
-use crate::session::TransportMode;
+use crate::client::session::TransportMode;
 
 /// A file as written: every key optional, nothing interpreted yet.
 #[derive(Debug, Default, Deserialize)]
@@ -232,7 +232,7 @@ impl Locator<'_> {
             share_login: self.plain(raw.share_login, section),
             chunk_size: self.checked(raw.chunk_size, section, "chunk-size", chunk_size)?,
             remote_ports: self.checked(raw.remote_ports, section, "remote-ports", |s| {
-                crate::ports::parse_range(s)
+                crate::server::ports::parse_range(s)
             })?,
             remote_soku: self.checked(raw.remote_soku, section, "remote-soku", |s| not_empty(s))?,
             ssh_program: self.checked(raw.ssh_program, section, "ssh-program", |s| not_empty(s))?,

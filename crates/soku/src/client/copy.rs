@@ -19,17 +19,17 @@ use soku_proto::path::{NameFilter, Target, TargetError};
 use soku_proto::receive::Receiver;
 use soku_transport::{Cipher, ConnectionHint, HintSlot, TransportOptions};
 
-use crate::cli::{CopyArgs, DEFAULT_QUIC_TIMEOUT_SECS, DEFAULT_RETRY_FOR_SECS};
+use crate::cli::args::{CopyArgs, DEFAULT_QUIC_TIMEOUT_SECS, DEFAULT_RETRY_FOR_SECS};
+use crate::cli::spec::{self, Location, Remote};
+use crate::client::interrupt::{Interrupt, Interrupted};
+use crate::client::kept::{KeptKey, KeptServer};
+use crate::client::launch::{Launcher, ServeCommand};
+use crate::client::path_memory::{self, Flow, Taught};
+use crate::client::preview;
+use crate::client::retry::{Next, Retry, WholeCopy};
+use crate::client::session::{MasterSilent, Policed, Session, SessionOptions, TransportMode};
 use crate::exit::{Exit, Stopped};
-use crate::interrupt::{Interrupt, Interrupted};
-use crate::kept::{KeptKey, KeptServer};
-use crate::launch::{Launcher, ServeCommand};
-use crate::path_memory::{self, Flow, Taught};
-use crate::preview;
 use crate::report::{self, Recorder};
-use crate::retry::{Next, Retry, WholeCopy};
-use crate::session::{MasterSilent, Policed, Session, SessionOptions, TransportMode};
-use crate::spec::{self, Location, Remote};
 use crate::ui::{JsonLines, ProgressMeter, SilenceWatch};
 
 /// Which way the data flows.
@@ -79,7 +79,7 @@ async fn run_between(args: CopyArgs, other_side: &'static str) -> anyhow::Result
         Direction::Upload { remote, .. } => remote.map(|r| r.host),
         Direction::Download { remote, .. } => Some(remote.host),
     };
-    let args = crate::config::apply(args, host.as_deref())?;
+    let args = crate::cli::config::apply(args, host.as_deref())?;
     // The silence watch tells the user when nothing has been verified for a while (see
     // `ui::silence`): a frozen meter alone does not say whether soku waits or hangs.
     let events: Arc<dyn EventSink> = if args.json {
@@ -132,7 +132,7 @@ fn command_line() -> String {
 }
 
 /// Runs a copy with the given event sink (the demo uses its own), until it ends or the
-/// user interrupts it (`crate::interrupt`).
+/// user interrupts it (`crate::client::interrupt`).
 pub async fn run_with(args: CopyArgs, events: Arc<dyn EventSink>) -> anyhow::Result<CopyReport> {
     let interrupt = Interrupt::listen()?;
     let resumes = !args.no_resume;
@@ -143,7 +143,7 @@ pub async fn run_with(args: CopyArgs, events: Arc<dyn EventSink>) -> anyhow::Res
     };
     match result {
         Err(err) if err.is::<Interrupted>() || interrupt.fired() => {
-            Err(crate::interrupt::exit(resumes).into())
+            Err(crate::client::interrupt::exit(resumes).into())
         }
         other => other,
     }
@@ -221,7 +221,7 @@ async fn copy_until_done(
     };
     let serve = ServeCommand::from_args(&args.ssh);
     // Through a shared login, the server stays after the copy for the next ones, which
-    // reach it over QUIC alone (`crate::kept`). Not when the user chose another transport.
+    // reach it over QUIC alone (`crate::client::kept`). Not when the user chose another transport.
     let kept_key = |launcher: &Launcher| match mode {
         TransportMode::Auto | TransportMode::Quic => launcher.kept_key(&serve, args.background),
         TransportMode::Tcp | TransportMode::Ssh => None,
@@ -263,7 +263,7 @@ async fn copy_until_done(
         }
     }
     // What the last copy to this host in this direction learned: the data sender's
-    // controller starts from it (see `path_memory.rs`). A copy under `-l` measures the
+    // controller starts from it (see `client/path_memory.rs`). A copy under `-l` measures the
     // limit, not the path, so it teaches nothing.
     let flow = match &direction {
         Direction::Upload { .. } => Flow::Up,
@@ -394,7 +394,7 @@ async fn copy_until_done(
                 tokio::time::sleep(wait).await;
                 // Looked at after the wait: the remote's last words have come through
                 // its ssh's error output by then.
-                if let Some(said) = crate::launch::remote_out_of_memory() {
+                if let Some(said) = crate::client::launch::remote_out_of_memory() {
                     return Err(anyhow::anyhow!(
                         "remote: soku serve ran out of memory ({said}): not reconnecting, it \
                          would fail again; raise the remote's memory limit (ulimit -v, the \
@@ -461,7 +461,7 @@ fn stopped(err: &anyhow::Error, facts: Unfinished, here: bool) -> Stopped {
 /// write takes milliseconds, and a disk that hangs must not hold the user's Ctrl-C.
 const WRITES_LAND: Duration = Duration::from_secs(5);
 
-/// Connects to the server kept from an earlier copy (`crate::kept`); forgets it if it
+/// Connects to the server kept from an earlier copy (`crate::client::kept`); forgets it if it
 /// does not answer, and the copy opens an ssh session instead.
 async fn attach_kept(
     kept: KeptServer,
@@ -624,7 +624,7 @@ impl Attempt<'_> {
 }
 
 /// What the receiving side is asked (upload) or told (download) before the copy, so that
-/// no file need wait for its first held report (see `crate::preview`).
+/// no file need wait for its first held report (see `crate::client::preview`).
 fn receive_preview(direction: &Direction, local_target: Option<&Target>) -> Option<ReceivePreview> {
     match (direction, local_target) {
         (Direction::Upload { sources, target, .. }, _) => preview::for_upload(sources, target),

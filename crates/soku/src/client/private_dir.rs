@@ -1,6 +1,6 @@
 //! Directories of soku's own under the user's runtime (or cache) directory, private to
-//! the user: the shared ssh logins' sockets (`launch/shared_login.rs`) and the boards
-//! where concurrent copies share a path's min RTT (`path_board.rs`).
+//! the user: the shared ssh logins' sockets (`client/launch/shared_login.rs`) and the boards
+//! where concurrent copies share a path's min RTT (`client/path_board.rs`).
 
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};

@@ -4,7 +4,7 @@
 //! start (two round trips and ~0.1 s before the handshake could begin).
 //!
 //! - **Who gets in.** Only the certificate the client's hello pinned over ssh: the
-//!   client keeps its key in a file only its user can read (`crate::kept`), as ssh keeps
+//!   client keeps its key in a file only its user can read (`crate::client::kept`), as ssh keeps
 //!   its control socket. Anyone else's handshake fails, as during the first job.
 //! - **How long.** [`IDLE`] after its last job ended, and never while a job runs; a
 //!   handshake under way is no job (a stranger's, failing or left pending, neither
@@ -12,14 +12,14 @@
 //!   connections with a reason first: a client under a copy then reconnects at once,
 //!   through ssh, and resumes. A server gone without a word (killed) has no ssh
 //!   channel whose end would tell: the client finds it 8 s into QUIC's silence, by TCP
-//!   handshakes with sshd that go on answering (`crate::tcp_probe`), or after QUIC's
+//!   handshakes with sshd that go on answering (`crate::carrier::tcp_probe`), or after QUIC's
 //!   idle timeout where it cannot make them. A job whose client goes silent for
 //!   [`CLIENT_SILENCE`] (killed, or cut off) ends, and frees its partial files for the
 //!   client's next session. That session, through ssh, nudges this user's kept servers
 //!   as it begins an upload that may find partial files (SIGUSR1,
 //!   [`nudge_silent_jobs`]): a job whose client has been silent for [`NUDGED_SILENCE`]
 //!   ends at once. The client of a kept job moves to TCP after 8 s of silence
-//!   (`crate::tcp_probe`), so the job it left is already past that, and its upload does
+//!   (`crate::carrier::tcp_probe`), so the job it left is already past that, and its upload does
 //!   not wait for the rest of [`CLIENT_SILENCE`].
 //! - **Whose authority.** Only while the ssh login that started it lives: it watches
 //!   that login's sshd process ([`Login`]) and, once it has ended, takes no new job and
@@ -29,7 +29,7 @@
 //!   it again: a per-job look at authorized_keys would not know which key logged in,
 //!   and could not drop the groups. Tying the server to the login hands every check to
 //!   sshd: the login's master ends a minute after its last ssh session
-//!   (`launch/shared_login.rs`, `PERSIST`), or sooner when someone ends it, and the
+//!   (`client/launch/shared_login.rs`, `PERSIST`), or sooner when someone ends it, and the
 //!   next copy logs in afresh, where a revoked key is refused; copies that follow each
 //!   other through the server alone would otherwise keep it, and the key's power, for
 //!   as long as they come. A copy that finds it ended waits at most 2 s and opens an
@@ -38,7 +38,7 @@
 //!   stream, sends a first frame (`KeptOpening`) and its request, and the engine runs
 //!   it. A job that went well ends with the server's summary on a stream the server
 //!   opens (the ssh channel carried it on the first job). A job that sends the data
-//!   watches for a UDP rate limit as the first did (`crate::policing`), if the client
+//!   watches for a UDP rate limit as the first did (`crate::carrier::policing`), if the client
 //!   can move to TCP. Up to [`MAX_JOBS`] at once; more are refused at once, so that their
 //!   clients log in through ssh instead of waiting.
 //! - **Its output.** stdout and stderr were the ssh channel, which is gone: they are
@@ -59,13 +59,14 @@ use tokio::task::JoinSet;
 
 use super::fence::Fence;
 use super::{read_small_frame, serve_job, within, CLOSE_PATIENCE};
+use crate::carrier::policing;
+use crate::client::preview;
 use crate::report::ServerSampler;
-use crate::{policing, preview};
 use soku_engine::link;
 
 /// How long the server stays after its last job: as long as the shared ssh login
-/// (`launch/shared_login.rs`, `PERSIST`), which the client counts on in its record.
-pub const IDLE: Duration = crate::launch::PERSIST;
+/// (`client/launch/shared_login.rs`, `PERSIST`), which the client counts on in its record.
+pub const IDLE: Duration = crate::client::launch::PERSIST;
 /// The process's name (`/proc/PID/comm`) once it stays.
 pub const PROCESS_NAME: &str = "soku-kept";
 /// QUIC close code of a kept server told to stop (beside 1, a job aborted;
@@ -96,14 +97,14 @@ pub struct Stay {
     /// the client's hello) and its path's board.
     pub transport: TransportOptions,
     /// The address the endpoint is bound to, and the client's as ssh saw it (for the
-    /// MTU bound, as in `crate::ports`).
+    /// MTU bound, as in `crate::server::ports`).
     pub bind_ip: IpAddr,
     pub client_ip: Option<IpAddr>,
     /// The client's stall limit (`--stall-timeout`).
     pub stall: Duration,
     /// The client can move to TCP (its first choice said so): each job sending the data
     /// watches for a UDP rate limit and closes its connection with the reason, as the
-    /// first job did (`crate::policing`).
+    /// first job did (`crate::carrier::policing`).
     pub tcp_ready: bool,
     /// The administrator's fences, which every job here is held to as the first was.
     pub fence: Arc<Fence>,
@@ -321,7 +322,7 @@ async fn serve_one(
 /// client's next session, through ssh, waits up to 30 s for them
 /// (`soku_engine::partial`); a kept job gives them up within 15 s, or once nudged.
 async fn end_when_silent(conn: quinn::Connection, nudged: Arc<Notify>) {
-    let mut silence = crate::udp_block::Silence::new(&conn);
+    let mut silence = crate::carrier::udp_block::Silence::new(&conn);
     loop {
         let limit = tokio::select! {
             () = tokio::time::sleep(Duration::from_secs(1)) => CLIENT_SILENCE,

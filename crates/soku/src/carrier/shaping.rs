@@ -2,7 +2,7 @@
 //! same path) timed beside QUIC's, so that a copy whose TLS-over-TCP connections are
 //! ready can move to them.
 //!
-//! Some networks throttle UDP with a shaper rather than a policer (`policing.rs`):
+//! Some networks throttle UDP with a shaper rather than a policer (`carrier/policing.rs`):
 //! packets beyond the rate wait in a queue of their own instead of being dropped.
 //! Nothing is lost, so the policer's signature never shows; soku's controller sees a
 //! slow path and runs at the shaper's rate, where TCP would get the whole link. What
@@ -31,7 +31,7 @@ use tokio::time::Instant;
 
 /// How often the client pings over ssh while the watch runs...
 pub const PING_EVERY: Duration = Duration::from_millis(250);
-/// ... and after it, for the rest of the copy (`crate::udp_block`).
+/// ... and after it, for the rest of the copy (`crate::carrier::udp_block`).
 const PING_AFTER_EVERY: Duration = Duration::from_secs(1);
 /// QUIC's queueing delay (its RTT above its minimum) that may mark a shaper, at least:
 /// well above scheduling noise and a loaded host's ack delays...
@@ -53,12 +53,12 @@ const RECENT: Duration = Duration::from_secs(1);
 /// Pings awaiting their answer, at most (older ones are forgotten: lost or very late).
 const MAX_OUTSTANDING: usize = 64;
 /// Answered pings remembered (when each was sent, its round trip), at most: more than
-/// a [`crate::udp_block::QUIC_SILENCE`] of them at either rate.
+/// a [`crate::carrier::udp_block::QUIC_SILENCE`] of them at either rate.
 const MAX_ANSWERS: usize = 64;
 
 /// Round trips over TCP on the copy's path, sent and answered: pings over the ssh
 /// channel, or, for a copy through a kept server, TCP handshakes with the host ssh logs
-/// in to (`crate::tcp_probe`).
+/// in to (`crate::carrier::tcp_probe`).
 #[derive(Debug, Default)]
 pub struct RoundTrips {
     inner: Mutex<Pings>,

@@ -1,0 +1,10 @@
+//! What the user types: the command line, scp-style paths, and the config files under
+//! the command line.
+//!
+//! - [`args`]: the one command-line definition (help, man page, completions).
+//! - [`spec`]: scp-style `[user@]host:path` parsing.
+//! - [`config`]: the config files under the command line (`soku config [HOST]`).
+
+pub mod args;
+pub mod config;
+pub mod spec;

@@ -1,0 +1,26 @@
+//! The client: the copy command, the remote server it starts, and the session that
+//! carries the copy.
+//!
+//! - [`copy`]: the copy command; [`demo`]: the same over loopback with no remote;
+//!   [`interrupt`]: the user's Ctrl-C during a copy; [`retry`]: when a copy that lost
+//!   its connection tries again.
+//! - [`launch`]: starting the remote `soku serve` (ssh, `-S`, `-e`, or locally), and one
+//!   ssh login shared by copies that follow each other.
+//! - [`session`]: client bootstrap (hellos, QUIC or fallback) into a `soku_engine` link;
+//!   [`kept`]: the client's record of a server that stays for the next copies.
+//! - [`path_memory`]: what copies learned about each path, for the next copy's start;
+//!   [`path_board`]: the path's min RTT shared by concurrent copies.
+//! - [`preview`]: what the receiving side holds, told before the copy begins.
+//! - [`private_dir`]: soku's own directories under the user's runtime directory.
+
+pub mod copy;
+pub mod demo;
+pub mod interrupt;
+pub mod kept;
+pub mod launch;
+pub mod path_board;
+pub mod path_memory;
+pub mod preview;
+pub mod private_dir;
+pub mod retry;
+pub mod session;
