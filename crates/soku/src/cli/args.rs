@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::client::session::TransportMode;
+use crate::cli::transport_mode::TransportMode;
 
 /// Seconds to wait for QUIC and TCP before moving on, when neither the command line nor
 /// a config file says.
@@ -19,7 +19,7 @@ pub const DEFAULT_RETRY_FOR_SECS: u64 = 300;
 
 /// `--chunk-size`: bytes, or with a K/KiB or M/MiB suffix, within the protocol's bounds.
 fn parse_chunk_size(s: &str) -> Result<u32, String> {
-    crate::cli::config::parse_size(s)
+    crate::cli::size::parse_size(s)
         .and_then(|b| u32::try_from(b).ok())
         .and_then(|b| soku_proto::chunk::check_chunk_size(b).ok())
         .ok_or_else(|| format!("bad chunk size {s:?}: expected 16K to 16M, e.g. 4M"))

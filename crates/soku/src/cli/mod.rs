@@ -3,8 +3,11 @@
 //!
 //! - [`args`]: the one command-line definition (help, man page, completions).
 //! - [`spec`]: scp-style `[user@]host:path` parsing.
+//! - [`transport_mode`]: `--transport`; [`size`]: sizes as the user writes them.
 //! - [`config`]: the config files under the command line (`soku config [HOST]`).
 
 pub mod args;
 pub mod config;
+pub mod size;
 pub mod spec;
+pub mod transport_mode;

@@ -21,13 +21,14 @@ use soku_transport::{Cipher, ConnectionHint, HintSlot, TransportOptions};
 
 use crate::cli::args::{CopyArgs, DEFAULT_QUIC_TIMEOUT_SECS, DEFAULT_RETRY_FOR_SECS};
 use crate::cli::spec::{self, Location, Remote};
+use crate::cli::transport_mode::TransportMode;
 use crate::client::interrupt::{Interrupt, Interrupted};
 use crate::client::kept::{KeptKey, KeptServer};
 use crate::client::launch::{Launcher, ServeCommand};
 use crate::client::path_memory::{self, Flow, Taught};
 use crate::client::preview;
 use crate::client::retry::{Next, Retry, WholeCopy};
-use crate::client::session::{MasterSilent, Policed, Session, SessionOptions, TransportMode};
+use crate::client::session::{MasterSilent, Policed, Session, SessionOptions};
 use crate::exit::{Exit, Stopped};
 use crate::report::{self, Recorder};
 use crate::ui::{JsonLines, ProgressMeter, SilenceWatch};

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use anyhow::Context as _;
 
 use crate::cli::args::{CopyArgs, DemoArgs};
-use crate::client::session::TransportMode;
+use crate::cli::transport_mode::TransportMode;
 use crate::ui::{human_bytes, ProgressMeter};
 use soku_engine::events::EventSink;
 

@@ -127,9 +127,9 @@ impl KeptKey {
         })
     }
 
-    /// Records `server`, which stays [`crate::client::launch::PERSIST`] from now.
+    /// Records `server`, which stays [`crate::client::launch::shared_login::PERSIST`] from now.
     pub fn remember(&self, server: &KeptServer) {
-        let until = SystemTime::now() + crate::client::launch::PERSIST - MARGIN;
+        let until = SystemTime::now() + crate::client::launch::shared_login::PERSIST - MARGIN;
         let Some(until_ms) = millis_since_epoch(until) else { return };
         let (cert, key) = server.identity.to_der();
         let record = Record {
@@ -202,7 +202,7 @@ mod tests {
         assert_eq!(read.min_rtt, kept.min_rtt);
         assert_eq!(read.tcp_reachable, kept.tcp_reachable);
         assert_eq!(read.open_files, kept.open_files);
-        let later = SystemTime::now() + crate::client::launch::PERSIST;
+        let later = SystemTime::now() + crate::client::launch::shared_login::PERSIST;
         assert!(key.read(later).is_none(), "expired before the server's idle time ends");
     }
 

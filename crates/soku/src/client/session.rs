@@ -22,7 +22,7 @@ use soku_transport::{Fingerprint, Identity, TransportOptions};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::{Child, ChildStdin};
 
-pub use self::choose::TransportMode;
+use crate::cli::transport_mode::TransportMode;
 use self::choose::{Chosen, Offer};
 use crate::carrier::policing;
 use crate::carrier::shaping::{self, RoundTrips};

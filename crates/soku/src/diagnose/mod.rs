@@ -37,8 +37,9 @@ use self::facts::{Direction, PathFacts, Side};
 use self::host::DiskTest;
 use self::probe::Probe;
 use crate::cli::args::DiagnoseArgs;
+use crate::cli::transport_mode::TransportMode;
 use crate::client::launch::{Launcher, ServeCommand};
-use crate::client::session::{Session, SessionOptions, TransportMode};
+use crate::client::session::{Session, SessionOptions};
 use crate::exit::Exit;
 
 pub use self::serve::serve;

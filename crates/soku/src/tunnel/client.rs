@@ -20,8 +20,9 @@ use super::listen::{check_destination, parse_listen, parse_remote};
 use super::pipe::{self, RelayError};
 use super::{code, MAX_CONNECTIONS, STREAM_HEADER};
 use crate::cli::args::TunnelArgs;
+use crate::cli::transport_mode::TransportMode;
 use crate::client::launch::{Launcher, ServeCommand};
-use crate::client::session::{Session, SessionOptions, TransportMode};
+use crate::client::session::{Session, SessionOptions};
 use crate::exit::Exit;
 
 /// How long to wait for the QUIC handshake: longer than a copy's default, as a tunnel

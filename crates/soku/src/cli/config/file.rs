@@ -15,7 +15,8 @@ use toml::Spanned;
 use super::pattern::HostPatterns;
 use super::settings::{Origin, Set, Settings};
 use super::ConfigError;
-use crate::client::session::TransportMode;
+use crate::cli::size::parse_size;
+use crate::cli::transport_mode::TransportMode;
 
 /// A file as written: every key optional, nothing interpreted yet.
 #[derive(Debug, Default, Deserialize)]
@@ -284,22 +285,6 @@ fn chunk_size(value: &toml::Value) -> Result<u32, String> {
         .ok_or_else(|| "must be between 16 KiB and 16 MiB".to_string())
 }
 
-/// `16384`, `64K`, `64KiB`, `4M`, `4MiB`, `1G` (case-insensitive) into bytes.
-pub fn parse_size(s: &str) -> Option<u64> {
-    let s = s.trim();
-    let digits = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    let (number, unit) = s.split_at(digits);
-    let number: u64 = number.parse().ok()?;
-    let scale = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1,
-        "k" | "kib" => 1 << 10,
-        "m" | "mib" => 1 << 20,
-        "g" | "gib" => 1 << 30,
-        _ => return None,
-    };
-    number.checked_mul(scale)
-}
-
 /// The files soku reads, highest precedence first: the user's, then the system's.
 pub fn default_paths() -> Vec<PathBuf> {
     let user_dir = std::env::var_os("XDG_CONFIG_HOME")
@@ -442,16 +427,6 @@ mod tests {
     fn sections_do_not_nest_and_need_a_pattern() {
         assert!(error("[host.\"a\".host.\"b\"]\nfsync = true\n").contains("do not nest"));
         assert!(error("[host.\"!a\"]\nfsync = true\n").contains("no pattern"));
-    }
-
-    #[test]
-    fn sizes_parse_with_binary_units() {
-        assert_eq!(parse_size("16384"), Some(16384));
-        assert_eq!(parse_size("64K"), Some(64 << 10));
-        assert_eq!(parse_size("4MiB"), Some(4 << 20));
-        assert_eq!(parse_size("4 mib"), Some(4 << 20));
-        assert_eq!(parse_size("4GB"), None);
-        assert_eq!(parse_size("M"), None);
     }
 
     #[test]

@@ -19,7 +19,6 @@ mod settings;
 
 use std::path::PathBuf;
 
-pub use file::parse_size;
 use file::{default_paths, ConfigFile};
 pub use settings::Settings;
 

@@ -9,7 +9,7 @@ use soku_proto::chunk::DEFAULT_CHUNK_SIZE;
 use soku_transport::Cipher;
 
 use crate::cli::args::{CopyArgs, SshArgs, DEFAULT_QUIC_TIMEOUT_SECS, DEFAULT_RETRY_FOR_SECS};
-use crate::client::session::TransportMode;
+use crate::cli::transport_mode::TransportMode;
 use crate::ui::human_bytes;
 
 /// Where a setting's value came from.

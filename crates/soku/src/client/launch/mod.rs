@@ -2,7 +2,8 @@
 //! local `soku serve` for `soku demo` and local-to-local copies. Copies through ssh
 //! share one login per host while they follow each other (`shared_login.rs`).
 
-mod shared_login;
+pub mod shared_login;
+pub mod shell;
 mod stderr;
 
 use std::process::Stdio;
@@ -10,7 +11,8 @@ use std::time::Duration;
 
 use tokio::process::Command;
 
-pub use self::shared_login::{NotShared, SharedLogin, PERSIST};
+pub use self::shared_login::{NotShared, SharedLogin};
+pub use self::shell::{shell_quote_all, shell_words};
 pub use self::stderr::{remote_out_of_memory, ssh_login_failed, Forward};
 use crate::cli::args::SshArgs;
 use crate::cli::spec::Remote;
@@ -248,46 +250,9 @@ impl ServeCommand {
     }
 }
 
-/// Quotes words for the remote shell, which ssh hands the command line to.
-pub fn shell_quote_all(words: &[String]) -> String {
-    words.iter().map(|w| shell_quote(w)).collect::<Vec<_>>().join(" ")
-}
-
-/// Quotes one word for a POSIX shell; plain words stay as they are. `=` is not plain:
-/// a first word like `A=b` would be an assignment, not the command.
-pub fn shell_quote(word: &str) -> String {
-    let plain = !word.is_empty()
-        && word.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_./:@%+,".contains(&b));
-    if plain {
-        word.to_string()
-    } else {
-        format!("'{}'", word.replace('\'', r"'\''"))
-    }
-}
-
-/// Splits a `-e` command line into words as a POSIX shell does, with [`shlex::split`]:
-/// whitespace separates, single and double quotes group, backslash escapes (outside
-/// quotes, and inside double quotes before `$`, `` ` ``, `"`, `\` and a newline), and a
-/// word starting with `#` begins a comment. Nothing is expanded.
-pub fn shell_words(line: &str) -> anyhow::Result<Vec<String>> {
-    if let Some(words) = shlex::split(line) {
-        return Ok(words);
-    }
-    // shlex only says that the line is cut short; find out how by closing it.
-    let closes = |end: &str| shlex::split(&format!("{line}{end}")).is_some();
-    if closes("x") {
-        anyhow::bail!("trailing \\ in {line:?}")
-    } else if closes("'") {
-        anyhow::bail!("unterminated ' in {line:?}")
-    } else if closes("\"") {
-        anyhow::bail!("unterminated \" in {line:?}")
-    } else {
-        anyhow::bail!("unterminated \" (ending in \\) in {line:?}")
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use super::shell::shell_quote;
 
     /// `--remote-ports` reaches `soku serve` as `--ports`, through ssh and through `-e`.
     #[test]

@@ -237,7 +237,7 @@ impl Dial {
     /// `%` doubled where ssh would expand it. None if a path cannot be named.
     fn proxy_command(&self) -> Option<String> {
         let word = |path: &std::path::Path| {
-            path.to_str().map(|p| crate::client::launch::shell_quote(p).replace('%', "%%"))
+            path.to_str().map(|p| crate::client::launch::shell::shell_quote(p).replace('%', "%%"))
         };
         let exe = word(&std::env::current_exe().ok()?)?;
         let mut command = format!("{exe} proxy --pass-fd --family {}", self.family);
@@ -533,7 +533,8 @@ mod tests {
                 && command.contains(" proxy --pass-fd --family inet --connect-timeout 5 "),
             "{command}"
         );
-        let words = crate::client::launch::shell_words(&command).expect("splits as a shell would");
+        let words =
+            crate::client::launch::shell::shell_words(&command).expect("splits as a shell would");
         let exe = std::env::current_exe().expect("exe");
         assert_eq!(words[0].replace("%%", "%"), exe.to_str().expect("utf-8"));
         let at = words.iter().position(|w| w == "--error-file").expect("error file");

@@ -15,6 +15,7 @@ use tokio::time::Instant;
 use super::race::{race, Goal};
 use super::SessionOptions;
 use crate::carrier::tcp_path::{self, TcpConnections};
+use crate::cli::transport_mode::TransportMode;
 use crate::client::path_board;
 
 /// How long QUIC may still take once TCP has connected, beyond the time TCP took. A
@@ -23,32 +24,6 @@ use crate::client::path_board;
 /// two: so a path that lost one Initial still gets QUIC, and a path that drops UDP
 /// moves to TCP 1.2 s after TCP was up (about 1.5 s in all at 100 ms).
 pub const QUIC_GRACE: Duration = Duration::from_millis(1200);
-
-/// The data path the user asked for.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
-pub enum TransportMode {
-    /// QUIC; TLS over TCP if UDP does not get through; the ssh channel if TCP does not.
-    #[default]
-    Auto,
-    /// QUIC only.
-    Quic,
-    /// TLS over TCP only.
-    Tcp,
-    /// The ssh channel itself (scp's speed).
-    Ssh,
-}
-
-impl TransportMode {
-    /// Its name on the command line.
-    pub fn name(self) -> &'static str {
-        match self {
-            TransportMode::Auto => "auto",
-            TransportMode::Quic => "quic",
-            TransportMode::Tcp => "tcp",
-            TransportMode::Ssh => "ssh",
-        }
-    }
-}
 
 /// What the server offered, and what we need to take it up.
 pub struct Offer<'a> {

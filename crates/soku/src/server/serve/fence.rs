@@ -97,7 +97,7 @@ fn client_args(line: &str) -> anyhow::Result<ServeArgs> {
              and the client asked for {line:?}: use soku with this key, or another key"
         )
     };
-    let words = crate::client::launch::shell_words(line).map_err(|_| refused())?;
+    let words = crate::client::launch::shell::shell_words(line).map_err(|_| refused())?;
     if words.get(1).map(String::as_str) != Some("serve") {
         return Err(refused());
     }

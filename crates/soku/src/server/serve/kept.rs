@@ -66,7 +66,7 @@ use soku_engine::link;
 
 /// How long the server stays after its last job: as long as the shared ssh login
 /// (`client/launch/shared_login.rs`, `PERSIST`), which the client counts on in its record.
-pub const IDLE: Duration = crate::client::launch::PERSIST;
+pub const IDLE: Duration = crate::client::launch::shared_login::PERSIST;
 /// The process's name (`/proc/PID/comm`) once it stays.
 pub const PROCESS_NAME: &str = "soku-kept";
 /// QUIC close code of a kept server told to stop (beside 1, a job aborted;
