@@ -66,7 +66,7 @@ pub fn main() -> ExitCode {
         Some(Command::Demo(args)) => block_on(client::demo::run(args)),
         Some(Command::Tunnel(args)) => block_on(tunnel::run(args)),
         Some(Command::Diagnose(args)) => block_on(diagnose::run(args)),
-        Some(Command::Serve(args)) => block_on(server::serve::run(args)),
+        Some(Command::Serve(args)) => block_on(server::serve::run_on_stdio(args)),
         None => block_on(client::copy::run(cli.copy)).map(|_| ()),
     };
     exit::report(result)

@@ -25,8 +25,7 @@ use std::time::Duration;
 use soku_engine::events::PathReport;
 use soku_proto::frame;
 use soku_proto::hello::ClientNote;
-use tokio::io::AsyncWriteExt;
-use tokio::process::ChildStdin;
+use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::time::Instant;
 
 /// How often the client pings over ssh while the watch runs...
@@ -163,8 +162,8 @@ impl RoundTrips {
 /// through `stdin` while the session still holds it (a [`Weak`]: the session's drop of
 /// its handle closes the channel, which tells the server to exit; this task must not
 /// keep it open).
-pub async fn ping(
-    stdin: Weak<tokio::sync::Mutex<ChildStdin>>,
+pub async fn ping<W: AsyncWrite + Unpin>(
+    stdin: Weak<tokio::sync::Mutex<W>>,
     pings: Arc<RoundTrips>,
     watch_for: Duration,
 ) {

@@ -34,7 +34,7 @@ use crate::report::{self, Recorder};
 use crate::ui::{JsonLines, ProgressMeter, SilenceWatch};
 
 /// Which way the data flows.
-enum Direction {
+pub enum Direction {
     /// Local sources to a remote (or local, through a local server) target.
     Upload { remote: Option<Remote>, sources: Vec<PathBuf>, target: Name },
     /// Remote sources to a local target.
@@ -675,7 +675,7 @@ fn on_this_side(line: impl std::fmt::Display) -> anyhow::Error {
 }
 
 /// Asks the server for its part of the copy and runs ours.
-async fn drive(
+pub async fn drive(
     link: &mut Link,
     direction: &Direction,
     ahead: Option<HashAhead>,
@@ -742,7 +742,7 @@ fn utf8_for_an_older_server<'a>(
 }
 
 /// Decides the direction from the command-line paths.
-fn direction(paths: &[OsString]) -> anyhow::Result<Direction> {
+pub fn direction(paths: &[OsString]) -> anyhow::Result<Direction> {
     let Some((target, sources)) = paths.split_last().filter(|(_, sources)| !sources.is_empty())
     else {
         return Err(

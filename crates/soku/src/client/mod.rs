@@ -11,8 +11,12 @@
 //! - [`path_memory`]: what copies learned about each path, for the next copy's start;
 //!   [`path_board`]: the path's min RTT shared by concurrent copies.
 //! - [`preview`]: what the receiving side holds, told before the copy begins.
+//! - `bootstrap_test`: the session's and the server's bootstraps against each other in
+//!   one process.
 //! - [`private_dir`]: soku's own directories under the user's runtime directory.
 
+#[cfg(test)]
+mod bootstrap_test;
 pub mod copy;
 pub mod demo;
 pub mod interrupt;

@@ -19,18 +19,22 @@ use soku_proto::hello::{
 use soku_proto::name::BYTE_NAMES_SINCE_VERSION;
 use soku_proto::MAGIC;
 use soku_transport::{Fingerprint, Identity, TransportOptions};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
-use tokio::process::{Child, ChildStdin};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::process::Child;
 
-use crate::cli::transport_mode::TransportMode;
 use self::choose::{Chosen, Offer};
 use crate::carrier::policing;
 use crate::carrier::shaping::{self, RoundTrips};
 use crate::carrier::udp_block::TcpRoundTrips;
+use crate::cli::transport_mode::TransportMode;
 use crate::client::kept::KeptServer;
 use crate::client::launch::Forward;
 use crate::client::preview;
 use crate::exit::Exit;
+
+/// Our half of the channel the server reads, as the session keeps it: ssh's stdin, or
+/// any other writer that [`Session::over`] was given.
+type ChannelWriter = Box<dyn AsyncWrite + Send + Unpin>;
 
 /// A QUIC connection and the endpoint that made it.
 pub struct QuicPath {
@@ -52,7 +56,7 @@ pub struct Session {
     ssh_watch: Option<tokio::task::JoinHandle<()>>,
     /// Kept open over QUIC or TCP: closing it tells the server to exit. Shared only with
     /// the pinger, which holds it weakly (see `crate::carrier::shaping`).
-    ssh_stdin: Option<Arc<tokio::sync::Mutex<ChildStdin>>>,
+    ssh_stdin: Option<Arc<tokio::sync::Mutex<ChannelWriter>>>,
     /// Over QUIC with TCP as a way out: round trips over ssh, timed beside QUIC's to tell
     /// a UDP shaper (see `crate::carrier::shaping`), and the task that pings.
     pings: Option<(Arc<RoundTrips>, tokio::task::JoinHandle<()>)>,
@@ -171,7 +175,9 @@ impl SessionOptions {
 }
 
 impl Session {
-    /// Starts the remote server with `cmd` and sets up the data path.
+    /// Starts the remote server with `cmd` and sets up the data path over its ssh
+    /// channel ([`Session::over`]). A server that says no hello is explained from ssh's
+    /// exit status and error output.
     pub async fn start(
         mut cmd: tokio::process::Command,
         opts: &SessionOptions,
@@ -180,11 +186,40 @@ impl Session {
         let program = format!("{:?}", cmd.as_std().get_program());
         let mut child =
             cmd.spawn().map_err(|e| Exit::connection(format!("cannot run {program}: {e}")))?;
-        let (Some(mut stdin), Some(mut stdout)) = (child.stdin.take(), child.stdout.take()) else {
+        let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
             anyhow::bail!("internal: child pipes missing");
         };
         let dials = opts.dial_errors.is_some();
         let stderr = child.stderr.take().map(|pipe| Forward::start(pipe, dials));
+        match Session::over(stdout, stdin, opts, events).await {
+            Ok((mut session, link)) => {
+                session.child = Some(child);
+                Ok((session, link))
+            }
+            Err(err) => match err.downcast::<NoHello>() {
+                Ok(NoHello(err)) => {
+                    let dialed = opts.dial_errors.as_deref();
+                    Err(explain_startup_failure(&mut child, stderr, dialed, err).await)
+                }
+                Err(err) => Err(err),
+            },
+        }
+    }
+
+    /// Sets up the data path with a server that reads our hello from `writer` and
+    /// answers on `reader`: the halves of ssh's channel, or of anything else that
+    /// carries the server's (an in-memory pipe in tests). Over QUIC or TCP the session
+    /// keeps both for the server's notes and the end of the channel.
+    pub async fn over<R, W>(
+        mut reader: R,
+        mut writer: W,
+        opts: &SessionOptions,
+        events: &dyn EventSink,
+    ) -> anyhow::Result<(Session, Link)>
+    where
+        R: AsyncRead + Send + Unpin + 'static,
+        W: AsyncWrite + Send + Unpin + 'static,
+    {
         let identity = Identity::generate()?;
         let want_direct = opts.mode != TransportMode::Ssh;
         let mut hello = MAGIC.to_vec();
@@ -199,12 +234,12 @@ impl Session {
         frame::encode(&client_hello, &mut hello)?;
         // If the remote never starts soku, this write may fail; the read below says why.
         let _ = async {
-            stdin.write_all(&hello).await?;
-            stdin.flush().await
+            writer.write_all(&hello).await?;
+            writer.flush().await
         }
         .await;
 
-        let hello = read_server_hello(&mut stdout);
+        let hello = read_server_hello(&mut reader);
         let found = match opts.attach_timeout {
             Some(limit) => match tokio::time::timeout(limit, hello).await {
                 Ok(found) => found,
@@ -212,13 +247,7 @@ impl Session {
             },
             None => hello.await,
         };
-        let (server_hello, leftover) = match found {
-            Ok(found) => found,
-            Err(err) => {
-                let dialed = opts.dial_errors.as_deref();
-                return Err(explain_startup_failure(&mut child, stderr, dialed, err).await);
-            }
-        };
+        let (server_hello, leftover) = found.map_err(NoHello)?;
         // The newest version both speak; with one version there is nothing to switch on.
         let version = server_hello.negotiate().map_err(|e| Exit::connection(e.to_string()))?;
         let ServerHello::Ready {
@@ -251,7 +280,7 @@ impl Session {
                 // A server that said hello and then nothing is stalled, as it is
                 // once the copy runs: the wait is bounded by the same limit.
                 Some(ReceivePreview::Upload { .. }) => {
-                    tokio::time::timeout(opts.stall, preview::read_answer(&mut stdout, leftover))
+                    tokio::time::timeout(opts.stall, preview::read_answer(&mut reader, leftover))
                         .await
                         .map_err(|_| soku_engine::LinkError::Stalled(opts.stall))?
                 }
@@ -276,8 +305,8 @@ impl Session {
             Chosen::Tcp(won, _) => TransportChoice::Tcp { lanes: won.conns.lanes.len() as u8 },
             Chosen::Ssh(_) => TransportChoice::SshChannel,
         };
-        stdin.write_all(&frame::to_vec(&choice)?).await?;
-        stdin.flush().await?;
+        writer.write_all(&frame::to_vec(&choice)?).await?;
+        writer.flush().await?;
         let choice_sent = tokio::time::Instant::now();
         let choice_seen = Arc::new(OnceLock::new());
 
@@ -295,13 +324,13 @@ impl Session {
                     transport: format!("QUIC to {}", won.addr),
                     reason: None,
                 });
-                let notes = std::io::Cursor::new(leftover).chain(stdout);
-                let stdin = Arc::new(tokio::sync::Mutex::new(stdin));
+                let notes = std::io::Cursor::new(leftover).chain(reader);
+                let writer = Arc::new(tokio::sync::Mutex::new(Box::new(writer) as ChannelWriter));
                 // Only a copy that could move to TCP has a use for the round trips.
                 let pings = tcp_check.as_ref().map(|_| {
                     let pings = Arc::new(RoundTrips::default());
                     let pinging =
-                        shaping::ping(Arc::downgrade(&stdin), pings.clone(), policing::WATCH_FOR);
+                        shaping::ping(Arc::downgrade(&writer), pings.clone(), policing::WATCH_FOR);
                     (pings, tokio::spawn(pinging))
                 });
                 let watch = watch_ssh(
@@ -327,9 +356,9 @@ impl Session {
                 });
                 let quic = Some(QuicPath { _endpoint: won.endpoint, conn, _wake });
                 let session = Session {
-                    child: Some(child),
+                    child: None,
                     ssh_watch,
-                    ssh_stdin: Some(stdin),
+                    ssh_stdin: Some(writer),
                     pings,
                     handshakes: None,
                     quic,
@@ -383,12 +412,12 @@ impl Session {
                     choice_seen: choice_seen.clone(),
                     pings: None,
                 };
-                let ssh_watch = Some(tokio::spawn(watch_ssh(stdout, None, notes)));
+                let ssh_watch = Some(tokio::spawn(watch_ssh(reader, None, notes)));
                 let fallback = Some(why.unwrap_or_else(|| "--transport tcp".into()));
                 let session = Session {
-                    child: Some(child),
+                    child: None,
                     ssh_watch,
-                    ssh_stdin: Some(Arc::new(tokio::sync::Mutex::new(stdin))),
+                    ssh_stdin: Some(Arc::new(tokio::sync::Mutex::new(Box::new(writer)))),
                     pings: None,
                     handshakes: None,
                     quic: None,
@@ -413,14 +442,14 @@ impl Session {
                         "{why}; carrying the data over the ssh channel instead (slower)"
                     )));
                 }
-                let input = std::io::Cursor::new(leftover).chain(stdout);
-                let link = link::stream::link(input, stdin);
+                let input = std::io::Cursor::new(leftover).chain(reader);
+                let link = link::stream::link(input, writer);
                 events.event(TransferEvent::Connected {
                     transport: "the ssh channel".into(),
                     reason: Some(why.clone()),
                 });
                 let session = Session {
-                    child: Some(child),
+                    child: None,
                     ssh_watch: None,
                     ssh_stdin: None,
                     pings: None,
@@ -771,6 +800,11 @@ async fn read_server_hello<R: AsyncRead + Unpin>(
         }
     }
 }
+
+/// The server's hello did not come: [`Session::start`] explains why from ssh's side.
+#[derive(Debug, thiserror::Error)]
+#[error(transparent)]
+struct NoHello(anyhow::Error);
 
 /// The remote's output ended before a hello.
 #[derive(Debug, thiserror::Error)]

@@ -39,7 +39,7 @@ use soku_proto::{MAGIC, PROTOCOL_VERSIONS};
 use soku_transport::{
     BoardSlot, ClientPin, ConnectionHint, Fingerprint, HintSlot, Identity, TransportOptions,
 };
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use soku_engine::ahead::Walked;
 use soku_engine::events::Silent;
@@ -61,15 +61,24 @@ const ACCEPT_TIMEOUT: Duration = Duration::from_secs(60);
 /// and then for it to close the QUIC connection.
 const CLOSE_PATIENCE: Duration = Duration::from_secs(10);
 
-/// Runs the server on stdin/stdout.
-pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
+/// Runs the server on stdin/stdout, the ssh channel.
+pub async fn run_on_stdio(args: ServeArgs) -> anyhow::Result<()> {
+    run(tokio::io::stdin(), tokio::io::stdout(), args).await
+}
+
+/// Runs the server on a channel to the client: it reads the client's hello from
+/// `input` and answers on `output` (stdin and stdout under ssh, an in-memory pipe in
+/// tests). The end of `input` means the client is gone.
+pub async fn run<R, W>(mut input: R, mut output: W, args: ServeArgs) -> anyhow::Result<()>
+where
+    R: AsyncRead + Send + Unpin + 'static,
+    W: AsyncWrite + Send + Unpin + 'static,
+{
     let started = Instant::now();
     // Before anything is offered: a forced command the client cannot use ends here,
     // with the reason on the error output (which ssh carries to the client).
     let (args, fence) = fence::effective(args)?;
     let fence = Arc::new(fence);
-    let mut stdin = tokio::io::stdin();
-    let mut stdout = tokio::io::stdout();
 
     // Answer first, then read the client's hello: ssh forwards the client's first bytes
     // only once this command has started (OpenSSH waits for the reply to its exec
@@ -114,16 +123,16 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     };
     let mut out = MAGIC.to_vec();
     frame::encode(&ready, &mut out)?;
-    stdout.write_all(&out).await?;
-    stdout.flush().await?;
+    output.write_all(&out).await?;
+    output.flush().await?;
 
     let stall = Duration::from_secs(args.stall_timeout);
     let mut magic = vec![0u8; MAGIC.len()];
-    within(stall, stdin.read_exact(&mut magic)).await?.context("reading the client's hello")?;
+    within(stall, input.read_exact(&mut magic)).await?.context("reading the client's hello")?;
     if magic != MAGIC {
         anyhow::bail!("not a soku client on stdin (soku serve is started by soku itself)");
     }
-    let hello = within(stall, read_small_frame(&mut stdin)).await??;
+    let hello = within(stall, read_small_frame(&mut input)).await??;
     let hello = soku_proto::hello::decode_client_hello(&hello)?;
     hint.set(ConnectionHint {
         remembered: hello.path_memory.map(crate::client::path_memory::remembered),
@@ -148,8 +157,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         }
     });
     if let Some(nothing) = answered {
-        stdout.write_all(&frame::to_vec(&ServerNote::Holds { nothing })?).await?;
-        stdout.flush().await?;
+        output.write_all(&frame::to_vec(&ServerNote::Holds { nothing })?).await?;
+        output.flush().await?;
     }
     let promise = preview::Promise::new(asked, answered);
     let (endpoint, tcp) = if hello.want_direct {
@@ -175,13 +184,13 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         });
         (report, task)
     });
-    let choice = within(stall, read_small_frame(&mut stdin)).await??;
+    let choice = within(stall, read_small_frame(&mut input)).await??;
     let choice: TransportChoice = soku_proto::hello::decode_hello(&choice)?;
     // `soku diagnose` times a round trip over ssh with this; over the ssh channel the
     // channel carries the link itself, so nothing else may be written there.
     if hello.diagnose && choice != TransportChoice::SshChannel {
-        stdout.write_all(&frame::to_vec(&ServerNote::ChoiceSeen)?).await?;
-        stdout.flush().await?;
+        output.write_all(&frame::to_vec(&ServerNote::ChoiceSeen)?).await?;
+        output.flush().await?;
     }
     // Over QUIC the client may still finish its TCP connections (to know that TCP gets
     // through, should UDP turn out rate-limited): they are accepted and dropped.
@@ -212,10 +221,10 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             // The ssh channel's end means the client is gone: stop at once.
             let result = tokio::select! {
                 result = serve_job(&mut link, None, &promise, &fence, version, hello.open_files) => result,
-                () = channel_closed(stdin) => Err(anyhow::anyhow!("ssh channel closed")),
+                () = channel_closed(input) => Err(anyhow::anyhow!("ssh channel closed")),
             };
             if let Ok(sent_data) = result {
-                send_summary(&mut stdout, sampler.finish(sent_data)).await;
+                send_summary(&mut output, sampler.finish(sent_data)).await;
             }
             let _ = link.close(CLOSE_PATIENCE).await;
             result.map(drop)
@@ -237,11 +246,11 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             let (watched, gone) = (conn.clone(), Arc::new(AtomicBool::new(false)));
             let channel_gone = gone.clone();
             // Meanwhile the client's pings there are answered (`crate::carrier::shaping`): our
-            // stdout is shared with the notes below from here on.
-            let stdout = Arc::new(tokio::sync::Mutex::new(stdout));
-            let answering = stdout.clone();
+            // output is shared with the notes below from here on.
+            let output = Arc::new(tokio::sync::Mutex::new(output));
+            let answering = output.clone();
             tokio::spawn(async move {
-                answer_pings_until_closed(stdin, answering).await;
+                answer_pings_until_closed(input, answering).await;
                 channel_gone.store(true, Ordering::SeqCst);
                 soku_transport::close(&watched, 1, b"ssh channel closed");
             });
@@ -278,14 +287,14 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
                 // only ssh end, and take it for an outage.
                 let mut note = Vec::new();
                 frame::encode(&ServerNote::Policed { why }, &mut note)?;
-                let mut stdout = stdout.lock().await;
-                stdout.write_all(&note).await?;
-                stdout.flush().await?;
+                let mut output = output.lock().await;
+                output.write_all(&note).await?;
+                output.flush().await?;
                 let _ = tokio::time::timeout(CLOSE_PATIENCE, endpoint.wait_idle()).await;
                 return Ok(());
             }
             if let Ok(sent_data) = result {
-                send_summary(&mut *stdout.lock().await, sampler.finish(sent_data)).await;
+                send_summary(&mut *output.lock().await, sampler.finish(sent_data)).await;
             }
             // The client closes the connection once it has what it needs.
             let _ = link.close(CLOSE_PATIENCE).await;
@@ -320,7 +329,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
                 accepting.abort();
             }
             drop(endpoint);
-            let mut link = link::stream::link(stdin, stdout);
+            let mut link = link::stream::link(input, output);
             link.set_stall_limit(Some(stall));
             let result =
                 serve_job(&mut link, None, &promise, &fence, version, hello.open_files).await;
@@ -375,9 +384,9 @@ async fn channel_closed<R: AsyncRead + Unpin>(mut stdin: R) {
 /// `crate::carrier::shaping`). Pings are the only notes a client sends; anything that does not
 /// decode as one is not answered, and once the framing breaks nothing more is (the
 /// reading goes on, to see the channel end). The decoder holds at most one small frame.
-async fn answer_pings_until_closed<R: AsyncRead + Unpin>(
+async fn answer_pings_until_closed<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     mut stdin: R,
-    stdout: Arc<tokio::sync::Mutex<tokio::io::Stdout>>,
+    stdout: Arc<tokio::sync::Mutex<W>>,
 ) {
     let mut decoder = frame::Decoder::new(MAX_CLIENT_NOTE);
     let mut buf = [0u8; 256];
@@ -450,7 +459,7 @@ fn ssh_connection_field(index: usize) -> Option<IpAddr> {
 /// Writes the server's summary on the ssh channel for the client's `--report` (read by
 /// `watch_ssh` in `client/session.rs`; a client that does not read it loses nothing). Only
 /// over QUIC or TCP: over the ssh channel, stdout carries the data itself.
-async fn send_summary(stdout: &mut tokio::io::Stdout, summary: ServerSummary) {
+async fn send_summary<W: AsyncWrite + Unpin>(stdout: &mut W, summary: ServerSummary) {
     let mut note = Vec::new();
     if frame::encode(&ServerNote::Summary(summary), &mut note).is_err() {
         return;
