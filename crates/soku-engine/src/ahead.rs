@@ -24,9 +24,9 @@ use std::sync::{Arc, Mutex};
 
 use soku_proto::chunk::{chunk_hash, ChunkPlan};
 
-use crate::codec::read_exact_at;
 use crate::fsops::TargetDir;
-use crate::lock;
+use crate::mutex::lock;
+use crate::read_at::read_exact_at;
 use crate::walk::{self, Item};
 
 /// Most hashing threads, whatever the machine: the login they overlap is short, and a

@@ -2,8 +2,6 @@
 //! when [`crate::compress_policy`] says so and the chunk shrinks), and the reverse,
 //! checked against the header.
 
-use std::fs::File;
-
 use bytes::Bytes;
 use soku_proto::chunk::{chunk_hash, ChunkHeader};
 
@@ -57,29 +55,6 @@ pub fn read_chunk(
     }
     // quinn holds the bytes until they are acknowledged; then the buffer is used again.
     Ok(Encoded { header, wire: Bytes::from_owner(plain), compress_time })
-}
-
-/// Reads `len` bytes at `offset` into `buf` (replacing its content), straight into its
-/// spare capacity: no zeroing first (that memset was ~1 % of a loopback copy's CPU).
-pub(crate) fn read_exact_at(
-    file: &File,
-    len: usize,
-    offset: u64,
-    buf: &mut Vec<u8>,
-) -> std::io::Result<()> {
-    buf.clear();
-    buf.reserve_exact(len);
-    while buf.len() < len {
-        let at = offset + buf.len() as u64;
-        let n = rustix::io::pread(file, rustix::buffer::spare_capacity(&mut *buf), at)?;
-        if n == 0 {
-            return Err(crate::failure::SourceShrank::io());
-        }
-    }
-    // The allocator may have granted more capacity than asked; bytes read past the
-    // chunk belong to the next one.
-    buf.truncate(len);
-    Ok(())
 }
 
 /// Recovers a chunk's plain bytes; `None` if compressed bytes do not decompress to

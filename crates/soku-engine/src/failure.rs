@@ -13,6 +13,8 @@ use soku_proto::name::shown;
 use std::io::ErrorKind;
 use std::path::Path;
 
+use crate::temp_name::{own_temp_path, temp_path};
+
 /// What the receiver was doing when the file system refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Action {
@@ -264,7 +266,7 @@ pub fn describe_source(path: &Path, err: &std::io::Error) -> Failure {
             "cannot read: permission denied: make it readable by this user, or leave it out".into(),
             false,
         ),
-        _ => (format!("cannot read: {}", crate::walk::describe(err)), false),
+        _ => (format!("cannot read: {}", describe_io(err)), false),
     };
     Failure { message: format!("{}: {problem}", shown(&path)), problem, ends_copy, no_space: false }
 }
@@ -285,8 +287,8 @@ pub fn describe(path: &Path, action: Action, err: &std::io::Error) -> Failure {
                 "files soku did not make are at both its temporary names, {} and {}, and \
                  cannot be removed (another user's, in a sticky directory): ask their owner \
                  to remove them, or choose another target",
-                soku_proto::name::shown(&crate::fsops::temp_path(path)),
-                soku_proto::name::shown(&crate::fsops::own_temp_path(path))
+                soku_proto::name::shown(&temp_path(path)),
+                soku_proto::name::shown(&own_temp_path(path))
             ),
             false,
         ),
@@ -345,7 +347,7 @@ pub fn describe(path: &Path, action: Action, err: &std::io::Error) -> Failure {
             ),
             false,
         ),
-        _ => (crate::walk::describe(err), false),
+        _ => (describe_io(err), false),
     };
     let verb = match action {
         Action::Create => "cannot create",
@@ -356,6 +358,21 @@ pub fn describe(path: &Path, action: Action, err: &std::io::Error) -> Failure {
     let problem = format!("{verb}: {problem}");
     let no_space = matches!(err.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT));
     Failure { message: format!("{shown}: {problem}"), problem, ends_copy, no_space }
+}
+
+/// An I/O error in scp's words ("No such file or directory").
+pub fn describe_io(e: &std::io::Error) -> String {
+    if e.get_ref().is_some_and(|inner| inner.is::<Outside>()) {
+        return e.to_string();
+    }
+    match e.kind() {
+        std::io::ErrorKind::NotFound => "No such file or directory".into(),
+        std::io::ErrorKind::PermissionDenied => "Permission denied".into(),
+        _ => {
+            let text = e.to_string();
+            text.split(" (os error").next().unwrap_or(&text).to_string()
+        }
+    }
 }
 
 #[cfg(test)]

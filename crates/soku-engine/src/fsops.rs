@@ -26,35 +26,9 @@ use soku_proto::name::shown;
 
 use crate::failure::Outside;
 use crate::partial::made_dir::{self, MARK};
-use crate::partial::Trailer;
+use crate::partial::trailer::Trailer;
 use crate::small_steps::Keeps;
-
-/// The temporary name for a file being received.
-pub fn temp_path(local: &Path) -> PathBuf {
-    local.with_file_name(temp_name(local.file_name().unwrap_or_default()))
-}
-
-/// The temporary name used instead of [`temp_path`] when another user's file sits at
-/// that one and cannot be removed (a sticky directory such as `/tmp`).
-pub fn own_temp_path(local: &Path) -> PathBuf {
-    local.with_file_name(own_temp_name(local.file_name().unwrap_or_default()))
-}
-
-fn temp_name(name: &OsStr) -> OsString {
-    let mut out = OsString::from(".");
-    out.push(name);
-    out.push(".soku-part");
-    out
-}
-
-/// `.NAME.soku-part-UID`: it names this user, so two users' copies of one name into a
-/// shared directory do not meet there, and a later run finds it to resume; it never
-/// ends in `.soku-part`, so it is no other file's [`temp_name`].
-fn own_temp_name(name: &OsStr) -> OsString {
-    let mut out = temp_name(name);
-    out.push(format!("-{}", rustix::process::geteuid().as_raw()));
-    out
-}
+use crate::temp_name::{own_temp_name, temp_name};
 
 /// The target directory of a copy, opened once: everything below it is reached through
 /// this descriptor.

@@ -7,7 +7,8 @@
 //! leaves as typed [`events`]; nothing here prints.
 //!
 //! # Layout
-//! - [`role`]: the one entry point, [`run`], and the options both roles share.
+//! - [`role`]: the one entry point, [`run`]; [`options`]: the options both roles share
+//!   and the outcome they report.
 //! - [`link`]: the data-path seam and its implementations (QUIC, an ordered byte stream,
 //!   an in-memory pair for tests).
 //! - [`send`] and [`receive`]: the two roles, each a loop that owns its tasks.
@@ -17,12 +18,16 @@
 //!   [`page_buf`]: chunk buffers placed for direct I/O and used again;
 //!   [`source_file`]: reading a source's chunks from the page cache or from the disk;
 //!   `source_open.rs`: opening a directory's files from that directory;
+//!   `read_at.rs`: positional reads into a reused buffer;
 //!   [`direct_io`]: where direct I/O applies.
 //! - [`limits`]: the descriptors a copy may keep open.
 //! - [`fsops`]: temporary files, safe directory creation, rename into place;
+//!   `temp_name.rs`: the names files are received under;
 //!   [`partial`]: what a resuming receiver already holds.
 //! - [`events`]: what a copy reports; [`error`]: what can end it; [`failure`]: file-system
-//!   failures in words a person can act on.
+//!   failures in words a person can act on; `mutex.rs`: locks a panic does not poison.
+//!
+//! Each file imports only files below it: `scripts/import-circles.py` finds a circle.
 
 pub mod ahead;
 pub mod codec;
@@ -34,9 +39,12 @@ pub mod failure;
 pub mod fsops;
 pub mod limits;
 pub mod link;
+mod mutex;
+pub mod options;
 pub mod page_buf;
 pub mod partial;
 pub mod pipeline;
+mod read_at;
 pub mod receive;
 pub mod role;
 pub mod send;
@@ -44,15 +52,10 @@ mod sent_log;
 mod small_steps;
 pub mod source_file;
 mod source_open;
+mod temp_name;
 pub mod throttle;
 pub mod walk;
 
 pub use error::{EngineError, LinkError};
-pub use role::{run, CopyOptions, Outcome, Role};
-
-/// Locks `m`, also after a panic elsewhere poisoned it: the guarded data (counters,
-/// tables) stays consistent between statements, and the copy reports the panic's
-/// task failure itself.
-pub(crate) fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
+pub use options::{CopyOptions, Outcome};
+pub use role::{run, Role};

@@ -29,93 +29,18 @@
 
 use std::fs::File;
 use std::io::Read;
-use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use soku_proto::chunk::{chunk_hash, ChunkPlan};
-use soku_proto::manifest::Meta;
 use soku_proto::message::{HeldBase, HeldChunk};
 use soku_proto::name::shown;
 use soku_proto::path::{Target, WirePath};
 
-use crate::codec::read_exact_at;
-use crate::fsops::{self, Found, TargetDir};
-
-/// Bytes of the trailer after a partial file's data.
-pub const TRAILER_LEN: u64 = 40;
-const TRAILER_MAGIC: &[u8; 8] = b"SOKUPRT1";
-
-/// The source a partial file was started from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Trailer {
-    /// The source's size.
-    pub size: u64,
-    /// Its modification time, seconds and nanoseconds.
-    pub mtime: (i64, u32),
-}
-
-impl Trailer {
-    /// The trailer for a file with this size and metadata.
-    pub fn new(size: u64, meta: &Meta) -> Trailer {
-        Trailer { size, mtime: (meta.mtime, meta.mtime_nsec) }
-    }
-
-    fn encode(&self) -> [u8; TRAILER_LEN as usize] {
-        let mut out = [0u8; TRAILER_LEN as usize];
-        out[..8].copy_from_slice(TRAILER_MAGIC);
-        out[8..16].copy_from_slice(&self.size.to_le_bytes());
-        out[16..24].copy_from_slice(&self.mtime.0.to_le_bytes());
-        out[24..28].copy_from_slice(&self.mtime.1.to_le_bytes());
-        let check = blake3::hash(&out[..32]);
-        out[32..40].copy_from_slice(&check.as_bytes()[..8]);
-        out
-    }
-
-    fn decode(bytes: &[u8; TRAILER_LEN as usize]) -> Option<Trailer> {
-        let check = blake3::hash(&bytes[..32]);
-        if &bytes[..8] != TRAILER_MAGIC || bytes[32..40] != check.as_bytes()[..8] {
-            return None;
-        }
-        let u64_at = |at: usize| bytes[at..at + 8].try_into().ok().map(u64::from_le_bytes);
-        let size = u64_at(8)?;
-        let secs = i64::from_le_bytes(bytes[16..24].try_into().ok()?);
-        let nsec = u32::from_le_bytes(bytes[24..28].try_into().ok()?);
-        Some(Trailer { size, mtime: (secs, nsec) })
-    }
-
-    /// Writes the trailer after `size` bytes of `file`, which holds no more than that
-    /// (a new file, or one just filled to `size`): the write itself extends it, leaving a
-    /// hole where chunks are still to come, so no `ftruncate` is needed first.
-    pub fn write_to(&self, file: &File) -> std::io::Result<()> {
-        file.write_all_at(&self.encode(), self.size)
-    }
-
-    /// Reads the trailer of `file`, if it has a valid one.
-    fn read_from(file: &File) -> std::io::Result<Option<Trailer>> {
-        let len = file.metadata()?.len();
-        if len < TRAILER_LEN {
-            return Ok(None);
-        }
-        let mut bytes = [0u8; TRAILER_LEN as usize];
-        file.read_exact_at(&mut bytes, len - TRAILER_LEN)?;
-        Ok(Trailer::decode(&bytes).filter(|t| t.size + TRAILER_LEN == len))
-    }
-
-    /// Why a partial file of `self` cannot continue a copy of `wanted`, if it cannot.
-    fn differs_from(&self, wanted: &Trailer) -> Option<String> {
-        if self.size != wanted.size {
-            Some(format!(
-                "the source's size changed ({} -> {} bytes) since the interrupted copy",
-                self.size, wanted.size
-            ))
-        } else if self.mtime != wanted.mtime {
-            Some("the source was modified since the interrupted copy".into())
-        } else {
-            None
-        }
-    }
-}
+use crate::fsops::{Found, TargetDir};
+use crate::read_at::read_exact_at;
+use crate::temp_name::{own_temp_path, temp_path};
+pub use trailer::{Trailer, TRAILER_LEN};
 
 /// Where a file's chunks go while it is received.
 #[derive(Debug)]
@@ -174,7 +99,7 @@ pub fn prepare_within(
     lock_wait: Duration,
     expect: Expect,
 ) -> std::io::Result<Prepared> {
-    let temp = fsops::temp_path(local);
+    let temp = temp_path(local);
     // One resolution of its directory for every look below.
     let entry = dir.entry(local)?;
     if expect == Expect::Nothing {
@@ -239,7 +164,7 @@ pub fn prepare_fresh(
     mode: u32,
     lock_wait: Duration,
 ) -> std::io::Result<File> {
-    let temp = fsops::temp_path(local);
+    let temp = temp_path(local);
     let entry = dir.entry(local)?;
     if entry.final_is_directory()? {
         return Err(rustix::io::Errno::ISDIR.into());
@@ -269,11 +194,7 @@ pub fn holds_nothing(target: &Target, names: &[String]) -> bool {
         std::fs::symlink_metadata(path).is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound)
     };
     names.iter().all(|name| match target.local_path(&WirePath(vec![name.as_str().into()])) {
-        Ok(local) => {
-            absent(&local)
-                && absent(&fsops::temp_path(&local))
-                && absent(&fsops::own_temp_path(&local))
-        }
+        Ok(local) => absent(&local) && absent(&temp_path(&local)) && absent(&own_temp_path(&local)),
         Err(_) => false,
     })
 }
@@ -291,7 +212,7 @@ pub fn copy_final_to_temp(
     let entry = dir.entry(local)?;
     let Some(mut from) = entry.open_final()? else { return Err(changed()) };
     let mut temp = entry.create_temp(trailer.size, mode, None)?;
-    lock_exclusive(&temp, &fsops::temp_path(local), LOCK_WAIT)?;
+    lock_exclusive(&temp, &temp_path(local), LOCK_WAIT)?;
     // std's copy uses copy_file_range on Linux: no bytes through user space, and a
     // reflink where the file system offers one.
     let copied = std::io::copy(&mut (&mut from).take(trailer.size), &mut temp)?;
@@ -416,3 +337,4 @@ fn is_hole(file: &File, offset: u64, len: u32) -> std::io::Result<bool> {
 pub mod made_dir;
 #[cfg(test)]
 mod tests;
+pub(crate) mod trailer;

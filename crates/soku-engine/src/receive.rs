@@ -31,9 +31,11 @@ use crate::events::{EventSink, TransferEvent};
 use crate::failure::{self, Action, Failure, HeldChanged};
 use crate::fsops::TargetDir;
 use crate::link::{Inbound, Incoming, Link, Transport};
+use crate::mutex::lock;
+use crate::options::{CopyOptions, Outcome};
 use crate::partial::{self, Expect, Storage, Trailer};
 use crate::small_steps::{self, Keeps};
-use crate::{codec, lock, CopyOptions, EngineError, Outcome};
+use crate::{codec, EngineError};
 
 /// How often the receiver reports verified bytes to the sender.
 const PROGRESS_EVERY: Duration = Duration::from_millis(100);
@@ -144,7 +146,7 @@ pub async fn run(
         None => TargetDir::open(&root),
     };
     let dir = dir.map_err(|e| {
-        let problem = crate::walk::describe(&e);
+        let problem = crate::failure::describe_io(&e);
         EngineError::Target(format!(
             "{}: cannot open the target directory: {problem}",
             shown(&root)

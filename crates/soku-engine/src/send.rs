@@ -34,12 +34,14 @@ use crate::compress_policy::{self, CompressPolicy};
 use crate::events::{EventSink, TransferEvent};
 use crate::failure;
 use crate::link::{Inbound, Link, Transport};
+use crate::mutex::lock;
+use crate::options::{CopyOptions, Outcome};
 use crate::small_steps::{self, Keeps};
 use crate::source_file::SourceFile;
 use crate::source_open::SourceOpener;
 use crate::throttle::Throttle;
 use crate::walk::Item;
-use crate::{codec, lock, CopyOptions, EngineError, Outcome};
+use crate::{codec, EngineError};
 
 /// Files announced ahead of the one being read, at least: enough for the receiver's
 /// reports on the next files to arrive while this one is sent.

@@ -323,21 +323,6 @@ fn source_problem(path: &Path, e: &std::io::Error) -> String {
     crate::failure::describe_source(path, e).problem
 }
 
-/// An I/O error in scp's words ("No such file or directory").
-pub fn describe(e: &std::io::Error) -> String {
-    if e.get_ref().is_some_and(|inner| inner.is::<crate::failure::Outside>()) {
-        return e.to_string();
-    }
-    match e.kind() {
-        std::io::ErrorKind::NotFound => "No such file or directory".into(),
-        std::io::ErrorKind::PermissionDenied => "Permission denied".into(),
-        _ => {
-            let text = e.to_string();
-            text.split(" (os error").next().unwrap_or(&text).to_string()
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -3,6 +3,9 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 
 use super::*;
+use crate::partial::made_dir::resolve_target;
+use crate::temp_name::temp_path;
+use soku_proto::path::Target;
 
 #[test]
 fn a_symlinked_directory_below_the_root_is_refused() {
@@ -181,4 +184,33 @@ fn without_preserve_a_replaced_file_keeps_its_mode() {
         let mode = std::fs::metadata(&local).expect("exists").permissions().mode() & 0o7777;
         assert_eq!(mode, existing, "{}", local.display());
     }
+}
+
+#[test]
+fn only_a_marked_directory_for_one_source_resumes() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let rr = tmp.path().join("rr");
+    let into = |path: &Path| Target::IntoDir(path.to_path_buf());
+    assert_eq!(resolve_target(&rr, 1), Ok(Target::AsName(rr.clone())), "a new name");
+    std::fs::create_dir(&rr).expect("mkdir");
+    assert_eq!(resolve_target(&rr, 1), Ok(into(&rr)), "unmarked: scp's rule");
+
+    let dir = TargetDir::open(tmp.path()).expect("target");
+    dir.mark_made(&rr, &"src".into()).expect("mark");
+    let resumed = Target::Resumed { dir: rr.clone(), name: "src".into() };
+    assert_eq!(resolve_target(&rr, 1), Ok(resumed));
+    assert_eq!(resolve_target(&rr, 2), Ok(into(&rr)), "several sources");
+    let slash = std::path::PathBuf::from(format!("{}/", rr.display()));
+    assert_eq!(resolve_target(&slash, 1), Ok(into(&slash)), "rr/ asks for its inside");
+    let link = tmp.path().join("link");
+    std::os::unix::fs::symlink(&rr, &link).expect("symlink");
+    assert_eq!(resolve_target(&link, 1), Ok(into(&link)), "not through a symlink");
+
+    std::fs::write(rr.join(MARK), b"not a mark").expect("write");
+    assert_eq!(resolve_target(&rr, 1), Ok(into(&rr)), "a file of that name from a source");
+    dir.unmark_made(&rr).expect("unmark");
+    assert!(rr.join(MARK).exists(), "a source's file of that name is not removed");
+    dir.mark_made(&rr, &"src".into()).expect("mark");
+    dir.unmark_made(&rr).expect("unmark");
+    assert!(!rr.join(MARK).exists(), "the mark is removed");
 }

@@ -20,7 +20,8 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
-use super::frames::{read_loop, ControlWriter};
+use super::control_writer::ControlWriter;
+use super::frames::read_loop;
 use super::{BoxFuture, ChunkMemory, Inbound, Link, LinkTraits, Transport};
 use crate::page_buf::PageBuf;
 use crate::LinkError;

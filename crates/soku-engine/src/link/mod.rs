@@ -13,6 +13,7 @@
 //! (pairs in one process, for tests). A link's reader and writer tasks belong to it and stop when it is dropped, so
 //! a copy can be moved to a new link by dropping the old one.
 
+pub mod control_writer;
 pub mod frames;
 pub mod memory;
 pub mod quic;
@@ -31,7 +32,7 @@ use soku_proto::ProtoError;
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 
-use self::frames::ControlWriter;
+use self::control_writer::ControlWriter;
 use crate::page_buf::PageBuf;
 use crate::LinkError;
 

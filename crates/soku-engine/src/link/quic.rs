@@ -10,7 +10,8 @@ use soku_proto::frame;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
-use super::frames::{read_chunk_body, read_frame, read_loop, ControlWriter};
+use super::control_writer::ControlWriter;
+use super::frames::{read_chunk_body, read_frame, read_loop};
 use super::{BoxFuture, ChunkMemory, Inbound, Link, LinkTraits, Transport};
 use crate::LinkError;
 

@@ -11,7 +11,8 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
-use super::frames::{read_loop, ControlWriter};
+use super::control_writer::ControlWriter;
+use super::frames::read_loop;
 use super::{BoxFuture, ChunkMemory, Link, LinkTraits, Transport};
 use crate::LinkError;
 

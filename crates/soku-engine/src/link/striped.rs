@@ -39,7 +39,8 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
-use super::frames::{read_chunk_body, read_loop, read_message, ControlWriter};
+use super::control_writer::ControlWriter;
+use super::frames::{read_chunk_body, read_loop, read_message};
 use super::{BoxFuture, ChunkMemory, Inbound, Link, LinkTraits, Transport};
 use crate::LinkError;
 

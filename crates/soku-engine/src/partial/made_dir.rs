@@ -75,38 +75,3 @@ fn made_for(dir: &Path) -> Option<Name> {
     file.take(MARK_MAX).read_to_end(&mut bytes).ok()?;
     marked_name(&bytes)
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::fsops::TargetDir;
-
-    #[test]
-    fn only_a_marked_directory_for_one_source_resumes() {
-        let tmp = tempfile::tempdir().expect("tempdir");
-        let rr = tmp.path().join("rr");
-        let into = |path: &Path| Target::IntoDir(path.to_path_buf());
-        assert_eq!(resolve_target(&rr, 1), Ok(Target::AsName(rr.clone())), "a new name");
-        std::fs::create_dir(&rr).expect("mkdir");
-        assert_eq!(resolve_target(&rr, 1), Ok(into(&rr)), "unmarked: scp's rule");
-
-        let dir = TargetDir::open(tmp.path()).expect("target");
-        dir.mark_made(&rr, &"src".into()).expect("mark");
-        let resumed = Target::Resumed { dir: rr.clone(), name: "src".into() };
-        assert_eq!(resolve_target(&rr, 1), Ok(resumed));
-        assert_eq!(resolve_target(&rr, 2), Ok(into(&rr)), "several sources");
-        let slash = std::path::PathBuf::from(format!("{}/", rr.display()));
-        assert_eq!(resolve_target(&slash, 1), Ok(into(&slash)), "rr/ asks for its inside");
-        let link = tmp.path().join("link");
-        std::os::unix::fs::symlink(&rr, &link).expect("symlink");
-        assert_eq!(resolve_target(&link, 1), Ok(into(&link)), "not through a symlink");
-
-        std::fs::write(rr.join(MARK), b"not a mark").expect("write");
-        assert_eq!(resolve_target(&rr, 1), Ok(into(&rr)), "a file of that name from a source");
-        dir.unmark_made(&rr).expect("unmark");
-        assert!(rr.join(MARK).exists(), "a source's file of that name is not removed");
-        dir.mark_made(&rr, &"src".into()).expect("mark");
-        dir.unmark_made(&rr).expect("unmark");
-        assert!(!rr.join(MARK).exists(), "the mark is removed");
-    }
-}

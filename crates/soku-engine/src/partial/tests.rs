@@ -1,6 +1,7 @@
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{FileExt, PermissionsExt};
 
 use soku_proto::chunk::MIN_CHUNK_SIZE;
+use soku_proto::manifest::Meta;
 
 use super::*;
 
@@ -144,7 +145,7 @@ fn a_complete_file_at_the_final_name_is_held_in_place_until_written() {
     let expect: Vec<[u8; 32]> = bytes.chunks(CS as usize).map(chunk_hash).collect();
     assert_eq!(got.held.iter().map(|c| c.hash).collect::<Vec<_>>(), expect);
     assert!(matches!(got.storage, Storage::FinalFile));
-    assert!(!fsops::temp_path(&local).exists(), "no copy until a chunk is written");
+    assert!(!temp_path(&local).exists(), "no copy until a chunk is written");
 
     let temp = copy_final_to_temp(&target(&dir), &local, trailer, 0o644).expect("copied");
     assert_eq!(Trailer::read_from(&temp).expect("read"), Some(trailer));
@@ -207,7 +208,7 @@ fn a_receiver_that_cannot_wait_is_told_the_partial_file_is_busy_and_nothing_chan
 fn a_fresh_partial_file_waits_for_another_receivers_and_replaces_a_stale_one() {
     let dir = tempfile::tempdir().expect("tempdir");
     let local = dir.path().join("f");
-    let temp = fsops::temp_path(&local);
+    let temp = temp_path(&local);
     let first = prepare_fresh(&target(&dir), &local, 10, 0o644, Duration::ZERO).expect("first");
     first.write_all_at(b"first", 0).expect("write");
     let busy = prepare_fresh(&target(&dir), &local, 10, 0o644, Duration::ZERO);
@@ -239,7 +240,7 @@ fn expecting_nothing_makes_the_partial_file_at_once_and_looks_only_when_its_name
 
     let busy = nothing(Duration::ZERO);
     assert!(busy.is_err_and(|e| LockBusy::is(&e)), "another receiver's partial file was taken");
-    assert_eq!(&std::fs::read(fsops::temp_path(&local)).expect("kept")[..4], &bytes[..4]);
+    assert_eq!(&std::fs::read(temp_path(&local)).expect("kept")[..4], &bytes[..4]);
     drop(held);
 
     let again = nothing(Duration::ZERO).expect("prepared once let go");
@@ -264,14 +265,14 @@ fn a_directory_at_the_final_name_is_refused_and_a_stale_temporary_name_replaced(
 
     // A symlink at the temporary name is replaced, never followed.
     let elsewhere = dir.path().join("elsewhere");
-    std::os::unix::fs::symlink(&elsewhere, fsops::temp_path(&local)).expect("symlink");
+    std::os::unix::fs::symlink(&elsewhere, temp_path(&local)).expect("symlink");
     let made = prepare(&target(&dir), &local, trailer, plan, 0o644).expect("prepared");
     assert_eq!(made.base, HeldBase::Nothing);
     assert!(!elsewhere.exists(), "the symlink was followed");
-    assert!(std::fs::symlink_metadata(fsops::temp_path(&local)).expect("made").is_file());
+    assert!(std::fs::symlink_metadata(temp_path(&local)).expect("made").is_file());
     drop(made);
-    std::fs::remove_file(fsops::temp_path(&local)).expect("rm");
-    std::os::unix::fs::symlink(&elsewhere, fsops::temp_path(&local)).expect("symlink");
+    std::fs::remove_file(temp_path(&local)).expect("rm");
+    std::os::unix::fs::symlink(&elsewhere, temp_path(&local)).expect("symlink");
     prepare_fresh(&target(&dir), &local, 10, 0o644, Duration::ZERO).expect("made");
     assert!(!elsewhere.exists(), "the symlink was followed");
 }
@@ -288,7 +289,7 @@ fn holds_nothing_only_where_no_name_and_no_partial_file_exists() {
     assert!(!holds_nothing(&into, &names(&["a", "b"])), "a file at a final name");
     assert!(holds_nothing(&into, &names(&["a"])), "other names do not count");
 
-    std::fs::write(fsops::temp_path(&dir.path().join("a")), b"x").expect("write");
+    std::fs::write(temp_path(&dir.path().join("a")), b"x").expect("write");
     assert!(!holds_nothing(&into, &names(&["a"])), "a partial file of an earlier run");
 
     std::fs::create_dir(dir.path().join("tree")).expect("mkdir");
@@ -315,7 +316,7 @@ fn a_partial_file_soku_did_not_make_is_never_continued() {
     let trailer = Trailer::new(size, &meta(5));
     let plan = ChunkPlan::new(size, CS);
     let plant = |local: &Path| {
-        let temp = fsops::temp_path(local);
+        let temp = temp_path(local);
         std::fs::write(&temp, &bytes).expect("plant");
         trailer.write_to(&File::options().write(true).open(&temp).expect("open")).expect("trailer");
         temp

@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::Notify;
 
-use crate::lock;
+use crate::mutex::lock;
 
 /// The waits, by file id.
 #[derive(Debug, Default)]

@@ -12,13 +12,13 @@ use std::time::Duration;
 use soku_proto::chunk::{chunk_hash, ChunkPlan};
 use soku_proto::message::HeldChunk;
 
-use crate::codec::read_exact_at;
 use crate::direct_io::{self, open_direct, Access};
 use crate::failure::HeldChanged;
 use crate::fsops::TargetDir;
-use crate::lock;
+use crate::mutex::lock;
 use crate::page_buf::direct_writable;
 use crate::partial::{self, Trailer};
+use crate::read_at::read_exact_at;
 
 /// Where one file's chunks are written, and the lock its writers take turns on.
 ///
