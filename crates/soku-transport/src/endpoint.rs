@@ -137,13 +137,13 @@ fn runtime() -> Arc<dyn quinn::Runtime> {
 }
 
 /// The socket quinn reads and writes: one that rests between batches while datagrams
-/// stream in (`quiet.rs`, Linux: it rests on a timerfd); elsewhere quinn's tokio socket.
+/// stream in (`batched_udp.rs`, Linux: it rests on a timerfd); elsewhere quinn's tokio socket.
 #[cfg(target_os = "linux")]
 fn quinn_socket(
     socket: std::net::UdpSocket,
     report: &SocketReport,
 ) -> std::io::Result<Arc<dyn quinn::AsyncUdpSocket>> {
-    Ok(Arc::new(crate::quiet::QuietUdp::new(socket, report.recv_buffer)?))
+    Ok(Arc::new(crate::batched_udp::BatchedUdp::new(socket, report.recv_buffer)?))
 }
 
 #[cfg(not(target_os = "linux"))]

@@ -31,17 +31,21 @@
 //! - `config.rs`: [`TransportOptions`], quinn's transport parameters and the congestion
 //!   controller switch.
 //! - `gso.rs`: the socket wrapper that keeps GSO batches within one UDP send.
-//! - `quiet.rs` (Linux): quinn's UDP socket, resting between receive batches while
+//! - `batched_udp.rs` (Linux): quinn's UDP socket, resting between receive batches while
 //!   datagrams stream in, so the receiver wakes once per batch, not per datagram.
 //! - `reactor.rs` (Linux): descriptors registered with tokio's reactor, and the
-//!   one-shot timerfds `quiet.rs` and `precise_timer.rs` wait on.
+//!   one-shot timerfds `batched_udp.rs` and `precise_timer.rs` wait on.
 //! - `precise_timer.rs` (Linux): quinn's runtime with timers on a timerfd, so pacing
 //!   waits microseconds, not whole milliseconds.
+//! - `stall_wake.rs`: [`wake_when_silent`], which wakes a connection whose path went
+//!   silent so that its congestion controller's stall probes leave on time.
 //! - `tcp_gauge.rs`: [`Gauged`], the kernel's TCP chronographs ([`SendTimes`]) read
 //!   from a stream as it writes.
 //! - `endpoint.rs`: [`server_endpoint`] (and [`server_endpoint_toward`], for a known client), [`client_endpoint`], [`connect`], [`accept`], [`accept_with`].
 //! - `error.rs`: [`TransportError`].
 
+#[cfg(target_os = "linux")]
+mod batched_udp;
 mod cipher;
 mod config;
 mod endpoint;
@@ -52,12 +56,10 @@ mod pinning;
 #[cfg(target_os = "linux")]
 mod precise_timer;
 #[cfg(target_os = "linux")]
-mod quiet;
-#[cfg(target_os = "linux")]
 mod reactor;
 mod route_mtu;
-mod silence;
 mod socket;
+mod stall_wake;
 mod tcp;
 mod tcp_gauge;
 mod tls;
@@ -74,7 +76,6 @@ pub use endpoint::{
 pub use error::TransportError;
 pub use identity::{Fingerprint, Identity};
 pub use pinning::ClientPin;
-pub use silence::{wake_when_silent, SilenceWake, WAKE_EVERY};
 pub use socket::{net_core_sysctl, udp_buffers, SocketReport, REQUESTED_BUFFER, WARN_BELOW};
 /// Careful resume's phases, as [`PathModel::resume`] reports them.
 pub use soku_cc::resume::Phase as ResumePhase;
@@ -83,6 +84,7 @@ pub use soku_cc::Mode as CcPhase;
 pub use soku_cc::{
     BoardSlot, ConnectionHint, HintSlot, MinRttRecord, PathBoard, RememberedPath, ShareRecord,
 };
+pub use stall_wake::{wake_when_silent, SilenceWake, WAKE_EVERY};
 pub use tcp::{
     Handshaker, TcpConnector, TcpReport, TcpServer, TlsClientStream, TlsServerStream,
     HANDSHAKE_TIMEOUT, TCP_BUFFER,

@@ -16,7 +16,7 @@
 //!
 //! This runtime is tokio's with one change: each connection's timer is a timerfd in the
 //! runtime's epoll set, armed to the nanosecond, as the receive side's rests already are
-//! (`quiet.rs`). Where a timerfd cannot be made, tokio's timer is used.
+//! (`batched_udp.rs`). Where a timerfd cannot be made, tokio's timer is used.
 //!
 //! quinn moves a connection's deadline after nearly every packet it handles, and mostly
 //! later: a receiver's acknowledgement timer starts at each batch and stops at each

@@ -1,5 +1,5 @@
 //! Descriptors in tokio's reactor, and the one-shot timerfds that time the receive
-//! side's rests (`quiet.rs`) and quinn's connection timers (`precise_timer.rs`):
+//! side's rests (`batched_udp.rs`) and quinn's connection timers (`precise_timer.rs`):
 //! tokio's own timers count whole milliseconds.
 
 use std::io;

@@ -101,7 +101,7 @@ pub(crate) fn budget_from(recv_buffer: usize) -> usize {
 }
 
 /// quinn's socket, resting between batches while datagrams stream in (module docs).
-pub(crate) struct QuietUdp {
+pub(crate) struct BatchedUdp {
     io: UdpSocket,
     state: UdpSocketState,
     recv: Mutex<Receiver>,
@@ -111,13 +111,13 @@ pub(crate) struct QuietUdp {
     send_refused: AtomicBool,
 }
 
-impl fmt::Debug for QuietUdp {
+impl fmt::Debug for BatchedUdp {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("QuietUdp").field("io", &self.io).finish()
+        f.debug_struct("BatchedUdp").field("io", &self.io).finish()
     }
 }
 
-impl QuietUdp {
+impl BatchedUdp {
     /// Wraps a bound socket; `recv_buffer` is its SO_RCVBUF as read back.
     /// Must be called inside a tokio runtime (the socket registers with its reactor).
     pub(crate) fn new(io: UdpSocket, recv_buffer: usize) -> io::Result<Self> {
@@ -137,7 +137,7 @@ impl QuietUdp {
             short_read: false,
             confirming_reads: 0,
         };
-        Ok(QuietUdp { io, state, recv: Mutex::new(recv), send_refused: AtomicBool::new(false) })
+        Ok(BatchedUdp { io, state, recv: Mutex::new(recv), send_refused: AtomicBool::new(false) })
     }
 }
 
@@ -264,7 +264,7 @@ fn read_capacity(bufs: &[IoSliceMut<'_>], meta: &[RecvMeta]) -> usize {
     bufs.len().min(meta.len()).min(quinn::udp::BATCH_SIZE)
 }
 
-impl QuietUdp {
+impl BatchedUdp {
     /// How many times the receive side has rested.
     #[cfg(test)]
     fn rests(&self) -> u64 {
@@ -282,7 +282,7 @@ impl QuietUdp {
     }
 }
 
-impl AsyncUdpSocket for QuietUdp {
+impl AsyncUdpSocket for BatchedUdp {
     fn create_io_poller(self: Arc<Self>) -> Pin<Box<dyn UdpPoller>> {
         Box::pin(WriteWait { socket: self, registered: None })
     }
@@ -368,7 +368,7 @@ impl AsyncUdpSocket for QuietUdp {
     }
 }
 
-impl QuietUdp {
+impl BatchedUdp {
     /// Counts a successful read into the arrival rate, notes whether it emptied the
     /// queue (it returned fewer than `capacity` datagrams), and passes the result on.
     fn counted(
@@ -392,7 +392,7 @@ impl QuietUdp {
 /// duplicate of the socket's descriptor for write readiness only while it waits, and
 /// answers at once while no send has been refused.
 struct WriteWait {
-    socket: Arc<QuietUdp>,
+    socket: Arc<BatchedUdp>,
     registered: Option<AsyncFd<Arc<OwnedFd>>>,
 }
 
@@ -490,7 +490,7 @@ mod tests {
     async fn a_stream_is_read_in_rests_and_a_lone_datagram_after_it_is_not_held() {
         let bound = UdpSocket::bind("127.0.0.1:0").unwrap();
         let to = bound.local_addr().unwrap();
-        let quiet = QuietUdp::new(bound, 4 << 20).unwrap();
+        let socket = BatchedUdp::new(bound, 4 << 20).unwrap();
         let sender = UdpSocket::bind("127.0.0.1:0").unwrap();
         const STREAM: u32 = 3000;
         let pacer = std::thread::spawn(move || {
@@ -516,7 +516,7 @@ mod tests {
             let mut meta = [RecvMeta::default(); 32];
             let read = tokio::time::timeout(
                 Duration::from_secs(10),
-                std::future::poll_fn(|cx| quiet.poll_recv(cx, &mut bufs, &mut meta)),
+                std::future::poll_fn(|cx| socket.poll_recv(cx, &mut bufs, &mut meta)),
             )
             .await
             .expect("a datagram within 10 s")
@@ -537,10 +537,10 @@ mod tests {
         let lone_sent = pacer.join().unwrap();
         let missing = seen.iter().filter(|s| !**s).count();
         assert_eq!(missing, 0, "{missing} of {STREAM} datagrams never read");
-        assert!(quiet.rests() > 10, "only {} rests during the stream", quiet.rests());
+        assert!(socket.rests() > 10, "only {} rests during the stream", socket.rests());
         // A rest's read comes back short (about twenty datagrams where 32 fit), and that
         // ends the drain: no second read asks the kernel again before the next rest.
-        assert_eq!(quiet.confirming_reads(), 0, "reads that only confirmed an empty queue");
+        assert_eq!(socket.confirming_reads(), 0, "reads that only confirmed an empty queue");
         // Held for another datagram, it would wait for the 10 s timeout above; read
         // from epoll it comes at once. The bound only allows for a loaded machine.
         let waited = lone_read.saturating_duration_since(lone_sent);
