@@ -12,7 +12,7 @@ use std::collections::{BinaryHeap, VecDeque};
 /// A packet in flight: where its bytes are and when it is due.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Entry {
-    /// Delivery time (ns, the engine's clock).
+    /// Delivery time (ns, the forwarding loop's clock).
     pub at: u64,
     /// Tie-breaker keeping heap order stable.
     pub seq: u64,

@@ -19,14 +19,14 @@
 //! - [`spec`]: what a path looks like ([`LinkSpec`], [`PathSpec`]) and unit parsers.
 //! - [`model`]: the per-direction link model, a pure state machine on a given clock.
 //! - [`delay_line`]: the preallocated packet pool and the delivery-time queue.
-//! - `engine`: the forwarding loop (one thread per direction).
+//! - `forward`: the forwarding loop (one thread per direction).
 //! - [`netns`]: namespaces: create, delete, run code or commands inside.
 //! - `path`: [`Path`], which ties it all together and tears it down on drop.
 //! - `sys`: the `unsafe` system calls, each with its SAFETY note.
 
 pub mod delay_line;
-mod engine;
 mod error;
+mod forward;
 pub mod model;
 pub mod netns;
 mod path;
@@ -34,8 +34,8 @@ mod rng;
 pub mod spec;
 mod sys;
 
-pub use engine::{DirStats, Faults};
 pub use error::{NetemError, Result};
+pub use forward::{DirStats, Faults};
 pub use netns::{command_in, in_ns};
 pub use path::{Path, PathStats, TUN_NAME, TUN_TXQUEUELEN};
 pub use rng::Rng;

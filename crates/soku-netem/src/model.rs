@@ -2,7 +2,7 @@
 //!
 //! [`LinkModel::offer`] takes a packet length and the current time in nanoseconds (from
 //! any epoch) and answers when the packet leaves the far end of the link, or why it is
-//! dropped. The I/O engine feeds it real time; the unit tests below feed it a fake one.
+//! dropped. The forwarding loop feeds it real time; the unit tests below feed it a fake one.
 //!
 //! Rate limiting is a virtual-time serializer: the link is busy until `busy_until`;
 //! a packet accepted at `now` starts at `max(now, busy_until)` and ends `len*8/rate`

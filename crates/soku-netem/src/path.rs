@@ -8,8 +8,8 @@ use std::thread::JoinHandle;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use crate::delay_line::{DelayLine, Pool};
-use crate::engine::{DirCounters, DirStats, Direction, Faults, Stop};
 use crate::error::{NetemError, Result};
+use crate::forward::{DirCounters, DirStats, Direction, Faults, Stop};
 use crate::model::LinkModel;
 use crate::netns;
 use crate::spec::{LinkSpec, PathSpec};
