@@ -29,6 +29,8 @@
 //!
 //! Each file imports only files below it: `scripts/import-circles.py` finds a circle.
 
+#![warn(missing_docs, unreachable_pub, rust_2018_idioms)]
+
 pub mod ahead;
 pub mod codec;
 pub mod compress_policy;

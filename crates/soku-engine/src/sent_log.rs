@@ -18,12 +18,12 @@ use std::sync::Arc;
 use crate::events::{EventSink, TransferEvent};
 
 /// The environment variable naming the file.
-pub const VAR: &str = "SOKU_SENT_LOG";
+pub(crate) const VAR: &str = "SOKU_SENT_LOG";
 
 /// Passes every event on to `inner` and logs the `Sent` counts, when `SOKU_SENT_LOG`
 /// names a file this process can open; otherwise returns `inner` itself. Called once
 /// per sending session.
-pub fn wrap(inner: Arc<dyn EventSink>) -> Arc<dyn EventSink> {
+pub(crate) fn wrap(inner: Arc<dyn EventSink>) -> Arc<dyn EventSink> {
     let Some(path) = std::env::var_os(VAR).filter(|p| !p.is_empty()) else { return inner };
     // A measurement aid: a file it cannot open leaves the copy as it is (the reader of
     // the log finds the lines missing).

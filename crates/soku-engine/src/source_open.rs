@@ -28,7 +28,7 @@ use crate::fsops::TargetDir;
 /// Opens source files for reading, each run of files from one directory through that
 /// directory's descriptor.
 #[derive(Debug, Default)]
-pub struct SourceOpener {
+pub(crate) struct SourceOpener {
     /// The parent of the last file opened, and its descriptor once a second file of
     /// it came.
     last: Option<(PathBuf, Option<OwnedFd>)>,
@@ -39,12 +39,12 @@ pub struct SourceOpener {
 impl SourceOpener {
     /// An opener that opens every file beneath `beneath`, when there is one (see the
     /// module documentation).
-    pub fn beneath(beneath: Option<Arc<TargetDir>>) -> SourceOpener {
+    pub(crate) fn beneath(beneath: Option<Arc<TargetDir>>) -> SourceOpener {
         SourceOpener { last: None, beneath }
     }
 
     /// Opens `local` for reading, as `File::open` would.
-    pub fn open(&mut self, local: &Path) -> std::io::Result<File> {
+    pub(crate) fn open(&mut self, local: &Path) -> std::io::Result<File> {
         if let Some(beneath) = &self.beneath {
             let flags = OFlags::RDONLY | OFlags::NOCTTY;
             return Ok(File::from(beneath.open_beneath(local, flags)?));

@@ -7,13 +7,13 @@ use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 
 /// The temporary name for a file being received.
-pub fn temp_path(local: &Path) -> PathBuf {
+pub(crate) fn temp_path(local: &Path) -> PathBuf {
     local.with_file_name(temp_name(local.file_name().unwrap_or_default()))
 }
 
 /// The temporary name used instead of [`temp_path`] when another user's file sits at
 /// that one and cannot be removed (a sticky directory such as `/tmp`).
-pub fn own_temp_path(local: &Path) -> PathBuf {
+pub(crate) fn own_temp_path(local: &Path) -> PathBuf {
     local.with_file_name(own_temp_name(local.file_name().unwrap_or_default()))
 }
 

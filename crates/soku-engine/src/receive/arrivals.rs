@@ -20,7 +20,7 @@ use crate::mutex::lock;
 
 /// The waits, by file id.
 #[derive(Debug, Default)]
-pub struct Arrivals {
+pub(super) struct Arrivals {
     waiting: Mutex<HashMap<u32, Arc<Notify>>>,
 }
 
@@ -28,7 +28,7 @@ impl Arrivals {
     /// Waits until `file` may have changed, unless `still_waiting` (checked once the
     /// wait is in place, so that no wake between the check and the wait is missed)
     /// says it is ready already.
-    pub async fn wait_for(&self, file: u32, still_waiting: impl FnOnce() -> bool) {
+    pub(super) async fn wait_for(&self, file: u32, still_waiting: impl FnOnce() -> bool) {
         let notify = lock(&self.waiting).entry(file).or_default().clone();
         let mut notified = pin!(notify.notified());
         notified.as_mut().enable();
@@ -38,14 +38,14 @@ impl Arrivals {
     }
 
     /// `file` may take its chunks now (or has failed): wakes its waiting chunks.
-    pub fn ready(&self, file: u32) {
+    pub(super) fn ready(&self, file: u32) {
         if let Some(notify) = lock(&self.waiting).remove(&file) {
             notify.notify_waiters();
         }
     }
 
     /// Wakes every waiting chunk (the manifest ended).
-    pub fn all_ready(&self) {
+    pub(super) fn all_ready(&self) {
         for (_, notify) in lock(&self.waiting).drain() {
             notify.notify_waiters();
         }
