@@ -38,6 +38,8 @@
 //! - [`diagnose`]: what the server reports in `soku diagnose`.
 //! - [`error`]: the one error type.
 
+#![warn(missing_docs, unreachable_pub, rust_2018_idioms)]
+
 pub mod chunk;
 pub mod diagnose;
 pub mod error;

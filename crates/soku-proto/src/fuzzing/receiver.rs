@@ -26,38 +26,38 @@ use crate::receive::{ChunkCheck, EntryAction, FileOutcome, Ready, Receiver, Tota
 use crate::ProtoError;
 
 /// Op: `on_entry(Dir)`; arguments: path, meta.
-pub const DIR: u8 = 0;
+pub(super) const DIR: u8 = 0;
 /// Op: `on_entry(File)`; arguments: id, path, size, meta.
-pub const FILE: u8 = 1;
+pub(super) const FILE: u8 = 1;
 /// Op: `on_file_opened`; argument: id.
-pub const OPENED: u8 = 2;
+pub(super) const OPENED: u8 = 2;
 /// Op: `check_chunk`; argument: header.
-pub const CHECK: u8 = 3;
+pub(super) const CHECK: u8 = 3;
 /// Op: `on_chunk_written`; arguments: header, hash.
-pub const WRITTEN: u8 = 4;
+pub(super) const WRITTEN: u8 = 4;
 /// Op: `on_summary`; arguments: id, root.
-pub const SUMMARY: u8 = 5;
+pub(super) const SUMMARY: u8 = 5;
 /// Op: `on_file_failed`; argument: id.
-pub const FAILED: u8 = 6;
+pub(super) const FAILED: u8 = 6;
 /// Op: `on_end`; arguments: file count (an id), bytes (u64).
-pub const END: u8 = 7;
+pub(super) const END: u8 = 7;
 /// Op: `check_chunk`, then `on_chunk_written` with the header's own hash if accepted, as
 /// the caller does for a chunk whose bytes check out; argument: header.
-pub const DELIVER: u8 = 8;
+pub(super) const DELIVER: u8 = 8;
 /// Number of ops.
-pub const OPS: u8 = 9;
+pub(super) const OPS: u8 = 9;
 
 /// Id argument: the id the receiver expects next.
-pub const ID_NEXT: u8 = 0xfe;
+pub(super) const ID_NEXT: u8 = 0xfe;
 /// Id argument: `u32::MAX`; any other byte `b` means id `b % 16`.
-pub const ID_MAX: u8 = 0xff;
+pub(super) const ID_MAX: u8 = 0xff;
 /// Hash and root arguments: an odd byte `b` means `[b; 32]`, an even byte the right one:
 /// the header's own hash, or the root over the chunks verified so far and, for those not
 /// yet verified, the hash `[b; 32]` (a summary may come before the chunks).
-pub const RIGHT: u8 = 0;
+pub(super) const RIGHT: u8 = 0;
 /// Size argument (`b % 10` picks): 0, 1, chunk - 1, chunk, chunk + 1, 2 chunks, 3 chunks
 /// - 7, the largest file (`u32::MAX` chunks), `u64::MAX`, or a u64 read from the input.
-pub const SIZES: u8 = 10;
+pub(super) const SIZES: u8 = 10;
 
 /// Path components (the component argument picks `b % len`); the last one reads a length
 /// byte (`% 8`) and that many bytes, taken as lossy UTF-8.
@@ -144,31 +144,31 @@ pub fn receiver(data: &[u8]) {
 
 /// Builds inputs for [`receiver`] (the seed corpus).
 #[derive(Debug, Clone)]
-pub struct Script(Vec<u8>);
+pub(super) struct Script(Vec<u8>);
 
 impl Script {
     /// Configuration byte: bit 0 recursive; bit 1 a single-name target (else a
     /// directory); bits 2-3 the name filter (`% 3`: none, `dir/a` and `b`, `logs/*.log`
     /// and `c`); bits 4-5 the chunk size (minimum, default, maximum, or a u32 that follows).
-    pub fn new(config: u8) -> Self {
+    pub(super) fn new(config: u8) -> Self {
         Self(vec![config])
     }
 
     /// Appends raw bytes (an op and its arguments).
-    pub fn op(mut self, bytes: &[u8]) -> Self {
+    pub(super) fn op(mut self, bytes: &[u8]) -> Self {
         self.0.extend_from_slice(bytes);
         self
     }
 
     /// A path argument from component indexes.
-    pub fn path(parts: &[u8]) -> Vec<u8> {
+    pub(super) fn path(parts: &[u8]) -> Vec<u8> {
         let mut out = vec![u8::try_from(parts.len()).unwrap_or(0)];
         out.extend_from_slice(parts);
         out
     }
 
     /// The bytes.
-    pub fn into_bytes(self) -> Vec<u8> {
+    pub(super) fn into_bytes(self) -> Vec<u8> {
         self.0
     }
 }

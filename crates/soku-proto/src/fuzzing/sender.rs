@@ -21,28 +21,28 @@ use crate::receive::Totals;
 use crate::send::{ChunkSpan, FileStart, Report, Sender};
 
 /// Op: `plan`; arguments: files (byte), bytes (u64).
-pub const PLAN: u8 = 0;
+pub(super) const PLAN: u8 = 0;
 /// Op: `dir`; arguments: path, meta.
-pub const DIR: u8 = 1;
+pub(super) const DIR: u8 = 1;
 /// Op: `file`; arguments: path, size, meta.
-pub const FILE: u8 = 2;
+pub(super) const FILE: u8 = 2;
 /// Op: `next_chunk`; argument: file id (`b % 16`).
-pub const NEXT: u8 = 3;
+pub(super) const NEXT: u8 = 3;
 /// Op: `on_chunk_sent`; arguments: file id, index (255: `u32::MAX`, else `b % 8`), hash
 /// byte.
-pub const SENT: u8 = 4;
+pub(super) const SENT: u8 = 4;
 /// Op: `on_read_failed`; argument: file id.
-pub const READ_FAILED: u8 = 5;
+pub(super) const READ_FAILED: u8 = 5;
 /// Op: `end`.
-pub const END: u8 = 6;
+pub(super) const END: u8 = 6;
 /// Op: `source_error`.
-pub const SOURCE_ERROR: u8 = 7;
+pub(super) const SOURCE_ERROR: u8 = 7;
 /// Op: `on_report`; arguments: a kind byte (`% 5`: progress with a u64, a file failure
 /// with a file id, finished with a u32, a u64 and a u32, fatal, or a raw control message:
 /// a length byte and that many bytes of postcard payload).
-pub const REPORT: u8 = 8;
+pub(super) const REPORT: u8 = 8;
 /// Number of ops.
-pub const OPS: u8 = 9;
+pub(super) const OPS: u8 = 9;
 
 /// Feeds `data` as a configuration and a sequence of calls to a [`Sender`].
 pub fn sender(data: &[u8]) {
