@@ -287,7 +287,7 @@ impl AsyncUdpSocket for BatchedUdp {
         Box::pin(WriteWait { socket: self, registered: None })
     }
 
-    fn try_send(&self, transmit: &Transmit) -> io::Result<()> {
+    fn try_send(&self, transmit: &Transmit<'_>) -> io::Result<()> {
         let sent = self.state.send((&self.io).into(), transmit);
         if matches!(&sent, Err(e) if e.kind() == io::ErrorKind::WouldBlock) {
             self.send_refused.store(true, Ordering::Relaxed);
@@ -297,7 +297,7 @@ impl AsyncUdpSocket for BatchedUdp {
 
     fn poll_recv(
         &self,
-        cx: &mut Context,
+        cx: &mut Context<'_>,
         bufs: &mut [IoSliceMut<'_>],
         meta: &mut [RecvMeta],
     ) -> Poll<io::Result<usize>> {
@@ -403,7 +403,7 @@ impl fmt::Debug for WriteWait {
 }
 
 impl UdpPoller for WriteWait {
-    fn poll_writable(mut self: Pin<&mut Self>, cx: &mut Context) -> Poll<io::Result<()>> {
+    fn poll_writable(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = &mut *self;
         if this.registered.is_none() && !this.socket.send_refused.load(Ordering::Relaxed) {
             return Poll::Ready(Ok(()));
@@ -511,7 +511,7 @@ mod tests {
         let mut seen = vec![false; STREAM as usize];
         let mut storage = vec![[0u8; 64]; 32];
         let lone_read = loop {
-            let mut bufs: Vec<IoSliceMut> =
+            let mut bufs: Vec<IoSliceMut<'_>> =
                 storage.iter_mut().map(|b| IoSliceMut::new(b)).collect();
             let mut meta = [RecvMeta::default(); 32];
             let read = tokio::time::timeout(

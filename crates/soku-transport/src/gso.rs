@@ -50,7 +50,7 @@ impl AsyncUdpSocket for SplitGso {
         self.inner.clone().create_io_poller()
     }
 
-    fn try_send(&self, transmit: &Transmit) -> io::Result<()> {
+    fn try_send(&self, transmit: &Transmit<'_>) -> io::Result<()> {
         let segment = match transmit.segment_size {
             Some(segment) if transmit.contents.len() > MAX_SEND_PAYLOAD => segment,
             _ => return self.inner.try_send(transmit),
@@ -72,7 +72,7 @@ impl AsyncUdpSocket for SplitGso {
 
     fn poll_recv(
         &self,
-        cx: &mut Context,
+        cx: &mut Context<'_>,
         bufs: &mut [IoSliceMut<'_>],
         meta: &mut [RecvMeta],
     ) -> Poll<io::Result<usize>> {

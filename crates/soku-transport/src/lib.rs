@@ -44,6 +44,8 @@
 //! - `endpoint.rs`: [`server_endpoint`] (and [`server_endpoint_toward`], for a known client), [`client_endpoint`], [`connect`], [`accept`], [`accept_with`].
 //! - `error.rs`: [`TransportError`].
 
+#![warn(missing_docs, unreachable_pub, rust_2018_idioms)]
+
 #[cfg(target_os = "linux")]
 mod batched_udp;
 mod cipher;

@@ -108,7 +108,7 @@ impl AsyncTimer for FdTimer {
         let _ = this.arm();
     }
 
-    fn poll(self: Pin<&mut Self>, cx: &mut Context) -> Poll<()> {
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let this = self.get_mut();
         loop {
             if Instant::now() >= this.deadline {
