@@ -60,6 +60,8 @@
 //! [`Controller`]: quinn_proto::congestion::Controller
 //! [`ControllerFactory`]: quinn_proto::congestion::ControllerFactory
 
+#![warn(missing_docs, unreachable_pub, rust_2018_idioms)]
+
 pub mod base_delay;
 pub mod config;
 pub mod delivery;
