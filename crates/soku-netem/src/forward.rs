@@ -20,17 +20,17 @@ use crate::model::{DropReason, LinkModel, Verdict};
 use crate::sys;
 
 /// Packets read per turn before deliveries get a chance to go out.
-pub const BATCH: usize = 64;
+pub(crate) const BATCH: usize = 64;
 /// SCHED_FIFO priority of the forwarding threads when `PathSpec::realtime` is set.
-pub const RT_PRIORITY: i32 = 10;
+pub(crate) const RT_PRIORITY: i32 = 10;
 /// Nice value of the forwarding threads otherwise (best effort; needs root).
-pub const NICE: i32 = -10;
+pub(crate) const NICE: i32 = -10;
 /// How often the thread refreshes its published CPU time.
 const CPU_EVERY_NS: u64 = 20_000_000;
 
 /// Live counters of one direction, written by its thread, read by anyone.
 #[derive(Debug, Default)]
-pub struct DirCounters {
+pub(crate) struct DirCounters {
     pub(crate) packets_in: AtomicU64,
     pub(crate) packets: AtomicU64,
     pub(crate) bytes: AtomicU64,

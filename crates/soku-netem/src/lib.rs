@@ -24,6 +24,8 @@
 //! - `path`: [`Path`], which ties it all together and tears it down on drop.
 //! - `sys`: the `unsafe` system calls, each with its SAFETY note.
 
+#![warn(missing_docs, unreachable_pub, rust_2018_idioms)]
+
 pub mod delay_line;
 mod error;
 mod forward;

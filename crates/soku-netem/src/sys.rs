@@ -25,7 +25,7 @@ fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
 
 /// Opens a non-blocking layer-3 TUN device (`IFF_TUN | IFF_NO_PI`) named `name` in
 /// the calling thread's network namespace. The device lives as long as the fd.
-pub fn open_tun(name: &str) -> io::Result<OwnedFd> {
+pub(crate) fn open_tun(name: &str) -> io::Result<OwnedFd> {
     if name.is_empty() || name.len() >= libc::IFNAMSIZ {
         return Err(io::Error::new(io::ErrorKind::InvalidInput, "bad ifname"));
     }
@@ -48,7 +48,7 @@ pub fn open_tun(name: &str) -> io::Result<OwnedFd> {
 }
 
 /// Moves the calling thread into the network namespace bound at `path`.
-pub fn setns_net(path: &str) -> io::Result<()> {
+pub(crate) fn setns_net(path: &str) -> io::Result<()> {
     let f = File::open(path)?;
     // SAFETY: f is an open namespace file; setns only changes this thread's netns.
     cvt(unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) })?;
@@ -56,7 +56,7 @@ pub fn setns_net(path: &str) -> io::Result<()> {
 }
 
 /// A non-blocking eventfd used to wake the forwarding threads for shutdown.
-pub fn eventfd() -> io::Result<OwnedFd> {
+pub(crate) fn eventfd() -> io::Result<OwnedFd> {
     // SAFETY: plain syscall with flag arguments.
     let fd = cvt(unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) })?;
     // SAFETY: fd was just created and is owned by nobody else.
@@ -64,7 +64,7 @@ pub fn eventfd() -> io::Result<OwnedFd> {
 }
 
 /// Makes an eventfd readable.
-pub fn eventfd_signal(fd: RawFd) {
+pub(crate) fn eventfd_signal(fd: RawFd) {
     let one: u64 = 1;
     // SAFETY: writes 8 bytes from a live u64 to an fd; errors (counter full) are harmless.
     unsafe {
@@ -73,7 +73,7 @@ pub fn eventfd_signal(fd: RawFd) {
 }
 
 /// `read(2)` into `buf`.
-pub fn read(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
+pub(crate) fn read(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
     // SAFETY: buf is a valid writable region of buf.len() bytes.
     let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
     if n < 0 {
@@ -84,7 +84,7 @@ pub fn read(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
 }
 
 /// `write(2)` of `buf`.
-pub fn write(fd: RawFd, buf: &[u8]) -> io::Result<usize> {
+pub(crate) fn write(fd: RawFd, buf: &[u8]) -> io::Result<usize> {
     // SAFETY: buf is a valid readable region of buf.len() bytes.
     let n = unsafe { libc::write(fd, buf.as_ptr().cast(), buf.len()) };
     if n < 0 {
@@ -96,7 +96,7 @@ pub fn write(fd: RawFd, buf: &[u8]) -> io::Result<usize> {
 
 /// Waits until `data` or `stop` is readable or `timeout` passes (`None`: forever).
 /// Returns whether `stop` fired. Uses ppoll, whose timeout has nanosecond resolution.
-pub fn wait(data: RawFd, stop: RawFd, timeout: Option<Duration>) -> io::Result<bool> {
+pub(crate) fn wait(data: RawFd, stop: RawFd, timeout: Option<Duration>) -> io::Result<bool> {
     let mut fds = [
         libc::pollfd { fd: data, events: libc::POLLIN, revents: 0 },
         libc::pollfd { fd: stop, events: libc::POLLIN, revents: 0 },
@@ -120,7 +120,7 @@ pub fn wait(data: RawFd, stop: RawFd, timeout: Option<Duration>) -> io::Result<b
 }
 
 /// Sets this thread's timer slack (default 50 us) so sleeps end on time.
-pub fn set_timer_slack(ns: u64) {
+pub(crate) fn set_timer_slack(ns: u64) {
     // SAFETY: PR_SET_TIMERSLACK takes an unsigned long; no pointers involved.
     unsafe {
         libc::prctl(libc::PR_SET_TIMERSLACK, ns as libc::c_ulong, 0, 0, 0);
@@ -128,7 +128,7 @@ pub fn set_timer_slack(ns: u64) {
 }
 
 /// CPU time used by the calling thread, (user, system) in nanoseconds.
-pub fn thread_cpu_ns() -> (u64, u64) {
+pub(crate) fn thread_cpu_ns() -> (u64, u64) {
     // SAFETY: rusage is plain data, fully written by getrusage on success.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: ru is a live, writable rusage; RUSAGE_THREAD reports the caller.
@@ -140,7 +140,7 @@ pub fn thread_cpu_ns() -> (u64, u64) {
 }
 
 /// Sets the calling thread's nice value (best effort: errors are ignored).
-pub fn set_nice(nice: i32) {
+pub(crate) fn set_nice(nice: i32) {
     // SAFETY: gettid has no preconditions; setpriority on our own tid only changes
     // this thread's scheduling priority.
     unsafe {
@@ -150,7 +150,7 @@ pub fn set_nice(nice: i32) {
 }
 
 /// Puts the calling thread in SCHED_FIFO at `prio`; false if not permitted.
-pub fn set_fifo(prio: i32) -> bool {
+pub(crate) fn set_fifo(prio: i32) -> bool {
     let param = libc::sched_param { sched_priority: prio };
     // SAFETY: param is a live sched_param; pid 0 means the calling thread.
     unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) == 0 }
