@@ -15,6 +15,8 @@
 //! socket buffers full. `TCP_NODELAY` is set on every relay socket: a relay must never
 //! hold a small tail back waiting for an ACK (the seeds' small-packet problem).
 
+#![warn(missing_docs, unreachable_pub, rust_2018_idioms)]
+
 pub mod delack;
 pub mod dial;
 pub mod proxy;
