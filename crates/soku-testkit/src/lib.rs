@@ -16,6 +16,8 @@
 //! soku_testkit::run(&mut ssh);
 //! ```
 
+#![warn(missing_docs, unreachable_pub, rust_2018_idioms)]
+
 pub mod artifacts;
 pub mod cmd;
 pub mod probe;

@@ -41,7 +41,9 @@ pub fn send_pattern(mut stream: &TcpStream, from: u64, to: u64) -> std::io::Resu
 /// A byte count and a 64-bit FNV-1a hash of a stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Digest {
+    /// Bytes seen.
     pub len: u64,
+    /// FNV-1a over them: cheap, and enough to tell a relayed stream from a garbled one.
     pub hash: u64,
 }
 
@@ -52,6 +54,7 @@ impl Default for Digest {
 }
 
 impl Digest {
+    /// Adds `data` to the count and the hash.
     pub fn update(&mut self, data: &[u8]) {
         for &b in data {
             self.hash = (self.hash ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
@@ -68,6 +71,7 @@ impl Digest {
         d
     }
 
+    /// The 16 bytes the server sends back: length, then hash, little-endian.
     pub fn to_bytes(self) -> [u8; 16] {
         let mut out = [0u8; 16];
         out[..8].copy_from_slice(&self.len.to_le_bytes());
@@ -75,6 +79,7 @@ impl Digest {
         out
     }
 
+    /// Reads what [`Digest::to_bytes`] wrote.
     pub fn from_bytes(b: [u8; 16]) -> Digest {
         let word =
             |r: std::ops::Range<usize>| u64::from_le_bytes(b[r].try_into().unwrap_or_default());
@@ -85,7 +90,9 @@ impl Digest {
 /// What the server saw on one connection.
 #[derive(Debug, Clone, Copy)]
 pub struct Seen {
+    /// The client's address, as the server saw it.
     pub peer: SocketAddr,
+    /// What the client sent.
     pub digest: Digest,
 }
 
@@ -96,6 +103,7 @@ pub struct Server {
 }
 
 impl Server {
+    /// Starts listening on an unused port of 127.0.0.1.
     pub fn start() -> Server {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind the probe server");
         let addr = listener.local_addr().expect("probe server address");
@@ -114,6 +122,7 @@ impl Server {
         Server { addr, seen }
     }
 
+    /// Where the server listens.
     pub fn addr(&self) -> SocketAddr {
         self.addr
     }
