@@ -23,7 +23,7 @@ enum Pattern {
 
 /// The parsed environment.
 #[derive(Debug, Default)]
-pub struct Config {
+pub(crate) struct Config {
     patterns: Vec<Pattern>,
     /// SO_SNDBUF for the relay's TCP socket.
     pub sndbuf: Option<usize>,
@@ -35,7 +35,7 @@ pub struct Config {
 
 impl Config {
     /// Reads `SOKU_PRELOAD*` from the environment.
-    pub fn from_env() -> Config {
+    pub(crate) fn from_env() -> Config {
         let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
         let size = |name: &str| var(name).and_then(|v| v.trim().parse().ok());
         Config {
@@ -47,12 +47,12 @@ impl Config {
     }
 
     /// Whether any pattern is set at all.
-    pub fn enabled(&self) -> bool {
+    pub(crate) fn enabled(&self) -> bool {
         !self.patterns.is_empty()
     }
 
     /// Whether a connection to `dest` gets a relay.
-    pub fn matches(&self, dest: &SocketAddr) -> bool {
+    pub(crate) fn matches(&self, dest: &SocketAddr) -> bool {
         let ip = canonical(dest.ip());
         self.patterns.iter().any(|p| match p {
             Pattern::Any => true,

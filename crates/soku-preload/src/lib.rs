@@ -35,6 +35,7 @@
 //! program do not disturb it: it serves whoever holds the socketpair end and ends when
 //! both directions have.
 
+#![warn(missing_docs, unreachable_pub, rust_2018_idioms)]
 #![allow(clippy::missing_safety_doc)] // the hooks' contracts are those of libc's functions
 
 mod config;

@@ -15,7 +15,7 @@ use libc::c_int;
 use crate::sys::{self, RawAddr};
 
 /// Where a hooked connection stands.
-pub enum State {
+pub(crate) enum State {
     /// A non-blocking connect of the caller's socket is in progress; the relay is
     /// inserted when the program learns that it succeeded.
     Connecting,
@@ -25,7 +25,7 @@ pub enum State {
 }
 
 /// One hooked connection.
-pub struct Entry {
+pub(crate) struct Entry {
     /// The caller's fd.
     pub fd: c_int,
     /// st_dev/st_ino of the socket behind `fd`.
@@ -46,7 +46,7 @@ fn lock() -> MutexGuard<'static, Vec<Entry>> {
 }
 
 /// Adds a hooked fd, replacing any entry with the same number.
-pub fn insert(entry: Entry) {
+pub(crate) fn insert(entry: Entry) {
     let mut t = lock();
     t.retain(|e| e.fd != entry.fd);
     t.push(entry);
@@ -55,7 +55,7 @@ pub fn insert(entry: Entry) {
 }
 
 /// Runs `f` on the live entry for `fd`, if `fd` is hooked.
-pub fn with<R>(fd: c_int, f: impl FnOnce(&Entry) -> R) -> Option<R> {
+pub(crate) fn with<R>(fd: c_int, f: impl FnOnce(&Entry) -> R) -> Option<R> {
     if COUNT.load(Ordering::Relaxed) == 0 || fd < 0 {
         return None;
     }
@@ -69,7 +69,7 @@ pub fn with<R>(fd: c_int, f: impl FnOnce(&Entry) -> R) -> Option<R> {
 }
 
 /// Takes the live entry for `fd` out of the table.
-pub fn take(fd: c_int) -> Option<Entry> {
+pub(crate) fn take(fd: c_int) -> Option<Entry> {
     if COUNT.load(Ordering::Relaxed) == 0 || fd < 0 {
         return None;
     }
@@ -86,7 +86,7 @@ pub fn take(fd: c_int) -> Option<Entry> {
 /// The program closes `fd`: forget it and close our TCP copy. Called from close(),
 /// which may run in a signal handler: never blocks on the lock (a missed entry only
 /// delays the release of the copy until the number is looked up again).
-pub fn closing(fd: c_int) {
+pub(crate) fn closing(fd: c_int) {
     if COUNT.load(Ordering::Relaxed) == 0 || fd < 0 {
         return;
     }

@@ -26,7 +26,12 @@ const BUF_SIZE: usize = 1 << 20;
 
 /// Forks the relay process between the TCP socket `tcp` and `pair_end`. The program
 /// keeps `tcp` open; `pair_end` is closed here once the relay holds its own copy.
-pub fn spawn(tcp: c_int, pair_end: OwnedFd, label: &str, debug: bool) -> std::io::Result<()> {
+pub(crate) fn spawn(
+    tcp: c_int,
+    pair_end: OwnedFd,
+    label: &str,
+    debug: bool,
+) -> std::io::Result<()> {
     // Everything the relay needs is allocated here, before the fork.
     let mut up = vec![0u8; BUF_SIZE];
     let mut down = vec![0u8; BUF_SIZE];
@@ -202,7 +207,7 @@ fn blocked_or_failed() -> Step {
 
 /// Copies both ways until both are done (true) or one fails (false: both sockets are
 /// shut down so the program and the peer see the connection end).
-fn pump(up: &mut Direction, down: &mut Direction) -> bool {
+fn pump(up: &mut Direction<'_>, down: &mut Direction<'_>) -> bool {
     loop {
         if !up.advance() || !down.advance() {
             for fd in [up.from, up.to] {

@@ -6,12 +6,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use libc::{c_int, c_void, sockaddr, socklen_t};
 
-pub type ConnectFn = unsafe extern "C" fn(c_int, *const sockaddr, socklen_t) -> c_int;
-pub type NameFn = unsafe extern "C" fn(c_int, *mut sockaddr, *mut socklen_t) -> c_int;
-pub type SetsockoptFn =
+pub(crate) type ConnectFn = unsafe extern "C" fn(c_int, *const sockaddr, socklen_t) -> c_int;
+pub(crate) type NameFn = unsafe extern "C" fn(c_int, *mut sockaddr, *mut socklen_t) -> c_int;
+pub(crate) type SetsockoptFn =
     unsafe extern "C" fn(c_int, c_int, c_int, *const c_void, socklen_t) -> c_int;
-pub type CloseFn = unsafe extern "C" fn(c_int) -> c_int;
-pub type GetsockoptFn =
+pub(crate) type CloseFn = unsafe extern "C" fn(c_int) -> c_int;
+pub(crate) type GetsockoptFn =
     unsafe extern "C" fn(c_int, c_int, c_int, *mut c_void, *mut socklen_t) -> c_int;
 
 /// Looks `name` up in the libraries after this one, once; 0 if absent.
@@ -29,7 +29,7 @@ fn next_symbol(cache: &AtomicUsize, name: &std::ffi::CStr) -> usize {
 macro_rules! real {
     ($fn_name:ident, $sym:literal, $ty:ty) => {
         /// The next definition of the symbol (libc's).
-        pub fn $fn_name() -> Option<$ty> {
+        pub(crate) fn $fn_name() -> Option<$ty> {
             static CACHE: AtomicUsize = AtomicUsize::new(0);
             match next_symbol(&CACHE, $sym) {
                 0 => None,
@@ -48,7 +48,7 @@ real!(getsockopt, c"getsockopt", GetsockoptFn);
 real!(real_close, c"close", CloseFn);
 
 /// Closes a descriptor of ours with libc's close, not our hook.
-pub fn close(fd: c_int) {
+pub(crate) fn close(fd: c_int) {
     match real_close() {
         // SAFETY: closing a descriptor this library owns.
         Some(close) => unsafe {
@@ -62,13 +62,13 @@ pub fn close(fd: c_int) {
 }
 
 /// Sets `errno`.
-pub fn set_errno(e: c_int) {
+pub(crate) fn set_errno(e: c_int) {
     // SAFETY: __errno_location returns this thread's errno slot.
     unsafe { *libc::__errno_location() = e };
 }
 
 /// The current `errno`.
-pub fn errno() -> c_int {
+pub(crate) fn errno() -> c_int {
     std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
 }
 
@@ -76,7 +76,7 @@ pub fn errno() -> c_int {
 ///
 /// # Safety
 /// `addr` must be null or point to `len` readable bytes.
-pub unsafe fn read_addr(addr: *const sockaddr, len: socklen_t) -> Option<SocketAddr> {
+pub(crate) unsafe fn read_addr(addr: *const sockaddr, len: socklen_t) -> Option<SocketAddr> {
     if addr.is_null() || (len as usize) < std::mem::size_of::<libc::sa_family_t>() {
         return None;
     }
@@ -107,7 +107,7 @@ pub unsafe fn read_addr(addr: *const sockaddr, len: socklen_t) -> Option<SocketA
 
 /// A copied raw socket address (what getpeername/getsockname return for hooked fds).
 #[derive(Clone, Copy)]
-pub struct RawAddr {
+pub(crate) struct RawAddr {
     pub storage: libc::sockaddr_storage,
     pub len: socklen_t,
 }
@@ -117,7 +117,7 @@ impl RawAddr {
     ///
     /// # Safety
     /// `addr` must point to `len` readable bytes.
-    pub unsafe fn copy(addr: *const sockaddr, len: socklen_t) -> RawAddr {
+    pub(crate) unsafe fn copy(addr: *const sockaddr, len: socklen_t) -> RawAddr {
         // SAFETY: all-zero is a valid sockaddr_storage.
         let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
         let n = (len as usize).min(std::mem::size_of::<libc::sockaddr_storage>());
@@ -133,7 +133,7 @@ impl RawAddr {
     ///
     /// # Safety
     /// `out`/`len` as for getpeername(2).
-    pub unsafe fn write_to(&self, out: *mut sockaddr, len: *mut socklen_t) -> c_int {
+    pub(crate) unsafe fn write_to(&self, out: *mut sockaddr, len: *mut socklen_t) -> c_int {
         if out.is_null() || len.is_null() {
             set_errno(libc::EFAULT);
             return -1;
@@ -149,7 +149,7 @@ impl RawAddr {
 }
 
 /// (st_dev, st_ino) of an open fd: identifies the socket behind a descriptor.
-pub fn identity(fd: c_int) -> Option<(u64, u64)> {
+pub(crate) fn identity(fd: c_int) -> Option<(u64, u64)> {
     // SAFETY: all-zero is a valid stat; fstat writes it fully on success.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
     // SAFETY: st is a valid out-pointer.
@@ -157,17 +157,17 @@ pub fn identity(fd: c_int) -> Option<(u64, u64)> {
 }
 
 /// The socket's type (SOCK_STREAM...) via the real getsockopt.
-pub fn socket_type(fd: c_int) -> Option<c_int> {
+pub(crate) fn socket_type(fd: c_int) -> Option<c_int> {
     get_int(fd, libc::SOL_SOCKET, libc::SO_TYPE)
 }
 
 /// Sets an int socket option with the real setsockopt; errors are ignored.
-pub fn set_int(fd: c_int, level: c_int, name: c_int, value: c_int) {
+pub(crate) fn set_int(fd: c_int, level: c_int, name: c_int, value: c_int) {
     try_set_int(fd, level, name, value);
 }
 
 /// Sets an int socket option with the real setsockopt; whether the kernel took it.
-pub fn try_set_int(fd: c_int, level: c_int, name: c_int, value: c_int) -> bool {
+pub(crate) fn try_set_int(fd: c_int, level: c_int, name: c_int, value: c_int) -> bool {
     let Some(real) = setsockopt() else { return false };
     // SAFETY: a valid pointer to an int of the declared size.
     let rc = unsafe {
@@ -177,7 +177,7 @@ pub fn try_set_int(fd: c_int, level: c_int, name: c_int, value: c_int) -> bool {
 }
 
 /// An int socket option via the real getsockopt.
-pub fn get_int(fd: c_int, level: c_int, name: c_int) -> Option<c_int> {
+pub(crate) fn get_int(fd: c_int, level: c_int, name: c_int) -> Option<c_int> {
     let real = getsockopt()?;
     let mut value: c_int = 0;
     let mut len = std::mem::size_of::<c_int>() as socklen_t;
@@ -188,7 +188,7 @@ pub fn get_int(fd: c_int, level: c_int, name: c_int) -> Option<c_int> {
 
 /// `{w,r}mem_max` (at most 16 MiB) when it is at least the TCP autotuning ceiling;
 /// as in soku-relay, a smaller explicit size would lower the ceiling instead.
-pub fn auto_size(core: &str, tcp: &str) -> Option<usize> {
+pub(crate) fn auto_size(core: &str, tcp: &str) -> Option<usize> {
     let read = |path: String| std::fs::read_to_string(path).ok();
     let core_max: usize = read(format!("/proc/sys/net/core/{core}"))?.trim().parse().ok()?;
     let tcp_max: usize =
@@ -198,7 +198,7 @@ pub fn auto_size(core: &str, tcp: &str) -> Option<usize> {
 
 /// Whether a socket is connected (the real getpeername succeeds): `SO_ERROR` is 0
 /// also while a connect is still in progress.
-pub fn is_connected(fd: c_int) -> bool {
+pub(crate) fn is_connected(fd: c_int) -> bool {
     let Some(real) = getpeername() else { return false };
     // SAFETY: all-zero is a valid sockaddr_storage.
     let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
