@@ -4,4 +4,6 @@
 //!
 //! - [`proc`]: running a measured process with a timeout, and CPU time from `/proc`.
 
+#![warn(missing_docs, unreachable_pub, rust_2018_idioms)]
+
 pub mod proc;
