@@ -178,19 +178,4 @@ mod tests {
         assert!(disk.path.len() <= MAX_NOTE_LEN && disk.path.chars().all(|c| c == 'é'));
         assert!(disk.error.expect("error").len() <= MAX_NOTE_LEN);
     }
-
-    #[test]
-    fn reports_round_trip_through_a_frame() {
-        let report = ProbeReport {
-            direction: ProbeDirection::Download,
-            received: None,
-            sent: Some(Sent { packets: 10, lost: 1, mtu: 1452, ..Default::default() }),
-            error: None,
-        };
-        let msg = crate::message::Message::DiagnoseProbe(report);
-        let bytes = crate::frame::to_vec(&msg).expect("encode");
-        let back: crate::message::Message =
-            crate::frame::decode_payload(&bytes[crate::frame::PREFIX_LEN..]).expect("decode");
-        assert_eq!(back, msg);
-    }
 }

@@ -121,6 +121,7 @@ impl Decoder {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::diagnose::{ProbeDirection, ProbeReport, Sent};
     use crate::message::Message;
 
     #[test]
@@ -182,5 +183,19 @@ mod tests {
             postcard::to_stdvec(&Message::Progress { verified_bytes: 1 }).expect("ok");
         payload.push(0);
         assert!(matches!(decode_payload::<Message>(&payload), Err(ProtoError::Malformed(_))));
+    }
+
+    #[test]
+    fn diagnose_reports_round_trip_through_a_frame() {
+        let report = ProbeReport {
+            direction: ProbeDirection::Download,
+            received: None,
+            sent: Some(Sent { packets: 10, lost: 1, mtu: 1452, ..Default::default() }),
+            error: None,
+        };
+        let msg = Message::DiagnoseProbe(report);
+        let bytes = to_vec(&msg).expect("encode");
+        let back: Message = decode_payload(&bytes[PREFIX_LEN..]).expect("decode");
+        assert_eq!(back, msg);
     }
 }
