@@ -6,7 +6,7 @@
 //! - [`cmd`]: [`run`] and [`describe`], running commands with failures that show everything.
 //! - [`probe`]: the protocol and server of `preload-probe`, the client binary the
 //!   preload library's own tests run (`src/bin/preload_probe.rs`).
-//! - [`free_port`]: a free TCP port on 127.0.0.1.
+//! - [`free_port`] (`port.rs`): a free TCP port on 127.0.0.1.
 //! - [`assert_same_file`]: two files hold the same bytes.
 //!
 //! ```no_run
@@ -20,21 +20,14 @@
 
 pub mod artifacts;
 pub mod cmd;
+mod port;
 pub mod probe;
 pub mod sshd;
 
 pub use artifacts::{preload_lib, preload_probe, soku_bin};
 pub use cmd::{describe, run};
+pub use port::free_port;
 pub use sshd::Sshd;
-
-/// A TCP port on 127.0.0.1 that was free a moment ago (bound to port 0, then released).
-///
-/// Another process may take it before the caller binds it: prefer binding port 0
-/// directly where the code under test allows it, and retry where it does not.
-pub fn free_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
-    listener.local_addr().expect("local_addr of a bound listener").port()
-}
 
 /// Asserts two files hold the same bytes (shows sizes, not bytes, when they differ).
 pub fn assert_same_file(a: &std::path::Path, b: &std::path::Path) {

@@ -42,7 +42,8 @@ impl Sshd {
     pub fn start() -> Sshd {
         let mut last = String::new();
         for _ in 0..PORT_ATTEMPTS {
-            match Sshd::start_at(Command::new(SSHD), Ipv4Addr::LOCALHOST, crate::free_port()) {
+            match Sshd::start_at(Command::new(SSHD), Ipv4Addr::LOCALHOST, crate::port::free_port())
+            {
                 Ok(sshd) => return sshd,
                 // Another process may have taken the port meanwhile: try another.
                 Err(e) => last = e,
