@@ -19,6 +19,7 @@
 mod cpu;
 mod floor_path;
 mod matrix;
+mod out_dir;
 mod qcp;
 mod report;
 mod sharing;
@@ -39,6 +40,7 @@ use anyhow::Context;
 use clap::Parser;
 
 use matrix::{LossDir, MatrixOpts, Row, Samples, Scenario};
+use out_dir::default_out;
 use tools::{Status, Tool};
 
 /// soku vs qcp/scp/sftp/rsync/iperf3 on emulated paths, CPU on loopback, small packets.
@@ -199,20 +201,6 @@ fn or<'a>(
         Some(v) => v.clone(),
         None => (if quick { q } else { full }).iter().map(|s| s.to_string()).collect(),
     }
-}
-
-/// The cargo target directory `exe` was built in (`target/release/soku-bench` ->
-/// `target`): where the bench keeps what it makes, so that `cargo clean` removes it and
-/// no run writes into the source tree.
-fn target_dir(exe: &Path) -> &Path {
-    let profile = exe.parent().unwrap_or(exe);
-    profile.parent().unwrap_or(profile)
-}
-
-/// Where a run writes without `--out`: `bench/DATE` in the target directory. Raw
-/// per-run output stays out of the tree; a result worth keeping is copied to `lab/`.
-fn default_out(exe: &Path, date: &str) -> PathBuf {
-    target_dir(exe).join("bench").join(date)
 }
 
 fn plan(a: &Args) -> anyhow::Result<Plan> {
@@ -882,33 +870,4 @@ fn small_files(args: &Args, p: &Plan, work: &Path, md: &mut String) -> anyhow::R
         o.timeout.as_secs()
     );
     Ok(problems)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_run_without_out_writes_into_the_target_directory_not_the_source_tree() {
-        let exe = Path::new("/src/soku/target/release/soku-bench");
-        assert_eq!(default_out(exe, "2026-11-28"), Path::new("/src/soku/target/bench/2026-11-28"));
-        let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-        let here = std::env::current_exe().unwrap();
-        let out = default_out(&here, "2026-11-28");
-        assert!(
-            !out.starts_with(manifest),
-            "{} is inside the bench's source directory {}",
-            out.display(),
-            manifest.display()
-        );
-    }
-
-    #[test]
-    fn the_target_directory_is_two_levels_above_the_binary() {
-        assert_eq!(target_dir(Path::new("/t/release/soku-bench")), Path::new("/t"));
-        assert_eq!(
-            target_dir(Path::new("/t/x86_64-unknown-linux-gnu/release/soku-bench")),
-            Path::new("/t/x86_64-unknown-linux-gnu")
-        );
-    }
 }

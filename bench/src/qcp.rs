@@ -46,7 +46,7 @@ pub struct Qcp {
 /// `cargo clean` removes it.
 pub fn default_root() -> anyhow::Result<PathBuf> {
     let exe = std::env::current_exe()?;
-    Ok(crate::target_dir(&exe).join("bench-tools").join(format!("qcp-{VERSION}")))
+    Ok(crate::out_dir::target_dir(&exe).join("bench-tools").join(format!("qcp-{VERSION}")))
 }
 
 /// The `--version` line of `bin`, if it runs within [`VERSION_TIMEOUT`].
