@@ -11,15 +11,20 @@
 //! harnesses panic only when such a property breaks, which is what the fuzzer reports.
 //!
 //! Not part of the API: hidden from the docs, and changes with the protocol.
+//!
+//! What the harnesses share sits in leaf files they all import: `input.rs` (the bytes
+//! read as values), `wire.rs` (streams cut and decoded, round trips) and `paths.rs` (the
+//! path rules re-stated); `receiver.rs`, `sender.rs` and `seeds.rs` hold the state
+//! machine harnesses and their seeds.
 
 use std::fmt::Debug;
-use std::path::{Component, Path};
+use std::path::Path;
 
-use serde::{de::DeserializeOwned, Serialize};
+use serde::Serialize;
 
 use crate::chunk::{check_chunk_size, max_wire_len, ChunkHeader, ChunkPlan};
 use crate::chunk::{MAX_CHUNK_SIZE, MIN_CHUNK_SIZE};
-use crate::frame::{self, Decoder, MAX_CONTROL_FRAME, PREFIX_LEN};
+use crate::frame::{self, MAX_CONTROL_FRAME, PREFIX_LEN};
 use crate::hello::{
     decode_hello, decode_server_hello, ClientHello, ClientNote, HelloScanner, Scan, ServerNote,
     TransportChoice, MAX_CLIENT_NOTE, MAX_NOISE,
@@ -30,13 +35,21 @@ use crate::{ProtoError, MAGIC, PROTOCOL_VERSIONS};
 
 #[cfg(test)]
 mod corpus;
+mod input;
+mod paths;
 mod receiver;
 mod seeds;
 mod sender;
+mod wire;
 
 pub use receiver::receiver;
 pub use seeds::seeds;
 pub use sender::sender;
+
+pub use input::Input;
+pub use paths::{expected_local, is_safe_path, ROOT};
+pub use wire::pieces;
+use wire::{decode_frames, decode_payloads, round_trip};
 
 /// A harness: takes any bytes, panics only on a bug.
 pub type Harness = fn(&[u8]);
@@ -52,15 +65,12 @@ pub const TARGETS: &[(&str, Harness)] = &[
 ];
 
 /// Largest frame the client accepts for the server's hello (it reads the hello with a
-/// [`Decoder`] of this limit).
+/// [`frame::Decoder`] of this limit).
 pub const HELLO_FRAME_LIMIT: usize = 64 << 10;
 /// Largest frame the server accepts for the client's hello and transport choice.
 pub const SMALL_FRAME_LIMIT: usize = 4096;
 /// Largest chunk header frame on a QUIC data stream.
 pub const DATA_HEADER_LIMIT: usize = 256;
-/// The directory the receiver harness and the path checks write "into" (never touched:
-/// nothing here uses the file system).
-pub const ROOT: &str = "/fuzz/target";
 
 /// `frame::Decoder` over a stream of control frames, fed in pieces whose sizes come from
 /// the data. The first byte sets the piece sizes ([`pieces`]); the rest is the stream.
@@ -220,131 +230,6 @@ pub fn chunk_header(data: &[u8]) {
     }
 }
 
-/// Bytes read front to back; past the end every read gives zeros, so any input decodes
-/// to something.
-#[derive(Debug, Clone)]
-pub struct Input<'a> {
-    data: &'a [u8],
-}
-
-impl<'a> Input<'a> {
-    /// Reads from `data`.
-    pub fn new(data: &'a [u8]) -> Self {
-        Self { data }
-    }
-
-    /// Whether everything was read.
-    pub fn is_empty(&self) -> bool {
-        self.data.is_empty()
-    }
-
-    /// The next byte, 0 past the end.
-    pub fn byte(&mut self) -> u8 {
-        match self.data.split_first() {
-            Some((&b, rest)) => {
-                self.data = rest;
-                b
-            }
-            None => 0,
-        }
-    }
-
-    /// The next `N` bytes, zero-padded past the end.
-    pub fn array<const N: usize>(&mut self) -> [u8; N] {
-        let mut out = [0; N];
-        for b in &mut out {
-            *b = self.byte();
-        }
-        out
-    }
-
-    /// Up to `len` bytes.
-    pub fn take(&mut self, len: usize) -> &'a [u8] {
-        let (head, rest) = self.data.split_at(len.min(self.data.len()));
-        self.data = rest;
-        head
-    }
-
-    /// A little-endian u32.
-    pub fn u32(&mut self) -> u32 {
-        u32::from_le_bytes(self.array())
-    }
-
-    /// A little-endian u64.
-    pub fn u64(&mut self) -> u64 {
-        u64::from_le_bytes(self.array())
-    }
-}
-
-/// Cuts `stream` into pieces as reads from a socket would: piece sizes come from the
-/// stream's own bytes and `spread`: 0 gives one-byte pieces, larger values pieces of 1 to
-/// `spread + 1` bytes.
-pub fn pieces(stream: &[u8], spread: u8) -> impl Iterator<Item = &[u8]> {
-    let mut rest = stream;
-    std::iter::from_fn(move || {
-        let &first = rest.first()?;
-        let len = 1 + usize::from(first ^ spread) % (usize::from(spread) + 1);
-        let (piece, tail) = rest.split_at(len.min(rest.len()));
-        rest = tail;
-        Some(piece)
-    })
-}
-
-/// What a [`Decoder`] made of a stream: the messages, then how it ended (the first error,
-/// or [`Decoder::finish`]).
-#[derive(Debug, PartialEq)]
-struct Decoded<T> {
-    messages: Vec<T>,
-    end: Result<(), ProtoError>,
-}
-
-fn decode_frames<'a, T: DeserializeOwned>(
-    pieces: impl IntoIterator<Item = &'a [u8]>,
-    limit: usize,
-) -> Decoded<T> {
-    let mut decoder = Decoder::new(limit);
-    let mut messages = Vec::new();
-    for piece in pieces {
-        decoder.feed(piece);
-        loop {
-            match decoder.next_message() {
-                Ok(Some(msg)) => messages.push(msg),
-                Ok(None) => break,
-                Err(e) => return Decoded { messages, end: Err(e) },
-            }
-        }
-    }
-    let end = decoder.finish();
-    assert_eq!(end.is_ok(), decoder.buffered().is_empty());
-    if let Err(e) = &end {
-        assert_eq!(e, &ProtoError::Truncated);
-    }
-    Decoded { messages, end }
-}
-
-/// As [`decode_frames`], with [`Decoder::next_payload`]: the payloads, undecoded.
-fn decode_payloads<'a>(
-    pieces: impl IntoIterator<Item = &'a [u8]>,
-    limit: usize,
-) -> Decoded<Vec<u8>> {
-    let mut decoder = Decoder::new(limit);
-    let mut messages = Vec::new();
-    for piece in pieces {
-        decoder.feed(piece);
-        loop {
-            match decoder.next_payload() {
-                Ok(Some(payload)) => {
-                    assert!(payload.len() <= limit);
-                    messages.push(payload);
-                }
-                Ok(None) => break,
-                Err(e) => return Decoded { messages, end: Err(e) },
-            }
-        }
-    }
-    Decoded { messages, end: decoder.finish() }
-}
-
 /// Reads one frame's payload as the server reads small frames: prefix, limit, payload.
 fn read_small_frame<'a>(input: &mut &'a [u8]) -> Option<&'a [u8]> {
     let (prefix, rest) = input.split_first_chunk::<PREFIX_LEN>()?;
@@ -352,17 +237,6 @@ fn read_small_frame<'a>(input: &mut &'a [u8]) -> Option<&'a [u8]> {
     let payload = rest.get(..len)?;
     *input = &rest[len..];
     Some(payload)
-}
-
-/// Encodes `msg` as a frame and decodes it again, both through [`frame::decode_payload`]
-/// and through a [`Decoder`]: the result must be `msg` itself.
-fn round_trip<T: Serialize + DeserializeOwned + PartialEq + Debug>(msg: &T) {
-    let wire = frame::to_vec(msg).expect("a decoded message encodes again");
-    let payload = wire.get(PREFIX_LEN..).expect("a frame has a prefix");
-    let again = frame::decode_payload::<T>(payload).expect("a re-encoded message decodes");
-    assert_eq!(&again, msg, "the message changed on its way through the wire");
-    let through = decode_frames::<T>([&wire[..]], MAX_CONTROL_FRAME);
-    assert_eq!(through, Decoded { messages: vec![again], end: Ok(()) });
 }
 
 fn check_message(msg: &Message) {
@@ -390,41 +264,6 @@ pub fn check_wire_path(path: &WirePath) {
             assert_eq!(local, expected_local(&target, path));
         }
     }
-}
-
-/// Whether every component of a peer's path is one the receiver may create: this
-/// re-states the rules of `path.rs` independently of its code.
-pub fn is_safe_path(path: &WirePath) -> bool {
-    (1..=crate::path::MAX_DEPTH).contains(&path.0.len())
-        && path.0.iter().all(|part| {
-            let part = part.as_bytes();
-            !part.is_empty()
-                && part != b"."
-                && part != b".."
-                && !part.iter().any(|b| matches!(b, b'/' | b'\\' | 0))
-                && part.len() <= crate::path::MAX_COMPONENT
-        })
-}
-
-/// Where a safe wire path lands: under the target, one normal component per wire
-/// component (the first replaced by the target's own name for a single-name target).
-pub fn expected_local(target: &Target, path: &WirePath) -> std::path::PathBuf {
-    let (mut out, below) = match target {
-        Target::IntoDir(dir) => (dir.clone(), &path.0[..]),
-        Target::AsName(name) => (name.clone(), path.0.get(1..).unwrap_or(&[])),
-        Target::Resumed { dir, name } if path.0.first() == Some(name) => {
-            (dir.clone(), path.0.get(1..).unwrap_or(&[]))
-        }
-        Target::Resumed { dir, .. } => (dir.clone(), &path.0[..]),
-    };
-    for part in below {
-        let before = out.components().count();
-        out.push(part.to_os().expect("a Unix name"));
-        let last = out.components().next_back();
-        assert_eq!(out.components().count(), before + 1, "{part:?} is not one component");
-        assert!(matches!(last, Some(Component::Normal(_))), "{part:?} is not a plain name");
-    }
-    out
 }
 
 fn check_chunk_header(header: &ChunkHeader) {

@@ -16,7 +16,8 @@
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
 
-use super::{expected_local, is_safe_path, Input, ROOT};
+use super::input::Input;
+use super::paths::{expected_local, is_safe_path, ROOT};
 use crate::chunk::{max_wire_len, root_hash, ChunkHeader, ChunkPlan};
 use crate::chunk::{DEFAULT_CHUNK_SIZE, MAX_CHUNK_SIZE, MIN_CHUNK_SIZE};
 use crate::manifest::{Entry, Meta};

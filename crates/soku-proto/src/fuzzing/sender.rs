@@ -10,8 +10,10 @@
 
 use std::collections::BTreeMap;
 
+use super::input::Input;
+use super::paths::is_safe_path;
 use super::receiver::{file_size, meta, wire_path};
-use super::{is_safe_path, round_trip, Input};
+use super::wire::round_trip;
 use crate::chunk::{root_hash, ChunkPlan};
 use crate::chunk::{DEFAULT_CHUNK_SIZE, MAX_CHUNK_SIZE, MIN_CHUNK_SIZE};
 use crate::frame;
