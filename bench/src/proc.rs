@@ -194,7 +194,7 @@ pub fn peak_rss_kib(id: &str) -> Option<u64> {
 }
 
 /// Ends the remote soku servers below `root` that stay for the next copies
-/// (`crates/soku/src/serve/kept.rs`, named `soku-kept`), and waits up to two seconds
+/// (`crates/soku/src/server/serve/kept.rs`, named `soku-kept`), and waits up to two seconds
 /// for them to go (after up to three for servers still ending their job). Before the shared logins end: sshd's session waits for its command,
 /// so a kept server is below `root` (and reaped by it) only while its login stands. A
 /// run's server side must end for its CPU to be counted (sshd reaps it) and for

@@ -109,7 +109,7 @@ pub const CASES: [Case; 7] = [
     },
 ];
 /// How long the copy that primes a remembered case's path memory runs on the idle
-/// path: long enough for the memory's rate window (`crates/soku/src/path_memory.rs`:
+/// path: long enough for the memory's rate window (`crates/soku/src/client/path_memory.rs`:
 /// two seconds and more after startup).
 const PRIMING: Duration = Duration::from_secs(6);
 /// Between the starts of a case's flows.

@@ -220,7 +220,7 @@ pub enum SmallTool {
         binary: PathBuf,
         /// The next copy within a minute of another (`soku-next`): a one-file copy
         /// just before, untimed, leaves the ssh login for this one to share
-        /// (`crates/soku/src/launch/shared_login.rs`); its path memory is removed, so
+        /// (`crates/soku/src/client/launch/shared_login.rs`); its path memory is removed, so
         /// only the login differs from a first copy.
         shared_login: bool,
     },

@@ -22,12 +22,12 @@ pub enum Tool {
     /// time (an empty path memory, `XDG_CACHE_HOME` of its own).
     Soku,
     /// The same copy again, starting from what the last `soku` run of the scenario
-    /// learned about the path (careful resume, `crates/soku/src/path_memory.rs`): what a
+    /// learned about the path (careful resume, `crates/soku/src/client/path_memory.rs`): what a
     /// user's second and later copies to a host get.
     SokuAgain,
     /// A copy right after another to the host: the path memory of [`Tool::SokuAgain`],
     /// and the ssh login shared with a one-file copy made just before it, untimed
-    /// (`crates/soku/src/launch/shared_login.rs`): what a script's next copy gets.
+    /// (`crates/soku/src/client/launch/shared_login.rs`): what a script's next copy gets.
     SokuNext,
     /// The same with `--transport tcp`: its TLS-over-TCP transport, for networks that
     /// block UDP.
@@ -261,7 +261,7 @@ pub struct Endpoint<'a> {
 }
 
 /// Points soku's cache (its path memory), its config directory and its runtime
-/// directory (the sockets of shared ssh logins, `crates/soku/src/launch/shared_login.rs`)
+/// directory (the sockets of shared ssh logins, `crates/soku/src/client/launch/shared_login.rs`)
 /// at `home`, a directory of the bench's own: no user's `~/.config/soku/config.toml`
 /// changes a run (benchmarks run at soku's defaults), the path memory is what the row
 /// wants, and a run shares a login only with the runs the bench means it to.
