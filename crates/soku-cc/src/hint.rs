@@ -95,37 +95,3 @@ impl PartialEq for HintSlot {
 }
 
 impl Eq for HintSlot {}
-
-#[cfg(test)]
-mod tests {
-    use std::time::{Duration, Instant};
-
-    use quinn_proto::congestion::ControllerFactory;
-
-    use super::*;
-    use crate::{SokuCc, SokuCcConfig};
-
-    fn built(config: &Arc<SokuCcConfig>) -> SokuCc {
-        let cc = config.clone().build(Instant::now(), 1200);
-        *cc.into_any().downcast::<SokuCc>().expect("soku-cc")
-    }
-
-    #[test]
-    fn a_late_background_hint_reaches_controllers_built_after_it() {
-        let slot = HintSlot::new();
-        let config = Arc::new(SokuCcConfig {
-            rate_cap_bps: Some(5_000_000),
-            hint: slot.clone(),
-            ..SokuCcConfig::default()
-        });
-        assert!(!built(&config).is_background());
-        let remembered =
-            RememberedPath { bandwidth_bps: 10_000_000, min_rtt: Duration::from_millis(50) };
-        assert!(slot.set(ConnectionHint { remembered: Some(remembered), background: true }));
-        let cc = built(&config);
-        assert!(cc.is_background());
-        assert_eq!(cc.rate_cap_bps(), Some(5_000_000), "the rate cap stays");
-        assert!(!slot.set(ConnectionHint::default()), "the first hint stays");
-        assert_eq!(slot.remembered(), Some(remembered));
-    }
-}
