@@ -7,9 +7,9 @@ cd "$(dirname "$0")/.."
 as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 
 need_pkgs=()
-# chromium-headless-shell: the report's browser test (crates/soku/tests/report_e2e.rs)
+# chromium-headless-shell: the report's browser test (crates/soku/tests/e2e/report_e2e.rs)
 # fails without it, so that it never silently skips here; btrfs-progs: the quota test
-# (crates/soku/tests/failure_lines_e2e.rs) makes a small btrfs with a quota group.
+# (crates/soku/tests/e2e/failure_lines_e2e.rs) makes a small btrfs with a quota group.
 for pair in git:git sshd:openssh-server ssh:openssh-client rsync:rsync iperf3:iperf3 ip:iproute2 tc:iproute2 \
     chromium-headless-shell:chromium-headless-shell mkfs.btrfs:btrfs-progs; do
     cmd=${pair%%:*}; pkg=${pair#*:}

@@ -12,14 +12,12 @@
 //! file system (root is held to those too). Mounts are undone by a guard when the test
 //! ends, passed or failed.
 
-mod common;
-
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{data, error_lines, fails_with, listing, write, Env};
+use crate::common::{self, data, error_lines, fails_with, listing, write, Env};
 
 /// What makes root subject to file permissions: without these two capabilities it
 /// reads and writes only what the mode bits allow its uid (files it owns, mostly).

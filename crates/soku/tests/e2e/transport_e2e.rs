@@ -4,13 +4,11 @@
 //! reaches the remote soku kept from the copy before. Each copy is verified byte for
 //! byte; each prints how long the choice took and what carried the data.
 
-mod common;
-
 use std::process::{Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::emulated::EmulatedHost;
-use common::{assert_no_part_files, assert_same_file, data, write};
+use crate::common::emulated::EmulatedHost;
+use crate::common::{assert_no_part_files, assert_same_file, data, write};
 
 /// 24 MiB: about 2 s of a 100 Mbit/s link.
 const SIZE: usize = 24 << 20;
@@ -342,7 +340,7 @@ fn report_switch(how: &str, what: &str, stderr: &str, took: Duration, on_quic: f
 }
 
 /// The figures behind the targets, on demand (they take minutes):
-/// `cargo test --release -p soku --test transport_e2e -- --ignored --nocapture`.
+/// `cargo test --release -p soku --test e2e transport_e2e:: -- --ignored --nocapture`.
 /// UDP policed and UDP shaped to 5 % of a 100 Mbit/s x 50 ms path: the same upload and
 /// download with `auto` and held on QUIC (`--transport quic`); UDP dropped at 50, 100
 /// and 200 ms: the time from the start to the first verified bytes, beside the same

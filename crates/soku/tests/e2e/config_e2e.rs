@@ -3,12 +3,10 @@
 //! file stops the copy with its file, line and key, and a file named `config` is still
 //! copied like any other.
 
-mod common;
-
 use std::path::Path;
 use std::process::Command;
 
-use common::{data, fails_with, write, Env};
+use crate::common::{self, data, fails_with, write, Env};
 
 /// `XDG_CONFIG_HOME/soku/config.toml` in this test's temp dir, holding `text`.
 fn config(env: &Env, text: &str) -> std::path::PathBuf {

@@ -8,8 +8,6 @@
 //! Each test also makes the copy the fence allows, so that a refusal is a refusal and
 //! not a broken forced command.
 
-mod common;
-
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -17,7 +15,9 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use common::{assert_same_file, data, error_lines, fails_with, listing, soku_bin, write, Env};
+use crate::common::{
+    self, assert_same_file, data, error_lines, fails_with, listing, soku_bin, write, Env,
+};
 
 /// An sshd whose user key runs `soku serve FENCES` whatever the client asks.
 fn forced(fences: &str) -> Env {

@@ -8,16 +8,15 @@
 //! (`crates/soku/src/serve/kept.rs`): the next copies reach it over QUIC with no ssh
 //! started at all, and one that finds it gone opens an ssh session instead.
 
-mod common;
-
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::procs::{descendant, signal_when_verified, summary};
-use common::{assert_same_file, data, write, Env};
 use soku_testkit::Sshd;
+
+use crate::common::procs::{descendant, signal_when_verified, summary};
+use crate::common::{self, assert_same_file, data, write, Env};
 
 /// The masters' sockets of one test: each is told to exit when the test ends, however
 /// it ends (a master outlives the copy that made it by a minute).

@@ -10,16 +10,14 @@
 //! `lab/2026-11-25-many-at-once`). Every copy must stay on QUIC: a full shared
 //! queue is not a UDP rate limit.
 
-mod common;
-
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
 use std::process::{Child, Stdio};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use common::emulated::EmulatedHost;
-use common::{assert_no_part_files, assert_same_file, data, write};
+use crate::common::emulated::EmulatedHost;
+use crate::common::{assert_no_part_files, assert_same_file, data, write};
 
 /// 64 MiB each: four of them fill one direction of the link for about 22 s, long enough
 /// for the flows to converge to their shares.

@@ -10,13 +10,9 @@
 //! The same attacks over QUIC, with datagrams at the UDP port and a QUIC client with
 //! the wrong certificate, are in `hostile_client_quic.rs`.
 
-mod common;
-
 use std::io::{Read, Write};
-use std::process::Child;
 use std::time::{Duration, Instant};
 
-use common::hostile::{vm_hwm_kb, Scene};
 use soku_proto::chunk::{chunk_hash, ChunkHeader};
 use soku_proto::frame;
 use soku_proto::hello::{ClientHello, TransportChoice};
@@ -25,22 +21,19 @@ use soku_proto::message::{Job, Message, Request};
 use soku_proto::path::WirePath;
 use soku_proto::MAGIC;
 
+use crate::common::hostile::{vm_hwm_kb, Scene};
+
 /// Seconds of silence before the server takes the client for stalled (shortened).
 const STALL_SECS: u64 = 2;
 /// How long an attacked server may take to end.
 const LIMIT: Duration = Duration::from_secs(20);
 
 impl Scene {
-    /// `soku serve` in the scene's directory, its pipes ours.
-    fn serve(&self) -> Child {
-        self.spawn_serve(STALL_SECS)
-    }
-
     /// Runs an attack: writes `bytes` (then keeps stdin open until the server ends, so a
     /// stall is the server's to notice), and checks the common guarantees. Returns the
     /// server's stderr and its peak memory (VmHWM, kB) just before it ended.
     fn attack(&self, bytes: &[u8], needle: &str) -> (String, u64) {
-        let mut server = self.serve();
+        let mut server = self.spawn_serve(STALL_SECS);
         let mut stdin = server.stdin.take().expect("stdin");
         let mut stdout = server.stdout.take().expect("stdout");
         // Drain the server's replies so its writes never block.

@@ -9,9 +9,7 @@
 //!
 //! `outage_table` (ignored: about six minutes) runs every fault both ways and prints the
 //! table of `lab/2026-11-25-outages`:
-//! `cargo test --release -p soku --test outage_e2e -- --ignored --nocapture outage_table`.
-
-mod common;
+//! `cargo test --release -p soku --test e2e -- --ignored --nocapture outage_e2e::outage_table`.
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
@@ -20,9 +18,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::emulated::EmulatedHost;
-use common::procs::{bytes_of, kill9, ssh_of, summary};
-use common::{assert_no_part_files, assert_same_file, data, write};
+use crate::common::emulated::EmulatedHost;
+use crate::common::procs::{bytes_of, kill9, ssh_of, summary};
+use crate::common::{self, assert_no_part_files, assert_same_file, data, write};
 
 /// 40 MiB: about 4 s of the link.
 const SIZE: usize = 40 << 20;
@@ -454,7 +452,7 @@ struct Row {
 /// itself), on one path per direction. Prints the table of the results README; fails
 /// if a copy that should have completed did not, or the give-up did not.
 #[test]
-#[ignore = "about six minutes: cargo test --release -p soku --test outage_e2e -- --ignored --nocapture outage_table"]
+#[ignore = "about six minutes: cargo test --release -p soku --test e2e -- --ignored --nocapture outage_e2e::outage_table"]
 fn outage_table() {
     let faults = [
         Fault::None,
@@ -558,9 +556,9 @@ fn outage_table() {
 /// 10 s blackouts and one 40 s blackout each way, printed as one line per run. The
 /// figure users feel ("data again after the path came back"); the before/after numbers
 /// of the results README come from it:
-/// `cargo test --release -p soku --test outage_e2e -- --ignored --nocapture blackout_recovery`.
+/// `cargo test --release -p soku --test e2e -- --ignored --nocapture outage_e2e::blackout_recovery`.
 #[test]
-#[ignore = "about six minutes: cargo test --release -p soku --test outage_e2e -- --ignored --nocapture blackout_recovery"]
+#[ignore = "about six minutes: cargo test --release -p soku --test e2e -- --ignored --nocapture outage_e2e::blackout_recovery"]
 fn blackout_recovery() {
     let runs: usize =
         std::env::var("SOKU_BLACKOUT_RUNS").ok().and_then(|v| v.parse().ok()).unwrap_or(3);

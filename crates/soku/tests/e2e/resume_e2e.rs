@@ -6,13 +6,11 @@
 //! connection sent as sent, not as already there. (`crash_suite.rs` repeats this at
 //! random points, many times.)
 
-mod common;
-
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use common::procs::{kill_when_verified, signal_when_verified, soku_serve, ssh_of, summary};
-use common::{
+use crate::common::procs::{kill_when_verified, signal_when_verified, soku_serve, ssh_of, summary};
+use crate::common::{
     assert_no_part_files, assert_same_file, assert_same_tree, data, listing, soku_bin, write, Env,
 };
 

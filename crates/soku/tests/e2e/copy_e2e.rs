@@ -3,11 +3,9 @@
 //! ssh-channel fallback, `-C`, `-c` and `-l`. Every copy is checked byte for byte and
 //! for leftover `.soku-part` files.
 
-mod common;
-
-use common::{
-    assert_no_part_files, assert_same_file, assert_same_tree, chmod, data, mode, mtime, set_mtime,
-    write, Env,
+use crate::common::{
+    self, assert_no_part_files, assert_same_file, assert_same_tree, chmod, data, mode, mtime,
+    set_mtime, write, Env,
 };
 
 /// A mtime far in the past, with nanoseconds, so preserved and fresh times differ.

@@ -15,15 +15,12 @@
 //! text the hostile newline tried to start a line with, and the hostile text shown,
 //! escaped, where the message is told.
 
-mod common;
-
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::Path;
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use common::{chmod, write, Env};
 use soku_proto::frame;
 use soku_proto::hello::{ServerHello, ServerNote};
 use soku_proto::manifest::{Entry, Meta};
@@ -31,6 +28,8 @@ use soku_proto::message::{Held, HeldBase, Message};
 use soku_proto::path::WirePath;
 use soku_proto::MAGIC;
 use soku_testkit::describe;
+
+use crate::common::{self, chmod, write, Env};
 
 /// What the hostile server says wherever it may say something: a screen clear, a
 /// cursor move, a newline followed by a line of soku's own, a carriage return, a

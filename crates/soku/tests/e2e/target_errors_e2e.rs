@@ -7,12 +7,10 @@
 //! (root needed, as for the rest of the suite); permission denied for root is an
 //! immutable directory (`chattr +i`, ext4 and most local file systems).
 
-mod common;
-
 use std::process::Command;
 
-use common::mount::Mount;
-use common::{data, error_lines, fails_with, listing, write, Env};
+use crate::common::mount::Mount;
+use crate::common::{data, error_lines, fails_with, listing, write, Env};
 
 /// The single `soku: ...` error line about the target.
 fn target_line(stderr: &str) -> String {

@@ -7,14 +7,12 @@
 //! case cannot arise for it), from here to here: the receiving side is the same
 //! `soku serve` a remote copy runs.
 
-mod common;
-
 use std::os::unix::fs::{chown, symlink};
 use std::path::Path;
 use std::process::Command;
 
-use common::procs::{kill_when_verified, summary};
-use common::{assert_same_file, chmod, data, listing, soku_bin, write};
+use crate::common::procs::{kill_when_verified, summary};
+use crate::common::{assert_same_file, chmod, data, listing, soku_bin, write};
 
 const NOBODY: u32 = 65534;
 /// 24 MiB at `-l 40000` (5 MB/s): about five seconds, long enough to stop half way.

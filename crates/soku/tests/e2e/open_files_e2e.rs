@@ -3,13 +3,11 @@
 //! sshd both ways: the receiver's limit, told in its hello, bounds how many files the
 //! sender keeps announced ahead. scp -r copies such a tree under the same limit.
 
-mod common;
-
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{assert_no_part_files, assert_same_tree, write, Env};
+use crate::common::{self, assert_no_part_files, assert_same_tree, write, Env};
 
 /// Files in the tree: ten times what a side with the usual limits announces ahead.
 const FILES: usize = 10_000;

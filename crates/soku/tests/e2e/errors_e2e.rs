@@ -6,10 +6,9 @@
 //! `failure_lines_e2e.rs`; here "cannot read" is a directory without `-r` and a FIFO,
 //! which fail the same way for everyone.
 
-mod common;
-
-use common::{assert_same_file, data, error_lines, fails_with, write, Env};
 use std::process::Command;
+
+use crate::common::{self, assert_same_file, data, error_lines, fails_with, write, Env};
 
 /// `soku` alone: for usage errors nothing connects, so no sshd is needed.
 fn bare_soku() -> Command {

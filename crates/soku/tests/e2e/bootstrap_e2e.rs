@@ -4,11 +4,11 @@
 //! Both use `-e` (rsync-style remote shell) with a small wrapper script, so the server is
 //! the real `soku serve` and only the way it is reached changes.
 
-mod common;
-
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
+use crate::common;
 
 fn wrapper(dir: &Path, name: &str, body: &str) -> PathBuf {
     let path = dir.join(name);

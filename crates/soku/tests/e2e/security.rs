@@ -16,12 +16,9 @@
 //! protocol, so the refusals below are refusals, not a broken harness. Rogue QUIC
 //! certificates are covered by soku-transport's unit tests (pinning both ways).
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use common::{assert_no_panic, listing};
 use soku_proto::chunk::{chunk_hash, root_hash, ChunkHeader};
 use soku_proto::frame;
 use soku_proto::hello::ServerHello;
@@ -30,6 +27,8 @@ use soku_proto::message::Message;
 use soku_proto::path::WirePath;
 use soku_proto::MAGIC;
 use soku_testkit::describe;
+
+use crate::common::{self, assert_no_panic, listing};
 
 /// Seconds an attacked client may take before the test calls it a hang.
 const LIMIT_SECS: &str = "30";

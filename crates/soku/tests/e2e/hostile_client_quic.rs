@@ -12,8 +12,6 @@
 //! no "internal" error for what is the peer's fault), nothing outside the target
 //! directory or under a final name, and its peak RSS (VmHWM) under a stated bound.
 
-mod common;
-
 use std::io::{Read, Write};
 use std::net::{SocketAddr, UdpSocket};
 use std::process::{Child, ChildStdin, ExitStatus};
@@ -21,7 +19,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::hostile::{vm_hwm_kb, Scene};
 use soku_engine::ahead::Walked;
 use soku_engine::events::Silent;
 use soku_engine::{CopyOptions, Role};
@@ -33,6 +30,9 @@ use soku_proto::message::{Job, Message};
 use soku_proto::path::WirePath;
 use soku_proto::MAGIC;
 use soku_transport::{Fingerprint, Identity, TransportOptions};
+
+use crate::common;
+use crate::common::hostile::{vm_hwm_kb, Scene};
 
 /// Seconds of silence before the server takes the client for stalled (shortened).
 const STALL_SECS: u64 = 2;

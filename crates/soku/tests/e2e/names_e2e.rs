@@ -3,13 +3,11 @@
 //! soku: in a tree both ways, and as a command-line argument, local or remote. Every
 //! line for people shows each such byte as `\xNN`, never raw and never as U+FFFD.
 
-mod common;
-
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 
-use common::{assert_same_file, data, fails_with, write, Env};
+use crate::common::{assert_same_file, data, fails_with, write, Env};
 
 fn os(bytes: &[u8]) -> &OsStr {
     OsStr::from_bytes(bytes)

@@ -7,13 +7,11 @@
 //! `scripts/test.sh` installs the first), or the program in `SOKU_CHROMIUM`. Without
 //! one the test fails, unless `SOKU_SKIP_BROWSER=1` says to skip the browser part.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use common::{data, write, Env};
+use crate::common::{self, data, write, Env};
 
 /// The window the page is rendered in: as wide as a laptop's browser, tall enough for
 /// every section.

@@ -4,16 +4,15 @@
 //! changes (a namespace's `net.core.rmem_max`, a blkio cgroup) it made itself and
 //! removes. Needs root; skipped without it.
 
-mod common;
-
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use common::emulated::{is_root, EmulatedHost};
-use common::soku_bin;
 use soku_netem::PathSpec;
+
+use crate::common::emulated::{is_root, EmulatedHost};
+use crate::common::soku_bin;
 
 const MBIT: u64 = 1_000_000;
 

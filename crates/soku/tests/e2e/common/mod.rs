@@ -5,9 +5,6 @@
 //! parallel without sharing state. Remote paths are absolute paths inside the temp
 //! dir: sshd runs as the current user (root here), and nothing touches its home.
 
-// Each test file uses a different subset of these helpers.
-#![allow(dead_code)]
-
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -1,7 +1,6 @@
 //! `soku tunnel` end to end: a real sshd on loopback, the built binary as both ends of
 //! the tunnel, and real rsync, scp and ssh running through it. Data is checked byte for
 //! byte; half-close, refused destinations and a clean SIGTERM are checked too.
-mod common;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -11,6 +10,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use soku_testkit::{assert_same_file, describe, soku_bin, Sshd};
+
+use crate::common;
 
 /// How long a tunnel may take to come up.
 const READY_TIMEOUT: Duration = Duration::from_secs(30);

@@ -33,12 +33,10 @@
 //! data's expected end (the login, the handshake, the copy or its very end).
 //!
 //! `kill_nine_at_random_points` is ignored by default (minutes); run it with
-//! `cargo test --release -p soku --test crash_suite -- --ignored --nocapture`
+//! `cargo test --release -p soku --test e2e crash_suite:: -- --ignored --nocapture`
 //! (`SOKU_CRASH_TRIALS`, default 20 per victim; `SOKU_CRASH_CSV` writes the figures).
 //! `kill_nine_quick` runs two trials per victim with fixed seeds in every test run.
 //! `one_gib_killed_at_half_resumes` (ignored) is the 1 GiB kill-at-half resume.
-
-mod common;
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -46,8 +44,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::procs::{descendant, kill_at, summary, KillPoint};
-use common::{assert_no_part_files, assert_same_file, chmod, data, soku_bin, write, Env};
+use crate::common::procs::{descendant, kill_at, summary, KillPoint};
+use crate::common::{
+    self, assert_no_part_files, assert_same_file, chmod, data, soku_bin, write, Env,
+};
 
 const MIB: u64 = 1 << 20;
 

@@ -2,9 +2,7 @@
 //! globs that meet dotfiles, targets that exist already, and copies that follow each
 //! other through one open port. Each compares with what scp does on the same input.
 
-mod common;
-
-use common::{assert_same_file, data, fails_with, mode, write, Env};
+use crate::common::{self, assert_same_file, data, fails_with, mode, write, Env};
 
 /// `dirlink -> real` and `real/up -> ..`: followed blindly, every level doubles the walk
 /// (the client once grew to gigabytes, printing nothing). Both ways the copy ends at

@@ -4,14 +4,12 @@
 //! controller from it, and a memory the path no longer matches is retreated from) and
 //! `--background`. Every copy is verified byte for byte.
 
-mod common;
-
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::emulated::EmulatedHost;
-use common::{assert_same_file, data, write};
+use crate::common::emulated::EmulatedHost;
+use crate::common::{assert_same_file, data, write};
 
 /// 24 MiB: about 2 s of the link.
 const SIZE: usize = 24 << 20;
@@ -261,7 +259,7 @@ fn cost_runs(default: usize) -> usize {
 /// `lab/2026-11-26-stale-memory-two-steps`). Every copy is verified. `SOKU_COST_RUNS`
 /// copies per case (default 3).
 ///
-/// `cargo test --release -p soku --test fast_start_e2e stale_memory_cost -- --ignored --nocapture`
+/// `cargo test --release -p soku --test e2e fast_start_e2e::stale_memory_cost -- --ignored --nocapture`
 #[test]
 #[ignore = "a measurement: 24 copies, a few minutes; needs root"]
 fn stale_memory_cost() {
@@ -483,7 +481,7 @@ fn upload_tcp_cost(rtt: Duration, remembered: Option<u64>) -> TcpCost {
 /// path's rate; TCP's rate and retransmissions while the copy runs, per case. Prints a
 /// table; asserts only that every copy verified and the phases are as expected.
 ///
-/// `cargo test --release -p soku --test fast_start_e2e stale_memory_cost_to_tcp -- --ignored --nocapture`
+/// `cargo test --release -p soku --test e2e fast_start_e2e::stale_memory_cost_to_tcp -- --ignored --nocapture`
 #[test]
 #[ignore = "a measurement: about 20 s a copy; needs root and iperf3"]
 fn stale_memory_cost_to_tcp() {
