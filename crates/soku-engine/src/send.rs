@@ -283,7 +283,7 @@ pub async fn run(
 /// acknowledged: a chunk whose acknowledgement an outage cut off may still have been
 /// written at the target, where the next session finds it held, and it must count as
 /// sent then, not as already there (seen: 1 MiB called resumed after a 70 s outage,
-/// `tests/outage_e2e.rs`). A chunk lost in the cut counts again when sent again.
+/// `tests/e2e/outage_e2e.rs`). A chunk lost in the cut counts again when sent again.
 struct ReportHanded {
     handed: Arc<AtomicU64>,
     events: Arc<dyn EventSink>,

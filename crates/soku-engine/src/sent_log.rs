@@ -2,7 +2,7 @@
 //! sender (the client on an upload, `soku serve` on a download) appends to FILE one line
 //! per chunk it hands to the transport, `SESSION BYTES` (the session's cumulative
 //! count, [`TransferEvent::Sent`]), and `SESSION 0` when its session begins. The crash
-//! suite (`crates/soku/tests/crash_suite.rs`) needs the sender's count as it was at a
+//! suite (`crates/soku/tests/e2e/crash_suite.rs`) needs the sender's count as it was at a
 //! kill -9, on whichever side the sender runs: the `--json` events do not carry it (one
 //! line per chunk would flood them), the server's go nowhere, and a killed process tells
 //! nothing afterwards, but lines already written to a file stay there. Each line is one

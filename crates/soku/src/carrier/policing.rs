@@ -15,7 +15,7 @@
 //!
 //! A copy that joins a queue other flows keep full sees heavy loss too, and its first
 //! RTT samples already carry the queue, so its minimum does: eight copies at once over
-//! 100 Mbit/s x 20 ms (`tests/many_e2e.rs`) once gave a latecomer 16 % loss at an RTT
+//! 100 Mbit/s x 20 ms (`tests/e2e/many_e2e.rs`) once gave a latecomer 16 % loss at an RTT
 //! of 43.0 ms against a minimum of 37.0. The queue still moves under it, so its RTT
 //! wanders 10-35 % above that minimum where a policer's stays within 1 %; over 48
 //! copies in three such runs no copy lost more than 13.4 % in a look. The thresholds
@@ -213,7 +213,7 @@ mod tests {
         // Heavy loss behind a full queue (RTT doubled): a slow path, not a policer.
         assert_eq!(looks_policed(&report(2_000, 400, 101.0, 50.3)), None);
         // A latecomer to a queue that seven other copies keep full (seen in
-        // `tests/many_e2e.rs`): its minimum carries the queue, but its RTT moves.
+        // `tests/e2e/many_e2e.rs`): its minimum carries the queue, but its RTT moves.
         assert_eq!(looks_policed(&report(246, 39, 43.0, 37.0)), None);
         // A policer on a 300 ms path with a few ms of jitter is still a policer.
         assert!(looks_policed(&report(600, 200, 309.0, 300.0)).is_some());

@@ -41,7 +41,7 @@ const MIN_QUEUE_SHARE: f64 = 0.5;
 /// ssh's queueing delay must stay below QUIC's divided by this: a queue both share
 /// delays both alike. A host too busy to serve its sockets at once delays QUIC's
 /// packets (read by soku's own busy processes) more than ssh's: eight copies on one
-/// 100 Mbit/s x 20 ms path (`tests/many_e2e.rs`) on a loaded machine once showed a
+/// 100 Mbit/s x 20 ms path (`tests/e2e/many_e2e.rs`) on a loaded machine once showed a
 /// 45 ms "queue" for QUIC (its bottleneck holds 20 ms at most) against 11 ms for ssh,
 /// which a divisor of 4 took for a shaper. A shaper on an idle host: 0-0.1 ms for ssh.
 const SSH_QUEUE_DIVISOR: u32 = 8;
@@ -243,12 +243,12 @@ mod tests {
         assert_eq!(looks_shaped(&report(120.0, 52.2), ssh(118, 50)), None);
         // Partly shared: ssh waits over an eighth of QUIC's queue.
         assert_eq!(looks_shaped(&report(120.0, 52.0), ssh(60, 50)), None);
-        // Eight copies on a loaded host (seen in `tests/many_e2e.rs`): QUIC's packets
+        // Eight copies on a loaded host (seen in `tests/e2e/many_e2e.rs`): QUIC's packets
         // wait for busy processes, ssh's less so, but far from not at all.
         assert_eq!(looks_shaped(&report(65.1, 20.3), ssh(31, 24)), None);
         // Eight copies keep a 20 ms path's queue full from before the pings began: ssh's
         // own minimum carries the queue, QUIC's (shared among the copies) does not
-        // (seen in `tests/many_e2e.rs` before the smaller minimum was the baseline).
+        // (seen in `tests/e2e/many_e2e.rs` before the smaller minimum was the baseline).
         assert_eq!(looks_shaped(&report(42.5, 20.3), ssh(36, 35)), None);
         // A small queue of QUIC's own (a fair queue at the bottleneck, soku-cc's
         // probing): below 20 ms, or below half the path's RTT, says nothing.

@@ -43,7 +43,7 @@ fn upload_with(host: &EmulatedHost, name: &str, args: &[&str]) -> serde_json::Va
     assert!(out.status.success(), "{name}: the copy failed:\n{stderr}");
     assert_same_file(&src, &host.dst().join(name));
     // No path here polices UDP: a jump the path did not carry (a queue filled, then
-    // dropped) must not pass for a policer's losses (`crates/soku/src/policing.rs`).
+    // dropped) must not pass for a policer's losses (`crates/soku/src/carrier/policing.rs`).
     let transports: Vec<&str> =
         stderr.lines().filter(|l| l.contains(r#""event":"connected""#)).collect();
     assert!(

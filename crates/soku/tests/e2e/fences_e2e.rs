@@ -1,4 +1,4 @@
-//! A fenced `soku serve` (`crates/soku/src/serve/fence.rs`), the way an administrator
+//! A fenced `soku serve` (`crates/soku/src/server/serve/fence.rs`), the way an administrator
 //! sets it: a forced command on the user's key in authorized_keys
 //! (`restrict,command="soku serve --root DIR --read-only"`), through a real sshd. The
 //! client is the real one, asking for whatever it likes; every fence holds on the
@@ -281,7 +281,7 @@ fn a_forced_key_carries_no_tcp_unless_the_admin_allows_it() {
     assert_eq!(got, "hello through the tunnel");
 }
 
-/// A shared login's kept server (`crates/soku/src/serve/kept.rs`) holds the fences of
+/// A shared login's kept server (`crates/soku/src/server/serve/kept.rs`) holds the fences of
 /// the forced command that started it: the upload after a download reaches it over
 /// QUIC alone, and is refused there as it would be through ssh.
 #[test]

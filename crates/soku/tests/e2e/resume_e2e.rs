@@ -120,7 +120,7 @@ fn an_upload_whose_ssh_was_killed_reconnects_and_resumes() {
     survives_the_loss_of(&env, &src, ssh_of);
 }
 
-/// The receive preview (`crates/soku/src/preview.rs`): a copy into a name where nothing
+/// The receive preview (`crates/soku/src/client/preview.rs`): a copy into a name where nothing
 /// is runs without held reports, and the same copy again, onto the complete file it
 /// left, is told that the file is held and sends none of it. Both ways.
 #[test]

@@ -1,11 +1,11 @@
-//! Copies that follow each other share one ssh login (`crates/soku/src/launch/shared_login.rs`),
+//! Copies that follow each other share one ssh login (`crates/soku/src/client/launch/shared_login.rs`),
 //! through a real sshd on loopback: the second copy logs in no more (sshd's own log
 //! counts the logins), `--no-share-login` and `-o ControlMaster=no` turn sharing off, a
 //! master that does not answer (stopped with SIGSTOP, as one whose network went away)
 //! costs a warning and a fresh login, not a hang, and a master that refuses a session
 //! (sshd's `MaxSessions`) leaves the copy to log in on its own, without ssh's notes
 //! about it. The remote soku stays after a copy through a shared login
-//! (`crates/soku/src/serve/kept.rs`): the next copies reach it over QUIC with no ssh
+//! (`crates/soku/src/server/serve/kept.rs`): the next copies reach it over QUIC with no ssh
 //! started at all, and one that finds it gone opens an ssh session instead.
 
 use std::net::Ipv4Addr;
@@ -207,7 +207,7 @@ fn after_a_first_copy() -> (Env, Masters) {
 }
 
 /// A kept server takes jobs only while the ssh login that started it lives
-/// (`crates/soku/src/serve/kept.rs`, "Whose authority"): once the user's key is removed
+/// (`crates/soku/src/server/serve/kept.rs`, "Whose authority"): once the user's key is removed
 /// and that login ends (its master exits, as it does by itself a minute after its last
 /// ssh session), the next copy must log in again, and is refused there, instead of
 /// reaching the kept server as if nothing had happened.
@@ -323,7 +323,7 @@ fn a_kept_server_stopped_under_a_copy_leaves_it_to_resume_through_ssh() {
 }
 
 /// A kept server killed (SIGKILL) under a copy says nothing: QUIC goes silent while
-/// TCP to sshd answers, as when UDP is cut (`crates/soku/src/tcp_probe.rs`), and the
+/// TCP to sshd answers, as when UDP is cut (`crates/soku/src/carrier/tcp_probe.rs`), and the
 /// copy moves to TCP through ssh after 8 s of silence and finishes, resuming; it used
 /// to wait out QUIC's idle timeout (a minute) first. The line says both suspects.
 #[test]

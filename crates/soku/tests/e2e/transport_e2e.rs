@@ -93,7 +93,7 @@ fn udp_throttled_moves_to_tcp_in_both_directions() {
 
 /// A middlebox that shapes UDP to 5 % of the link (a queue of its own, nothing lost):
 /// no policer's signature, but QUIC's packets stand in a queue that round trips over
-/// ssh do not see (`crates/soku/src/shaping.rs`), and the copy moves to TCP. Both
+/// ssh do not see (`crates/soku/src/carrier/shaping.rs`), and the copy moves to TCP. Both
 /// directions: the client watches, and its RTT carries the queue either way.
 #[test]
 fn udp_shaped_moves_to_tcp_in_both_directions() {
@@ -110,7 +110,7 @@ fn udp_shaped_moves_to_tcp_in_both_directions() {
 /// A policer that comes between two copies, in both directions: the second copy
 /// resumes from what the first learned of the path (careful resume's jump,
 /// `crates/soku-cc/src/resume.rs`) and reaches the remote soku kept from the first
-/// (`crates/soku/src/serve/kept.rs`); its jump is lost with no queue, which is the
+/// (`crates/soku/src/server/serve/kept.rs`); its jump is lost with no queue, which is the
 /// policer's signature, and the copy moves straight to TCP whichever side sends the
 /// data (the client watches an upload, the kept server a download). After the jump's retreat
 /// the controller runs at the policer's rate and loses too little for the signature
@@ -168,7 +168,7 @@ fn udp_policed_after_a_copy_learned_the_path_moves_to_tcp_in_both_directions() {
 
 /// UDP dropped under a running copy while TCP goes on (a firewall's UDP state gone, a
 /// VPN that carries TCP only): QUIC hears nothing while ssh's round trips go on
-/// (`crates/soku/src/udp_block.rs`), and the copy moves to TCP and finishes, keeping
+/// (`crates/soku/src/carrier/udp_block.rs`), and the copy moves to TCP and finishes, keeping
 /// what arrived, in well under QUIC's idle timeout (a minute) that it used to wait out
 /// before logging in again. Both directions: the client watches either way.
 #[test]
@@ -181,7 +181,7 @@ fn udp_blocked_under_a_copy_moves_to_tcp_in_both_directions() {
 
 /// The same through the remote soku kept from the copy before, which has no ssh
 /// channel to ping on: TCP handshakes with sshd's port, made once QUIC has been silent
-/// longer than a live connection is (`crates/soku/src/tcp_probe.rs`), stand in.
+/// longer than a live connection is (`crates/soku/src/carrier/tcp_probe.rs`), stand in.
 #[test]
 fn udp_blocked_under_a_kept_server_copy_moves_to_tcp_in_both_directions() {
     let host = EmulatedHost::up("cutkept", Duration::from_millis(50), 100_000_000);
