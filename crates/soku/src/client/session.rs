@@ -1,9 +1,10 @@
 //! The client's side of a session: start `soku serve` through ssh, exchange hellos,
 //! choose the data path (`choose.rs`: QUIC, TLS over TCP, or the ssh channel), and keep
-//! what it runs on until the copy is done.
+//! what it runs on until the copy is done. How it is set up is `options.rs`.
 
 mod choose;
 mod kept;
+mod options;
 mod race;
 
 use std::sync::{Arc, OnceLock};
@@ -13,16 +14,17 @@ use soku_engine::events::{EventSink, TransferEvent};
 use soku_engine::link::{self, Link};
 use soku_proto::frame;
 use soku_proto::hello::{
-    ClientHello, HelloScanner, PathMemory, ReceivePreview, Scan, ServerHello, ServerNote,
-    ServerSummary, TransportChoice, KEEP_SINCE_VERSION,
+    ClientHello, HelloScanner, ReceivePreview, Scan, ServerHello, ServerNote, ServerSummary,
+    TransportChoice, KEEP_SINCE_VERSION,
 };
 use soku_proto::name::BYTE_NAMES_SINCE_VERSION;
 use soku_proto::MAGIC;
-use soku_transport::{Fingerprint, Identity, TransportOptions};
+use soku_transport::{Fingerprint, Identity};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::process::Child;
 
 use self::choose::{Chosen, Offer};
+pub use self::options::SessionOptions;
 use crate::carrier::policing;
 use crate::carrier::shaping::{self, RoundTrips};
 use crate::carrier::udp_block::TcpRoundTrips;
@@ -105,74 +107,10 @@ pub struct Policed {
     pub tcp_reachable: bool,
 }
 
-/// How to set the session up.
-pub struct SessionOptions {
-    /// Which data path to use (`--transport`).
-    pub mode: TransportMode,
-    /// Why an earlier session of this copy moved off QUIC (told with the new transport).
-    pub switched: Option<String>,
-    /// How long to wait for QUIC (and TCP) before the next choice.
-    pub quic_timeout: Duration,
-    /// The host name the user typed (used when the server does not know its address).
-    pub host: String,
-    /// Cipher, rate cap, and what an upload's controller resumes from.
-    pub transport: TransportOptions,
-    /// On a download: what the server's controller resumes from (see `client/path_memory.rs`).
-    pub download_memory: Option<PathMemory>,
-    /// `--background`: the data sender's controller yields to other traffic.
-    pub background: bool,
-    /// `soku diagnose`: ask the server to answer the transport choice over ssh, to
-    /// time a round trip there.
-    pub diagnose: bool,
-    /// Through an existing shared ssh login: how long its master may take to bring the
-    /// server's hello (see `client/launch/shared_login.rs`).
-    pub attach_timeout: Option<Duration>,
-    /// Where soku's own dialer of the ssh login leaves its error (see
-    /// `client/launch/shared_login.rs`): read when ssh fails to start the remote end.
-    pub dial_errors: Option<std::path::PathBuf>,
-    /// With resume: what the receiving side is asked or told before the copy (see
-    /// `crate::client::preview`).
-    pub receive_preview: Option<ReceivePreview>,
-    /// Ask the server to stay for the next copies (`server/serve/kept.rs`): a copy through a
-    /// shared login.
-    pub keep: bool,
-    /// Where ssh connects to log in, when it connects to the host itself: a copy
-    /// through a kept server times TCP handshakes there while QUIC is silent
-    /// (`crate::carrier::tcp_probe`).
-    pub login_at: Option<crate::carrier::tcp_probe::LoginAddress>,
-    /// How long the peer may say nothing, not even a keep-alive, before the session
-    /// takes it for stalled: while the client waits for the server's first words after
-    /// its hello, and on the link (`Link::set_stall_limit`).
-    pub stall: Duration,
-}
-
 /// The shared ssh login's master brought no hello within its time: it is given up.
 #[derive(Debug, thiserror::Error)]
 #[error("the shared ssh connection did not answer within {} s", .0.as_secs())]
 pub struct MasterSilent(pub Duration);
-
-impl SessionOptions {
-    /// The options of a command that is not a copy (`soku tunnel`, `soku diagnose`):
-    /// default transport options, no path memory, not in the background.
-    pub fn for_command(mode: TransportMode, host: String, quic_timeout: Duration) -> Self {
-        SessionOptions {
-            mode,
-            switched: None,
-            quic_timeout,
-            host,
-            transport: TransportOptions::default(),
-            download_memory: None,
-            background: false,
-            diagnose: false,
-            attach_timeout: None,
-            dial_errors: None,
-            receive_preview: None,
-            keep: false,
-            login_at: None,
-            stall: soku_engine::link::DEFAULT_STALL_LIMIT,
-        }
-    }
-}
 
 impl Session {
     /// Starts the remote server with `cmd` and sets up the data path over its ssh

@@ -5,10 +5,11 @@
 use std::fmt::Write as _;
 
 use super::collect::{PathSample, Recording};
+use super::context::Context;
+use super::escape::escape;
 use super::series::{goodput, loss_per_interval, phase_bands, quantile};
 use super::svg::{Chart, Line};
 use super::verdict::{verdict, Figures};
-use super::{escape, Context};
 use crate::ui::human_bytes;
 
 const STYLE: &str = "

@@ -5,7 +5,7 @@
 
 use std::fmt::Write as _;
 
-use super::escape;
+use super::escape::escape;
 
 /// One line: a legend name, a colour, points (seconds, value).
 pub struct Line {

@@ -16,9 +16,10 @@ use soku_proto::message::{Job, Message, Request};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 
+use super::code;
 use super::listen::{check_destination, parse_listen, parse_remote};
 use super::pipe::{self, RelayError};
-use super::{code, MAX_CONNECTIONS, STREAM_HEADER};
+use super::stream::{MAX_CONNECTIONS, STREAM_HEADER};
 use crate::cli::args::TunnelArgs;
 use crate::cli::transport_mode::TransportMode;
 use crate::client::launch::{Launcher, ServeCommand};

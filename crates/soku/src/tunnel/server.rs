@@ -13,7 +13,8 @@ use quinn::{ConnectionError, RecvStream, SendStream, VarInt};
 use tokio::net::TcpStream;
 use tokio::sync::Semaphore;
 
-use super::{code, pipe, MAX_CONNECTIONS, STREAM_HEADER};
+use super::stream::{MAX_CONNECTIONS, STREAM_HEADER};
+use super::{code, pipe};
 
 /// How long a new stream may take to send its header.
 const HEADER_TIMEOUT: Duration = Duration::from_secs(30);

@@ -12,7 +12,7 @@ use std::time::Duration;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
 
 use super::silence::{self, Notice, Silence};
-use super::{human_bytes, human_rate};
+use super::units::{human_bytes, human_rate};
 use soku_engine::events::{EventSink, TransferEvent};
 
 /// Redraws per second at most: as the meter before indicatif (every 200 ms), which a

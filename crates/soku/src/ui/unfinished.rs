@@ -5,7 +5,8 @@
 
 use soku_proto::message::{Unfinished, UNFINISHED_NAMES};
 
-use super::{human_bytes, visible};
+use super::units::human_bytes;
+use super::visible;
 
 /// The summary's lines (without `soku: `), about the receiving side named `side`
 /// ("local" or "remote"). Names come from the receiving side (the peer's, on an

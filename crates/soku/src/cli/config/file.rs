@@ -12,9 +12,9 @@ use soku_proto::chunk::check_chunk_size;
 use soku_transport::Cipher;
 use toml::Spanned;
 
+use super::error::ConfigError;
 use super::pattern::HostPatterns;
 use super::settings::{Origin, Set, Settings};
-use super::ConfigError;
 use crate::cli::size::parse_size;
 use crate::cli::transport_mode::TransportMode;
 

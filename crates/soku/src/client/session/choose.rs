@@ -12,8 +12,8 @@ use soku_transport::{
 };
 use tokio::time::Instant;
 
+use super::options::SessionOptions;
 use super::race::{race, Goal};
-use super::SessionOptions;
 use crate::carrier::tcp_path::{self, TcpConnections};
 use crate::cli::transport_mode::TransportMode;
 use crate::client::path_board;

@@ -13,7 +13,8 @@ use soku_proto::frame;
 use soku_proto::hello::{KeptOpening, ReceivePreview, ServerNote, ServerSummary};
 use soku_transport::TransportOptions;
 
-use super::{QuicPath, Session, SessionOptions};
+use super::options::SessionOptions;
+use super::{QuicPath, Session};
 use crate::client::kept::KeptServer;
 use crate::client::path_board;
 

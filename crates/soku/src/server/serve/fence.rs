@@ -149,10 +149,10 @@ impl Fence {
     }
 
     /// The local path for a path the client names: home-relative as ever
-    /// ([`super::expand_home`]), or taken from the root (see the module documentation).
+    /// ([`super::home::expand_home`]), or taken from the root (see the module documentation).
     pub fn path(&self, requested: impl AsRef<OsStr>) -> PathBuf {
         let requested = requested.as_ref();
-        let Some(root) = &self.root else { return super::expand_home(requested) };
+        let Some(root) = &self.root else { return super::home::expand_home(requested) };
         let bytes = requested.as_bytes();
         let rest = bytes.strip_prefix(b"~").filter(|r| r.is_empty() || r.starts_with(b"/"));
         let rest = rest.unwrap_or(bytes);

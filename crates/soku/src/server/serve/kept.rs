@@ -17,8 +17,8 @@
 //!   [`CLIENT_SILENCE`] (killed, or cut off) ends, and frees its partial files for the
 //!   client's next session. That session, through ssh, nudges this user's kept servers
 //!   as it begins an upload that may find partial files (SIGUSR1,
-//!   [`nudge_silent_jobs`]): a job whose client has been silent for [`NUDGED_SILENCE`]
-//!   ends at once. The client of a kept job moves to TCP after 8 s of silence
+//!   [`nudge_silent_jobs`](super::nudge::nudge_silent_jobs)): a job whose client has
+//!   been silent for [`NUDGED_SILENCE`] ends at once. The client of a kept job moves to TCP after 8 s of silence
 //!   (`crate::carrier::tcp_probe`), so the job it left is already past that, and its upload does
 //!   not wait for the rest of [`CLIENT_SILENCE`].
 //! - **Whose authority.** Only while the ssh login that started it lives: it watches
@@ -58,7 +58,10 @@ use tokio::sync::Notify;
 use tokio::task::JoinSet;
 
 use super::fence::Fence;
-use super::{read_small_frame, serve_job, within, CLOSE_PATIENCE};
+use super::job::serve_job;
+use super::nudge::PROCESS_NAME;
+use super::patience::{within, CLOSE_PATIENCE};
+use super::small_frame::read_small_frame;
 use crate::carrier::policing;
 use crate::client::preview;
 use crate::report::ServerSampler;
@@ -67,8 +70,6 @@ use soku_engine::link;
 /// How long the server stays after its last job: as long as the shared ssh login
 /// (`client/launch/shared_login.rs`, `PERSIST`), which the client counts on in its record.
 pub const IDLE: Duration = crate::client::launch::shared_login::PERSIST;
-/// The process's name (`/proc/PID/comm`) once it stays.
-pub const PROCESS_NAME: &str = "soku-kept";
 /// QUIC close code of a kept server told to stop (beside 1, a job aborted;
 /// `session::SSH_ENDED`, 2; `policing::POLICED`, 3).
 const STOPPED: u32 = 4;
@@ -351,71 +352,10 @@ async fn send_summary(conn: &quinn::Connection, summary: ServerSummary) {
     let _ = tokio::time::timeout(Duration::from_secs(2), write).await;
 }
 
-/// Tells this user's kept servers that a session is about to take partial files: each
-/// ends the jobs whose client has been silent for [`NUDGED_SILENCE`] (see the module
-/// documentation). Processes are found by name and owner in `/proc`; one that is gone
-/// meanwhile, or not ours, is left alone.
-pub fn nudge_silent_jobs() {
-    use rustix::process::{kill_process, Pid, Signal};
-    use std::os::unix::fs::MetadataExt;
-    let me = rustix::process::geteuid().as_raw();
-    let Ok(processes) = std::fs::read_dir("/proc") else { return };
-    for entry in processes.flatten() {
-        let pid = entry.file_name().to_str().and_then(|name| name.parse::<i32>().ok());
-        let Some(pid) = pid.and_then(Pid::from_raw) else { continue };
-        if !entry.metadata().is_ok_and(|md| md.uid() == me) {
-            continue;
-        }
-        let name = std::fs::read_to_string(entry.path().join("comm")).unwrap_or_default();
-        if name.trim_end() == PROCESS_NAME {
-            let _ = kill_process(pid, Signal::USR1);
-        }
-    }
-}
-
 /// Points stdout and stderr at /dev/null: the ssh channel they were is closed once the
 /// client's ssh has gone, and a write there would fail (and `eprintln!` panic).
 fn detach_output() {
     let Ok(null) = std::fs::OpenOptions::new().write(true).open("/dev/null") else { return };
     let _ = rustix::stdio::dup2_stdout(&null);
     let _ = rustix::stdio::dup2_stderr(&null);
-}
-
-#[cfg(test)]
-mod tests {
-    use std::os::unix::process::ExitStatusExt;
-    use std::process::{Command, Stdio};
-
-    use super::*;
-
-    /// A shell that takes the kept server's name, then waits: SIGUSR1's default action
-    /// ends it, which is how the test sees the nudge arrive.
-    fn named(name: &str) -> std::process::Child {
-        let script = format!("printf %s {name} > /proc/$$/comm; sleep 20; true");
-        let child = Command::new("bash").args(["-c", &script]).stdin(Stdio::null()).spawn();
-        let mut child = child.expect("bash");
-        let comm = format!("/proc/{}/comm", child.id());
-        for _ in 0..200 {
-            if std::fs::read_to_string(&comm).is_ok_and(|c| c.trim_end() == name) {
-                return child;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        let _ = child.kill();
-        let _ = child.wait();
-        panic!("the shell did not take the name {name}");
-    }
-
-    #[test]
-    fn a_nudge_reaches_the_processes_named_as_kept_servers_and_no_other() {
-        let mut kept = named(PROCESS_NAME);
-        let mut other = named("soku-other");
-        nudge_silent_jobs();
-        let status = kept.wait().expect("wait");
-        assert_eq!(status.signal(), Some(libc::SIGUSR1), "{status:?}");
-        std::thread::sleep(Duration::from_millis(200));
-        assert!(other.try_wait().expect("try_wait").is_none(), "another process was signalled");
-        let _ = other.kill();
-        let _ = other.wait();
-    }
 }
