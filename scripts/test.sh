@@ -9,9 +9,11 @@ as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 need_pkgs=()
 # chromium-headless-shell: the report's browser test (crates/soku/tests/e2e/report_e2e.rs)
 # fails without it, so that it never silently skips here; btrfs-progs: the quota test
-# (crates/soku/tests/e2e/failure_lines_e2e.rs) makes a small btrfs with a quota group.
+# (crates/soku/tests/e2e/failure_lines_e2e.rs) makes a small btrfs with a quota group;
+# python3: scripts/import-circles.py; script: the host-key test gives ssh a terminal.
 for pair in git:git sshd:openssh-server ssh:openssh-client rsync:rsync iperf3:iperf3 ip:iproute2 tc:iproute2 \
-    chromium-headless-shell:chromium-headless-shell mkfs.btrfs:btrfs-progs; do
+    chromium-headless-shell:chromium-headless-shell mkfs.btrfs:btrfs-progs python3:python3 \
+    script:bsdutils; do
     cmd=${pair%%:*}; pkg=${pair#*:}
     if ! command -v "$cmd" >/dev/null 2>&1 && ! [ -x "/usr/sbin/$cmd" ]; then need_pkgs+=("$pkg"); fi
 done
@@ -26,6 +28,9 @@ fi
 
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
+echo "== import circles (no file of a crate reaches itself through its use lines)"
+python3 scripts/import-circles.py --self-test
+python3 scripts/import-circles.py
 echo "== cargo clippy"
 cargo clippy --locked --workspace --all-targets -- -D warnings
 echo "== cargo build (release, used by the end-to-end tests and the quick bench)"
