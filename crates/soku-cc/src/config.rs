@@ -32,7 +32,9 @@ pub struct SokuCcConfig {
     /// BDP in flight once the link is full, what a one-BDP buffer absorbs (BBR's 2/ln 2
     /// put up to 2.9 BDP in flight and overflowed such buffers).
     pub startup_gain: f64,
-    /// Loss share of a round above which the round counts as congestion.
+    /// Loss share of a round above which the round counts as congestion, when it is
+    /// also half of this beyond what the path loses at random (`SokuCc::path_loss`);
+    /// careful resume retreats from a jump that loses more than this.
     pub loss_threshold: f64,
     /// How far the in-flight bound drops after a congested round (BBRv2's beta).
     pub loss_beta: f64,

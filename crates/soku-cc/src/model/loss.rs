@@ -12,14 +12,25 @@ use super::{Mode, SokuCc, MIN_LOSS_PACKETS};
 /// 32-packet switch buffer again each time (path simulator: 7.2 % of packets dropped,
 /// 1.6 % with this spacing; 300 ms was too slow to recover from loss bursts).
 const HI_RAISE_SPACING: Duration = Duration::from_millis(100);
-/// Loss share above which a round sent in cruise that met a standing queue of half a
-/// min RTT counts as congestion (BBRv2's `BBRLossThresh`; see `round_congested`).
+/// Loss share beyond the path's own above which a round sent in cruise that met a
+/// standing queue of half a min RTT counts as congestion (BBRv2's `BBRLossThresh`;
+/// see `round_congested`).
 const SHARED_QUEUE_LOSS_THRESHOLD: f64 = 0.02;
 /// The first cycle index whose round is judged by that rule: the round's packets left
 /// in the round before (index 3, the second cruising round), when the queue our own
 /// probe (index 0) built has drained (index 1) and the first cruising round's acks
 /// (index 2) no longer carry it.
 const FIRST_CRUISE_CHECK: usize = 4;
+/// Rounds over which [`SokuCc::path_loss`] is the least loss share: two probe-bw
+/// cycles, so it spans two draining rounds and two probing ones.
+const PATH_LOSS_ROUNDS: usize = 16;
+/// A round must carry this many packets for its loss share to count in
+/// [`SokuCc::path_loss`]: with fewer, a round without a single loss is likely at any
+/// random loss under a few percent.
+const PATH_LOSS_MIN_PACKETS: u64 = 50;
+/// A round's loss share within this many standard deviations of the path's loss
+/// share (binomial over the round's packets) is noise.
+const LOSS_NOISE_SIGMAS: f64 = 2.0;
 
 impl SokuCc {
     /// Whether round `s` was congested: a loss share above `loss_threshold`, or one of
@@ -44,7 +55,10 @@ impl SokuCc {
             return false;
         }
         let loss = s.loss_fraction();
-        if loss > self.config.loss_threshold {
+        // Loss alone: a share above `loss_threshold` that is also well above what the
+        // path loses at random.
+        let excess = self.excess_loss(s, self.half_queued(s));
+        if loss > self.config.loss_threshold && excess > self.config.loss_threshold / 2.0 {
             return true;
         }
         // Moderate loss together with a standing queue is congestion, not noise.
@@ -61,12 +75,9 @@ impl SokuCc {
                 (Some(round_min), Some(base)) => round_min > base + base / 8,
                 _ => false,
             };
-            return queued && loss > self.config.loss_threshold / 3.0;
+            return queued && self.excess_loss(s, true) > self.config.loss_threshold / 3.0;
         }
-        let queued = match (s.min_rtt, self.min_rtt) {
-            (Some(round_min), Some(min)) => round_min > min + min / 2,
-            _ => false,
-        };
+        let queued = self.half_queued(s);
         // At full speed, only in a cruising round. Our own probe queue plus random
         // loss would trip this rule in the probing round and the two after it (with
         // `loss_threshold / 3` in every round, 5 % random loss fell from 93 % to 83 %),
@@ -75,7 +86,8 @@ impl SokuCc {
         // shows that much queue met someone else's queue, and its loss is that queue
         // overflowing, not noise. Then BBRv2's loss threshold applies
         // (draft-cardwell-iccrg-bbr-congestion-control-02 §4.5.10.2, `BBRLossThresh`,
-        // 2 %) instead of the 10 % that random loss needs.
+        // 2 %), on top of what the path loses at random, instead of the 10 % that
+        // random loss needs.
         //
         // Why (path simulator, `tests/path_sim.rs`, 100 Mbit/s, one-BDP drop-tail
         // buffer, staggered starts, seconds 30-60, three seeds): flows sharing a full
@@ -93,7 +105,67 @@ impl SokuCc {
         self.mode == Mode::ProbeBw
             && self.cycle_index >= FIRST_CRUISE_CHECK
             && queued
-            && loss > SHARED_QUEUE_LOSS_THRESHOLD
+            && self.excess_loss(s, true) > SHARED_QUEUE_LOSS_THRESHOLD
+    }
+
+    /// What round `s` lost beyond the path's own random loss: its loss share less
+    /// [`SokuCc::path_loss`] less two standard deviations of sampling noise over the
+    /// round's packets (binomial). Noise of the path's share if the round met a queue
+    /// (`queued`, as the rule asking judges it): loss that follows a queue counts as soon as
+    /// it is beyond the path's share. Noise of the round's own share if its RTT stayed
+    /// near the floor: there, loss counts only when the round surely lost more than
+    /// the path does at random, which keeps a flow whose window is still small (after
+    /// startup ended early, or after a cut) from reading a few random losses as a high
+    /// share. With no random loss known and a queue, this is the round's loss share,
+    /// and every rule is the fixed-share rule it was.
+    pub(super) fn excess_loss(&self, s: &RoundSample, queued: bool) -> f64 {
+        let path = self.path_loss();
+        let loss = s.loss_fraction();
+        let packets = ((s.delivered + s.lost) / self.mtu).max(1) as f64;
+        let level = if queued { path } else { path.max(loss) };
+        let noise = LOSS_NOISE_SIGMAS * (level * (1.0 - level) / packets).sqrt();
+        loss - path - noise
+    }
+
+    /// Whether round `s`'s smallest RTT shows a queue of half a min RTT.
+    fn half_queued(&self, s: &RoundSample) -> bool {
+        match (s.min_rtt, self.min_rtt) {
+            (Some(round_min), Some(min)) => round_min > min + min / 2,
+            _ => false,
+        }
+    }
+
+    /// The path's own loss share: the least loss share of the last
+    /// `PATH_LOSS_ROUNDS` rounds that carried at least `PATH_LOSS_MIN_PACKETS`
+    /// packets (0 until four such rounds are known).
+    ///
+    /// Why the least: random loss (a lossy radio hop, a dirty fibre) takes the same
+    /// share of every round, whatever the rate; congestion loss rises with the rate
+    /// and vanishes below the bottleneck's rate. The rounds of a probe-bw cycle send at
+    /// different rates (the probing round at 1.5 BDP, the draining round at 1.0, the
+    /// cruise between), and a loss bound, once cut, lowers them further: a policer
+    /// drops nothing in the rounds that stay under its rate, and a full queue shared
+    /// with a loss-based flow drops nothing while that flow backs off, so their least
+    /// share is near zero and every rule keeps its threshold. Only loss that comes at
+    /// every rate, in every round, raises this floor. (BBRv1's long-term bandwidth
+    /// sampling told a policer by its flat delivery rate under loss; this asks the
+    /// complementary question, whether the loss is flat under a changing rate.)
+    pub fn path_loss(&self) -> f64 {
+        if self.round_losses.len() < 4 {
+            return 0.0;
+        }
+        self.round_losses.iter().copied().fold(1.0, f64::min)
+    }
+
+    /// Records round `s`'s loss share for [`SokuCc::path_loss`].
+    pub(super) fn record_round_loss(&mut self, s: &RoundSample) {
+        if (s.delivered + s.lost) / self.mtu < PATH_LOSS_MIN_PACKETS {
+            return;
+        }
+        if self.round_losses.len() == PATH_LOSS_ROUNDS {
+            self.round_losses.pop_front();
+        }
+        self.round_losses.push_back(s.loss_fraction());
     }
 
     /// Whether a background flow's round met a standing queue: its smallest RTT a
@@ -111,7 +183,9 @@ impl SokuCc {
     /// Cuts the loss bound after a congested round (see `round_congested`), or raises
     /// it again while it is what limits the window and nothing is lost.
     pub(super) fn update_inflight_hi(&mut self, s: &RoundSample) {
-        if self.round_congested(s) || self.background_queue(s) {
+        let congested = self.round_congested(s) || self.background_queue(s);
+        self.record_round_loss(s);
+        if congested {
             let used = self.window.min(self.round_max_in_flight.max(self.in_flight));
             let bound = (used as f64 * self.config.loss_beta) as u64;
             self.inflight_hi = Some(bound.max(self.min_window()));

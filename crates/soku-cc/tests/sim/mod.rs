@@ -15,7 +15,10 @@
 //! `ack_burst` (an aggregating hop: Wi-Fi block acks, GRO, a receiver reading in
 //! batches), a random extra delay of each ack frame up to `ack_jitter` (order kept),
 //! and a sender that runs only at wake-ups spaced `sched` apart (a loaded host's
-//! scheduler: acks and pacing timers wait for the next wake-up).
+//! scheduler: acks and pacing timers wait for the next wake-up), and a `policer` in
+//! front of the bottleneck: a token bucket that drops what exceeds its rate once its
+//! burst is spent (a provider's rate limit on UDP; no queue, so no delay signal).
+//! A flow may stop sending at a given time (other traffic that leaves).
 //! Simplifications: lost data is resent as new data (as quinn does), acks report no
 //! ack delay, no ack loss, no persistent-congestion signal.
 
@@ -47,6 +50,16 @@ pub struct Path {
     pub ack_jitter: Duration,
     /// The sender runs only at wake-ups spaced uniformly in `[lo, hi]` (`None`: always).
     pub sched: Option<(Duration, Duration)>,
+    /// A token-bucket policer before the bottleneck (`None`: none).
+    pub policer: Option<Policer>,
+}
+
+/// A token bucket: `rate_bps` refills it, up to `burst_bytes`; a packet that finds
+/// fewer tokens than its size is dropped.
+#[derive(Debug, Clone, Copy)]
+pub struct Policer {
+    pub rate_bps: u64,
+    pub burst_bytes: u64,
 }
 
 impl Path {
@@ -67,6 +80,7 @@ impl Path {
             ack_burst: Duration::ZERO,
             ack_jitter: Duration::ZERO,
             sched: None,
+            policer: None,
         }
     }
 }
@@ -81,6 +95,7 @@ pub struct FlowStats {
     pub sent: u64,
     pub dropped_queue: u64,
     pub dropped_random: u64,
+    pub dropped_policer: u64,
     /// Largest window seen (bytes), over the whole run.
     pub max_window: u64,
     /// Bytes acknowledged since the flow started (for traces).
@@ -88,6 +103,8 @@ pub struct FlowStats {
 }
 
 /// Results of one run.
+// Not every test binary that includes the simulator reads every field.
+#[allow(dead_code)]
 pub struct Report {
     /// The controllers as the run left them, for inspection.
     pub controllers: Vec<Box<dyn Controller>>,
@@ -96,6 +113,16 @@ pub struct Report {
     pub mean_queue_delay: Duration,
     /// Share of packets sent in the window that the full queue dropped.
     pub queue_drop_fraction: f64,
+}
+
+impl FlowStats {
+    // Not every test binary that includes the simulator asks for it.
+    #[allow(dead_code)]
+    /// Share of the packets sent in the window that were dropped, for any reason.
+    pub fn loss_share(&self) -> f64 {
+        let dropped = self.dropped_queue + self.dropped_random + self.dropped_policer;
+        dropped as f64 / self.sent.max(1) as f64
+    }
 }
 
 impl Report {
@@ -120,6 +147,8 @@ struct Pkt {
 struct Flow {
     cc: Box<dyn Controller>,
     start: u64,
+    /// The flow sends nothing new from this time on.
+    stop: u64,
     next_pn: u64,
     in_flight: u64,
     unacked: VecDeque<Pkt>,
@@ -178,6 +207,9 @@ struct Sim<'a> {
     dropped_in_window: u64,
     /// The sender's wake-ups from `now` on (with `sched`).
     wakes: VecDeque<u64>,
+    /// The policer's tokens (bytes) and when they were last refilled.
+    policer_tokens: u64,
+    policer_refill: u64,
 }
 
 const BURST_NS: u128 = 2_000_000;
@@ -245,7 +277,7 @@ impl Sim<'_> {
     fn try_send(&mut self, i: usize) {
         let now = self.now;
         let pkt = self.path.pkt;
-        if now < self.flows[i].start {
+        if now < self.flows[i].start || now >= self.flows[i].stop {
             return;
         }
         loop {
@@ -299,6 +331,22 @@ impl Sim<'_> {
         if in_window {
             f.stats.sent += 1;
             self.sent_in_window += 1;
+        }
+        if let Some(policer) = self.path.policer {
+            let refill = u128::from(now - self.policer_refill) * u128::from(policer.rate_bps)
+                / 8_000_000_000;
+            if refill > 0 {
+                self.policer_tokens =
+                    (self.policer_tokens + refill as u64).min(policer.burst_bytes);
+                self.policer_refill = now;
+            }
+            if self.policer_tokens < pkt {
+                if in_window {
+                    self.flows[i].stats.dropped_policer += 1;
+                }
+                return;
+            }
+            self.policer_tokens -= pkt;
         }
         let backlog_ns = self.link_free_at.saturating_sub(now);
         let backlog =
@@ -513,12 +561,27 @@ pub fn run_traced(
     seed: u64,
     trace: Option<(Duration, Tracer<'_>)>,
 ) -> Report {
+    let flows = flows.into_iter().map(|(cc, start)| (cc, start, None)).collect();
+    run_stopping(path, flows, duration, measure_from, seed, trace)
+}
+
+/// [`run_traced`] with flows (controller, start, stop) of which some stop sending at
+/// their `stop` time.
+pub fn run_stopping(
+    path: Path,
+    flows: Vec<(Box<dyn Controller>, Duration, Option<Duration>)>,
+    duration: Duration,
+    measure_from: Duration,
+    seed: u64,
+    trace: Option<(Duration, Tracer<'_>)>,
+) -> Report {
     let rtt_est = rtt::estimator(path.rtt);
     let flows = flows
         .into_iter()
-        .map(|(cc, start)| Flow {
+        .map(|(cc, start, stop)| Flow {
             cc,
             start: ns(start),
+            stop: stop.map_or(u64::MAX, ns),
             next_pn: 0,
             in_flight: 0,
             unacked: VecDeque::new(),
@@ -554,6 +617,8 @@ pub fn run_traced(
         sent_in_window: 0,
         dropped_in_window: 0,
         wakes: VecDeque::new(),
+        policer_tokens: path.policer.map_or(0, |p| p.burst_bytes),
+        policer_refill: 0,
     };
     sim.run();
     let secs = (duration - measure_from).as_secs_f64();

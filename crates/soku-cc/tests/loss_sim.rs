@@ -1,0 +1,254 @@
+//! Random loss against congestion on simulated paths (see `sim/mod.rs`): the rate under
+//! heavy random loss, and the cases where loss is congestion after all (a loss-based flow
+//! in a shallow buffer, a policer, another soku flow), and a background flow that must
+//! yield while others send and take the link back when they leave. Run with
+//! `--nocapture` to see the numbers.
+
+mod sim;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use quinn_proto::congestion::{Controller, ControllerFactory, CubicConfig};
+use sim::{Path, Policer};
+use soku_cc::SokuCcConfig;
+
+const MBIT: u64 = 1_000_000;
+
+fn secs(s: u64) -> Duration {
+    Duration::from_secs(s)
+}
+
+fn soku(config: SokuCcConfig, p: &Path) -> Box<dyn Controller> {
+    Arc::new(config).build(Instant::now(), p.pkt as u16)
+}
+
+fn cubic(p: &Path) -> Box<dyn Controller> {
+    Arc::new(CubicConfig::default()).build(Instant::now(), p.pkt as u16)
+}
+
+/// Jain's fairness index of `shares`: 1 when all are equal, 1/n when one has it all.
+fn jain(shares: &[f64]) -> f64 {
+    let sum: f64 = shares.iter().sum();
+    let squares: f64 = shares.iter().map(|x| x * x).sum();
+    sum * sum / (shares.len() as f64 * squares)
+}
+
+/// The random-loss rates of the sweep.
+const SWEEP: [f64; 8] = [0.0, 0.01, 0.03, 0.05, 0.07, 0.10, 0.15, 0.20];
+
+/// One soku flow on 100 Mbit/s x 100 ms (one-BDP drop-tail buffer) with random `loss`:
+/// its goodput as a share of the link over seconds 5-30, the mean of three seeds.
+fn sweep_point(loss: f64) -> f64 {
+    let p = Path::one_bdp(100 * MBIT, 100, loss);
+    let seeds = [3u64, 5, 7];
+    let utils: Vec<f64> = seeds
+        .iter()
+        .map(|&seed| {
+            let cfg = SokuCcConfig { seed: seed * 7919 + 1, ..SokuCcConfig::default() };
+            sim::run(p, vec![(soku(cfg, &p), Duration::ZERO)], secs(30), secs(5), seed).total_util()
+        })
+        .collect();
+    let mean = utils.iter().sum::<f64>() / utils.len() as f64;
+    println!(
+        "100M 100ms {:4.1} % random loss: soku {:5.1} % of the link (seeds {:?})",
+        100.0 * loss,
+        100.0 * mean,
+        utils.iter().map(|u| (1000.0 * u).round() / 10.0).collect::<Vec<_>>()
+    );
+    mean
+}
+
+/// Random loss up to 10 % costs no more than the lost packets themselves, and beyond it
+/// the rate slopes down instead of falling off a cliff: at least 85 % of the link up to
+/// 10 % loss, 60 % at 20 %, and no step down of more than 15 points between neighbouring
+/// loss rates. A fixed 10 % loss share per round as the mark of congestion cut the
+/// bound on data in flight in half of the rounds at 10 % random loss.
+#[test]
+fn random_loss_sweep_has_no_cliff() {
+    let utils: Vec<f64> = SWEEP.iter().map(|&loss| sweep_point(loss)).collect();
+    let mut failed = Vec::new();
+    for (i, (&loss, &util)) in SWEEP.iter().zip(&utils).enumerate() {
+        let wanted = if loss <= 0.10 + 1e-9 {
+            0.85
+        } else if loss >= 0.20 - 1e-9 {
+            0.60
+        } else {
+            0.0
+        };
+        if util < wanted {
+            failed.push(format!("{:.0} %: {:.1} % of the link", 100.0 * loss, 100.0 * util));
+        }
+        if i > 0 && utils[i - 1] - util > 0.15 {
+            failed.push(format!(
+                "{:.0} % -> {:.0} %: a step down of {:.1} points",
+                100.0 * SWEEP[i - 1],
+                100.0 * loss,
+                100.0 * (utils[i - 1] - util)
+            ));
+        }
+    }
+    assert!(failed.is_empty(), "{failed:?}");
+}
+
+/// soku and one CUBIC flow (started first) on 100 Mbit/s x `rtt_ms` with a drop-tail
+/// buffer of `buffer_bdp` bandwidth-delay products and no random loss, seconds 20-60;
+/// returns (soku, CUBIC) as shares of the link.
+fn beside_cubic(config: SokuCcConfig, rtt_ms: u64, buffer_bdp: f64, seed: u64) -> (f64, f64) {
+    let mut p = Path::one_bdp(100 * MBIT, rtt_ms, 0.0);
+    p.queue_bytes = (p.queue_bytes as f64 * buffer_bdp) as u64;
+    let background = config.background;
+    let flows = vec![(cubic(&p), Duration::ZERO), (soku(config, &p), secs(2))];
+    let r = sim::run(p, flows, secs(60), secs(20), seed);
+    let (c, s) = (r.flows[0].util, r.flows[1].util);
+    println!(
+        "CUBIC + soku{} 100M {rtt_ms}ms, {buffer_bdp} BDP buffer, s 20-60, seed {seed}: \
+         soku {:5.1} %  CUBIC {:5.1} %  soku's loss {:4.2} %  CUBIC's loss {:4.2} %",
+        if background { " (background)" } else { "" },
+        100.0 * s,
+        100.0 * c,
+        100.0 * r.flows[1].loss_share(),
+        100.0 * r.flows[0].loss_share(),
+    );
+    (s, c)
+}
+
+/// Against one CUBIC flow in a shallow buffer (a quarter of the bandwidth-delay product,
+/// no random loss) the loss soku sees is the buffer overflowing, with little queue to
+/// show for it: soku must take neither the whole link nor nothing, 30-70 % of what the
+/// two carry.
+#[test]
+#[ignore = "open: soku takes 96-97 % and CUBIC 0.5-1.7 % (soku loses ~3.5 %, under every \
+            threshold, with less than half a min RTT of queue)"]
+fn beside_cubic_in_a_quarter_bdp_buffer_soku_takes_30_to_70_pct() {
+    let mut failed = Vec::new();
+    for rtt in [50, 100] {
+        for seed in [1u64, 2] {
+            let (s, c) =
+                beside_cubic(SokuCcConfig { seed, ..SokuCcConfig::default() }, rtt, 0.25, seed);
+            let share = s / (s + c);
+            if !(0.30..=0.70).contains(&share) {
+                failed.push(format!("{rtt} ms seed {seed}: soku {s:.3} CUBIC {c:.3}"));
+            }
+        }
+    }
+    assert!(failed.is_empty(), "{failed:?}");
+}
+
+/// A policer at half the link rate (a token bucket with a 64 kB burst, no queue, so the
+/// RTT stays at its floor while it drops): the loss comes with no delay signal, yet it
+/// rises with the rate sent above the policed rate. soku must not take it for random
+/// loss: it loses at most 5 % of what it sends and still gets at least 90 % of the
+/// policed rate through.
+#[test]
+#[ignore = "open: the policer drops 3.1 % at 50 ms, 6.7 % at 100 ms; soku gets 41-44 % \
+            of the link (the 10 % loss threshold bounds it, no policer detection yet)"]
+fn under_a_policer_at_half_rate_soku_loses_at_most_5_pct() {
+    let mut failed = Vec::new();
+    for (rtt, loss) in [(50, 0.0), (100, 0.0), (50, 0.01)] {
+        let mut p = Path::one_bdp(100 * MBIT, rtt, loss);
+        p.policer = Some(Policer { rate_bps: 50 * MBIT, burst_bytes: 64_000 });
+        let r = sim::run(
+            p,
+            vec![(soku(SokuCcConfig::default(), &p), Duration::ZERO)],
+            secs(40),
+            secs(10),
+            3,
+        );
+        let f = &r.flows[0];
+        let policed = f.dropped_policer as f64 / f.sent.max(1) as f64;
+        println!(
+            "soku 100M {rtt}ms {:.0}% random loss, policer at 50M, s 10-40: {:5.1} % of the link, \
+             loss {:4.2} % (policer {:4.2} %)",
+            100.0 * loss,
+            100.0 * f.util,
+            100.0 * f.loss_share(),
+            100.0 * policed
+        );
+        if policed > 0.05 {
+            failed.push(format!("{rtt} ms {loss}: the policer dropped {:.2} %", 100.0 * policed));
+        }
+        if f.util < 0.45 * (1.0 - loss) {
+            failed.push(format!("{rtt} ms {loss}: {:.1} % of the link", 100.0 * f.util));
+        }
+    }
+    assert!(failed.is_empty(), "{failed:?}");
+}
+
+/// Two soku flows (the second started 2 s later, no shared board: two hosts) on
+/// 100 Mbit/s x 100 ms with 10 % random loss: taking the random loss for the path's
+/// must not leave one flow with the link; Jain's index at least 0.95 over seconds 20-60.
+#[test]
+fn two_flows_at_10pct_random_loss_share_fairly() {
+    let p = Path::one_bdp(100 * MBIT, 100, 0.10);
+    let mut failed = Vec::new();
+    for seed in [11u64, 22] {
+        let flows = vec![
+            (soku(SokuCcConfig { seed, ..SokuCcConfig::default() }, &p), Duration::ZERO),
+            (soku(SokuCcConfig { seed: seed + 1, ..SokuCcConfig::default() }, &p), secs(2)),
+        ];
+        let r = sim::run(p, flows, secs(60), secs(20), seed);
+        let u: Vec<f64> = r.flows.iter().map(|f| f.util).collect();
+        let j = jain(&u);
+        println!(
+            "soku x2 100M 100ms 10% random loss, s 20-60, seed {seed}: {:5.1} % + {:5.1} %  Jain {j:.3}",
+            100.0 * u[0],
+            100.0 * u[1]
+        );
+        if j < 0.95 || u[0] + u[1] < 0.75 {
+            failed.push(format!("seed {seed}: {u:?} Jain {j}"));
+        }
+    }
+    assert!(failed.is_empty(), "{failed:?}");
+}
+
+/// Background mode beside CUBIC at 50 and 100 ms with a drop-tail buffer of
+/// `buffer_bdp` bandwidth-delay products: CUBIC keeps at least 80 % of the link.
+fn background_leaves_cubic_80_pct(buffer_bdp: f64) {
+    let mut failed = Vec::new();
+    for rtt in [50, 100] {
+        let cfg = SokuCcConfig { seed: 5, ..SokuCcConfig::background() };
+        let (_, c) = beside_cubic(cfg, rtt, buffer_bdp, 29);
+        if c < 0.80 {
+            failed.push(format!("{rtt} ms, {buffer_bdp} BDP: CUBIC {c:.3}"));
+        }
+    }
+    assert!(failed.is_empty(), "{failed:?}");
+}
+
+#[test]
+fn background_leaves_cubic_at_least_80_pct_in_a_one_bdp_buffer() {
+    background_leaves_cubic_80_pct(1.0);
+}
+
+#[test]
+#[ignore = "open: CUBIC keeps 3.1 % (50 ms) and 11.5 % (100 ms); the queue never reaches \
+            the quarter of the baseline the background rule asks"]
+fn background_leaves_cubic_at_least_80_pct_in_a_quarter_bdp_buffer() {
+    background_leaves_cubic_80_pct(0.25);
+}
+
+/// A background flow beside one CUBIC flow that sends from 0 to 40 s, on 100 Mbit/s x
+/// 50 ms (one-BDP buffer): CUBIC keeps at least 80 % while it sends, and the background
+/// flow has the link (at least 90 %) from three seconds after CUBIC left.
+#[test]
+fn background_takes_the_link_back_when_cubic_leaves() {
+    let p = Path::one_bdp(100 * MBIT, 50, 0.0);
+    let run = |until: u64, from: u64| {
+        let cfg = SokuCcConfig { seed: 5, ..SokuCcConfig::background() };
+        let flows =
+            vec![(cubic(&p), Duration::ZERO, Some(secs(40))), (soku(cfg, &p), secs(2), None)];
+        let r = sim::run_stopping(p, flows, secs(until), secs(from), 29, None);
+        (r.flows[0].util, r.flows[1].util)
+    };
+    let (c, bg) = run(40, 10);
+    println!(
+        "CUBIC (0-40 s) + background soku, 100M 50ms, s 10-40: CUBIC {:5.1} %  background {:5.1} %",
+        100.0 * c,
+        100.0 * bg
+    );
+    let (_, back) = run(48, 43);
+    println!("  s 43-48, CUBIC gone: background {:5.1} %", 100.0 * back);
+    assert!(c >= 0.80, "CUBIC kept {c}");
+    assert!(back >= 0.90, "background took back {back}");
+}
