@@ -15,7 +15,8 @@
 //! A seed may stand in for the history's start: the min RTT an earlier copy measured
 //! on this path (`crate::hint::RememberedPath`). A flow that starts inside another
 //! flow's queue cannot measure the path's RTT until that queue drains, and a seed lets
-//! it see the queue from its first round. The seed ages out like any minute's minimum.
+//! it see the queue from its first round. The seed ages out like any minute's minimum,
+//! and is dropped at once when the path contradicts it ([`BaseDelay::drop_seed`]).
 //!
 //! [RFC 6817]: https://www.rfc-editor.org/rfc/rfc6817
 
@@ -29,6 +30,8 @@ const BUCKET: Duration = Duration::from_secs(60);
 /// The minima of the last [`BASE_HISTORY`] minutes.
 #[derive(Debug, Clone, Default)]
 pub struct BaseDelay {
+    /// The seed, while it counts: the minimum of the minute before the first sample.
+    seed: Option<Duration>,
     /// Oldest first; the last is the current minute's.
     minima: Vec<Duration>,
     /// When the current minute began.
@@ -44,7 +47,17 @@ impl BaseDelay {
     /// A history that starts with `seed` as the minimum of the minute before its first
     /// sample.
     pub fn seeded(seed: Duration) -> Self {
-        Self { minima: vec![seed], bucket_start: None }
+        Self { seed: Some(seed), minima: Vec::new(), bucket_start: None }
+    }
+
+    /// The seed, while it still counts.
+    pub fn seed(&self) -> Option<Duration> {
+        self.seed
+    }
+
+    /// Forgets the seed: the history is the flow's own samples from here on.
+    pub fn drop_seed(&mut self) {
+        self.seed = None;
     }
 
     /// Records an RTT sample taken at `now`.
@@ -56,8 +69,12 @@ impl BaseDelay {
                 }
             }
             _ => {
-                if self.minima.len() == BASE_HISTORY {
-                    self.minima.remove(0);
+                if self.minima.len() + usize::from(self.seed.is_some()) == BASE_HISTORY {
+                    if self.seed.is_some() {
+                        self.seed = None;
+                    } else {
+                        self.minima.remove(0);
+                    }
                 }
                 self.minima.push(rtt);
                 self.bucket_start = Some(now);
@@ -67,7 +84,7 @@ impl BaseDelay {
 
     /// The smallest RTT of the history, if any sample or seed is in it.
     pub fn get(&self) -> Option<Duration> {
-        self.minima.iter().min().copied()
+        self.minima.iter().chain(&self.seed).min().copied()
     }
 }
 
@@ -108,5 +125,10 @@ mod tests {
         }
         h.on_sample(t0 + BUCKET * (BASE_HISTORY as u32 - 1), ms(78));
         assert_eq!(h.get(), Some(ms(78)));
+        let mut h = BaseDelay::seeded(ms(20));
+        h.on_sample(t0, ms(50));
+        assert_eq!(h.get(), Some(ms(20)));
+        h.drop_seed();
+        assert_eq!((h.get(), h.seed()), (Some(ms(50)), None));
     }
 }

@@ -249,7 +249,19 @@ pub struct SokuCc {
     /// The smallest RTT of the last ten minutes, kept in background mode only: what a
     /// background flow measures other flows' queues against ([`crate::base_delay`]).
     base_delay: BaseDelay,
+    /// Rounds in a row whose smallest RTT was more than twice the base-delay seed.
+    seed_contradicted: u32,
 }
+
+/// A background flow drops a remembered min RTT (the base-delay seed) after this many
+/// rounds in a row whose smallest RTT was more than twice it. A queue standing beside
+/// the flow cannot explain that: a buffer of one bandwidth-delay product at most
+/// doubles the RTT (the remembered path is the same one, `RememberedPath::confirms`),
+/// while a host that moved to a slower network (a remembered 20 ms on a 50 ms path)
+/// held a lone background copy at the minimum window for the seed's ten minutes.
+/// Deeper buffers can double the RTT too; then the flow measures queues against its
+/// own samples, as a first copy does.
+const SEED_CONTRADICTED_ROUNDS: u32 = 8;
 
 /// Bytes carried in `d` at `bw` bytes/s.
 fn bytes_in(bw: u64, d: Duration) -> u64 {
@@ -313,6 +325,7 @@ impl SokuCc {
             ensemble_cap: None,
             stall: StallProbe::default(),
             base_delay: BaseDelay::new(),
+            seed_contradicted: 0,
             config,
         }
     }
@@ -401,6 +414,24 @@ impl SokuCc {
         }
     }
 
+    /// Drops the base-delay seed once the path has contradicted it for
+    /// `SEED_CONTRADICTED_ROUNDS` rounds in a row.
+    fn judge_base_delay_seed(&mut self, s: &RoundSample) {
+        let (Some(seed), Some(round_min)) = (self.base_delay.seed(), s.min_rtt) else {
+            self.seed_contradicted = 0;
+            return;
+        };
+        if round_min > 2 * seed {
+            self.seed_contradicted += 1;
+            if self.seed_contradicted >= SEED_CONTRADICTED_ROUNDS {
+                self.base_delay.drop_seed();
+                self.seed_contradicted = 0;
+            }
+        } else {
+            self.seed_contradicted = 0;
+        }
+    }
+
     /// What a background flow measures queues against: the ten-minute history's
     /// minimum, or the model's min RTT when that is lower (another flow's, from the
     /// path's board).
@@ -451,6 +482,7 @@ impl SokuCc {
             }
         }
 
+        self.judge_base_delay_seed(&s);
         self.update_inflight_hi(&s);
 
         // A held jump window delivers a flat rate by design: not a full pipe.

@@ -11,12 +11,16 @@ use std::time::{Duration, Instant};
 
 use quinn_proto::congestion::{Controller, ControllerFactory, CubicConfig};
 use sim::{Path, Policer};
-use soku_cc::SokuCcConfig;
+use soku_cc::{ConnectionHint, HintSlot, RememberedPath, SokuCcConfig};
 
 const MBIT: u64 = 1_000_000;
 
 fn secs(s: u64) -> Duration {
     Duration::from_secs(s)
+}
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
 }
 
 fn soku(config: SokuCcConfig, p: &Path) -> Box<dyn Controller> {
@@ -251,4 +255,32 @@ fn background_takes_the_link_back_when_cubic_leaves() {
     println!("  s 43-48, CUBIC gone: background {:5.1} %", 100.0 * back);
     assert!(c >= 0.80, "CUBIC kept {c}");
     assert!(back >= 0.90, "background took back {back}");
+}
+
+/// A background flow alone on 100 Mbit/s x 50 ms whose path memory says 20 ms (the
+/// host moved to a slower network): the memory's min RTT, which the path never comes
+/// near, must not count as a queue standing for good. The flow carries at least 85 %
+/// of the link over seconds 3-13, as it does with no memory.
+#[test]
+fn background_drops_a_remembered_min_rtt_the_path_contradicts() {
+    let p = Path::one_bdp(100 * MBIT, 50, 0.0);
+    let mut failed = Vec::new();
+    for remembered in [false, true] {
+        let mut cfg = SokuCcConfig { seed: 5, ..SokuCcConfig::background() };
+        if remembered {
+            let path = RememberedPath { bandwidth_bps: 100 * MBIT, min_rtt: ms(20) };
+            cfg.hint = HintSlot::with(ConnectionHint { remembered: Some(path), background: true });
+        }
+        let r = sim::run(p, vec![(soku(cfg, &p), Duration::ZERO)], secs(13), secs(3), 29);
+        let u = r.total_util();
+        println!(
+            "background soku alone 100M 50ms{}, s 3-13: {:5.1} %",
+            if remembered { ", memory says 20 ms" } else { "" },
+            100.0 * u
+        );
+        if u < 0.85 {
+            failed.push(format!("remembered {remembered}: {u:.3}"));
+        }
+    }
+    assert!(failed.is_empty(), "{failed:?}");
 }
