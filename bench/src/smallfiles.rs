@@ -136,7 +136,7 @@ impl Tree {
                     dirs.push(parent.join(format!("m{:05}", dirs.len())));
                 }
                 for _ in 0..files {
-                    let size = if rng.next() % 100 == 0 {
+                    let size = if rng.next().is_multiple_of(100) {
                         0
                     } else {
                         let s = (SOURCE_MEDIAN.ln() + SOURCE_SIGMA * rng.normal()).exp();

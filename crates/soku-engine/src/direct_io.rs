@@ -37,7 +37,7 @@ const DIRECT_MIN: usize = 256 << 10;
 /// Whether a chunk of `len` bytes at `offset` is worth direct I/O: large enough, and on a
 /// page boundary in the file. (Its memory and length are the caller's to check.)
 pub(crate) fn worth_it(len: usize, offset: u64) -> bool {
-    len >= DIRECT_MIN && offset % PAGE as u64 == 0
+    len >= DIRECT_MIN && offset.is_multiple_of(PAGE as u64)
 }
 
 /// The access a direct descriptor is opened for.

@@ -151,8 +151,8 @@ impl Deref for PageBuf {
 pub fn direct_writable(bytes: &[u8], offset: u64) -> bool {
     !bytes.is_empty()
         && bytes.as_ptr().align_offset(PAGE) == 0
-        && bytes.len() % PAGE == 0
-        && offset % PAGE as u64 == 0
+        && bytes.len().is_multiple_of(PAGE)
+        && offset.is_multiple_of(PAGE as u64)
 }
 
 #[cfg(test)]

@@ -136,7 +136,7 @@ pub(crate) fn sysctl_values(name: &str) -> Option<Vec<usize>> {
 }
 
 pub(crate) fn human(bytes: usize) -> String {
-    if bytes >= 1 << 20 && bytes % (1 << 20) == 0 {
+    if bytes >= 1 << 20 && bytes.is_multiple_of(1 << 20) {
         format!("{} MiB", bytes >> 20)
     } else if bytes >= 1 << 20 {
         format!("{:.1} MiB", bytes as f64 / (1 << 20) as f64)

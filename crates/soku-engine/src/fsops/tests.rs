@@ -155,7 +155,7 @@ fn a_directory_swapped_for_a_symlink_mid_copy_cannot_redirect_a_write() {
         }
         let _ = dir.ensure_dir(&root.join(format!("d/sub{n}")));
         n += 1;
-        if n % 64 == 0 {
+        if n.is_multiple_of(64) {
             std::thread::yield_now();
         }
     }

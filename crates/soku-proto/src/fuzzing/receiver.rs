@@ -179,7 +179,7 @@ pub(super) fn meta(input: &mut Input<'_>) -> Meta {
 }
 
 fn pick_hash(b: u8, right: [u8; 32]) -> [u8; 32] {
-    if b % 2 == 0 {
+    if b.is_multiple_of(2) {
         right
     } else {
         [b; 32]

@@ -24,7 +24,7 @@ impl Thinned {
     fn push(&mut self, point: PathPoint) {
         let stride = self.stride.max(1);
         self.ticks += 1;
-        if self.ticks % stride != 0 {
+        if !self.ticks.is_multiple_of(stride) {
             return;
         }
         if self.points.len() >= MAX_SUMMARY_SAMPLES {
@@ -34,7 +34,7 @@ impl Thinned {
                 i % 2 == 0
             });
             self.stride = stride * 2;
-            if self.ticks % self.stride != 0 {
+            if !self.ticks.is_multiple_of(self.stride) {
                 return;
             }
         }

@@ -290,7 +290,7 @@ fn check(t: &Trial, size: u64, log: &str) {
 fn plan(setup: Setup, n: u64, seed: u64, quick: bool) -> (bool, KillPoint) {
     let download = n % 2 == 1;
     let r = mix(seed);
-    let at_share = if quick { n % 2 == 0 } else { (n / 2) % 2 == 0 };
+    let at_share = if quick { n.is_multiple_of(2) } else { (n / 2).is_multiple_of(2) };
     let point = if at_share {
         // 5 % to 95 % of the file (quick: to 60 %, since a small copy's last figures
         // come close to its end); the times below reach the end.

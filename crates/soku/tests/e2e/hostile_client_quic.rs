@@ -316,7 +316,7 @@ impl Noise {
     /// One hostile datagram: random bytes of 1 to 1600 bytes, or (one in four) a forged
     /// Initial packet.
     fn datagram(&mut self) -> Vec<u8> {
-        if self.next() % 4 == 0 {
+        if self.next().is_multiple_of(4) {
             return self.initial();
         }
         let mut out = vec![0; 1 + (self.next() % 1600) as usize];
