@@ -203,22 +203,7 @@ mod tests {
     use super::*;
 
     fn options(mode: TransportMode, quic_timeout: Duration) -> SessionOptions {
-        SessionOptions {
-            mode,
-            switched: None,
-            quic_timeout,
-            host: "127.0.0.1".into(),
-            transport: TransportOptions::default(),
-            download_memory: None,
-            background: false,
-            diagnose: false,
-            attach_timeout: None,
-            dial_errors: None,
-            receive_preview: None,
-            keep: false,
-            login_at: None,
-            stall: soku_engine::link::DEFAULT_STALL_LIMIT,
-        }
+        SessionOptions::for_command(mode, "127.0.0.1".into(), quic_timeout)
     }
 
     /// The server's reported address does not answer (as behind NAT: it reports its
