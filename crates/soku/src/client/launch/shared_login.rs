@@ -126,10 +126,15 @@ impl SharedLogin {
         }
         let login_at = settings.login_address();
         let mut dial = settings.dial.clone();
-        if dial.is_some() && settings.asks_about_keys && !host_key_known(&settings).await {
-            // ssh asks about a host key it has not seen with the address it connected
-            // to, which a passed socket does not tell it: the question would read
-            // `(<no hostip for proxy command>)`. The first login connects as ssh does.
+        // ssh asks about a host key it has not seen with the address it connected to,
+        // which a passed socket does not tell it: the question would read
+        // `(<no hostip for proxy command>)`. The first login connects as ssh does. A live
+        // master means a login already took the key, so there is nothing to look up.
+        if dial.is_some()
+            && settings.asks_about_keys
+            && !socket.exists()
+            && !host_key_known(&settings).await
+        {
             dial = None;
         }
         let dial = dial.filter(|_| std::env::var_os("SOKU_NO_DIAL").is_none()).map(|d| {
