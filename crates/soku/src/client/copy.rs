@@ -604,7 +604,7 @@ impl Attempt<'_> {
                 Ok(report)
             }
             Err(err) if err.is::<Interrupted>() => {
-                session.abort(link).await;
+                session.end_interrupted(link).await;
                 Err(err)
             }
             Err(err) => {

@@ -23,6 +23,7 @@ mod job;
 mod kept;
 mod nudge;
 mod patience;
+mod silent_client;
 mod small_frame;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};

@@ -285,7 +285,7 @@ fn cut_udp_under_a_copy(host: &EmulatedHost, what: &str, kept: bool) {
         "{what}: told {told_at:.1?} into the copy, UDP cut at {cut_at:.1?}"
     );
     // A kept job would hold an upload's partial file until its client had been silent
-    // for 15 s, 7 s after the move (`serve/kept.rs`): the TCP session's server nudges it
+    // for 15 s, 7 s after the move (`serve/silent_client.rs`): the TCP session's server nudges it
     // instead, and the data flows there within a second or two (0.6 s here; 7.7 s
     // without the nudge).
     let moved_at = moved_at.expect("moved to TCP");

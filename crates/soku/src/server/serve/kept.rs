@@ -13,14 +13,12 @@
 //!   through ssh, and resumes. A server gone without a word (killed) has no ssh
 //!   channel whose end would tell: the client finds it 8 s into QUIC's silence, by TCP
 //!   handshakes with sshd that go on answering (`crate::carrier::tcp_probe`), or after QUIC's
-//!   idle timeout where it cannot make them. A job whose client goes silent for
-//!   [`CLIENT_SILENCE`] (killed, or cut off) ends, and frees its partial files for the
-//!   client's next session. That session, through ssh, nudges this user's kept servers
-//!   as it begins an upload that may find partial files (SIGUSR1,
-//!   [`nudge_silent_jobs`](super::nudge::nudge_silent_jobs)): a job whose client has
-//!   been silent for [`NUDGED_SILENCE`] ends at once. The client of a kept job moves to TCP after 8 s of silence
-//!   (`crate::carrier::tcp_probe`), so the job it left is already past that, and its upload does
-//!   not wait for the rest of [`CLIENT_SILENCE`].
+//!   idle timeout where it cannot make them. A job whose client is gone (killed, cut
+//!   off, or closed and its close lost) ends, and frees its partial files for the
+//!   client's next session: after 15 s of silence, or at once when a session about to
+//!   take partial files nudges this user's kept servers (SIGUSR1,
+//!   [`nudge_silent_jobs`](super::nudge::nudge_silent_jobs)) and the client does not
+//!   answer (`silent_client.rs`).
 //! - **Whose authority.** Only while the ssh login that started it lives: it watches
 //!   that login's sshd process ([`Login`]) and, once it has ended, takes no new job and
 //!   ends when the jobs under way have. The user's authorisation is what sshd checked
@@ -61,6 +59,7 @@ use super::fence::Fence;
 use super::job::serve_job;
 use super::nudge::PROCESS_NAME;
 use super::patience::{within, CLOSE_PATIENCE};
+use super::silent_client::end_when_silent;
 use super::small_frame::read_small_frame;
 use crate::carrier::policing;
 use crate::client::preview;
@@ -73,14 +72,6 @@ pub const IDLE: Duration = crate::client::launch::shared_login::PERSIST;
 /// QUIC close code of a kept server told to stop (beside 1, a job aborted;
 /// `session::SSH_ENDED`, 2; `policing::POLICED`, 3).
 const STOPPED: u32 = 4;
-/// QUIC close code of a job whose client went silent.
-const GONE: u32 = 5;
-/// How long a job hears nothing from its client before it takes it for gone: three of
-/// the QUIC keep-alives a live client sends every 5 s (`soku_transport`'s config).
-const CLIENT_SILENCE: Duration = Duration::from_secs(15);
-/// How long a job's client must have been silent for a nudge to end it: more than the
-/// 5 s between a live client's keep-alives.
-const NUDGED_SILENCE: Duration = Duration::from_secs(6);
 /// Most jobs at once (sshd's `MaxSessions` is 10 sessions per login).
 const MAX_JOBS: usize = 8;
 /// Most handshakes under way at once.
@@ -314,29 +305,6 @@ async fn serve_one(
     }
     let _ = tokio::time::timeout(CLOSE_PATIENCE, conn.closed()).await;
     true
-}
-
-/// Ends `conn` once nothing has come from the client for [`CLIENT_SILENCE`], or for
-/// [`NUDGED_SILENCE`] when `nudged`: a client killed, or cut off, sends no
-/// CONNECTION_CLOSE (and one closed under a UDP policer may have lost it), and its job
-/// would otherwise hold its partial files for the stall limit (two minutes). The
-/// client's next session, through ssh, waits up to 30 s for them
-/// (`soku_engine::partial`); a kept job gives them up within 15 s, or once nudged.
-async fn end_when_silent(conn: quinn::Connection, nudged: Arc<Notify>) {
-    let mut silence = crate::carrier::udp_block::Silence::new(&conn);
-    loop {
-        let limit = tokio::select! {
-            () = tokio::time::sleep(Duration::from_secs(1)) => CLIENT_SILENCE,
-            () = nudged.notified() => NUDGED_SILENCE,
-        };
-        if conn.close_reason().is_some() {
-            return;
-        }
-        if silence.update(&conn) >= limit {
-            soku_transport::close(&conn, GONE, b"the client went silent");
-            return;
-        }
-    }
 }
 
 /// The server's summary on a stream of its own (the first job's went on the ssh

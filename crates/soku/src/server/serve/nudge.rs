@@ -5,7 +5,7 @@
 pub const PROCESS_NAME: &str = "soku-kept";
 
 /// Tells this user's kept servers that a session is about to take partial files: each
-/// ends the jobs whose client has been silent for `NUDGED_SILENCE` (see `kept.rs`).
+/// ends the jobs whose client does not answer at once (see `silent_client.rs`).
 /// Processes are found by name and owner in `/proc`; one that is gone meanwhile, or not
 /// ours, is left alone.
 pub fn nudge_silent_jobs() {
