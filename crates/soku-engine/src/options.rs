@@ -1,32 +1,19 @@
 //! What both roles of a copy share: the options that shape it (the client's request
 //! carries them to the server) and the outcome either side reports.
 
-use soku_proto::message::{Job, Request};
+use soku_proto::message::{CopyFlags, Job, Request};
 
-/// Options that shape a copy, shared by both roles (the client's request carries them).
+/// Options that shape a copy: what the client's request asks, which both roles apply,
+/// and what each side learns for itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CopyOptions {
-    /// Copy directories (scp -r).
-    pub recursive: bool,
-    /// Preserve times and full mode (scp -p).
-    pub preserve: bool,
-    /// With `preserve`, the receiving side keeps the setuid, setgid and sticky bits
-    /// the sender's modes carry; otherwise it clears them (`receive.rs`). Each side
+    /// What the client asks, as its request carries it.
+    pub flags: CopyFlags,
+    /// With `flags.preserve`, the receiving side keeps the setuid, setgid and sticky
+    /// bits the sender's modes carry; otherwise it clears them (`receive.rs`). Each side
     /// decides this for what it receives: it is not part of the request, and is set
     /// only for a root user who asked (`--keep-special-bits`).
     pub keep_special_bits: bool,
-    /// Compress chunks where it pays (scp -C).
-    pub compress: bool,
-    /// Chunk size in bytes.
-    pub chunk_size: u32,
-    /// The sender's rate limit in bits per second (scp -l).
-    pub rate_limit_bps: Option<u64>,
-    /// Continue what an interrupted copy left (on by default; `--no-resume` turns it
-    /// off): see [`crate::partial`].
-    pub resume: bool,
-    /// Flush each received file to disk before it takes its final name (on by default;
-    /// `--no-fsync` turns it off): see docs/durability.md.
-    pub fsync: bool,
     /// With resume: the receiving side said over ssh, before the copy began, that it
     /// holds nothing under the names that come (`soku_proto::hello::ReceivePreview`), so
     /// the copy runs without `Held` reports and saves their round trip. Not part of the
@@ -50,47 +37,26 @@ pub struct CopyOptions {
 }
 
 impl CopyOptions {
-    /// The request asking the server to do `job` with these options.
-    pub fn request(&self, job: Job) -> Request {
-        Request {
-            job,
-            recursive: self.recursive,
-            preserve: self.preserve,
-            compress: self.compress,
-            chunk_size: self.chunk_size,
-            rate_limit_bps: self.rate_limit_bps,
-            resume: self.resume,
-            fsync: self.fsync,
-        }
-    }
-
-    /// The options a request carries, and its job.
-    pub fn from_request(request: Request) -> (Job, CopyOptions) {
-        let Request {
-            job,
-            recursive,
-            preserve,
-            compress,
-            chunk_size,
-            rate_limit_bps,
-            resume,
-            fsync,
-        } = request;
-        let opts = CopyOptions {
-            recursive,
-            preserve,
+    /// The options of a copy asked with `flags`, before either side learned anything.
+    pub fn asked(flags: CopyFlags) -> CopyOptions {
+        CopyOptions {
+            flags,
             keep_special_bits: false,
-            compress,
-            chunk_size,
-            rate_limit_bps,
-            resume,
-            fsync,
             nothing_held: false,
             byte_names: false,
             peer_open_files: None,
             tell_unfinished: false,
-        };
-        (job, opts)
+        }
+    }
+
+    /// The request asking the server to do `job` with these options.
+    pub fn request(&self, job: Job) -> Request {
+        Request { job, flags: self.flags }
+    }
+
+    /// The options a request carries, and its job.
+    pub fn from_request(request: Request) -> (Job, CopyOptions) {
+        (request.job, CopyOptions::asked(request.flags))
     }
 }
 

@@ -140,7 +140,7 @@ pub async fn run(
 ) -> Result<Outcome, EngineError> {
     // The sender may announce many files ahead, each a temporary file here.
     let _ = crate::limits::open_files();
-    let receiver = receiver.with_resume(opts.resume).with_nothing_held(opts.nothing_held);
+    let receiver = receiver.with_resume(opts.flags.resume).with_nothing_held(opts.nothing_held);
     let dir = match within.beneath {
         Some(beneath) => beneath.open_below(&root),
         None => TargetDir::open(&root),
@@ -158,15 +158,15 @@ pub async fn run(
         state: Mutex::new(receiver),
         dir: dir.clone(),
         files: Mutex::default(),
-        temps: TempFiles::new(dir, opts.resume),
+        temps: TempFiles::new(dir, opts.flags.resume),
         arrivals: Arrivals::default(),
         tx: link.tx.clone(),
         events: events.clone(),
         keeps,
-        preserve: opts.preserve,
+        preserve: opts.flags.preserve,
         keep_special_bits: opts.keep_special_bits,
-        fsync: opts.fsync,
-        chunk_size: opts.chunk_size,
+        fsync: opts.flags.fsync,
+        chunk_size: opts.flags.chunk_size,
         last_progress: Mutex::new(Instant::now()),
         other_failures: Mutex::new(0),
         unfinished: Mutex::new(0),
@@ -273,7 +273,7 @@ async fn receive_all(
             )));
         }
     }
-    if opts.preserve {
+    if opts.flags.preserve {
         let dirs = lock(&shared.state).directories().to_vec();
         for (local, meta) in dirs.iter().rev() {
             if let Err(e) = shared.dir.finish_dir(local, meta) {

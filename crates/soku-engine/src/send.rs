@@ -121,7 +121,8 @@ pub async fn run(
         Item::File { size, .. } => (n.saturating_add(1), b.saturating_add(*size)),
         _ => (n, b),
     });
-    let mut rules = Sender::new(opts.chunk_size, opts.resume)?.with_nothing_held(opts.nothing_held);
+    let mut rules =
+        Sender::new(opts.flags.chunk_size, opts.flags.resume)?.with_nothing_held(opts.nothing_held);
     link.tx.send_control(rules.plan(files, bytes)?).await?;
     events.event(TransferEvent::Planned { files, bytes });
     let start = Instant::now();
@@ -129,10 +130,10 @@ pub async fn run(
     // Chunks in flight stay within the bulk budget, so control frames always have
     // room on the connection (see `soku_transport::BULK_BUDGET`), and within a few
     // congestion windows where the link tells one (`crate::pipeline`).
-    let budget = soku_transport::BULK_BUDGET / u64::from(opts.chunk_size.max(1));
+    let budget = soku_transport::BULK_BUDGET / u64::from(opts.flags.chunk_size.max(1));
     let in_flight =
         link.traits.chunks_in_flight.min(usize::try_from(budget).unwrap_or(usize::MAX)).max(1);
-    let pipeline = in_flight as u64 * u64::from(opts.chunk_size);
+    let pipeline = in_flight as u64 * u64::from(opts.flags.chunk_size);
     let descriptors = crate::limits::for_files(opts.peer_open_files);
     // Each file ahead holds a descriptor until it is all handed out, and each chunk task
     // its file's until the chunk is acknowledged; at the receiver, each of those files
@@ -145,8 +146,10 @@ pub async fn run(
     let tasks_max = (descriptors / 4)
         .clamp(in_flight, CHUNK_TASKS_MAX.max(in_flight))
         .min((descriptors / 4).max(1));
-    let policy =
-        opts.compress.then(|| Arc::new(Mutex::new(CompressPolicy::new(Instant::now(), pipeline))));
+    let policy = opts
+        .flags
+        .compress
+        .then(|| Arc::new(Mutex::new(CompressPolicy::new(Instant::now(), pipeline))));
     let (hashed_tx, hashed_rx) = tokio::sync::mpsc::unbounded_channel();
     let handed = Arc::new(AtomicU64::new(0));
     // However this session ends, the client's totals learn every byte it handed to the
@@ -157,7 +160,7 @@ pub async fn run(
         tasks: JoinSet::new(),
         names: Vec::new(),
         policy,
-        throttle: Throttle::new(opts.rate_limit_bps).map(Arc::new),
+        throttle: Throttle::new(opts.flags.rate_limit_bps).map(Arc::new),
         reads: Arc::new(Semaphore::new(parallel_reads())),
         events: events.clone(),
         outcome: None,

@@ -243,7 +243,7 @@ fn check_message(msg: &Message) {
     match msg {
         Message::Entry(entry) => check_wire_path(entry.path()),
         Message::Request(request) => {
-            let size = request.chunk_size;
+            let size = request.flags.chunk_size;
             let in_range = (MIN_CHUNK_SIZE..=MAX_CHUNK_SIZE).contains(&size);
             assert_eq!(check_chunk_size(size).is_ok(), in_range);
         }

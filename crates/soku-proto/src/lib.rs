@@ -69,7 +69,7 @@ pub const MAGIC: &[u8] = b"\0SOKU-HELLO\n";
 /// ([`name::BYTE_NAMES_SINCE_VERSION`]); 7: a server that stays for the client's next
 /// copies ([`hello::ClientHello::keep`]); 6: the receive preview ([`hello::ReceivePreview`],
 /// [`hello::ServerNote::Holds`]); 5: TLS over TCP ([`hello::ServerHello`]'s
-/// `tcp_port`, [`hello::TransportChoice::Tcp`]); 4: verified resume ([`message::Request::resume`],
+/// `tcp_port`, [`hello::TransportChoice::Tcp`]); 4: verified resume ([`message::CopyFlags::resume`],
 /// [`message::Message::Held`]); 3: version ranges in both hellos; 2: the request carries
 /// scp's `-l` limit. Versions before 5 are no longer spoken.
 pub const PROTOCOL_VERSIONS: std::ops::RangeInclusive<u16> = 5..=9;

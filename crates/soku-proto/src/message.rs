@@ -5,11 +5,20 @@ use serde::{Deserialize, Serialize};
 
 use crate::{chunk::ChunkHeader, manifest::Entry, name::Name};
 
-/// The client's request: what the server is to do.
+/// The client's request: what the server is to do, and how.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Request {
     /// The server's role in this copy.
     pub job: Job,
+    /// How the copy is to be made (a tunnel or a diagnosis takes [`CopyFlags::NONE`]).
+    pub flags: CopyFlags,
+}
+
+/// How a copy is to be made, as the client asks and both sides apply: scp's options and
+/// soku's own. postcard encodes a nested struct as its fields in order, so a request
+/// reads on the wire as it did when these were fields of [`Request`] itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CopyFlags {
     /// Copy directories recursively (scp -r).
     pub recursive: bool,
     /// Preserve times and modes (scp -p).
@@ -26,6 +35,19 @@ pub struct Request {
     /// The receiver flushes each file to disk before renaming it into place (see
     /// docs/durability.md).
     pub fsync: bool,
+}
+
+impl CopyFlags {
+    /// No copy: the flags of a job that moves no files.
+    pub const NONE: CopyFlags = CopyFlags {
+        recursive: false,
+        preserve: false,
+        compress: false,
+        chunk_size: crate::chunk::DEFAULT_CHUNK_SIZE,
+        rate_limit_bps: None,
+        resume: false,
+        fsync: false,
+    };
 }
 
 /// What the server does for the client.
@@ -257,5 +279,55 @@ impl Message {
             Message::DiagnoseProbe(_) => "a probe report",
             Message::Unfinished(_) => "a report of unfinished files",
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde::{Deserialize, Serialize};
+
+    use super::*;
+
+    /// A request as peers from before [`CopyFlags`] wrote it: every flag a field of the
+    /// request itself.
+    #[derive(Debug, PartialEq, Serialize, Deserialize)]
+    struct FlatRequest {
+        job: Job,
+        recursive: bool,
+        preserve: bool,
+        compress: bool,
+        chunk_size: u32,
+        rate_limit_bps: Option<u64>,
+        resume: bool,
+        fsync: bool,
+    }
+
+    #[test]
+    fn a_request_reads_on_the_wire_as_the_flat_one_of_older_peers() {
+        let flags = CopyFlags {
+            recursive: true,
+            preserve: false,
+            compress: true,
+            chunk_size: 4 << 20,
+            rate_limit_bps: Some(8_000_000),
+            resume: true,
+            fsync: false,
+        };
+        let job = Job::Receive { target: "dst".into(), sources: 3 };
+        let request = Request { job: job.clone(), flags };
+        let flat = FlatRequest {
+            job,
+            recursive: true,
+            preserve: false,
+            compress: true,
+            chunk_size: 4 << 20,
+            rate_limit_bps: Some(8_000_000),
+            resume: true,
+            fsync: false,
+        };
+        let ours = postcard::to_stdvec(&request).expect("encode");
+        assert_eq!(ours, postcard::to_stdvec(&flat).expect("encode"));
+        let theirs: Request = postcard::from_bytes(&ours).expect("decode");
+        assert_eq!(theirs, request);
     }
 }

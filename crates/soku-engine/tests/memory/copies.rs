@@ -106,7 +106,7 @@ async fn preserve_keeps_times_and_modes_of_files_and_directories() {
     let send = sender(&[scene.src().join("dir")], true).await;
     let receive = receiver(&scene.dst(), 1, true, None);
     let mut opts = options(true);
-    opts.preserve = true;
+    opts.flags.preserve = true;
     let ran = run_pair(memory::streams_pair(Duration::ZERO), send, receive, opts).await;
     ran.received.unwrap();
     let copied = std::fs::metadata(scene.dst().join("dir/sub/x.bin")).unwrap();
@@ -130,9 +130,9 @@ async fn compression_and_a_rate_limit_still_give_the_same_bytes() {
     let send = sender(std::slice::from_ref(&src), false).await;
     let receive = receiver(&scene.dst(), 1, false, None);
     let mut opts = options(false);
-    opts.compress = true;
+    opts.flags.compress = true;
     // 200 Mbit/s: 800 KB take ~30 ms, enough to go through the throttle.
-    opts.rate_limit_bps = Some(200_000_000);
+    opts.flags.rate_limit_bps = Some(200_000_000);
     let ran = run_pair(memory::ordered_pair(), send, receive, opts).await;
     ran.received.unwrap();
     assert_same(&src, &scene.dst().join("text.txt"));
@@ -193,7 +193,7 @@ async fn chunks_that_overtake_the_request_wait_for_it() {
 async fn a_small_window_keeps_few_chunks_in_flight() {
     const CHUNK: u32 = 1 << 20;
     let mut opts = options(false);
-    opts.chunk_size = CHUNK;
+    opts.flags.chunk_size = CHUNK;
     let mut peaks = Vec::new();
     for window in [Some(256 << 10), None] {
         // A scene each: a target already there would be resumed, not sent.

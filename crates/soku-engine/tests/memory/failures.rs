@@ -378,7 +378,7 @@ async fn a_copy_cancelled_midway_leaves_nothing_at_any_final_name() {
         let receive = receiver(&scene.dst(), 2, false, None);
         let mut opts = options(false);
         // 8 Mbit/s: the 1 MiB file takes about a second; the copy is cancelled at 300 ms.
-        opts.rate_limit_bps = Some(8_000_000);
+        opts.flags.rate_limit_bps = Some(8_000_000);
         let run = run_pair(pair(), send, receive, opts);
         assert!(tokio::time::timeout(Duration::from_millis(300), run).await.is_err());
         // Whatever finished is whole; nothing else has a name (the partial file of the

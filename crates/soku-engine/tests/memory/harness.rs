@@ -10,7 +10,7 @@ use soku_engine::events::{EventSink, TransferEvent};
 use soku_engine::link::Link;
 use soku_engine::{CopyOptions, EngineError, Outcome, Role};
 use soku_proto::manifest::{Entry, Meta};
-use soku_proto::message::Message;
+use soku_proto::message::{CopyFlags, Message};
 use soku_proto::path::{NameFilter, WirePath};
 use soku_proto::receive::Receiver;
 
@@ -19,26 +19,21 @@ pub const SMALL_CHUNKS: u32 = soku_proto::chunk::MIN_CHUNK_SIZE;
 
 /// Options for a test copy: the defaults (resume on), small chunks.
 pub fn options(recursive: bool) -> CopyOptions {
-    CopyOptions {
+    let flags = CopyFlags {
         recursive,
-        preserve: false,
-        keep_special_bits: false,
-        compress: false,
         chunk_size: SMALL_CHUNKS,
-        rate_limit_bps: None,
         resume: true,
         fsync: true,
-        nothing_held: false,
-        byte_names: true,
-        peer_open_files: None,
-        tell_unfinished: false,
-    }
+        ..CopyFlags::NONE
+    };
+    CopyOptions { byte_names: true, ..CopyOptions::asked(flags) }
 }
 
 /// Options for a copy with `--no-resume`; also what a raw peer that plays the sender by
 /// hand (and does not wait for held reports) needs.
 pub fn no_resume(recursive: bool) -> CopyOptions {
-    CopyOptions { resume: false, ..options(recursive) }
+    let opts = options(recursive);
+    CopyOptions { flags: CopyFlags { resume: false, ..opts.flags }, ..opts }
 }
 
 /// Records every event.

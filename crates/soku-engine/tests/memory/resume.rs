@@ -49,7 +49,7 @@ async fn interrupt(scene: &Scene, source: &Path, after: Duration) {
     let receive = receiver(&scene.dst(), 1, false, None);
     let mut opts = options(false);
     // 8 Mbit/s: 1 MB a second; cancelled at `after`.
-    opts.rate_limit_bps = Some(8_000_000);
+    opts.flags.rate_limit_bps = Some(8_000_000);
     let run = run_pair(memory::ordered_pair(), send, receive, opts);
     assert!(tokio::time::timeout(after, run).await.is_err(), "interrupted");
 }
@@ -154,7 +154,7 @@ async fn without_resume_an_interrupted_copy_leaves_nothing() {
     let send = sender(std::slice::from_ref(&big), false).await;
     let receive = receiver(&scene.dst(), 1, false, None);
     let mut opts = no_resume(false);
-    opts.rate_limit_bps = Some(8_000_000);
+    opts.flags.rate_limit_bps = Some(8_000_000);
     let run = run_pair(memory::ordered_pair(), send, receive, opts);
     assert!(tokio::time::timeout(Duration::from_millis(300), run).await.is_err());
     assert_eq!(listing(&scene.dst()), Vec::<String>::new());
@@ -283,7 +283,7 @@ async fn a_tree_interrupted_into_a_new_name_resumes_there() {
             let send = sender(std::slice::from_ref(&top), true).await;
             let receive = receiver(&rr, 1, true, None);
             let mut opts = options(true);
-            opts.rate_limit_bps = rate;
+            opts.flags.rate_limit_bps = rate;
             run_pair(memory::ordered_pair(), send, receive, opts).await
         }
     };

@@ -122,7 +122,7 @@ async fn preserve_applies_to_every_small_file() {
     let send = sender(&[scene.src().join("tree")], true).await;
     let receive = receiver(&scene.dst(), 1, true, None);
     let mut opts = options(true);
-    opts.preserve = true;
+    opts.flags.preserve = true;
     let ran = run_pair(memory::streams_pair(Duration::from_millis(1)), send, receive, opts).await;
     ran.received.unwrap();
     for (n, rel) in rels.iter().enumerate() {
@@ -144,7 +144,7 @@ async fn a_tree_cut_off_midway_is_resumed_and_only_the_rest_is_sent() {
     let send = sender(std::slice::from_ref(&top), true).await;
     let receive = receiver(&scene.dst(), 1, true, None);
     let mut opts = options(true);
-    opts.rate_limit_bps = Some(8_000_000);
+    opts.flags.rate_limit_bps = Some(8_000_000);
     let run = run_pair(memory::streams_pair(Duration::ZERO), send, receive, opts);
     assert!(tokio::time::timeout(Duration::from_millis(800), run).await.is_err(), "cut off");
     let landed = listing(&scene.dst()).iter().filter(|p| p.contains("/f")).count();

@@ -13,7 +13,7 @@ use crate::hello::{
     ClientHello, ClientNote, PathPoint, ServerHello, ServerNote, ServerSummary, TransportChoice,
 };
 use crate::manifest::{Entry, Meta};
-use crate::message::{Held, HeldBase, HeldChunk, Job, Message, Request};
+use crate::message::{CopyFlags, Held, HeldBase, HeldChunk, Job, Message, Request};
 use crate::path::WirePath;
 use crate::MAGIC;
 
@@ -41,8 +41,7 @@ fn header() -> ChunkHeader {
 /// One message of every kind, as a copy sends them.
 fn messages() -> Vec<Message> {
     let meta = Meta { mode: 0o644, mtime: 1_700_000_000, mtime_nsec: 5, atime: -1, atime_nsec: 0 };
-    let request = |job| Request {
-        job,
+    let flags = CopyFlags {
         recursive: true,
         preserve: true,
         compress: false,
@@ -51,6 +50,7 @@ fn messages() -> Vec<Message> {
         resume: true,
         fsync: true,
     };
+    let request = |job| Request { job, flags };
     vec![
         Message::Request(request(Job::Receive { target: "backup/".into(), sources: 2 })),
         Message::Request(request(Job::Send { sources: vec!["logs/*.log".into(), "~".into()] })),

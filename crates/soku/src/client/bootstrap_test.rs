@@ -9,7 +9,7 @@ use std::time::Duration;
 use clap::Parser;
 use soku_engine::events::{EventSink, Silent};
 use soku_engine::CopyOptions;
-use soku_proto::chunk::DEFAULT_CHUNK_SIZE;
+use soku_proto::message::CopyFlags;
 
 use crate::cli::args::{Cli, Command, ServeArgs};
 use crate::cli::transport_mode::TransportMode;
@@ -52,19 +52,12 @@ async fn a_client_and_a_server_in_one_process_copy_a_file() {
             Session::over(client_input, client_output, &opts, &Silent).await?;
         let paths: Vec<OsString> = vec![source.clone().into(), target.clone().into()];
         let direction = direction(&paths)?;
+        let flags = CopyFlags { resume: true, ..CopyFlags::NONE };
         let copy = CopyOptions {
-            recursive: false,
-            preserve: false,
-            keep_special_bits: false,
-            compress: false,
-            chunk_size: DEFAULT_CHUNK_SIZE,
-            rate_limit_bps: None,
-            resume: true,
-            fsync: false,
             nothing_held: session.nothing_held(),
             byte_names: session.byte_names(),
             peer_open_files: session.peer_open_files(),
-            tell_unfinished: false,
+            ..CopyOptions::asked(flags)
         };
         let events: Arc<dyn EventSink> = Arc::new(Silent);
         let report = drive(&mut link, &direction, None, None, copy, events).await;

@@ -13,7 +13,7 @@ use soku_engine::partial::made_dir::resolve_target;
 use soku_engine::{CopyOptions, EngineError, Role};
 use soku_proto::chunk::DEFAULT_CHUNK_SIZE;
 use soku_proto::hello::{ReceivePreview, ServerSummary};
-use soku_proto::message::{Job, Message, Unfinished};
+use soku_proto::message::{CopyFlags, Job, Message, Unfinished};
 use soku_proto::name::Name;
 use soku_proto::path::{NameFilter, Target, TargetError};
 use soku_proto::receive::Receiver;
@@ -178,22 +178,20 @@ async fn copy_until_done(
         )
         .into());
     }
+    // What each session learns from the hellos (what the receiving side holds, the
+    // server's protocol) is set per session (`drive`); the server, which sends nothing
+    // to the user, is told nothing of a disk that fills up.
     let opts = CopyOptions {
-        recursive: args.recursive,
-        preserve: args.preserve,
         keep_special_bits: args.keep_special_bits,
-        compress: args.compress,
-        chunk_size: args.chunk_size.unwrap_or(DEFAULT_CHUNK_SIZE),
-        rate_limit_bps: transport.rate_limit_bps,
-        resume: !args.no_resume,
-        fsync: !args.no_fsync,
-        // Set per session, from what the receiving side says over ssh (`drive`).
-        nothing_held: false,
-        // Set per session, from the server's protocol version.
-        byte_names: false,
-        peer_open_files: None,
-        // The server, which sends nothing to the user, is told nothing.
-        tell_unfinished: false,
+        ..CopyOptions::asked(CopyFlags {
+            recursive: args.recursive,
+            preserve: args.preserve,
+            compress: args.compress,
+            chunk_size: args.chunk_size.unwrap_or(DEFAULT_CHUNK_SIZE),
+            rate_limit_bps: transport.rate_limit_bps,
+            resume: !args.no_resume,
+            fsync: !args.no_fsync,
+        })
     };
     // A download's target is checked before anything connects.
     let local_target = match &direction {
@@ -281,40 +279,33 @@ async fn copy_until_done(
         remembered: memory.filter(|_| flow == Flow::Up).map(path_memory::remembered),
         background: args.background && flow == Flow::Up,
     });
+    let quic_timeout = Duration::from_secs_f64(
+        args.quic_timeout.unwrap_or(DEFAULT_QUIC_TIMEOUT_SECS).clamp(0.1, 600.0),
+    );
+    let host = remote.as_ref().map_or_else(|| "127.0.0.1".into(), |r| r.host.clone());
+    let kept_key = kept_key(&launcher);
     let mut session_opts = SessionOptions {
-        mode,
-        switched: None,
-        quic_timeout: Duration::from_secs_f64(
-            args.quic_timeout.unwrap_or(DEFAULT_QUIC_TIMEOUT_SECS).clamp(0.1, 600.0),
-        ),
-        host: remote.as_ref().map_or_else(|| "127.0.0.1".into(), |r| r.host.clone()),
         transport,
         download_memory,
         background: args.background,
-        diagnose: false,
-        attach_timeout: None,
-        dial_errors: None,
-        receive_preview: None,
-        keep: false,
-        login_at: None,
+        keep: kept_key.is_some(),
         stall: args
             .stall_timeout
             .map_or(soku_engine::link::DEFAULT_STALL_LIMIT, Duration::from_secs),
+        ..SessionOptions::for_command(mode, host, quic_timeout)
     };
-    let kept_key = kept_key(&launcher);
-    session_opts.keep = kept_key.is_some();
     session_opts.login_at = launcher.login_address();
     // An upload walks and hashes its sources while ssh logs in (see `soku_engine::ahead`).
     let mut ahead = match &direction {
         Direction::Upload { sources, .. } => {
-            Some(HashAhead::start(sources.clone(), opts.recursive, opts.chunk_size))
+            Some(HashAhead::start(sources.clone(), opts.flags.recursive, opts.flags.chunk_size))
         }
         Direction::Download { .. } => None,
     };
     // Without resume a new attempt would start over: the user asked for exactly that
     // by hand, not behind their back.
     let retry_for = Duration::from_secs(args.retry_for.unwrap_or(DEFAULT_RETRY_FOR_SECS));
-    let limit = if opts.resume { retry_for } else { Duration::ZERO };
+    let limit = if opts.flags.resume { retry_for } else { Duration::ZERO };
     let mut retry = Retry::new(limit);
     // What cut the connection, for the line that gives up (the last attempt's error
     // is often only the login that did not get through).
@@ -337,7 +328,7 @@ async fn copy_until_done(
         session_opts.dial_errors = launcher.dial_errors(reconnecting);
         // Checked again in every session: an interrupted one leaves partial files.
         session_opts.receive_preview =
-            receive_preview(&direction, local_target.as_ref()).filter(|_| opts.resume);
+            receive_preview(&direction, local_target.as_ref()).filter(|_| opts.flags.resume);
         whole.begin_session();
         let attempt = Attempt {
             direction: &direction,
@@ -542,7 +533,7 @@ impl Attempt<'_> {
             (Some(conn), Some(_)) => Some(path_memory::Meter::start(
                 conn.clone(),
                 verified,
-                u64::from(self.opts.chunk_size),
+                u64::from(self.opts.flags.chunk_size),
             )),
             _ => None,
         };
@@ -691,7 +682,7 @@ pub async fn drive(
             link.tx.send_control(Message::Request(opts.request(job))).await?;
             let walked = match ahead {
                 Some(ahead) => ahead.finish().await?,
-                None => Walked::walk(sources.clone(), opts.recursive).await?,
+                None => Walked::walk(sources.clone(), opts.flags.recursive).await?,
             };
             Role::Send(walked)
         }
@@ -703,7 +694,8 @@ pub async fn drive(
             // safe: local_target is Some for every download (set above)
             let Some(target) = local_target else { anyhow::bail!("internal: no local target") };
             let root = target.root().to_path_buf();
-            let receiver = Receiver::new(target, Some(names), opts.recursive, opts.chunk_size)?;
+            let receiver =
+                Receiver::new(target, Some(names), opts.flags.recursive, opts.flags.chunk_size)?;
             Role::Receive { receiver: Box::new(receiver), root, beneath: None, blind: false }
         }
     };

@@ -24,7 +24,7 @@ use tokio::sync::watch;
 
 use crate::exit::Exit;
 
-/// QUIC close code of a client interrupted by its user (beside those in `client/session.rs`
+/// QUIC close code of a client interrupted by its user (beside those in `client/session/side_channel.rs`
 /// and `server/serve/kept.rs`).
 pub const CLOSE_CODE: u32 = 6;
 /// Exit status of an interrupted copy: 128 + SIGINT.

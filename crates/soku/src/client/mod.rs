@@ -6,8 +6,9 @@
 //!   its connection tries again.
 //! - [`launch`]: starting the remote `soku serve` (ssh, `-S`, `-e`, or locally), and one
 //!   ssh login shared by copies that follow each other.
-//! - [`session`]: client bootstrap (hellos, QUIC or fallback) into a `soku_engine` link;
-//!   [`kept`]: the client's record of a server that stays for the next copies.
+//! - [`session`]: client bootstrap (hellos, the transport choice) into a `soku_engine`
+//!   link, one file per carrier (QUIC, TCP, the ssh channel, a kept server);
+//!   [`kept`]: the client's record of the kept server, which stays for the next copies.
 //! - [`path_memory`]: what copies learned about each path, for the next copy's start;
 //!   [`path_board`]: the path's min RTT shared by concurrent copies.
 //! - [`preview`]: what the receiving side holds, told before the copy begins.

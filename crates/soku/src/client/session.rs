@@ -1,21 +1,33 @@
 //! The client's side of a session: start `soku serve` through ssh, exchange hellos,
-//! choose the data path (`choose.rs`: QUIC, TLS over TCP, or the ssh channel), and keep
-//! what it runs on until the copy is done. How it is set up is `options.rs`.
+//! choose the data path (`choose.rs`), and keep what it runs on until the copy is done.
+//! How it is set up is `options.rs`.
+//!
+//! A session has one carrier, with one file each, as the links they make
+//! (`soku_engine::link::{quic,striped,stream}`):
+//! - `quic.rs`: QUIC, with the ssh channel beside it (`side_channel.rs`);
+//! - `tcp.rs`: TLS over TCP, with the ssh channel beside it;
+//! - `ssh_channel.rs`: the ssh channel itself;
+//! - `kept.rs`: QUIC to a server kept from an earlier copy, no ssh at all.
 
 mod choose;
 mod kept;
 mod options;
+mod quic;
 mod race;
+mod side_channel;
+mod ssh_channel;
+mod tcp;
+mod terms;
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use soku_engine::events::{EventSink, TransferEvent};
-use soku_engine::link::{self, Link};
+use soku_engine::link::Link;
 use soku_proto::frame;
 use soku_proto::hello::{
-    ClientHello, HelloScanner, ReceivePreview, Scan, ServerHello, ServerNote, ServerSummary,
-    TransportChoice, KEEP_SINCE_VERSION,
+    ClientHello, HelloScanner, ReceivePreview, Scan, ServerHello, ServerSummary, TransportChoice,
+    KEEP_SINCE_VERSION,
 };
 use soku_proto::name::BYTE_NAMES_SINCE_VERSION;
 use soku_proto::MAGIC;
@@ -24,9 +36,13 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::process::Child;
 
 use self::choose::{Chosen, Offer};
+use self::kept::{KeptCarrier, KeptGone};
 pub use self::options::SessionOptions;
+use self::quic::{Keeping, QuicCarrier, QuicPath};
+use self::side_channel::{Halves, SideChannel};
+use self::tcp::TcpCarrier;
+use self::terms::Terms;
 use crate::carrier::policing;
-use crate::carrier::shaping::{self, RoundTrips};
 use crate::carrier::udp_block::TcpRoundTrips;
 use crate::cli::transport_mode::TransportMode;
 use crate::client::kept::KeptServer;
@@ -34,69 +50,27 @@ use crate::client::launch::Forward;
 use crate::client::preview;
 use crate::exit::Exit;
 
-/// Our half of the channel the server reads, as the session keeps it: ssh's stdin, or
-/// any other writer that [`Session::over`] was given.
-type ChannelWriter = Box<dyn AsyncWrite + Send + Unpin>;
-
-/// A QUIC connection and the endpoint that made it.
-pub struct QuicPath {
-    /// The endpoint, kept until the session ends: dropping it would stop the connection.
-    _endpoint: quinn::Endpoint,
-    /// The connection.
-    pub conn: quinn::Connection,
-    /// Wakes the connection while its path is silent, so a blackout's end is noticed
-    /// within half a second (`soku_transport::wake_when_silent`).
-    _wake: soku_transport::SilenceWake,
-}
-
 /// A running session with the remote `soku serve`. The data moves over the [`Link`]
 /// that [`Session::start`] returns beside it; the session keeps what the link runs on.
 pub struct Session {
-    /// ssh; none when the session reached a server kept from an earlier copy.
+    /// ssh; none on a kept server, or over a channel given to [`Session::over`].
     child: Option<Child>,
-    /// Over QUIC or TCP: ends when ssh's output does (see `watch_ssh`).
-    ssh_watch: Option<tokio::task::JoinHandle<()>>,
-    /// Kept open over QUIC or TCP: closing it tells the server to exit. Shared only with
-    /// the pinger, which holds it weakly (see `crate::carrier::shaping`).
-    ssh_stdin: Option<Arc<tokio::sync::Mutex<ChannelWriter>>>,
-    /// Over QUIC with TCP as a way out: round trips over ssh, timed beside QUIC's to tell
-    /// a UDP shaper (see `crate::carrier::shaping`), and the task that pings.
-    pings: Option<(Arc<RoundTrips>, tokio::task::JoinHandle<()>)>,
-    /// On a session with a kept server, which has no ssh channel: TCP handshakes with
-    /// the login's host, made while QUIC is silent (see `crate::carrier::udp_block`).
-    handshakes: Option<Arc<crate::carrier::tcp_probe::Handshakes>>,
-    /// The QUIC connection, if the data moves over QUIC.
-    pub quic: Option<QuicPath>,
-    /// Why the data does not move over QUIC, when it does not (the user asked, or UDP
-    /// did not get through).
-    pub fallback: Option<String>,
-    /// Over QUIC in auto mode: whether TCP gets through too, should UDP turn out
-    /// rate-limited (see `carrier/policing.rs`).
-    tcp_check: Option<choose::TcpCheck>,
-    /// Why the server closed QUIC for a UDP rate limit, as it said on the ssh channel.
-    note: Arc<OnceLock<String>>,
-    /// The server's own figures at the end of its job, as it said on the ssh channel
-    /// (for `--report`).
+    carrier: Carrier,
+    terms: Terms,
+    /// The server's own figures at the end of its job (for `--report`), as it said on
+    /// the ssh channel, or on a stream of its own from a kept server.
     summary: Arc<OnceLock<ServerSummary>>,
-    /// With `diagnose`: when the transport choice left, and when the server's
-    /// [`ServerNote::ChoiceSeen`] came back over ssh (see [`Session::ssh_rtt`]).
-    choice_sent: tokio::time::Instant,
-    choice_seen: Arc<OnceLock<tokio::time::Instant>>,
-    /// The receiving side said it holds nothing under the names that come (see
-    /// `crate::client::preview`): the copy runs without held reports.
-    nothing_held: bool,
-    /// The server takes names that are not UTF-8 (`soku_proto::name`).
-    byte_names: bool,
-    /// The most descriptors the server may hold open, as its hello said (`None`: an
-    /// older server): an upload keeps the files open there within it.
-    peer_open_files: Option<u64>,
-    /// The server stays after this job for the next copies (see `crate::client::kept`), and how
-    /// they reach it, until [`Session::take_kept`].
-    stays: bool,
-    kept: Option<KeptServer>,
-    /// On a session with a kept server: reads the server's summary, which comes on a
-    /// QUIC stream of its own (`server/serve/kept.rs`).
-    kept_notes: Option<tokio::task::JoinHandle<()>>,
+}
+
+/// What the data moves over, and what that needs kept.
+enum Carrier {
+    Quic(QuicCarrier),
+    Tcp(TcpCarrier),
+    /// The ssh channel, and why not QUIC or TCP.
+    SshChannel {
+        fallback: String,
+    },
+    Kept(KeptCarrier),
 }
 
 /// A QUIC copy closed because UDP looks rate-limited.
@@ -142,6 +116,11 @@ impl Session {
                 Err(err) => Err(err),
             },
         }
+    }
+
+    /// A session on `carrier`, with no ssh yet.
+    fn with(carrier: Carrier, terms: Terms, summary: Arc<OnceLock<ServerSummary>>) -> Session {
+        Session { child: None, carrier, terms, summary }
     }
 
     /// Sets up the data path with a server that reads our hello from `writer` and
@@ -234,10 +213,8 @@ impl Session {
             ))
         })?;
         let (nothing_held, leftover) = answered?;
-        // The server stays after a job over QUIC that went well, if we asked it to and
-        // it speaks a protocol that can.
-        let keeps = opts.keep && version >= KEEP_SINCE_VERSION;
-        let byte_names = version >= BYTE_NAMES_SINCE_VERSION;
+        let terms =
+            Terms { nothing_held, byte_names: version >= BYTE_NAMES_SINCE_VERSION, open_files };
         let choice = match &chosen {
             Chosen::Quic(_, check) => TransportChoice::Quic { tcp_ready: check.is_some() },
             Chosen::Tcp(won, _) => TransportChoice::Tcp { lanes: won.conns.lanes.len() as u8 },
@@ -245,183 +222,108 @@ impl Session {
         };
         writer.write_all(&frame::to_vec(&choice)?).await?;
         writer.flush().await?;
-        let choice_sent = tokio::time::Instant::now();
-        let choice_seen = Arc::new(OnceLock::new());
 
-        let note = Arc::new(OnceLock::new());
         let summary = Arc::new(OnceLock::new());
-        match chosen {
+        let channel = Halves {
+            // What was read past the hello and the preview's answer comes first.
+            reader: std::io::Cursor::new(leftover).chain(reader),
+            writer: Box::new(writer),
+            choice_sent: tokio::time::Instant::now(),
+            summary: summary.clone(),
+        };
+        let (carrier, link) = match chosen {
             Chosen::Quic(won, tcp_check) => {
-                if let Some(warning) = won.report.warning {
-                    events.event(TransferEvent::Warning(warning));
-                }
-                let conn = won.conn;
-                let (send, recv) = conn.open_bi().await?;
-                let link = link::quic::link(conn.clone(), send, recv);
-                events.event(TransferEvent::Connected {
-                    transport: format!("QUIC to {}", won.addr),
-                    reason: None,
-                });
-                let notes = std::io::Cursor::new(leftover).chain(reader);
-                let writer = Arc::new(tokio::sync::Mutex::new(Box::new(writer) as ChannelWriter));
-                // Only a copy that could move to TCP has a use for the round trips.
-                let pings = tcp_check.as_ref().map(|_| {
-                    let pings = Arc::new(RoundTrips::default());
-                    let pinging =
-                        shaping::ping(Arc::downgrade(&writer), pings.clone(), policing::WATCH_FOR);
-                    (pings, tokio::spawn(pinging))
-                });
-                let watch = watch_ssh(
-                    notes,
-                    Some(conn.clone()),
-                    SshNotes {
-                        policed: note.clone(),
-                        summary: summary.clone(),
-                        choice_seen: choice_seen.clone(),
-                        pings: pings.as_ref().map(|(pings, _)| pings.clone()),
-                    },
-                );
-                let ssh_watch = Some(tokio::spawn(watch));
-                let _wake = soku_transport::wake_when_silent(&conn);
-                let kept = keeps.then_some(KeptServer {
-                    addr: won.addr,
-                    server: Fingerprint(fingerprint),
-                    identity,
-                    min_rtt: Duration::ZERO,
-                    tcp_reachable: None,
-                    byte_names,
-                    open_files,
-                });
-                let quic = Some(QuicPath { _endpoint: won.endpoint, conn, _wake });
-                let session = Session {
-                    child: None,
-                    ssh_watch,
-                    ssh_stdin: Some(writer),
-                    pings,
-                    handshakes: None,
-                    quic,
-                    fallback: None,
-                    tcp_check,
-                    note,
-                    summary,
-                    choice_sent,
-                    choice_seen,
-                    nothing_held,
-                    byte_names,
-                    peer_open_files: open_files,
-                    stays: kept.is_some(),
-                    kept,
-                    kept_notes: None,
-                };
-                Ok((session, link))
+                // The server stays after a job over QUIC that went well, if we asked it
+                // to and it speaks a protocol that can.
+                let keeps = opts.keep && version >= KEEP_SINCE_VERSION;
+                let server = Fingerprint(fingerprint);
+                let keeping = keeps.then_some(Keeping { identity, server, terms });
+                let (quic, link) = quic::start(won, tcp_check, channel, keeping, events).await?;
+                (Carrier::Quic(quic), link)
             }
             Chosen::Tcp(won, why) => {
-                let why = why.or_else(|| opts.switched.clone());
-                let lanes = won.conns.lanes.len();
-                if let (Some(why), None) = (&why, &opts.switched) {
-                    events.event(TransferEvent::Warning(format!(
-                        "{why}; the data moves over TLS/TCP instead"
-                    )));
-                }
-                if let Some(warning) = won.report.warning(lanes + 1) {
-                    events.event(TransferEvent::Warning(warning));
-                }
-                if opts.background {
-                    events.event(TransferEvent::Warning(format!(
-                        "--background yields only over QUIC: over TLS/TCP the kernel's {} \
-                         runs as for any other connection",
-                        won.report.congestion
-                    )));
-                }
-                let link = won.conns.into_link(&won.report);
-                events.event(TransferEvent::Connected {
-                    transport: format!(
-                        "TLS/TCP to {} ({lanes} data connection{}{}; {})",
-                        won.addr,
-                        if lanes == 1 { "" } else { "s" },
-                        if lanes > 1 && won.report.has_bbr() { ", used as needed" } else { "" },
-                        won.report.describe()
-                    ),
-                    reason: why.clone(),
-                });
-                let notes = SshNotes {
-                    policed: note.clone(),
-                    summary: summary.clone(),
-                    choice_seen: choice_seen.clone(),
-                    pings: None,
-                };
-                let ssh_watch = Some(tokio::spawn(watch_ssh(reader, None, notes)));
-                let fallback = Some(why.unwrap_or_else(|| "--transport tcp".into()));
-                let session = Session {
-                    child: None,
-                    ssh_watch,
-                    ssh_stdin: Some(Arc::new(tokio::sync::Mutex::new(Box::new(writer)))),
-                    pings: None,
-                    handshakes: None,
-                    quic: None,
-                    fallback,
-                    tcp_check: None,
-                    note,
-                    summary,
-                    choice_sent,
-                    choice_seen: choice_seen.clone(),
-                    nothing_held,
-                    byte_names,
-                    peer_open_files: open_files,
-                    stays: false,
-                    kept: None,
-                    kept_notes: None,
-                };
-                Ok((session, link))
+                let switched = opts.switched.as_ref();
+                let (tcp, link) = tcp::start(*won, why, switched, opts.background, channel, events);
+                (Carrier::Tcp(tcp), link)
             }
             Chosen::Ssh(why) => {
-                if opts.mode == TransportMode::Auto {
-                    events.event(TransferEvent::Warning(format!(
-                        "{why}; carrying the data over the ssh channel instead (slower)"
-                    )));
-                }
-                let input = std::io::Cursor::new(leftover).chain(reader);
-                let link = link::stream::link(input, writer);
-                events.event(TransferEvent::Connected {
-                    transport: "the ssh channel".into(),
-                    reason: Some(why.clone()),
-                });
-                let session = Session {
-                    child: None,
-                    ssh_watch: None,
-                    ssh_stdin: None,
-                    pings: None,
-                    handshakes: None,
-                    quic: None,
-                    fallback: Some(why),
-                    tcp_check: None,
-                    note,
-                    summary,
-                    choice_sent,
-                    choice_seen: choice_seen.clone(),
-                    nothing_held,
-                    byte_names,
-                    peer_open_files: open_files,
-                    stays: false,
-                    kept: None,
-                    kept_notes: None,
-                };
-                Ok((session, link))
+                let link = ssh_channel::start(&why, opts.mode, channel, events);
+                (Carrier::SshChannel { fallback: why }, link)
             }
+        };
+        Ok((Session::with(carrier, terms, summary), link))
+    }
+
+    /// Connects to the server kept from an earlier copy and opens the job's stream
+    /// (`kept.rs`).
+    pub async fn attach_kept(
+        kept: KeptServer,
+        opts: &SessionOptions,
+        events: &dyn EventSink,
+    ) -> Result<(Session, Link), KeptGone> {
+        let summary = Arc::new(OnceLock::new());
+        let (carrier, terms, link) = kept::attach(kept, opts, summary.clone(), events).await?;
+        Ok((Session::with(Carrier::Kept(carrier), terms, summary), link))
+    }
+
+    /// The QUIC path, if the data moves over QUIC.
+    fn quic_path(&self) -> Option<&QuicPath> {
+        match &self.carrier {
+            Carrier::Quic(quic) => Some(&quic.path),
+            Carrier::Kept(kept) => Some(&kept.path),
+            Carrier::Tcp(_) | Carrier::SshChannel { .. } => None,
+        }
+    }
+
+    /// The ssh channel beside the data, if the data moves over QUIC or TCP through ssh.
+    fn side(&self) -> Option<&SideChannel> {
+        match &self.carrier {
+            Carrier::Quic(quic) => Some(&quic.side),
+            Carrier::Tcp(tcp) => Some(&tcp.side),
+            Carrier::SshChannel { .. } | Carrier::Kept(_) => None,
+        }
+    }
+
+    /// Over QUIC: whether TCP gets through too, as the race found (or the first
+    /// session, for a kept server), until taken.
+    fn tcp_check(&mut self) -> Option<&mut Option<choose::TcpCheck>> {
+        match &mut self.carrier {
+            Carrier::Quic(quic) => Some(&mut quic.tcp_check),
+            Carrier::Kept(kept) => Some(&mut kept.tcp_check),
+            Carrier::Tcp(_) | Carrier::SshChannel { .. } => None,
+        }
+    }
+
+    /// The QUIC connection, if the data moves over QUIC.
+    pub fn connection(&self) -> Option<&quinn::Connection> {
+        self.quic_path().map(|path| &path.conn)
+    }
+
+    /// Why the data does not move over QUIC, when it does not (the user asked, or UDP
+    /// did not get through).
+    pub fn fallback(&self) -> Option<&str> {
+        match &self.carrier {
+            Carrier::Tcp(tcp) => Some(&tcp.fallback),
+            Carrier::SshChannel { fallback } => Some(fallback),
+            Carrier::Quic(_) | Carrier::Kept(_) => None,
         }
     }
 
     /// Over QUIC with TCP as a way out: starts watching our side of the connection for a
     /// UDP rate limit (it matters when we send the data).
     pub fn watch_policing(&self) -> Option<tokio::task::JoinHandle<Option<String>>> {
-        let conn = self.connection()?;
-        self.tcp_check.as_ref()?;
-        let tcp = match (&self.pings, &self.handshakes) {
-            (Some((pings, _)), _) => Some(TcpRoundTrips::Ssh(pings.clone())),
-            (None, Some(handshakes)) => Some(TcpRoundTrips::Handshakes(handshakes.clone())),
-            (None, None) => None,
+        let (conn, tcp) = match &self.carrier {
+            Carrier::Quic(quic) => {
+                quic.tcp_check.as_ref()?;
+                (&quic.path.conn, quic.side.round_trips().map(TcpRoundTrips::Ssh))
+            }
+            Carrier::Kept(kept) => {
+                kept.tcp_check.as_ref()?;
+                (&kept.path.conn, kept.handshakes.clone().map(TcpRoundTrips::Handshakes))
+            }
+            Carrier::Tcp(_) | Carrier::SshChannel { .. } => return None,
         };
-        Some(tokio::spawn(crate::carrier::policing::watch_beside_tcp(conn.clone(), tcp)))
+        Some(tokio::spawn(policing::watch_beside_tcp(conn.clone(), tcp)))
     }
 
     /// After a QUIC copy failed: whether it was closed for a UDP rate limit, by our
@@ -435,13 +337,12 @@ impl Session {
             None => None,
         };
         let theirs = || {
-            self.note
-                .get()
-                .cloned()
+            self.side()
+                .and_then(SideChannel::policed)
                 .or_else(|| self.connection().and_then(policing::policed_by_peer))
         };
         let why = ours.or_else(theirs)?;
-        let check = self.tcp_check.take()?;
+        let check = self.tcp_check()?.take()?;
         let tcp_reachable = check.await.unwrap_or(false);
         Some(Policed { why, tcp_reachable })
     }
@@ -449,45 +350,35 @@ impl Session {
     /// With `diagnose`, over QUIC or TCP: the time from our transport choice to the
     /// server's note that it read it, a round trip over ssh (waits up to `patience`).
     pub async fn ssh_rtt(&self, patience: Duration) -> Option<Duration> {
-        let deadline = tokio::time::Instant::now() + patience;
-        // Bounded: polls every 5 ms until the note or the deadline.
-        loop {
-            if let Some(seen) = self.choice_seen.get() {
-                return Some(seen.saturating_duration_since(self.choice_sent));
-            }
-            if tokio::time::Instant::now() >= deadline || self.ssh_ended() {
-                return None;
-            }
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+        self.side()?.round_trip(patience).await
     }
 
     /// Over QUIC in auto mode: whether the TLS-over-TCP attempt that raced QUIC got
     /// through (`None`: there was none).
     pub async fn tcp_reachable(&mut self) -> Option<bool> {
-        let check = self.tcp_check.take()?;
+        let check = self.tcp_check()?.take()?;
         Some(check.await.unwrap_or(false))
     }
 
     /// Whether ssh ended under a QUIC or TCP copy (the server or the login is gone).
     pub fn ssh_ended(&self) -> bool {
-        self.ssh_watch.as_ref().is_some_and(|watch| watch.is_finished())
+        self.side().is_some_and(SideChannel::ended)
     }
 
     /// Whether the receiving side said it holds nothing under the names that come:
     /// the copy then runs without held reports (see `crate::client::preview`).
     pub fn nothing_held(&self) -> bool {
-        self.nothing_held
+        self.terms.nothing_held
     }
 
     /// Whether the server takes names that are not UTF-8 (`soku_proto::name`).
     pub fn byte_names(&self) -> bool {
-        self.byte_names
+        self.terms.byte_names
     }
 
     /// The most descriptors the server may hold open, if it said.
     pub fn peer_open_files(&self) -> Option<u64> {
-        self.peer_open_files
+        self.terms.open_files
     }
 
     /// How the next copies reach the server that stays after this job, if it does, with
@@ -495,19 +386,19 @@ impl Session {
     /// recorded after the close).
     pub async fn take_kept(&mut self) -> Option<KeptServer> {
         let min_rtt = self.connection().map(soku_transport::min_rtt);
-        let mut kept = self.kept.take()?;
+        let kept = match &mut self.carrier {
+            Carrier::Quic(quic) => quic.kept.take(),
+            Carrier::Kept(kept) => kept.kept.take(),
+            Carrier::Tcp(_) | Carrier::SshChannel { .. } => None,
+        };
+        let mut kept = kept?;
         kept.min_rtt = min_rtt.unwrap_or(kept.min_rtt);
-        if let Some(check) = self.tcp_check.take() {
+        if let Some(check) = self.tcp_check().and_then(Option::take) {
             // Decided long since on a copy that went well (the race ends with the
             // handshake); one still undecided counts as not through.
             kept.tcp_reachable = Some(check.is_finished() && check.await.unwrap_or(false));
         }
         Some(kept)
-    }
-
-    /// The QUIC connection, if the data moves over QUIC.
-    pub fn connection(&self) -> Option<&quinn::Connection> {
-        self.quic.as_ref().map(|quic| &quic.conn)
     }
 
     /// Ends the session cleanly: ends our side of the link and waits for the server to
@@ -524,38 +415,27 @@ impl Session {
     }
 
     async fn close_with(self, link: Link, summary: bool) -> anyhow::Result<Option<ServerSummary>> {
-        let Session {
-            child,
-            ssh_stdin,
-            quic,
-            ssh_watch,
-            summary: said,
-            pings,
-            stays: kept,
-            kept_notes,
-            ..
-        } = self;
-        if let Some((_, pinging)) = pings {
-            pinging.abort();
-        }
-        // Over QUIC or TCP the data did not travel in the ssh channel.
-        let off_channel = ssh_watch.is_some();
-        // Without a report nothing waits for the watch: it is stopped at once.
-        let ssh_watch = match ssh_watch {
-            Some(watch) if !summary => {
-                watch.abort();
-                None
-            }
-            watch => watch,
+        let Session { child, carrier, summary: said, .. } = self;
+        let (side, quic, summary_reader, kept) = match carrier {
+            Carrier::Quic(quic) => (Some(quic.side), Some(quic.path), None, quic.kept_after),
+            Carrier::Tcp(tcp) => (Some(tcp.side), None, None, false),
+            Carrier::SshChannel { .. } => (None, None, None, false),
+            Carrier::Kept(kept) => (None, Some(kept.path), Some(kept.summary_reader), true),
         };
+        // Over QUIC or TCP the data did not travel in the ssh channel.
+        let off_channel = side.is_some();
+        if let Some(side) = &side {
+            // Without a report nothing waits for the notes: reading stops at once.
+            side.stop(!summary);
+        }
         // The server ends its side once it is done; bounded, so a stuck peer cannot hang us.
         let _ = link.close(Duration::from_secs(5)).await;
         // A server that stays does not end ssh: its summary, written before its side of
         // the link ended, is waited for by itself (on ssh's output, or on QUIC when
         // there is no ssh).
         if kept && summary {
-            if let Some(notes) = kept_notes {
-                let _ = tokio::time::timeout(SUMMARY_PATIENCE, notes).await;
+            if let Some(reader) = summary_reader {
+                let _ = tokio::time::timeout(SUMMARY_PATIENCE, reader).await;
             } else {
                 let deadline = tokio::time::Instant::now() + SUMMARY_PATIENCE;
                 // Bounded: polls every 5 ms until the summary or the deadline.
@@ -572,7 +452,7 @@ impl Session {
         if let Some(quic) = &quic {
             soku_transport::close(&quic.conn, 0, b"done");
         }
-        drop(ssh_stdin);
+        let notes = side.map(SideChannel::end);
         let Some(mut child) = child else {
             drop(quic);
             return Ok(said.get().cloned());
@@ -594,11 +474,11 @@ impl Session {
                 let _ = child.kill().await;
             }
         }
-        if let Some(watch) = ssh_watch {
+        if let Some(notes) = notes {
             // ssh has exited: its output ends as soon as the pipe is drained. Bounded
-            // anyway, should something else hold the pipe open (the watch then ends with
-            // the pipe, detached).
-            let _ = tokio::time::timeout(Duration::from_secs(1), watch).await;
+            // anyway, should something else hold the pipe open (the reader then ends
+            // with the pipe, detached).
+            let _ = tokio::time::timeout(Duration::from_secs(1), notes).await;
         }
         drop(quic);
         Ok(said.get().cloned())
@@ -607,10 +487,11 @@ impl Session {
     /// Tells the remote that the user interrupted the copy, while the copy still holds
     /// its link: QUIC is closed with [`crate::client::interrupt::CLOSE_CODE`], which ends the
     /// remote job as it arrives, and ssh is stopped, which ends the remote soku over
-    /// the other transports. [`Session::abort`] follows once the copy let go of the link.
+    /// the other transports. [`Session::end_interrupted`] follows once the copy let go
+    /// of the link.
     pub fn interrupt(&mut self) {
-        if let Some(quic) = &self.quic {
-            soku_transport::close(&quic.conn, crate::client::interrupt::CLOSE_CODE, b"interrupted");
+        if let Some(conn) = self.connection() {
+            soku_transport::close(conn, crate::client::interrupt::CLOSE_CODE, b"interrupted");
         }
         if let Some(child) = &mut self.child {
             let _ = child.start_kill();
@@ -618,37 +499,47 @@ impl Session {
     }
 
     /// Ends a session that [`Session::interrupt`] closed, as [`Session::abort`] does, and
-    /// then waits up to [`CLOSE_DRAIN`] for the endpoint to drain: the process ends next,
-    /// and with it the runtime that sends the CONNECTION_CLOSE, and that answers with it
-    /// again a packet of the server's showing that it was lost (RFC 9000, section
-    /// 10.2.1). A kept job whose close never came holds the upload's partial files
-    /// until a nudge finds its client gone (`server/serve/silent_client.rs`).
-    pub async fn end_interrupted(mut self, link: Link) {
-        let quic = self.quic.take();
-        self.abort(link).await;
-        if let Some(quic) = quic {
-            let _ = tokio::time::timeout(CLOSE_DRAIN, quic._endpoint.wait_idle()).await;
+    /// then lets its endpoint drain for up to [`CLOSE_DRAIN`]: the process ends next,
+    /// and with it the runtime that sends the CONNECTION_CLOSE. A kept job whose close
+    /// never came holds the upload's partial files until a nudge finds its client gone
+    /// (`server/serve/silent_client.rs`).
+    pub async fn end_interrupted(self, link: Link) {
+        if let Some(path) = self.stop(link).await {
+            path.drain(CLOSE_DRAIN).await;
         }
     }
 
     /// Stops everything at once (after an error).
-    pub async fn abort(mut self, link: Link) {
+    pub async fn abort(self, link: Link) {
+        drop(self.stop(link).await);
+    }
+
+    /// Stops the link, the readers and ssh, and closes QUIC; returns the QUIC path.
+    async fn stop(self, link: Link) -> Option<QuicPath> {
         drop(link);
-        if let Some(watch) = self.ssh_watch.take() {
-            watch.abort();
+        let Session { child, carrier, .. } = self;
+        let path = match carrier {
+            Carrier::Quic(quic) => {
+                quic.side.stop(true);
+                Some(quic.path)
+            }
+            Carrier::Tcp(tcp) => {
+                tcp.side.stop(true);
+                None
+            }
+            Carrier::SshChannel { .. } => None,
+            Carrier::Kept(kept) => {
+                kept.summary_reader.abort();
+                Some(kept.path)
+            }
+        };
+        if let Some(path) = &path {
+            soku_transport::close(&path.conn, 1, b"aborted");
         }
-        if let Some((_, pinging)) = self.pings.take() {
-            pinging.abort();
-        }
-        if let Some(notes) = self.kept_notes.take() {
-            notes.abort();
-        }
-        if let Some(quic) = &self.quic {
-            soku_transport::close(&quic.conn, 1, b"aborted");
-        }
-        if let Some(child) = &mut self.child {
+        if let Some(mut child) = child {
             let _ = child.kill().await;
         }
+        path
     }
 }
 
@@ -660,70 +551,6 @@ const SUMMARY_PATIENCE: Duration = Duration::from_secs(2);
 /// probe timeouts on a short path (about 80 ms on loopback, with quinn's 25 ms ack
 /// delay), and only the user's Ctrl-C waits for it.
 const CLOSE_DRAIN: Duration = Duration::from_millis(300);
-
-/// Where [`watch_ssh`] keeps what the server says on the ssh channel.
-struct SshNotes {
-    /// Why the server closed QUIC for a UDP rate limit.
-    policed: Arc<OnceLock<String>>,
-    /// The server's figures at the end of its job.
-    summary: Arc<OnceLock<ServerSummary>>,
-    /// When the server's [`ServerNote::ChoiceSeen`] came.
-    choice_seen: Arc<OnceLock<tokio::time::Instant>>,
-    /// The round trips its pongs complete, when we ping.
-    pings: Option<Arc<RoundTrips>>,
-}
-
-/// Code of the QUIC close when the ssh session ended under a running copy.
-pub const SSH_ENDED: u32 = 2;
-
-/// Reads what the server still says on the ssh channel (a [`ServerNote`]) until ssh's
-/// output ends, and closes the QUIC connection then, if there is one. The server exits
-/// when its ssh channel ends (`server/serve.rs`), and ssh ends when the server does: so either
-/// side stopping (killed, or its login dropped) is noticed at once, not after QUIC's
-/// idle timeout of a minute (TCP connections end with the server anyway;
-/// [`Session::ssh_ended`] then says why). A policed note is kept and closes QUIC with
-/// the policed code at once.
-async fn watch_ssh<R: AsyncRead + Unpin>(
-    mut stdout: R,
-    conn: Option<quinn::Connection>,
-    notes: SshNotes,
-) {
-    let SshNotes { policed: note, summary, choice_seen: seen, pings } = notes;
-    let mut decoder = frame::Decoder::new(64 * 1024);
-    let mut buf = [0u8; 4096];
-    while let Ok(n @ 1..) = stdout.read(&mut buf).await {
-        decoder.feed(&buf[..n]);
-        // Anything else than a note is not ours to act on; a malformed frame ends the
-        // reading, not the copy.
-        while let Ok(Some(payload)) = decoder.next_payload() {
-            match soku_proto::hello::decode_hello(&payload) {
-                Ok(ServerNote::Policed { why }) => {
-                    // Kept first: the copy, failing on the close, looks for it.
-                    let _ = note.set(why.clone());
-                    if let Some(conn) = &conn {
-                        soku_transport::close(conn, policing::POLICED, why.as_bytes());
-                    }
-                }
-                Ok(ServerNote::Summary(said)) => {
-                    let _ = summary.set(said);
-                }
-                Ok(ServerNote::ChoiceSeen) => {
-                    let _ = seen.set(tokio::time::Instant::now());
-                }
-                Ok(ServerNote::Pong { seq }) => {
-                    if let Some(pings) = &pings {
-                        pings.answered(seq, tokio::time::Instant::now());
-                    }
-                }
-                // Read at the start of the session (`preview::read_answer`), never here.
-                Ok(ServerNote::Holds { .. }) | Err(_) => {}
-            }
-        }
-    }
-    if let Some(conn) = conn {
-        soku_transport::close(&conn, SSH_ENDED, b"the ssh session ended");
-    }
-}
 
 async fn read_server_hello<R: AsyncRead + Unpin>(
     stdout: &mut R,

@@ -28,9 +28,8 @@ use std::time::Duration;
 
 use soku_engine::events::{EventSink, TransferEvent};
 use soku_engine::link::{Inbound, Link};
-use soku_proto::chunk::DEFAULT_CHUNK_SIZE;
 use soku_proto::diagnose::{HostFacts, ProbeDirection, ProbeReport};
-use soku_proto::message::{Job, Message, Request};
+use soku_proto::message::{CopyFlags, Job, Message, Request};
 use tokio::time::Instant;
 
 use self::facts::{Direction, PathFacts, Side};
@@ -116,13 +115,7 @@ async fn measure(
     link.tx
         .send_control(Message::Request(Request {
             job: Job::Diagnose { target: target.to_string() },
-            recursive: false,
-            preserve: false,
-            compress: false,
-            chunk_size: DEFAULT_CHUNK_SIZE,
-            rate_limit_bps: None,
-            resume: false,
-            fsync: false,
+            flags: CopyFlags::NONE,
         }))
         .await?;
     facts.ssh_rtt_ms = session.ssh_rtt(Duration::from_secs(3)).await.map(ms);

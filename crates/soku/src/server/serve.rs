@@ -304,7 +304,7 @@ where
             }
             let _ = tokio::time::timeout(CLOSE_PATIENCE, conn.closed()).await;
             if keep && result.is_ok() {
-                return kept::stay(kept::Stay {
+                return kept::run(kept::Handover {
                     endpoint,
                     identity,
                     client: Fingerprint(hello.fingerprint),

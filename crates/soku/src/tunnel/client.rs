@@ -11,8 +11,7 @@ use std::time::Duration;
 
 use soku_engine::events::{EventSink, TransferEvent};
 use soku_engine::link::Inbound;
-use soku_proto::chunk::DEFAULT_CHUNK_SIZE;
-use soku_proto::message::{Job, Message, Request};
+use soku_proto::message::{CopyFlags, Job, Message, Request};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 
@@ -49,7 +48,10 @@ pub async fn run(mut args: TunnelArgs) -> anyhow::Result<()> {
     let events = Notices::new(args.verbose > 0);
     let (session, mut link) = Session::start(cmd, &session_opts, &events).await?;
     let Some(conn) = session.connection().cloned() else {
-        let why = session.fallback.clone().unwrap_or_else(|| "QUIC is not available".into());
+        let why = session
+            .fallback()
+            .map(str::to_string)
+            .unwrap_or_else(|| "QUIC is not available".into());
         session.abort(link).await;
         return Err(Exit::connection(format!(
             "a tunnel needs UDP between the two hosts, and {why}"
@@ -59,13 +61,7 @@ pub async fn run(mut args: TunnelArgs) -> anyhow::Result<()> {
     link.tx
         .send_control(Message::Request(Request {
             job: Job::Tunnel { destination: args.to.clone(), compress: args.compress },
-            recursive: false,
-            preserve: false,
-            compress: args.compress,
-            chunk_size: DEFAULT_CHUNK_SIZE,
-            rate_limit_bps: None,
-            resume: false,
-            fsync: false,
+            flags: CopyFlags { compress: args.compress, ..CopyFlags::NONE },
         }))
         .await?;
     crate::ui::say(&format!(

@@ -17,7 +17,7 @@ use soku_proto::chunk::{chunk_hash, ChunkHeader};
 use soku_proto::frame;
 use soku_proto::hello::{ClientHello, TransportChoice};
 use soku_proto::manifest::{Entry, Meta};
-use soku_proto::message::{Job, Message, Request};
+use soku_proto::message::{CopyFlags, Job, Message, Request};
 use soku_proto::path::WirePath;
 use soku_proto::MAGIC;
 
@@ -87,13 +87,7 @@ fn with(mut bytes: Vec<u8>, msgs: &[Message]) -> Vec<u8> {
 fn upload_request() -> Message {
     Message::Request(Request {
         job: Job::Receive { target: "dst".into(), sources: 1 },
-        recursive: false,
-        preserve: false,
-        compress: false,
-        chunk_size: 1 << 20,
-        rate_limit_bps: None,
-        resume: false,
-        fsync: false,
+        flags: CopyFlags::NONE,
     })
 }
 

@@ -26,7 +26,7 @@ use soku_proto::chunk::{chunk_hash, ChunkHeader};
 use soku_proto::frame;
 use soku_proto::hello::{ClientHello, ServerHello, TransportChoice};
 use soku_proto::manifest::{Entry, Meta};
-use soku_proto::message::{Job, Message};
+use soku_proto::message::{CopyFlags, Job, Message};
 use soku_proto::path::WirePath;
 use soku_proto::MAGIC;
 use soku_transport::{Fingerprint, Identity, TransportOptions};
@@ -228,20 +228,7 @@ impl Ended {
 }
 
 fn copy_opts() -> CopyOptions {
-    CopyOptions {
-        recursive: false,
-        preserve: false,
-        keep_special_bits: false,
-        compress: false,
-        chunk_size: 1 << 20,
-        rate_limit_bps: None,
-        resume: false,
-        fsync: false,
-        nothing_held: false,
-        byte_names: true,
-        peer_open_files: None,
-        tell_unfinished: false,
-    }
+    CopyOptions { byte_names: true, ..CopyOptions::asked(CopyFlags::NONE) }
 }
 
 fn upload_request() -> Message {

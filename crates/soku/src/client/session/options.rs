@@ -50,8 +50,9 @@ pub struct SessionOptions {
 }
 
 impl SessionOptions {
-    /// The options of a command that is not a copy (`soku tunnel`, `soku diagnose`):
-    /// default transport options, no path memory, not in the background.
+    /// The options of a command that is not a copy (`soku tunnel`, `soku diagnose`), and
+    /// what a copy starts from: default transport options, no path memory, not in the
+    /// background, nothing asked of the server beyond the job.
     pub fn for_command(mode: TransportMode, host: String, quic_timeout: Duration) -> Self {
         SessionOptions {
             mode,

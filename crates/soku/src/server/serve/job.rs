@@ -45,7 +45,7 @@ pub async fn serve_job(
     if let Some(why) = fence.refuses(&job) {
         return Err(tell_client_only(link, why).await);
     }
-    opts.nothing_held = opts.resume && promise.holds_for(&job);
+    opts.nothing_held = opts.flags.resume && promise.holds_for(&job);
     opts.byte_names = version >= BYTE_NAMES_SINCE_VERSION;
     opts.peer_open_files = client_open_files;
     // The client shows what this side holds when it runs out of space.
@@ -141,7 +141,7 @@ fn receive_role(
         return Err(TargetError::NoSuchDirectory(missing).into());
     }
     let root = target.root().to_path_buf();
-    let receiver = Receiver::new(target, None, opts.recursive, opts.chunk_size)?;
+    let receiver = Receiver::new(target, None, opts.flags.recursive, opts.flags.chunk_size)?;
     Ok(Role::Receive {
         receiver: Box::new(receiver),
         root,
@@ -158,7 +158,7 @@ async fn send_role(
 ) -> anyhow::Result<Role> {
     let sources = sources.iter().map(spelled).collect::<anyhow::Result<Vec<_>>>()?;
     let sources = expand_sources(&sources, fence);
-    Ok(Role::Send(Walked::walk_beneath(sources, opts.recursive, fence.root.clone()).await?))
+    Ok(Role::Send(Walked::walk_beneath(sources, opts.flags.recursive, fence.root.clone()).await?))
 }
 
 /// Sends `message` to the client as the end of the job, and returns it as the error.

@@ -70,15 +70,15 @@ use soku_engine::link;
 /// (`client/launch/shared_login.rs`, `PERSIST`), which the client counts on in its record.
 pub const IDLE: Duration = crate::client::launch::shared_login::PERSIST;
 /// QUIC close code of a kept server told to stop (beside 1, a job aborted;
-/// `session::SSH_ENDED`, 2; `policing::POLICED`, 3).
+/// `client/session/side_channel.rs`, `SSH_ENDED`, 2; `policing::POLICED`, 3).
 const STOPPED: u32 = 4;
 /// Most jobs at once (sshd's `MaxSessions` is 10 sessions per login).
 const MAX_JOBS: usize = 8;
 /// Most handshakes under way at once.
 const MAX_HANDSHAKES: usize = 8;
 
-/// What the first job leaves for the jobs after it.
-pub struct Stay {
+/// What the first job hands the kept server for the jobs after it.
+pub struct Handover {
     /// The endpoint the first job ran on.
     pub endpoint: quinn::Endpoint,
     /// Our certificate, pinned by the client.
@@ -169,14 +169,14 @@ impl Stat {
 }
 
 /// Takes the client's next connections until [`IDLE`] passes without a job.
-pub async fn stay(stay: Stay) -> anyhow::Result<()> {
+pub async fn run(handover: Handover) -> anyhow::Result<()> {
     detach_output();
     // Before the name that nudges look for: SIGUSR1's default action ends a process.
     let mut nudges = signal(SignalKind::user_defined1())?;
     let nudged = Arc::new(Notify::new());
     // The thread group leader's name, whichever thread writes it.
     let _ = std::fs::write("/proc/self/comm", PROCESS_NAME);
-    let Stay {
+    let Handover {
         endpoint,
         identity,
         client,
@@ -188,7 +188,7 @@ pub async fn stay(stay: Stay) -> anyhow::Result<()> {
         fence,
         login,
         version,
-    } = stay;
+    } = handover;
     let mut login_looks = tokio::time::interval(LOGIN_LOOK);
     // Once the login has ended: no new job, and an end once the running ones are done.
     let mut login_gone = false;
