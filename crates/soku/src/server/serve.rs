@@ -13,9 +13,12 @@
 //! `--write-only`, `--no-tunnel`): every job, the kept server's too, is held to them
 //! (`server/serve/fence.rs`).
 //!
-//! One job, the first or a kept server's, runs in `server/serve/job.rs`; what both
-//! need (`small_frame.rs`, `patience.rs`, `home.rs`, `nudge.rs`) sits in leaf
-//! files beside it, so the files below this one never import it.
+//! The first job runs on the carrier the client chose, one file each, as the client's
+//! (`client/session/`): `quic.rs` and `tcp.rs`, with the ssh channel beside them
+//! (`side_channel.rs`), and `ssh_channel.rs`. One job, the first or a kept server's,
+//! runs in `server/serve/job.rs`; what all of them need (`small_frame.rs`,
+//! `patience.rs`, `home.rs`, `nudge.rs`) sits in leaf files beside it, so the files
+//! below this one never import it.
 
 mod fence;
 mod home;
@@ -23,19 +26,21 @@ mod job;
 mod kept;
 mod nudge;
 mod patience;
+mod quic;
+mod side_channel;
 mod silent_client;
 mod small_frame;
+mod ssh_channel;
+mod tcp;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use soku_proto::frame;
 use soku_proto::hello::{
-    ClientNote, ReceivePreview, ServerHello, ServerNote, ServerSummary, TransportChoice,
-    KEEP_SINCE_VERSION, MAX_CLIENT_NOTE,
+    ReceivePreview, ServerHello, ServerNote, TransportChoice, KEEP_SINCE_VERSION,
 };
 use soku_proto::{MAGIC, PROTOCOL_VERSIONS};
 use soku_transport::{
@@ -43,16 +48,13 @@ use soku_transport::{
 };
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-use soku_engine::link;
-
-use crate::carrier::{policing, tcp_path};
+use crate::carrier::tcp_path;
 use crate::cli::args::ServeArgs;
 use crate::client::{path_board, preview};
-use crate::report::ServerSampler;
 use crate::server::ports::{self, Bound};
 use home::expand_home;
-use job::serve_job;
-use patience::{within, CLOSE_PATIENCE};
+use job::Ground;
+use patience::within;
 use small_frame::read_small_frame;
 
 /// How long the server waits for the client's QUIC handshake or TCP connections after
@@ -197,142 +199,48 @@ where
             gathering.abort();
         }
     }
+    let ground =
+        Ground { promise, fence, version, client_open_files: hello.open_files, stall, started };
     match (choice, endpoint, accepting) {
         (TransportChoice::Tcp { lanes }, endpoint, accepting) => {
             if let Some(accepting) = accepting {
                 accepting.abort();
             }
             drop(endpoint);
-            let Some((report, gathering)) = gathering else {
-                anyhow::bail!("client chose TCP, which this server does not offer");
-            };
-            let conns = gathering.await?.context("the client chose TCP but never connected")?;
-            if conns.lanes.len() != usize::from(lanes) {
-                anyhow::bail!(
-                    "client chose TCP with {lanes} data connections but opened {}",
-                    conns.lanes.len()
-                );
-            }
-            let mut link = conns.into_link(&report);
-            link.set_stall_limit(Some(stall));
-            let sampler = ServerSampler::start(started, None);
-            // The ssh channel's end means the client is gone: stop at once.
-            let result = tokio::select! {
-                result = serve_job(&mut link, None, &promise, &fence, version, hello.open_files) => result,
-                () = channel_closed(input) => Err(anyhow::anyhow!("ssh channel closed")),
-            };
-            if let Ok(sent_data) = result {
-                send_summary(&mut output, sampler.finish(sent_data)).await;
-            }
-            let _ = link.close(CLOSE_PATIENCE).await;
-            result.map(drop)
+            tcp::serve(gathering, lanes, input, output, &ground).await
         }
         (TransportChoice::Quic { tcp_ready }, Some(endpoint), Some(accepting)) => {
-            // The client chooses QUIC once its handshake is done, so ours is done too
-            // or about to be: a client that says so and stays away is stalled.
-            let never = || {
-                format!("the client chose QUIC but never connected (waited {} s)", stall.as_secs())
-            };
-            let accepted = within(stall, accepting).await.map_err(|_| anyhow::anyhow!(never()))?;
-            let conn = accepted?.map_err(|_| anyhow::anyhow!(never()))??;
-            // Woken while the path is silent, so that a blackout's end is noticed within
-            // half a second (`soku_transport::wake_when_silent`); kept for the session.
-            let _wake = soku_transport::wake_when_silent(&conn);
-            // If we send the data and UDP turns out rate-limited, the client moves to TCP.
-            let watching = tcp_ready.then(|| tokio::spawn(policing::watch(conn.clone())));
-            // The ssh channel's end means the client is gone: stop at once.
-            let (watched, gone) = (conn.clone(), Arc::new(AtomicBool::new(false)));
-            let channel_gone = gone.clone();
-            // Meanwhile the client's pings there are answered (`crate::carrier::shaping`): our
-            // output is shared with the notes below from here on.
-            let output = Arc::new(tokio::sync::Mutex::new(output));
-            let answering = output.clone();
-            tokio::spawn(async move {
-                answer_pings_until_closed(input, answering).await;
-                channel_gone.store(true, Ordering::SeqCst);
-                soku_transport::close(&watched, 1, b"ssh channel closed");
-            });
-            // What failed because of that says so (not QUIC's "closed").
-            let why = |err: anyhow::Error| {
-                if gone.load(Ordering::SeqCst) {
-                    anyhow::anyhow!("ssh channel closed")
-                } else {
-                    err
-                }
-            };
-            let (send, recv) = within(stall, conn.accept_bi()).await?.map_err(|e| why(e.into()))?;
-            let mut link = link::quic::link(conn.clone(), send, recv);
-            link.set_stall_limit(Some(stall));
-            let sampler = ServerSampler::start(started, Some(&conn));
-            let result =
-                serve_job(&mut link, Some(&conn), &promise, &fence, version, hello.open_files)
+            let ended = quic::serve(&endpoint, accepting, tcp_ready, input, output, &ground).await;
+            match ended {
+                Ok(quic::Ended::WentWell) if keep => {
+                    kept::run(kept::Handover {
+                        endpoint,
+                        identity,
+                        client: Fingerprint(hello.fingerprint),
+                        transport,
+                        bind_ip: ip,
+                        client_ip: ssh_client_ip(),
+                        stall,
+                        tcp_ready,
+                        fence: ground.fence,
+                        login,
+                        version,
+                    })
                     .await
-                    .map_err(why);
-            // A copy cut short may have been cut by the watch (whose task can still be
-            // returning its verdict: it ends within one look once QUIC is closed).
-            let policed = match watching {
-                Some(watching) if result.is_err() => policing::verdict(watching).await,
-                Some(watching) => {
-                    watching.abort();
-                    None
                 }
-                None => None,
-            };
-            if let Some(why) = policed {
-                // The copy goes on over TCP in the client's next session, once the client
-                // has our reason. QUIC's close may be lost to the very rate limit it
-                // reports; the ssh channel is not, and the client would otherwise see
-                // only ssh end, and take it for an outage.
-                let mut note = Vec::new();
-                frame::encode(&ServerNote::Policed { why }, &mut note)?;
-                let mut output = output.lock().await;
-                output.write_all(&note).await?;
-                output.flush().await?;
-                let _ = tokio::time::timeout(CLOSE_PATIENCE, endpoint.wait_idle()).await;
-                return Ok(());
+                Ok(quic::Ended::Policed) => Ok(()),
+                ended => {
+                    endpoint.close(0u32.into(), b"");
+                    ended.map(drop)
+                }
             }
-            if let Ok(sent_data) = result {
-                send_summary(&mut *output.lock().await, sampler.finish(sent_data)).await;
-            }
-            // The client closes the connection once it has what it needs.
-            let _ = link.close(CLOSE_PATIENCE).await;
-            if result.is_err() {
-                // A client that took our reason (a `Fatal`) has closed by now, in
-                // `link.close`; one that did not (a broken or hostile one) is not given
-                // the patience a second time.
-                soku_transport::close(&conn, 1, b"aborted");
-            }
-            let _ = tokio::time::timeout(CLOSE_PATIENCE, conn.closed()).await;
-            if keep && result.is_ok() {
-                return kept::run(kept::Handover {
-                    endpoint,
-                    identity,
-                    client: Fingerprint(hello.fingerprint),
-                    transport,
-                    bind_ip: ip,
-                    client_ip: ssh_client_ip(),
-                    stall,
-                    tcp_ready,
-                    fence,
-                    login,
-                    version,
-                })
-                .await;
-            }
-            endpoint.close(0u32.into(), b"");
-            result.map(drop)
         }
         (TransportChoice::SshChannel, endpoint, accepting) => {
             if let Some(accepting) = accepting {
                 accepting.abort();
             }
             drop(endpoint);
-            let mut link = link::stream::link(input, output);
-            link.set_stall_limit(Some(stall));
-            let result =
-                serve_job(&mut link, None, &promise, &fence, version, hello.open_files).await;
-            let _ = link.close(CLOSE_PATIENCE).await;
-            result.map(drop)
+            ssh_channel::serve(input, output, &ground).await
         }
         (TransportChoice::Quic { .. }, _, _) => {
             anyhow::bail!("client chose QUIC after asking for none")
@@ -371,53 +279,6 @@ async fn accept_client(
     }
 }
 
-/// Returns when the ssh channel (our stdin) ends: the client, or its login, is gone.
-async fn channel_closed<R: AsyncRead + Unpin>(mut stdin: R) {
-    let mut sink = [0u8; 256];
-    while stdin.read(&mut sink).await.is_ok_and(|n| n > 0) {}
-}
-
-/// [`channel_closed`], answering each of the client's pings there with a pong on
-/// `stdout` at once (the client times round trips over ssh beside QUIC's, see
-/// `crate::carrier::shaping`). Pings are the only notes a client sends; anything that does not
-/// decode as one is not answered, and once the framing breaks nothing more is (the
-/// reading goes on, to see the channel end). The decoder holds at most one small frame.
-async fn answer_pings_until_closed<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
-    mut stdin: R,
-    stdout: Arc<tokio::sync::Mutex<W>>,
-) {
-    let mut decoder = frame::Decoder::new(MAX_CLIENT_NOTE);
-    let mut buf = [0u8; 256];
-    let mut answering = true;
-    while let Ok(n @ 1..) = stdin.read(&mut buf).await {
-        if !answering {
-            continue;
-        }
-        decoder.feed(&buf[..n]);
-        loop {
-            match decoder.next_payload() {
-                Ok(Some(payload)) => {
-                    let Ok(ClientNote::Ping { seq }) = soku_proto::hello::decode_hello(&payload)
-                    else {
-                        continue;
-                    };
-                    let Ok(pong) = frame::to_vec(&ServerNote::Pong { seq }) else { continue };
-                    let mut out = stdout.lock().await;
-                    if out.write_all(&pong).await.is_err() || out.flush().await.is_err() {
-                        answering = false;
-                        break;
-                    }
-                }
-                Ok(None) => break,
-                Err(_) => {
-                    answering = false;
-                    break;
-                }
-            }
-        }
-    }
-}
-
 /// The server's address as ssh saw it (the third field of SSH_CONNECTION): the address
 /// the client already reached, so the likeliest to work for UDP too.
 fn ssh_server_ip() -> Option<IpAddr> {
@@ -432,20 +293,4 @@ fn ssh_client_ip() -> Option<IpAddr> {
 /// An address field of SSH_CONNECTION (`client_ip client_port server_ip server_port`).
 fn ssh_connection_field(index: usize) -> Option<IpAddr> {
     std::env::var("SSH_CONNECTION").ok()?.split_whitespace().nth(index)?.parse().ok()
-}
-
-/// Writes the server's summary on the ssh channel for the client's `--report` (read by
-/// `watch_ssh` in `client/session.rs`; a client that does not read it loses nothing). Only
-/// over QUIC or TCP: over the ssh channel, stdout carries the data itself.
-async fn send_summary<W: AsyncWrite + Unpin>(stdout: &mut W, summary: ServerSummary) {
-    let mut note = Vec::new();
-    if frame::encode(&ServerNote::Summary(summary), &mut note).is_err() {
-        return;
-    }
-    let write = async {
-        stdout.write_all(&note).await?;
-        stdout.flush().await
-    };
-    // A client gone already must not hold the server up.
-    let _ = tokio::time::timeout(Duration::from_secs(2), write).await;
 }

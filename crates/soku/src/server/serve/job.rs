@@ -5,6 +5,7 @@ use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use soku_engine::ahead::Walked;
 use soku_engine::events::Silent;
@@ -22,6 +23,33 @@ use super::home::expand_home;
 use super::nudge::nudge_silent_jobs;
 use crate::client::preview;
 use crate::exit::Told;
+
+/// What a job needs whichever carrier brings it.
+pub struct Ground {
+    /// What an upload's preview promised (see `crate::client::preview`).
+    pub promise: preview::Promise,
+    pub fence: Arc<fence::Fence>,
+    /// The protocol both sides speak.
+    pub version: u16,
+    /// The most descriptors the client may hold open, if it said.
+    pub client_open_files: Option<u64>,
+    /// How long the client may say nothing before the job takes it for stalled.
+    pub stall: Duration,
+    /// When the server started, for its summary.
+    pub started: Instant,
+}
+
+impl Ground {
+    /// [`serve_job`] on `link`, which runs on `quic` if the data moves over QUIC.
+    pub async fn serve(
+        &self,
+        link: &mut Link,
+        quic: Option<&quinn::Connection>,
+    ) -> anyhow::Result<bool> {
+        let Ground { promise, fence, version, client_open_files, .. } = self;
+        serve_job(link, quic, promise, fence, *version, *client_open_files).await
+    }
+}
 
 /// Reads the client's request and runs it. A failure before the copy starts (a bad
 /// target, unreadable sources) is told to the client here; the engine tells its own.
