@@ -66,7 +66,7 @@ pub const MAGIC: &[u8] = b"\0SOKU-HELLO\n";
 /// Protocol versions this build speaks, oldest first. Version negotiation picks the
 /// highest version both sides speak. 9: a receiver out of space tells the sender what
 /// it holds ([`message::Message::Unfinished`]); 8: names that are not UTF-8, as bytes
-/// ([`name::BYTE_NAMES_SINCE_VERSION`]); 7: a server that stays for the client's next
+/// ([`name::BYTE_NAMES_SINCE_VERSION`]); 7: a kept server for the client's next
 /// copies ([`hello::ClientHello::keep`]); 6: the receive preview ([`hello::ReceivePreview`],
 /// [`hello::ServerNote::Holds`]); 5: TLS over TCP ([`hello::ServerHello`]'s
 /// `tcp_port`, [`hello::TransportChoice::Tcp`]); 4: verified resume ([`message::CopyFlags::resume`],

@@ -85,7 +85,7 @@ fn hex_val(c: u8) -> Option<u8> {
 ///
 /// Nothing chains to a CA: the peer trusts it only because its fingerprint arrived over
 /// the already-authenticated ssh channel. The key leaves the process only when a client
-/// keeps it for its next copy to a server that stays ([`Identity::to_der`]; soku writes
+/// keeps it for its next copy to the kept server ([`Identity::to_der`]; soku writes
 /// it to a file only the user can read, beside its ssh control sockets).
 pub struct Identity {
     cert: CertificateDer<'static>,

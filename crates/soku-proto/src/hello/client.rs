@@ -1,5 +1,5 @@
 //! The client's hello: its versions, its certificate's fingerprint, and what it asks of
-//! the server (a direct data path, a receive preview, a server that stays).
+//! the server (a direct data path, a receive preview, a kept server).
 
 use serde::{Deserialize, Serialize};
 use std::ops::RangeInclusive;

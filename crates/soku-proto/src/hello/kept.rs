@@ -1,4 +1,4 @@
-//! Opening a job on a server that stays after its first one (a kept server): the
+//! Opening a job on a kept server (one that stays after its first job): the
 //! version that brought it, and the first frame of each later job.
 
 use serde::{Deserialize, Serialize};

@@ -8,7 +8,7 @@
 //! One file per message, their items re-exported here: `client.rs` and `server.rs` for
 //! the hellos, `version.rs` for the version both pick and `decode.rs` for reading a
 //! hello of another build; `notes.rs` for what is said on the ssh channel afterwards;
-//! `summary.rs` for the server's figures of a job; `kept.rs` for a server that stays;
+//! `summary.rs` for the server's figures of a job; `kept.rs` for the kept server;
 //! `tcp_preface.rs` for each TLS-over-TCP connection; `scanner.rs` for skipping login
 //! noise.
 

@@ -32,7 +32,7 @@ const MARGIN: Duration = Duration::from_secs(10);
 /// Largest record read (a record is about 1 KiB).
 const MAX_RECORD: u64 = 16 * 1024;
 
-/// A server that stays, as the client reaches it.
+/// A kept server, as the client reaches it.
 pub struct KeptServer {
     /// Where its QUIC endpoint listens (the address the first copy reached).
     pub addr: SocketAddr,

@@ -1,7 +1,7 @@
 //! A kept server's name, and the nudge a new session sends the kept servers of its user
 //! before an upload that may find their jobs' partial files (`kept.rs`).
 
-/// The process's name (`/proc/PID/comm`) of a server that stays.
+/// The process's name (`/proc/PID/comm`) of a kept server.
 pub const PROCESS_NAME: &str = "soku-kept";
 
 /// Tells this user's kept servers that a session is about to take partial files: each
