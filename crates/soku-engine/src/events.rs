@@ -90,6 +90,9 @@ pub enum TransferEvent {
     },
     /// A warning to show unless quiet.
     Warning(String),
+    /// What soku did that the user should know of, not a problem (a binary it sent to
+    /// the remote): shown unless quiet.
+    Notice(String),
     /// The connection was lost; the copy reconnects after `wait` and resumes.
     Reconnecting {
         /// What happened, one line.

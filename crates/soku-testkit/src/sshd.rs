@@ -346,6 +346,9 @@ fn write_configs(d: &Path, addr: Ipv4Addr, port: u16) -> std::io::Result<()> {
         "StrictModes no".to_string(),
         "MaxStartups 200".to_string(),
         "MaxSessions 100".to_string(),
+        // A test key may set the remote account's HOME and PATH (`environment=` in
+        // authorized_keys), and nothing else.
+        "PermitUserEnvironment HOME,PATH".to_string(),
         format!("Subsystem sftp {}", sftp_server()),
     ] {
         let _ = writeln!(cfg, "{line}");

@@ -126,6 +126,12 @@ pub struct CopyArgs {
     #[arg(long = "no-share-login")]
     pub no_share_login: bool,
 
+    /// When the remote host has no soku, do not send one into its ~/.cache/soku/bin
+    /// (by default this soku, if it is the static build for the remote's machine, or
+    /// one put in ~/.cache/soku/dist).
+    #[arg(long = "no-deploy")]
+    pub no_deploy: bool,
+
     /// When the connection is lost, log in again and resume for up to this many seconds
     /// (0: give up at once, leaving what was copied for a later run to resume; default: 300).
     #[arg(long = "retry-for", value_name = "SECONDS")]
@@ -200,7 +206,8 @@ pub struct SshArgs {
     #[arg(long = "remote-ports", value_name = "LO-HI", value_parser = crate::server::ports::parse_range)]
     pub remote_ports: Option<std::ops::RangeInclusive<u16>>,
 
-    /// Path of soku on the remote host (default: `soku` from the remote PATH).
+    /// Path of soku on the remote host; a leading `~` is the remote home (default: the
+    /// first `soku` on the remote PATH, in ~/.local/bin, ~/.cargo/bin or ~/bin).
     #[arg(long = "remote-soku", value_name = "PATH")]
     pub remote_soku: Option<String>,
 }

@@ -24,6 +24,7 @@ use crate::cli::spec::{self, Location, Remote};
 use crate::cli::transport_mode::TransportMode;
 use crate::client::interrupt::{Interrupt, Interrupted};
 use crate::client::kept::{KeptKey, KeptServer};
+use crate::client::launch::deploy::{self, NoRemoteSoku};
 use crate::client::launch::{Launcher, ServeCommand};
 use crate::client::path_memory::{self, Flow, Taught};
 use crate::client::preview;
@@ -292,6 +293,7 @@ async fn copy_until_done(
         stall: args
             .stall_timeout
             .map_or(soku_engine::link::DEFAULT_STALL_LIMIT, Duration::from_secs),
+        remote_soku: args.ssh.remote_soku.clone(),
         ..SessionOptions::for_command(mode, host, quic_timeout)
     };
     session_opts.login_at = launcher.login_address();
@@ -310,6 +312,8 @@ async fn copy_until_done(
     // What cut the connection, for the line that gives up (the last attempt's error
     // is often only the login that did not get through).
     let mut lost_because: Option<String> = None;
+    // Once per command: a remote that still finds no soku after that is told so.
+    let mut deployed = false;
     loop {
         let reconnecting = retry.down_for(Instant::now()).is_some();
         // Only the first session tries the kept server: a reconnect logs in afresh.
@@ -352,6 +356,14 @@ async fn copy_until_done(
         if let Some((facts, here)) = stops.take() {
             // Not worth another attempt: the disk is as full as it was.
             return Err(stopped(&err, facts, here).into());
+        }
+        if let (Some(missing), Some(remote)) = (err.downcast_ref::<NoRemoteSoku>(), &remote) {
+            if deployed || args.no_deploy {
+                return Err(err);
+            }
+            deploy_to(&launcher, remote, missing, events.as_ref()).await?;
+            deployed = true;
+            continue;
         }
         if let Some(silent) = err.downcast_ref::<MasterSilent>() {
             // Not an outage of the path: the master's own connection may be what died.
@@ -494,7 +506,7 @@ struct Attempt<'a> {
     learn: Option<(String, Flow, Taught)>,
     /// `--report`: wait for the server's summary at the end.
     summary: bool,
-    /// Where to record the server that stays after this copy, if it does.
+    /// Where to record the kept server this copy leaves, if it leaves one.
     kept_key: Option<&'a KeptKey>,
     /// The user's Ctrl-C, which the copy ends by itself on.
     interrupt: &'a Interrupt,
@@ -613,6 +625,33 @@ impl Attempt<'_> {
             }
         }
     }
+}
+
+/// Sends a soku to a remote that has none (`client/launch/deploy.rs`), and says so in
+/// one line; an error, with the reason, when there is none to send or it did not land.
+async fn deploy_to(
+    launcher: &Launcher,
+    remote: &Remote,
+    missing: &NoRemoteSoku,
+    events: &dyn EventSink,
+) -> anyhow::Result<()> {
+    let Some(platform) = &missing.platform else {
+        return Err(Exit::connection(missing.message.clone()).into());
+    };
+    let binary = deploy::binary_for(platform).map_err(Exit::connection)?;
+    let installed = deploy::install(launcher, remote, &binary)
+        .await
+        .map_err(|e| Exit::connection(crate::exit::one_line(&e)))?;
+    events.event(TransferEvent::Notice(format!(
+        "installed soku {} for {} {} on {} in ~/.cache/soku/bin ({}, {:.1} s)",
+        env!("CARGO_PKG_VERSION"),
+        platform.arch,
+        platform.os,
+        remote.host,
+        crate::ui::human_bytes(installed.bytes),
+        installed.seconds
+    )));
+    Ok(())
 }
 
 /// What the receiving side is asked (upload) or told (download) before the copy, so that

@@ -46,6 +46,7 @@ use crate::carrier::policing;
 use crate::carrier::udp_block::TcpRoundTrips;
 use crate::cli::transport_mode::TransportMode;
 use crate::client::kept::KeptServer;
+use crate::client::launch::deploy::{NoRemoteSoku, Platform};
 use crate::client::launch::Forward;
 use crate::client::preview;
 use crate::exit::Exit;
@@ -111,7 +112,8 @@ impl Session {
             Err(err) => match err.downcast::<NoHello>() {
                 Ok(NoHello(err)) => {
                     let dialed = opts.dial_errors.as_deref();
-                    Err(explain_startup_failure(&mut child, stderr, dialed, err).await)
+                    let named = opts.remote_soku.as_deref();
+                    Err(explain_startup_failure(&mut child, stderr, dialed, named, err).await)
                 }
                 Err(err) => Err(err),
             },
@@ -381,7 +383,7 @@ impl Session {
         self.terms.open_files
     }
 
-    /// How the next copies reach the server that stays after this job, if it does, with
+    /// How the next copies reach the kept server this job leaves, if it leaves one, with
     /// the path's smallest RTT so far and whether TCP got through; taken once (to be
     /// recorded after the close).
     pub async fn take_kept(&mut self) -> Option<KeptServer> {
@@ -430,7 +432,7 @@ impl Session {
         }
         // The server ends its side once it is done; bounded, so a stuck peer cannot hang us.
         let _ = link.close(Duration::from_secs(5)).await;
-        // A server that stays does not end ssh: its summary, written before its side of
+        // A kept server does not end ssh: its summary, written before its side of
         // the link ended, is waited for by itself (on ssh's output, or on QUIC when
         // there is no ssh).
         if kept && summary {
@@ -543,7 +545,7 @@ impl Session {
     }
 }
 
-/// How long a copy waits for the summary of a server that stays (`--report`): it was
+/// How long a copy waits for the summary of a kept server (`--report`): it was
 /// written before the server's side of the link ended.
 const SUMMARY_PATIENCE: Duration = Duration::from_secs(2);
 
@@ -601,11 +603,14 @@ async fn explain_startup_failure(
     child: &mut Child,
     stderr: Option<Forward>,
     dial_errors: Option<&std::path::Path>,
+    remote_soku: Option<&str>,
     err: anyhow::Error,
 ) -> anyhow::Error {
-    if err.downcast_ref::<StartupEof>().is_none() {
+    let Some(eof) = err.downcast_ref::<StartupEof>() else {
         return Exit::connection(format!("remote soku did not start properly: {err:#}")).into();
-    }
+    };
+    // What the remote's search for soku said it runs (`client/launch/remote_soku.rs`).
+    let platform = Platform::said_in(&eof.noise);
     let status = tokio::time::timeout(Duration::from_secs(10), child.wait()).await;
     // ssh's own message goes first: ours points at it.
     if let Some(stderr) = stderr {
@@ -631,9 +636,17 @@ async fn explain_startup_failure(
     }
     let code = status.ok().and_then(|s| s.ok()).and_then(|s| s.code());
     let message = match code {
-        Some(127) => "the remote host has no `soku` on its PATH: install soku there, \
-                      or pass --remote-soku /path/to/soku"
-            .to_string(),
+        Some(127) => match remote_soku {
+            Some(named) => format!(
+                "the remote host has no {named} (--remote-soku): install soku there, or \
+                 name the path where it is"
+            ),
+            None => format!(
+                "the remote host has no `soku` on its PATH or in {}: install soku in one \
+                 of them, or pass --remote-soku /path/to/soku",
+                crate::client::launch::remote_soku::USER_PLACES
+            ),
+        },
         Some(126) => "the remote soku could not be executed (permission denied?): check \
                       --remote-soku or the file's mode on the remote host"
             .to_string(),
@@ -659,5 +672,11 @@ async fn explain_startup_failure(
         Some(code) => format!("the remote command exited with status {code} before soku started"),
         None => "the remote side ended before soku started".to_string(),
     };
+    if code == Some(127) && remote_soku.is_none() {
+        // The copy may send a soku there (`client/launch/deploy.rs`); the message
+        // stands if it does not.
+        let missing = NoRemoteSoku { platform, message: message.clone() };
+        return anyhow::Error::new(missing).context(Exit::connection(message));
+    }
     Exit::connection(message).into()
 }

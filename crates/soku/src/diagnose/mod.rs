@@ -70,6 +70,7 @@ pub async fn run(mut args: DiagnoseArgs) -> anyhow::Result<()> {
     let cmd = launcher.command(Some(&remote), &ServeCommand::from_args(&args.ssh), false)?;
     let opts = SessionOptions {
         diagnose: true,
+        remote_soku: args.ssh.remote_soku.clone(),
         ..SessionOptions::for_command(TransportMode::Auto, remote.host.clone(), QUIC_TIMEOUT)
     };
     let events = Collected::default();

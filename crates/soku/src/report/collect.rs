@@ -198,6 +198,9 @@ impl Recorder {
                     r.warnings.push(message.clone());
                 }
             }
+            // What soku did around the copy (a binary sent to the remote): not the
+            // copy's to report.
+            TransferEvent::Notice(_) => {}
             TransferEvent::Reconnecting { .. } => r.reconnects += 1,
             TransferEvent::Unfinished { facts, here } => {
                 let side = if *here { "local" } else { "remote" };

@@ -43,8 +43,10 @@ pub async fn run(mut args: TunnelArgs) -> anyhow::Result<()> {
     let launcher = Launcher::from_args(&args.ssh, args.verbose, false)?;
     let serve = ServeCommand::from_args(&args.ssh);
     let cmd = launcher.command(Some(&remote), &serve, false)?;
-    let session_opts =
-        SessionOptions::for_command(TransportMode::Quic, remote.host.clone(), QUIC_TIMEOUT);
+    let session_opts = SessionOptions {
+        remote_soku: args.ssh.remote_soku.clone(),
+        ..SessionOptions::for_command(TransportMode::Quic, remote.host.clone(), QUIC_TIMEOUT)
+    };
     let events = Notices::new(args.verbose > 0);
     let (session, mut link) = Session::start(cmd, &session_opts, &events).await?;
     let Some(conn) = session.connection().cloned() else {

@@ -74,6 +74,9 @@ enum Line<'a> {
     Warning {
         message: &'a str,
     },
+    Notice {
+        message: &'a str,
+    },
     /// The receiving side ran out of space: what its target holds (`partial` names the
     /// first of the partial files, `partial_unlisted` counts the others).
     Unfinished {
@@ -183,6 +186,7 @@ fn line(event: &TransferEvent, other_side: &str) -> String {
         TransferEvent::TargetFailed { source, message } => Line::TargetFailed { source, message },
         TransferEvent::SourceFailed { target, message } => Line::SourceFailed { target, message },
         TransferEvent::Warning(message) => Line::Warning { message },
+        TransferEvent::Notice(message) => Line::Notice { message },
         TransferEvent::Unfinished { facts, here } => {
             // A peer's list is held to what it may send.
             let listed = facts.names.len().min(facts.partial as usize).min(UNFINISHED_NAMES);
@@ -393,6 +397,7 @@ mod tests {
                 json!({"event": "file_failed", "path": "a/b", "message": "gone"}),
             ),
             (TransferEvent::Warning("slow".into()), json!({"event": "warning", "message": "slow"})),
+            (TransferEvent::Notice("sent".into()), json!({"event": "notice", "message": "sent"})),
             (
                 TransferEvent::Unfinished {
                     facts: soku_proto::message::Unfinished {

@@ -229,6 +229,11 @@ impl EventSink for ProgressMeter {
                     self.line(&format!("soku: warning: {message}"));
                 }
             }
+            TransferEvent::Notice(message) => {
+                if !self.quiet {
+                    self.line(&format!("soku: {message}"));
+                }
+            }
             TransferEvent::Reconnecting { reason, attempt, wait } => {
                 if !self.quiet {
                     self.line(&format!(

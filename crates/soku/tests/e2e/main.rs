@@ -29,6 +29,7 @@ mod many_e2e;
 mod names_e2e;
 mod open_files_e2e;
 mod outage_e2e;
+mod remote_soku_e2e;
 mod report_e2e;
 mod resume_e2e;
 mod security;

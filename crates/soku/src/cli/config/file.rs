@@ -32,6 +32,7 @@ struct RawSection {
     resume: Option<Spanned<bool>>,
     fsync: Option<Spanned<bool>>,
     share_login: Option<Spanned<bool>>,
+    deploy: Option<Spanned<bool>>,
     chunk_size: Option<Spanned<toml::Value>>,
     remote_ports: Option<Spanned<String>>,
     remote_soku: Option<Spanned<String>>,
@@ -231,6 +232,7 @@ impl Locator<'_> {
             resume: self.plain(raw.resume, section),
             fsync: self.plain(raw.fsync, section),
             share_login: self.plain(raw.share_login, section),
+            deploy: self.plain(raw.deploy, section),
             chunk_size: self.checked(raw.chunk_size, section, "chunk-size", chunk_size)?,
             remote_ports: self.checked(raw.remote_ports, section, "remote-ports", |s| {
                 crate::server::ports::parse_range(s)

@@ -60,6 +60,7 @@ pub struct Settings {
     pub resume: Option<Set<bool>>,
     pub fsync: Option<Set<bool>>,
     pub share_login: Option<Set<bool>>,
+    pub deploy: Option<Set<bool>>,
     pub chunk_size: Option<Set<u32>>,
     pub remote_ports: Option<Set<RangeInclusive<u16>>>,
     pub remote_soku: Option<Set<String>>,
@@ -93,6 +94,7 @@ impl Settings {
             resume: on(args.no_resume, false),
             fsync: on(args.no_fsync, false),
             share_login: on(args.no_share_login, false),
+            deploy: on(args.no_deploy, false),
             chunk_size: args.chunk_size.and_then(Set::cli),
             ..Settings::from_ssh_args(&args.ssh)
         }
@@ -121,6 +123,7 @@ impl Settings {
             resume: self.resume.or(lower.resume),
             fsync: self.fsync.or(lower.fsync),
             share_login: self.share_login.or(lower.share_login),
+            deploy: self.deploy.or(lower.deploy),
             chunk_size: self.chunk_size.or(lower.chunk_size),
             remote_ports: self.remote_ports.or(lower.remote_ports),
             remote_soku: self.remote_soku.or(lower.remote_soku),
@@ -145,6 +148,7 @@ impl Settings {
         args.no_resume = self.resume.as_ref().map_or(args.no_resume, |s| !s.value);
         args.no_fsync = self.fsync.as_ref().map_or(args.no_fsync, |s| !s.value);
         args.no_share_login = self.share_login.as_ref().map_or(args.no_share_login, |s| !s.value);
+        args.no_deploy = self.deploy.as_ref().map_or(args.no_deploy, |s| !s.value);
         args.chunk_size = self.chunk_size.as_ref().map(|s| s.value).or(args.chunk_size);
         self.apply_to_ssh(&mut args.ssh);
     }
@@ -187,6 +191,7 @@ impl Settings {
             row("resume", &self.resume, yes_no, "yes"),
             row("fsync", &self.fsync, yes_no, "yes"),
             row("share-login", &self.share_login, yes_no, "yes"),
+            row("deploy", &self.deploy, yes_no, "yes"),
             row(
                 "chunk-size",
                 &self.chunk_size,
@@ -199,7 +204,12 @@ impl Settings {
                 |r| format!("{}-{}", r.start(), r.end()),
                 "any free port",
             ),
-            row("remote-soku", &self.remote_soku, String::clone, "soku (from the remote PATH)"),
+            row(
+                "remote-soku",
+                &self.remote_soku,
+                String::clone,
+                "soku (the remote PATH, ~/.local/bin, ~/.cargo/bin, ~/bin)",
+            ),
             row("ssh-program", &self.ssh_program, String::clone, "ssh"),
         ]
     }

@@ -2,6 +2,8 @@
 //! local `soku serve` for `soku demo` and local-to-local copies. Copies through ssh
 //! share one login per host while they follow each other (`shared_login.rs`).
 
+pub mod deploy;
+pub mod remote_soku;
 pub mod shared_login;
 pub mod shell;
 mod stderr;
@@ -128,8 +130,7 @@ impl Launcher {
     pub fn kept_key(&self, serve: &ServeCommand, background: bool) -> Option<KeptKey> {
         match self {
             Launcher::Ssh { program, shared: Some(shared), .. } => {
-                let mut command = vec![program.clone()];
-                command.extend(serve.words());
+                let command = [program.clone(), serve.remote_line()];
                 KeptKey::new(shared.socket(), &command, background)
             }
             _ => None,
@@ -182,9 +183,28 @@ impl Launcher {
         serve: &ServeCommand,
         reconnect: bool,
     ) -> anyhow::Result<Command> {
-        let serve_words = serve.words();
         let mut cmd = match (self, remote) {
-            (Launcher::Ssh { program, options, shared }, Some(remote)) => {
+            (Launcher::Local, _) | (_, None) => {
+                let exe = std::env::current_exe()?;
+                let mut cmd = Command::new(exe);
+                cmd.args(serve.args()).arg("--bind").arg("127.0.0.1");
+                // Our own child, not a forced command (`server/serve/fence.rs`), even when this
+                // client runs in a session that sshd started as one.
+                cmd.env_remove("SSH_ORIGINAL_COMMAND");
+                cmd
+            }
+            (_, Some(remote)) => self.remote_shell(remote, serve.remote_line(), reconnect),
+        };
+        cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        cmd.kill_on_drop(true);
+        Ok(cmd)
+    }
+
+    /// ssh (or `-e`'s program) running `line` in the remote shell; a local launcher
+    /// runs it in `sh`.
+    pub fn remote_shell(&self, remote: &Remote, line: String, reconnect: bool) -> Command {
+        match self {
+            Launcher::Ssh { program, options, shared } => {
                 let mut cmd = Command::new(program);
                 cmd.args(options);
                 if reconnect {
@@ -193,39 +213,33 @@ impl Launcher {
                     cmd.args(shared.ssh_options());
                 }
                 cmd.arg("--").arg(remote.destination());
-                cmd.arg(shell_quote_all(&serve_words));
+                cmd.arg(line);
                 cmd
             }
-            (Launcher::Rsh { words }, Some(remote)) => {
+            Launcher::Rsh { words } => {
                 let mut cmd = Command::new(&words[0]);
                 cmd.args(&words[1..]);
                 if let Some(user) = &remote.user {
                     cmd.arg("-l").arg(user);
                 }
-                cmd.arg(&remote.host).arg(shell_quote_all(&serve_words));
+                cmd.arg(&remote.host).arg(line);
                 cmd
             }
-            (Launcher::Local, _) | (_, None) => {
-                let exe = std::env::current_exe()?;
-                let mut cmd = Command::new(exe);
-                cmd.args(&serve_words[1..]).arg("--bind").arg("127.0.0.1");
-                // Our own child, not a forced command (`server/serve/fence.rs`), even when this
-                // client runs in a session that sshd started as one.
-                cmd.env_remove("SSH_ORIGINAL_COMMAND");
+            Launcher::Local => {
+                let mut cmd = Command::new("sh");
+                cmd.arg("-c").arg(line);
                 cmd
             }
-        };
-        cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
-        cmd.kill_on_drop(true);
-        Ok(cmd)
+        }
     }
 }
 
 /// The remote end's command line: which soku, and what `soku serve` is told.
 #[derive(Debug, Clone)]
 pub struct ServeCommand {
-    /// The remote soku (`--remote-soku`, default `soku`).
-    pub program: String,
+    /// The remote soku the user named (`--remote-soku`); `None`: the first found on
+    /// PATH or where users install it (`remote_soku.rs`).
+    pub program: Option<String>,
     /// The ports it may listen on for the data (`--remote-ports`).
     pub ports: Option<std::ops::RangeInclusive<u16>>,
 }
@@ -233,20 +247,22 @@ pub struct ServeCommand {
 impl ServeCommand {
     /// From the options every command that reaches a remote host shares.
     pub fn from_args(args: &SshArgs) -> ServeCommand {
-        ServeCommand {
-            program: args.remote_soku.clone().unwrap_or_else(|| "soku".into()),
-            ports: args.remote_ports.clone(),
-        }
+        ServeCommand { program: args.remote_soku.clone(), ports: args.remote_ports.clone() }
     }
 
-    /// `soku serve [--ports LO-HI]`.
-    fn words(&self) -> Vec<String> {
-        let mut words = vec![self.program.clone(), "serve".to_string()];
+    /// `serve [--ports LO-HI]`.
+    fn args(&self) -> Vec<String> {
+        let mut words = vec!["serve".to_string()];
         if let Some(ports) = &self.ports {
             words.push("--ports".into());
             words.push(format!("{}-{}", ports.start(), ports.end()));
         }
         words
+    }
+
+    /// The command line the remote shell runs.
+    fn remote_line(&self) -> String {
+        remote_soku::command_line(self.program.as_deref(), &shell_quote_all(&self.args()))
     }
 }
 
@@ -257,7 +273,7 @@ mod tests {
     /// `--remote-ports` reaches `soku serve` as `--ports`, through ssh and through `-e`.
     #[test]
     fn the_port_range_is_passed_to_the_server() {
-        let serve = ServeCommand { program: "soku".into(), ports: Some(40000..=40100) };
+        let serve = ServeCommand { program: Some("soku".into()), ports: Some(40000..=40100) };
         let remote =
             Remote { user: None, host: "h".into(), path: soku_proto::name::Name::default() };
         let want = "soku serve --ports 40000-40100";
@@ -271,12 +287,28 @@ mod tests {
     }
     use super::*;
 
+    /// Without `--remote-soku` the remote shell runs the script that finds soku, with
+    /// the server's arguments after it, as the forced-command fence reads them
+    /// (`server/serve/fence.rs`).
+    #[test]
+    fn without_a_named_soku_the_remote_looks_for_one() {
+        let serve = ServeCommand { program: None, ports: Some(40000..=40100) };
+        let remote =
+            Remote { user: None, host: "h".into(), path: soku_proto::name::Name::default() };
+        let ssh = Launcher::Ssh { program: "ssh".into(), options: vec![], shared: None };
+        let cmd = ssh.command(Some(&remote), &serve, false).expect("command");
+        let last = cmd.as_std().get_args().last().expect("args").to_str().expect("utf-8");
+        let version = env!("CARGO_PKG_VERSION");
+        let want = ["sh", "-c", remote_soku::FIND_SOKU, version, "serve", "--ports", "40000-40100"];
+        assert_eq!(shell_words(last).expect("splits"), want);
+    }
+
     /// A local copy's server is ours, whatever the session this client runs in: with
     /// sshd's `SSH_ORIGINAL_COMMAND` inherited, it took itself for a forced command
     /// and refused the copy.
     #[test]
     fn a_local_server_is_never_taken_for_a_forced_command() {
-        let serve = ServeCommand { program: "soku".into(), ports: None };
+        let serve = ServeCommand { program: None, ports: None };
         let cmd = Launcher::Local.command(None, &serve, false).expect("command");
         let mut envs = cmd.as_std().get_envs();
         assert!(envs.any(|(k, v)| k == "SSH_ORIGINAL_COMMAND" && v.is_none()));
@@ -360,7 +392,7 @@ mod tests {
                 let options = vec!["-T".to_string()];
                 let launcher = Launcher::Ssh { program: "ssh".into(), options, shared: None };
                 let remote = Remote { user: None, host: host.clone(), path: soku_proto::name::Name::default() };
-                let serve = ServeCommand { program: remote_soku.clone(), ports: None };
+                let serve = ServeCommand { program: Some(remote_soku.clone()), ports: None };
                 let cmd = launcher.command(Some(&remote), &serve, false).expect("command");
                 let args: Vec<&OsStr> = cmd.as_std().get_args().collect();
                 let head = [OsStr::new("-T"), OsStr::new("--"), OsStr::new(&host)];

@@ -43,6 +43,9 @@ pub struct SessionOptions {
     /// through a kept server times TCP handshakes there while QUIC is silent
     /// (`crate::carrier::tcp_probe`).
     pub login_at: Option<crate::carrier::tcp_probe::LoginAddress>,
+    /// The remote soku the user named (`--remote-soku`), which a remote that cannot run
+    /// it is told about; `None`: the remote looks for one (`client/launch/remote_soku.rs`).
+    pub remote_soku: Option<String>,
     /// How long the peer may say nothing, not even a keep-alive, before the session
     /// takes it for stalled: while the client waits for the server's first words after
     /// its hello, and on the link (`Link::set_stall_limit`).
@@ -68,6 +71,7 @@ impl SessionOptions {
             receive_preview: None,
             keep: false,
             login_at: None,
+            remote_soku: None,
             stall: soku_engine::link::DEFAULT_STALL_LIMIT,
         }
     }

@@ -1,4 +1,4 @@
-//! A server that stays after its job for the client's next copies, as ssh's
+//! The kept server: it stays after its job for the client's next copies, as ssh's
 //! `ControlPersist` keeps a login (ssh_config(5)): the next copy to this host reaches it
 //! over QUIC alone, one handshake instead of an ssh session and the remote shell's
 //! start (two round trips and ~0.1 s before the handshake could begin).
