@@ -67,11 +67,7 @@ pub fn remembered(memory: PathMemory) -> RememberedPath {
 
 /// The memory file.
 fn file() -> Option<PathBuf> {
-    let base = match std::env::var_os("XDG_CACHE_HOME").filter(|d| !d.is_empty()) {
-        Some(dir) => PathBuf::from(dir),
-        None => PathBuf::from(std::env::var_os("HOME").filter(|d| !d.is_empty())?).join(".cache"),
-    };
-    Some(base.join("soku").join("paths"))
+    Some(crate::client::private_dir::soku_cache_dir()?.join("paths"))
 }
 
 /// One line of the file.

@@ -24,6 +24,14 @@ pub fn soku_runtime_dir(name: &str) -> Result<PathBuf, String> {
     Ok(dir)
 }
 
+/// `$XDG_CACHE_HOME/soku`, else `~/.cache/soku`: what soku keeps between copies (path
+/// memory, binaries it may send to a remote). Not made here.
+pub fn soku_cache_dir() -> Option<PathBuf> {
+    let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
+    let base = var("XDG_CACHE_HOME").or_else(|| var("HOME").map(|home| home.join(".cache")))?;
+    Some(base.join("soku"))
+}
+
 /// Refuses a directory that is not this user's or that others may write to (another
 /// user could then put a socket or file of theirs where we look for ours).
 pub fn check_private(dir: &Path) -> Result<(), String> {

@@ -98,7 +98,9 @@ pub fn binary_for(platform: &Platform) -> Result<PathBuf, String> {
         return std::env::current_exe()
             .map_err(|e| format!("{missing}: cannot find this soku: {e}"));
     }
-    let at_hand = dist_dir().join(format!("soku-{target}"));
+    let name = format!("soku-{target}");
+    let at_hand =
+        dist_dir().map_or_else(|| Path::new("~/.cache/soku/dist").join(&name), |d| d.join(&name));
     if at_hand.is_file() {
         return Ok(at_hand);
     }
@@ -110,13 +112,8 @@ pub fn binary_for(platform: &Platform) -> Result<PathBuf, String> {
 }
 
 /// Where the user puts the binaries soku may send (`~/.cache/soku/dist`).
-pub fn dist_dir() -> PathBuf {
-    let cache = std::env::var_os("XDG_CACHE_HOME")
-        .filter(|dir| !dir.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|home| Path::new(&home).join(".cache")))
-        .unwrap_or_else(|| PathBuf::from(".cache"));
-    cache.join("soku/dist")
+pub fn dist_dir() -> Option<PathBuf> {
+    Some(crate::client::private_dir::soku_cache_dir()?.join("dist"))
 }
 
 /// What [`install`] sent.

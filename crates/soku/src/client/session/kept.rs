@@ -79,6 +79,7 @@ pub async fn attach(
         reason: None,
     });
     let summary_reader = tokio::spawn(read_summary(conn.clone(), summary));
+    let terms = Terms { nothing_held, byte_names: kept.byte_names, open_files: kept.open_files };
     let carrier = KeptCarrier {
         path: QuicPath::new(endpoint, conn),
         // No ssh channel to ping on: TCP handshakes stand in, if UDP goes silent,
@@ -90,10 +91,8 @@ pub async fn attach(
         // As the first session found it, for the watch for a UDP rate limit.
         tcp_check: kept.tcp_reachable.map(|through| tokio::spawn(async move { through })),
         summary_reader,
-        kept: None,
+        kept: Some(kept),
     };
-    let terms = Terms { nothing_held, byte_names: kept.byte_names, open_files: kept.open_files };
-    let carrier = KeptCarrier { kept: Some(kept), ..carrier };
     Ok((carrier, terms, link))
 }
 
