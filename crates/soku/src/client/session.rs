@@ -30,7 +30,7 @@ use soku_proto::hello::{
     KEEP_SINCE_VERSION,
 };
 use soku_proto::name::BYTE_NAMES_SINCE_VERSION;
-use soku_proto::MAGIC;
+use soku_proto::{ProtoError, MAGIC};
 use soku_transport::{Fingerprint, Identity};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::process::Child;
@@ -46,7 +46,7 @@ use crate::carrier::policing;
 use crate::carrier::udp_block::TcpRoundTrips;
 use crate::cli::transport_mode::TransportMode;
 use crate::client::kept::KeptServer;
-use crate::client::launch::deploy::{NoRemoteSoku, Platform};
+use crate::client::launch::deploy::{Lack, NoRemoteSoku, Platform};
 use crate::client::launch::Forward;
 use crate::client::preview;
 use crate::exit::Exit;
@@ -166,9 +166,11 @@ impl Session {
             },
             None => hello.await,
         };
-        let (server_hello, leftover) = found.map_err(NoHello)?;
+        let (payload, leftover) = found.map_err(NoHello)?;
         // The newest version both speak; with one version there is nothing to switch on.
-        let version = server_hello.negotiate().map_err(|e| Exit::connection(e.to_string()))?;
+        let (server_hello, version) = soku_proto::hello::decode_server_hello(&payload)
+            .and_then(|hello| hello.negotiate().map(|version| (hello, version)))
+            .map_err(|e| refused_hello(e, opts.remote_soku.as_deref()))?;
         let ServerHello::Ready {
             udp_port,
             tcp_port,
@@ -554,9 +556,10 @@ const SUMMARY_PATIENCE: Duration = Duration::from_secs(2);
 /// delay), and only the user's Ctrl-C waits for it.
 const CLOSE_DRAIN: Duration = Duration::from_millis(300);
 
+/// The remote's hello, undecoded, and what came after it.
 async fn read_server_hello<R: AsyncRead + Unpin>(
     stdout: &mut R,
-) -> anyhow::Result<(ServerHello, Vec<u8>)> {
+) -> anyhow::Result<(Vec<u8>, Vec<u8>)> {
     let mut scanner = HelloScanner::default();
     let mut buf = vec![0u8; 16 * 1024];
     let mut decoder = frame::Decoder::new(64 * 1024);
@@ -580,10 +583,24 @@ async fn read_server_hello<R: AsyncRead + Unpin>(
             decoder.feed(&buf[..n]);
         }
         if let Some(payload) = decoder.next_payload()? {
-            let hello = soku_proto::hello::decode_server_hello(&payload)
-                .map_err(|e| Exit::connection(e.to_string()))?;
-            return Ok((hello, decoder.buffered().to_vec()));
+            return Ok((payload, decoder.buffered().to_vec()));
         }
+    }
+}
+
+/// Why the server's hello will not do. A soku that the remote's search found (no
+/// `--remote-soku`) and that speaks no protocol version in common with this one may be
+/// passed over for one the copy sends (`client/launch/deploy.rs`); the message stands
+/// if it is not.
+fn refused_hello(err: ProtoError, named: Option<&str>) -> anyhow::Error {
+    let message = err.to_string();
+    match err {
+        ProtoError::VersionMismatch { remote_min, remote_max, .. } if named.is_none() => {
+            let lack = Lack::OtherVersion(remote_min..=remote_max);
+            anyhow::Error::new(NoRemoteSoku { lack, message: message.clone() })
+                .context(Exit::connection(message))
+        }
+        _ => Exit::connection(message).into(),
     }
 }
 
@@ -675,7 +692,7 @@ async fn explain_startup_failure(
     if code == Some(127) && remote_soku.is_none() {
         // The copy may send a soku there (`client/launch/deploy.rs`); the message
         // stands if it does not.
-        let missing = NoRemoteSoku { platform, message: message.clone() };
+        let missing = NoRemoteSoku { lack: Lack::Missing(platform), message: message.clone() };
         return anyhow::Error::new(missing).context(Exit::connection(message));
     }
     Exit::connection(message).into()

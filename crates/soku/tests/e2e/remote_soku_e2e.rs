@@ -170,3 +170,74 @@ fn a_remote_machine_with_no_binary_at_hand_is_named() {
     assert_eq!(error_lines(&stderr).len(), 1, "one error line\n{stderr}");
     assert!(deployed(&home).is_none(), "sent one all the same");
 }
+
+/// What a soku that speaks only protocols 3 and 4 says first: the magic line and its
+/// hello, as `soku serve` sends them.
+fn old_hello() -> Vec<u8> {
+    let hello = soku_proto::hello::ServerHello::Ready {
+        version: 4,
+        udp_port: 0,
+        server_addr: None,
+        fingerprint: [0; 32],
+        soku_version: "0.0.1".into(),
+        warnings: Vec::new(),
+        min_version: 3,
+        tcp_port: 0,
+        open_files: None,
+    };
+    let mut out = soku_proto::MAGIC.to_vec();
+    soku_proto::frame::encode(&hello, &mut out).expect("encode");
+    out
+}
+
+/// A soku the user installed that is too old to talk to this one (a stand-in that
+/// says the hello of a soku speaking protocols 3-4) is left where it is: one is sent
+/// into the cache, the line says both, and the next copy runs that one, sending nothing.
+#[test]
+fn a_remote_soku_too_old_is_left_in_place_and_the_sent_one_used() {
+    let env = Env::new();
+    let home = account(&env);
+    at_hand(&env);
+    std::fs::write(home.join("old-hello"), old_hello()).expect("write");
+    let old = home.join(".local/bin/soku");
+    std::fs::create_dir_all(old.parent().expect("parent")).expect("mkdir");
+    let script = "#!/bin/sh\ncat \"$HOME/old-hello\"\nsleep 5\n";
+    std::fs::write(&old, script).expect("write");
+    std::fs::set_permissions(&old, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+
+    let (mut cmd, source) = copy(&env, &[]);
+    let first = env.ok(&mut cmd);
+    let said = String::from_utf8_lossy(&first.stderr);
+    let line: Vec<&str> = said.lines().filter(|l| l.contains("installed soku")).collect();
+    assert_eq!(line.len(), 1, "{said}");
+    assert!(line[0].contains("speaks protocol 3-4"), "{said}");
+    assert!(line[0].contains("left it in place"), "{said}");
+    assert_same_file(&source, &env.dst().join("a.bin"));
+    assert_eq!(std::fs::read_to_string(&old).expect("still there"), script);
+    let sent = deployed(&home).expect("a soku in the remote cache");
+    assert_eq!(std::fs::read(&sent).expect("read"), std::fs::read(soku_bin()).expect("read"));
+
+    let (mut cmd, _) = copy(&env, &[]);
+    let second = env.ok(&mut cmd);
+    let said = String::from_utf8_lossy(&second.stderr);
+    assert!(!said.contains("installed soku"), "sent again: {said}");
+    assert!(!said.contains("protocol"), "{said}");
+}
+
+/// With `--no-deploy`, a soku too old is named by its protocols and nothing is sent.
+#[test]
+fn a_remote_soku_too_old_with_no_deploy_says_which_side_to_upgrade() {
+    let env = Env::new();
+    let home = account(&env);
+    at_hand(&env);
+    std::fs::write(home.join("old-hello"), old_hello()).expect("write");
+    let old = home.join("bin/soku");
+    std::fs::create_dir_all(old.parent().expect("parent")).expect("mkdir");
+    std::fs::write(&old, "#!/bin/sh\ncat \"$HOME/old-hello\"\nsleep 5\n").expect("write");
+    std::fs::set_permissions(&old, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let (mut cmd, _) = copy(&env, &["--no-deploy"]);
+    let needles = ["speaks protocol version 3-4", "upgrade soku on the remote host"];
+    let stderr = fails_with(&mut cmd, 255, &needles);
+    assert_eq!(error_lines(&stderr).len(), 1, "one error line\n{stderr}");
+    assert!(deployed(&home).is_none(), "sent one all the same");
+}

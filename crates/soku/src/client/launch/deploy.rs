@@ -25,19 +25,21 @@ use std::time::Instant;
 use soku_proto::name::shown;
 use tokio::io::AsyncWriteExt;
 
-use super::remote_soku::{DEPLOY_MARK, USER_PLACES};
+use super::remote_soku::{DEPLOY_MARK, SAY_PLATFORM, USER_PLACES};
 use super::shell::shell_quote;
 use super::Launcher;
 use crate::cli::spec::Remote;
 
-/// Installs the binary that comes on stdin, as `sh -c INSTALL NAME SIZE SHA256`, NAME
-/// the cache entry (`<version>-<hash>`); exits 0 once it is in place. One line without
-/// `!`, as `FIND_SOKU`.
+/// Installs the binary that comes on stdin, as `sh -c INSTALL NAME SIZE SHA256 [first]`,
+/// NAME the cache entry (`<version>-<hash>`); exits 0 once it is in place. `first`
+/// marks it to run before a soku on PATH or in the user's places (`FIND_SOKU`). One
+/// line without `!`, as `FIND_SOKU`.
 pub const INSTALL: &str = "umask 077; d=\"$HOME/.cache/soku/bin/$0\"; mkdir -p \"$d\" || exit 1; \
      t=\"$d/soku.$$\"; head -c \"$1\" > \"$t\" && [ \"$(wc -c < \"$t\")\" -eq \"$1\" ] && \
      s=$(sha256sum < \"$t\") && [ \"$s\" = \"$2  -\" ] && chmod 700 \"$t\" && \
      printf '%s\\n' \"$s\" > \"$t.sha256\" && mv -f \"$t\" \"$d/soku\" && \
-     mv -f \"$t.sha256\" \"$d/soku.sha256\" && exit 0; rm -f \"$t\" \"$t.sha256\"; exit 1";
+     mv -f \"$t.sha256\" \"$d/soku.sha256\" && \
+     { [ \"$3\" != first ] || : > \"$d/soku.first\"; } && exit 0; rm -f \"$t\" \"$t.sha256\"; exit 1";
 
 /// Largest binary sent: far above a release build (about 10 MB), far below what would
 /// fill a remote disk by mistake.
@@ -71,13 +73,38 @@ impl Platform {
     }
 }
 
-/// The remote has no soku; `platform`: what it said it runs, if it said.
+/// The remote has no soku this one can talk to.
 #[derive(Debug, thiserror::Error)]
 #[error("{message}")]
 pub struct NoRemoteSoku {
-    pub platform: Option<Platform>,
+    pub lack: Lack,
     pub message: String,
 }
+
+/// Why the remote's soku will not do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Lack {
+    /// None was found; what the remote said it runs, if it said.
+    Missing(Option<Platform>),
+    /// The one found speaks no protocol version in common with this one: these.
+    OtherVersion(std::ops::RangeInclusive<u16>),
+}
+
+/// The remote's system and machine, asked in a shell of their own: a remote whose soku
+/// speaks another protocol ran it, and said nothing of either.
+pub async fn ask_platform(launcher: &Launcher, remote: &Remote) -> anyhow::Result<Platform> {
+    let mut cmd = launcher.remote_shell(remote, SAY_PLATFORM.to_string(), false);
+    cmd.stdin(std::process::Stdio::null()).stderr(std::process::Stdio::null());
+    let out = tokio::time::timeout(ASK_LIMIT, cmd.output())
+        .await
+        .map_err(|_| anyhow::anyhow!("the remote host did not say its system within 30 s"))??;
+    Platform::said_in(&String::from_utf8_lossy(&out.stdout))
+        .ok_or_else(|| anyhow::anyhow!("the remote host did not say its system and machine"))
+}
+
+/// How long the remote has to say its platform: a login (through the shared one, when
+/// there is one) and two `uname`s.
+const ASK_LIMIT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// The binary to send to `platform`, or why there is none (a line for the user that
 /// names every place looked, and the ways out).
@@ -122,11 +149,13 @@ pub struct Installed {
     pub seconds: f64,
 }
 
-/// Sends `binary` into the remote's cache, through `launcher`'s ssh.
+/// Sends `binary` into the remote's cache, through `launcher`'s ssh; `first`: to run
+/// before any soku the user installed there (see [`INSTALL`]).
 pub async fn install(
     launcher: &Launcher,
     remote: &Remote,
     binary: &Path,
+    first: bool,
 ) -> anyhow::Result<Installed> {
     let started = Instant::now();
     let bytes = tokio::fs::read(binary)
@@ -138,8 +167,11 @@ pub async fn install(
     let digest = ring::digest::digest(&ring::digest::SHA256, &bytes);
     let hex: String = digest.as_ref().iter().map(|b| format!("{b:02x}")).collect();
     let name = format!("{}-{}", env!("CARGO_PKG_VERSION"), &hex[..16]);
-    let line =
+    let mut line =
         format!("sh -c {} {} {} {hex}", shell_quote(INSTALL), shell_quote(&name), bytes.len());
+    if first {
+        line.push_str(" first");
+    }
     let mut cmd = launcher.remote_shell(remote, line, false);
     cmd.stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::null());
     cmd.stderr(std::process::Stdio::piped()).kill_on_drop(true);
@@ -168,7 +200,7 @@ pub async fn install(
 mod tests {
     use std::io::Write;
     use std::os::unix::fs::PermissionsExt;
-    use std::process::{Command, Stdio};
+    use std::process::{Command, ExitStatus, Stdio};
 
     use super::*;
     use crate::client::launch::remote_soku::FIND_SOKU;
@@ -188,9 +220,10 @@ mod tests {
     }
 
     /// `sh -c INSTALL ...` fed a binary on stdin, with a made-up HOME.
-    fn install_here(home: &Path, bytes: &[u8], sha256: &str) -> std::process::ExitStatus {
+    fn install_here(home: &Path, bytes: &[u8], sha256: &str, more: &[&str]) -> ExitStatus {
         let mut child = Command::new("sh")
             .args(["-c", INSTALL, "0.1.0-0123456789abcdef", &bytes.len().to_string(), sha256])
+            .args(more)
             .env("HOME", home)
             .stdin(Stdio::piped())
             .spawn()
@@ -201,12 +234,43 @@ mod tests {
 
     /// The remote's search for soku, with the same HOME and no soku on PATH.
     fn find_here(home: &Path) -> std::process::Output {
+        find_with_path(home, "/usr/bin:/bin")
+    }
+
+    fn find_with_path(home: &Path, path: &str) -> std::process::Output {
         Command::new("sh")
             .args(["-c", FIND_SOKU, "0.1.0", "serve"])
             .env("HOME", home)
-            .env("PATH", "/usr/bin:/bin")
+            .env("PATH", path)
             .output()
             .expect("sh")
+    }
+
+    fn sha256_hex(bytes: &[u8]) -> String {
+        let digest = ring::digest::digest(&ring::digest::SHA256, bytes);
+        digest.as_ref().iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    /// A soku the user installed runs before a deployed one, unless that one was sent
+    /// because the user's speaks another protocol (`first`); the user's stays in place.
+    #[test]
+    fn a_deployed_soku_runs_first_only_when_marked_so() {
+        let home = tempfile::tempdir().expect("tempdir");
+        let bin = home.path().join("bin");
+        std::fs::create_dir_all(&bin).expect("mkdir");
+        let old = b"#!/bin/sh\necho \"old $*\"\n";
+        std::fs::write(bin.join("soku"), old).expect("write");
+        std::fs::set_permissions(bin.join("soku"), std::fs::Permissions::from_mode(0o755))
+            .expect("chmod");
+        let path = format!("{}:/usr/bin:/bin", bin.display());
+        let bytes = b"#!/bin/sh\necho \"deployed $*\"\n";
+        assert!(install_here(home.path(), bytes, &sha256_hex(bytes), &[]).success());
+        let found = find_with_path(home.path(), &path);
+        assert_eq!(String::from_utf8_lossy(&found.stdout), "old serve\n");
+        assert!(install_here(home.path(), bytes, &sha256_hex(bytes), &["first"]).success());
+        let found = find_with_path(home.path(), &path);
+        assert_eq!(String::from_utf8_lossy(&found.stdout), "deployed serve\n");
+        assert_eq!(std::fs::read(bin.join("soku")).expect("still there"), old);
     }
 
     /// What lands is what was sent, in a directory only its user enters, and the search
@@ -215,12 +279,11 @@ mod tests {
     fn a_deployed_soku_is_run_until_its_bytes_change() {
         let home = tempfile::tempdir().expect("tempdir");
         let bytes = b"#!/bin/sh\necho \"deployed $*\"\n";
-        let digest = ring::digest::digest(&ring::digest::SHA256, bytes);
-        let hex: String = digest.as_ref().iter().map(|b| format!("{b:02x}")).collect();
-        assert!(!install_here(home.path(), bytes, &"0".repeat(64)).success(), "a wrong hash");
+        let hex = sha256_hex(bytes);
+        assert!(!install_here(home.path(), bytes, &"0".repeat(64), &[]).success(), "a wrong hash");
         let dir = home.path().join(".cache/soku/bin/0.1.0-0123456789abcdef");
         assert!(!dir.join("soku").exists(), "nothing lands under a wrong hash");
-        assert!(install_here(home.path(), bytes, &hex).success());
+        assert!(install_here(home.path(), bytes, &hex, &[]).success());
         assert_eq!(std::fs::read(dir.join("soku")).expect("landed"), bytes);
         let mode = std::fs::metadata(&dir).expect("dir").permissions().mode();
         assert_eq!(mode & 0o777, 0o700, "{mode:o}");

@@ -13,17 +13,25 @@ pub const USER_PLACES: &str = "~/.local/bin, ~/.cargo/bin or ~/bin";
 
 /// A POSIX sh script that runs the first soku it finds, with its arguments: on PATH,
 /// in [`USER_PLACES`], or one soku deployed there for this version (`deploy.rs`) whose
-/// SHA-256 still matches the one recorded beside it. With none it says the remote's
-/// system and machine (`soku-deploy OS ARCH`, on stdout, where the client reads the
-/// server's hello) and exits 127, as a shell does for a command it cannot find. Run
-/// as `sh -c FIND_SOKU VERSION serve ...`. One line without `!`, so that csh, fish and
-/// the other login shells that hand it to `sh` pass it through single quotes unchanged.
-pub const FIND_SOKU: &str = "command -v soku >/dev/null 2>&1 && exec soku \"$@\"; \
+/// SHA-256 still matches the one recorded beside it. A deployed soku marked `first`
+/// runs before all of them: it was sent because the one found first speaks no protocol
+/// version in common with this client, and that one stays where the user put it. With
+/// none it says the remote's system and machine (`soku-deploy OS ARCH`, on stdout,
+/// where the client reads the server's hello) and exits 127, as a shell does for a
+/// command it cannot find. Run as `sh -c FIND_SOKU VERSION serve ...`. One line
+/// without `!`, so that csh, fish and the other login shells that hand it to `sh` pass
+/// it through single quotes unchanged.
+pub const FIND_SOKU: &str = "c=\"$HOME/.cache/soku/bin/$0\"; \
+     ok() { [ -x \"$1\" ] && [ \"$(sha256sum < \"$1\")\" = \"$(cat \"$1.sha256\" 2>/dev/null)\" ]; }; \
+     for p in \"$c\"-*/soku; do [ -f \"$p.first\" ] && ok \"$p\" && exec \"$p\" \"$@\"; done; \
+     command -v soku >/dev/null 2>&1 && exec soku \"$@\"; \
      for p in \"$HOME/.local/bin/soku\" \"$HOME/.cargo/bin/soku\" \"$HOME/bin/soku\"; \
      do [ -x \"$p\" ] && exec \"$p\" \"$@\"; done; \
-     for c in \"$HOME/.cache/soku/bin/$0\"-*/soku; do [ -x \"$c\" ] && \
-     [ \"$(sha256sum < \"$c\")\" = \"$(cat \"$c.sha256\" 2>/dev/null)\" ] && exec \"$c\" \"$@\"; \
-     done; echo \"soku-deploy $(uname -s) $(uname -m)\"; exit 127";
+     for p in \"$c\"-*/soku; do ok \"$p\" && exec \"$p\" \"$@\"; done; \
+     echo \"soku-deploy $(uname -s) $(uname -m)\"; exit 127";
+
+/// Asks the remote's system and machine, in the line [`FIND_SOKU`] ends with.
+pub const SAY_PLATFORM: &str = "echo \"soku-deploy $(uname -s) $(uname -m)\"";
 
 /// The first word of the line [`FIND_SOKU`] prints when it finds no soku.
 pub const DEPLOY_MARK: &str = "soku-deploy";

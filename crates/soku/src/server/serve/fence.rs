@@ -37,7 +37,6 @@ use soku_engine::fsops::TargetDir;
 use soku_proto::message::Job;
 
 use crate::cli::args::ServeArgs;
-use crate::client::launch::remote_soku::FIND_SOKU;
 
 /// The fences this server holds.
 #[derive(Debug, Default, Clone)]
@@ -100,12 +99,11 @@ fn client_args(line: &str) -> anyhow::Result<ServeArgs> {
     };
     let words = crate::client::launch::shell::shell_words(line).map_err(|_| refused())?;
     // A client that names no remote soku asks the shell to find one
-    // (`client/launch/remote_soku.rs`): `sh -c SCRIPT soku serve ...`, that script and
-    // no other, with the serve line after it.
+    // (`client/launch/remote_soku.rs`): `sh -c SCRIPT VERSION serve ...`. The script is
+    // never run here (sshd ran the administrator's command instead), so any client's
+    // script will do, another version's too: only the serve line after it counts.
     let words = match words.as_slice() {
-        [sh, c, script, line @ ..] if sh == "sh" && c == "-c" && script == FIND_SOKU => {
-            line.to_vec()
-        }
+        [sh, c, _script, line @ ..] if sh == "sh" && c == "-c" => line.to_vec(),
         _ => words,
     };
     if words.get(1).map(String::as_str) != Some("serve") {
@@ -245,8 +243,10 @@ mod tests {
         assert!(client_args("/opt/bin/soku serve").is_ok());
         let found = crate::client::launch::remote_soku::command_line(None, "serve --ports 1-2");
         assert_eq!(client_args(&found).expect("parses").ports, Some(1..=2));
-        // Any other script is refused, whatever follows it.
-        assert!(client_args("sh -c 'cat /etc/passwd' soku serve").is_err());
+        // Another version's search: never run here, only its serve line counts.
+        let other = client_args("sh -c 'exec soku \"$@\"' 0.0.1 serve --read-only");
+        assert!(other.expect("parses").read_only);
+        assert!(client_args("sh -c 'cat /etc/passwd' 0.0.1 sleep 9").is_err());
         let refused = client_args("cat /etc/passwd").expect_err("not serve");
         assert!(refused.to_string().contains("runs only `soku serve`"), "{refused}");
         assert!(client_args("soku serve --no-such-option").is_err());
