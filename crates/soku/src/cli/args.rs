@@ -126,12 +126,6 @@ pub struct CopyArgs {
     #[arg(long = "no-share-login")]
     pub no_share_login: bool,
 
-    /// When the remote host has no soku, do not send one into its ~/.cache/soku/bin
-    /// (by default this soku, if it is the static build for the remote's machine, or
-    /// one put in ~/.cache/soku/dist).
-    #[arg(long = "no-deploy")]
-    pub no_deploy: bool,
-
     /// When the connection is lost, log in again and resume for up to this many seconds
     /// (0: give up at once, leaving what was copied for a later run to resume; default: 300).
     #[arg(long = "retry-for", value_name = "SECONDS")]
@@ -210,6 +204,12 @@ pub struct SshArgs {
     /// first `soku` on the remote PATH, in ~/.local/bin, ~/.cargo/bin or ~/bin).
     #[arg(long = "remote-soku", value_name = "PATH")]
     pub remote_soku: Option<String>,
+
+    /// When the remote host has no soku this one can talk to, do not send one into its
+    /// ~/.cache/soku/bin (by default this soku, if it is the static build for the
+    /// remote's machine, or one put in ~/.cache/soku/dist).
+    #[arg(long = "no-deploy")]
+    pub no_deploy: bool,
 }
 
 #[derive(Debug, Subcommand)]

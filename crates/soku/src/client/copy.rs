@@ -24,7 +24,7 @@ use crate::cli::spec::{self, Location, Remote};
 use crate::cli::transport_mode::TransportMode;
 use crate::client::interrupt::{Interrupt, Interrupted};
 use crate::client::kept::{KeptKey, KeptServer};
-use crate::client::launch::deploy::{self, Lack, NoRemoteSoku};
+use crate::client::launch::deploy::{self, NoRemoteSoku};
 use crate::client::launch::{Launcher, ServeCommand};
 use crate::client::path_memory::{self, Flow, Taught};
 use crate::client::preview;
@@ -358,10 +358,10 @@ async fn copy_until_done(
             return Err(stopped(&err, facts, here).into());
         }
         if let (Some(missing), Some(remote)) = (err.downcast_ref::<NoRemoteSoku>(), &remote) {
-            if deployed || args.no_deploy {
+            if deployed || args.ssh.no_deploy {
                 return Err(err);
             }
-            deploy_to(&launcher, remote, missing, events.as_ref()).await?;
+            deploy::send(&launcher, remote, missing, events.as_ref()).await?;
             deployed = true;
             continue;
         }
@@ -624,60 +624,6 @@ impl Attempt<'_> {
                 Err(err)
             }
         }
-    }
-}
-
-/// Sends a soku to a remote that has none it can talk to (`client/launch/deploy.rs`),
-/// and says so in one line; an error, with the reason, when there is none to send or it
-/// did not land.
-async fn deploy_to(
-    launcher: &Launcher,
-    remote: &Remote,
-    missing: &NoRemoteSoku,
-    events: &dyn EventSink,
-) -> anyhow::Result<()> {
-    let platform = match &missing.lack {
-        Lack::Missing(Some(platform)) => platform.clone(),
-        Lack::Missing(None) => return Err(Exit::connection(missing.message.clone()).into()),
-        Lack::OtherVersion(_) => deploy::ask_platform(launcher, remote).await.map_err(|e| {
-            Exit::connection(format!("{}; {}", missing.message, crate::exit::one_line(&e)))
-        })?,
-    };
-    let binary = deploy::binary_for(&platform).map_err(|why| match &missing.lack {
-        Lack::OtherVersion(_) => Exit::connection(missing.message.clone()),
-        Lack::Missing(_) => Exit::connection(why),
-    })?;
-    let first = matches!(missing.lack, Lack::OtherVersion(_));
-    let installed = deploy::install(launcher, remote, &binary, first)
-        .await
-        .map_err(|e| Exit::connection(crate::exit::one_line(&e)))?;
-    let done = format!(
-        "installed soku {} for {} {} on {} in ~/.cache/soku/bin ({}, {:.1} s)",
-        env!("CARGO_PKG_VERSION"),
-        platform.arch,
-        platform.os,
-        remote.host,
-        crate::ui::human_bytes(installed.bytes),
-        installed.seconds
-    );
-    let line = match &missing.lack {
-        Lack::OtherVersion(speaks) => format!(
-            "the remote's soku speaks protocol {}, this one {}: left it in place, {done}, and \
-             copies from this soku use that one",
-            range(speaks),
-            range(&soku_proto::PROTOCOL_VERSIONS)
-        ),
-        Lack::Missing(_) => done,
-    };
-    events.event(TransferEvent::Notice(line));
-    Ok(())
-}
-
-/// A range of protocol versions, as the user reads it: `5-9`, or `7`.
-fn range(versions: &std::ops::RangeInclusive<u16>) -> String {
-    match versions.start() == versions.end() {
-        true => versions.start().to_string(),
-        false => format!("{}-{}", versions.start(), versions.end()),
     }
 }
 

@@ -44,10 +44,12 @@ use self::tcp::TcpCarrier;
 use self::terms::Terms;
 use crate::carrier::policing;
 use crate::carrier::udp_block::TcpRoundTrips;
+use crate::cli::spec::Remote;
 use crate::cli::transport_mode::TransportMode;
 use crate::client::kept::KeptServer;
-use crate::client::launch::deploy::{Lack, NoRemoteSoku, Platform};
+use crate::client::launch::deploy::{self, Lack, NoRemoteSoku, Platform};
 use crate::client::launch::Forward;
+use crate::client::launch::{Launcher, ServeCommand};
 use crate::client::preview;
 use crate::exit::Exit;
 
@@ -117,6 +119,32 @@ impl Session {
                 }
                 Err(err) => Err(err),
             },
+        }
+    }
+
+    /// Starts the remote soku through `launcher` ([`Session::start`]), for a command
+    /// with one session (a copy retries in a loop of its own). A remote with no soku
+    /// this one can talk to gets one sent first, once, unless `deploy` is off
+    /// (`client/launch/deploy.rs`).
+    pub async fn launch(
+        launcher: &Launcher,
+        remote: &Remote,
+        serve: &ServeCommand,
+        opts: &SessionOptions,
+        events: &dyn EventSink,
+        deploy: bool,
+    ) -> anyhow::Result<(Session, Link)> {
+        let cmd = launcher.command(Some(remote), serve, false)?;
+        match Session::start(cmd, opts, events).await {
+            Err(err) if deploy => {
+                let Some(missing) = err.downcast_ref::<NoRemoteSoku>() else {
+                    return Err(err);
+                };
+                deploy::send(launcher, remote, missing, events).await?;
+                let cmd = launcher.command(Some(remote), serve, false)?;
+                Session::start(cmd, opts, events).await
+            }
+            started => started,
         }
     }
 

@@ -67,14 +67,16 @@ pub async fn run(mut args: DiagnoseArgs) -> anyhow::Result<()> {
         tokio::task::spawn_blocking(move || host::facts(Some(DiskTest::Read(local_dir)))).await?;
 
     let launcher = Launcher::from_args(&args.ssh, args.verbose, false)?;
-    let cmd = launcher.command(Some(&remote), &ServeCommand::from_args(&args.ssh), false)?;
+    let serve = ServeCommand::from_args(&args.ssh);
     let opts = SessionOptions {
         diagnose: true,
         remote_soku: args.ssh.remote_soku.clone(),
         ..SessionOptions::for_command(TransportMode::Auto, remote.host.clone(), QUIC_TIMEOUT)
     };
     let events = Collected::default();
-    let (mut session, mut link) = Session::start(cmd, &opts, &events).await?;
+    let deploy = !args.ssh.no_deploy;
+    let (mut session, mut link) =
+        Session::launch(&launcher, &remote, &serve, &opts, &events, deploy).await?;
     let mut facts = PathFacts {
         host: args.remote.clone(),
         local: Side { name: "this host".into(), facts: local },
@@ -237,6 +239,8 @@ impl EventSink for Collected {
                     *slot = transport;
                 }
             }
+            // Said at once, as a copy says it: what was sent to the remote.
+            TransferEvent::Notice(message) => crate::ui::say(&format!("soku: {message}")),
             TransferEvent::Warning(warning) => {
                 if let Ok(mut list) = self.warnings.lock() {
                     // Bounded: a session says a handful of things.

@@ -42,13 +42,14 @@ pub async fn run(mut args: TunnelArgs) -> anyhow::Result<()> {
 
     let launcher = Launcher::from_args(&args.ssh, args.verbose, false)?;
     let serve = ServeCommand::from_args(&args.ssh);
-    let cmd = launcher.command(Some(&remote), &serve, false)?;
     let session_opts = SessionOptions {
         remote_soku: args.ssh.remote_soku.clone(),
         ..SessionOptions::for_command(TransportMode::Quic, remote.host.clone(), QUIC_TIMEOUT)
     };
     let events = Notices::new(args.verbose > 0);
-    let (session, mut link) = Session::start(cmd, &session_opts, &events).await?;
+    let deploy = !args.ssh.no_deploy;
+    let (session, mut link) =
+        Session::launch(&launcher, &remote, &serve, &session_opts, &events, deploy).await?;
     let Some(conn) = session.connection().cloned() else {
         let why = session
             .fallback()
@@ -186,6 +187,7 @@ impl EventSink for Notices {
             TransferEvent::Warning(message) => {
                 crate::ui::say(&format!("soku tunnel: warning: {message}"))
             }
+            TransferEvent::Notice(message) => crate::ui::say(&format!("soku tunnel: {message}")),
             TransferEvent::Connected { transport, .. } if self.verbose => {
                 crate::ui::say(&format!("soku tunnel: connected over {transport}"))
             }

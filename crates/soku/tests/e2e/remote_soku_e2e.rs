@@ -241,3 +241,23 @@ fn a_remote_soku_too_old_with_no_deploy_says_which_side_to_upgrade() {
     assert_eq!(error_lines(&stderr).len(), 1, "one error line\n{stderr}");
     assert!(deployed(&home).is_none(), "sent one all the same");
 }
+
+/// `soku diagnose` to a remote with no soku sends one as a copy does, and measures.
+#[test]
+fn diagnose_sends_soku_to_a_remote_without_one() {
+    let env = Env::new();
+    let home = account(&env);
+    at_hand(&env);
+    let mut cmd = crate::common::bounded_soku(90);
+    cmd.env("XDG_CACHE_HOME", env.path("cache"));
+    cmd.arg("diagnose").args(env.sshd.scp_port_args()).args(env.sshd.ssh_args());
+    cmd.arg("--local-path").arg(env.src()).arg("--json").arg(env.sshd.host());
+    let out = env.ok(cmd.stdin(Stdio::null()));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(said.lines().filter(|l| l.contains("installed soku")).count(), 1, "{said}");
+    let v: serde_json::Value =
+        serde_json::from_slice(&out.stdout).expect("one JSON object on stdout");
+    let cores = &v["facts"]["remote"]["facts"]["cores"];
+    assert!(cores.as_u64().is_some_and(|n| n > 0), "the sent soku answered: {v}");
+    assert!(deployed(&home).is_some());
+}

@@ -94,7 +94,6 @@ impl Settings {
             resume: on(args.no_resume, false),
             fsync: on(args.no_fsync, false),
             share_login: on(args.no_share_login, false),
-            deploy: on(args.no_deploy, false),
             chunk_size: args.chunk_size.and_then(Set::cli),
             ..Settings::from_ssh_args(&args.ssh)
         }
@@ -106,6 +105,7 @@ impl Settings {
             remote_ports: ssh.remote_ports.clone().and_then(Set::cli),
             remote_soku: ssh.remote_soku.clone().and_then(Set::cli),
             ssh_program: ssh.ssh_program.clone().and_then(Set::cli),
+            deploy: ssh.no_deploy.then(|| Set::cli(false)).flatten(),
             ..Settings::default()
         }
     }
@@ -148,16 +148,16 @@ impl Settings {
         args.no_resume = self.resume.as_ref().map_or(args.no_resume, |s| !s.value);
         args.no_fsync = self.fsync.as_ref().map_or(args.no_fsync, |s| !s.value);
         args.no_share_login = self.share_login.as_ref().map_or(args.no_share_login, |s| !s.value);
-        args.no_deploy = self.deploy.as_ref().map_or(args.no_deploy, |s| !s.value);
         args.chunk_size = self.chunk_size.as_ref().map(|s| s.value).or(args.chunk_size);
         self.apply_to_ssh(&mut args.ssh);
     }
 
-    /// Writes the ssh-side values (remote ports, remote soku, ssh program).
+    /// Writes the ssh-side values (remote ports, remote soku, ssh program, deploy).
     pub fn apply_to_ssh(self, ssh: &mut SshArgs) {
         ssh.remote_ports = self.remote_ports.map(|s| s.value).or(ssh.remote_ports.take());
         ssh.remote_soku = self.remote_soku.map(|s| s.value).or(ssh.remote_soku.take());
         ssh.ssh_program = self.ssh_program.map(|s| s.value).or(ssh.ssh_program.take());
+        ssh.no_deploy = self.deploy.map_or(ssh.no_deploy, |s| !s.value);
     }
 
     /// Every key with its effective value, soku's default where nothing set it.

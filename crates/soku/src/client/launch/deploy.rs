@@ -22,6 +22,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use soku_engine::events::{EventSink, TransferEvent};
 use soku_proto::name::shown;
 use tokio::io::AsyncWriteExt;
 
@@ -29,6 +30,7 @@ use super::remote_soku::{DEPLOY_MARK, SAY_PLATFORM, USER_PLACES};
 use super::shell::shell_quote;
 use super::Launcher;
 use crate::cli::spec::Remote;
+use crate::exit::Exit;
 
 /// Installs the binary that comes on stdin, as `sh -c INSTALL NAME SIZE SHA256 [first]`,
 /// NAME the cache entry (`<version>-<hash>`); exits 0 once it is in place. `first`
@@ -194,6 +196,60 @@ pub async fn install(
         );
     }
     Ok(Installed { bytes: bytes.len() as u64, seconds: started.elapsed().as_secs_f64() })
+}
+
+/// Sends a soku to a remote that has none it can talk to (`client/launch/deploy.rs`),
+/// and says so in one line; an error, with the reason, when there is none to send or it
+/// did not land.
+pub async fn send(
+    launcher: &Launcher,
+    remote: &Remote,
+    missing: &NoRemoteSoku,
+    events: &dyn EventSink,
+) -> anyhow::Result<()> {
+    let platform = match &missing.lack {
+        Lack::Missing(Some(platform)) => platform.clone(),
+        Lack::Missing(None) => return Err(Exit::connection(missing.message.clone()).into()),
+        Lack::OtherVersion(_) => ask_platform(launcher, remote).await.map_err(|e| {
+            Exit::connection(format!("{}; {}", missing.message, crate::exit::one_line(&e)))
+        })?,
+    };
+    let binary = binary_for(&platform).map_err(|why| match &missing.lack {
+        Lack::OtherVersion(_) => Exit::connection(missing.message.clone()),
+        Lack::Missing(_) => Exit::connection(why),
+    })?;
+    let first = matches!(missing.lack, Lack::OtherVersion(_));
+    let installed = install(launcher, remote, &binary, first)
+        .await
+        .map_err(|e| Exit::connection(crate::exit::one_line(&e)))?;
+    let done = format!(
+        "installed soku {} for {} {} on {} in ~/.cache/soku/bin ({}, {:.1} s)",
+        env!("CARGO_PKG_VERSION"),
+        platform.arch,
+        platform.os,
+        remote.host,
+        crate::ui::human_bytes(installed.bytes),
+        installed.seconds
+    );
+    let line = match &missing.lack {
+        Lack::OtherVersion(speaks) => format!(
+            "the remote's soku speaks protocol {}, this one {}: left it in place, {done}, and \
+             copies from this soku use that one",
+            range(speaks),
+            range(&soku_proto::PROTOCOL_VERSIONS)
+        ),
+        Lack::Missing(_) => done,
+    };
+    events.event(TransferEvent::Notice(line));
+    Ok(())
+}
+
+/// A range of protocol versions, as the user reads it: `5-9`, or `7`.
+fn range(versions: &std::ops::RangeInclusive<u16>) -> String {
+    match versions.start() == versions.end() {
+        true => versions.start().to_string(),
+        false => format!("{}-{}", versions.start(), versions.end()),
+    }
 }
 
 #[cfg(test)]
