@@ -31,10 +31,36 @@ use clap::{CommandFactory, Parser};
 
 use cli::args::{Cli, Command};
 
+/// An option soku does not know, in one line that names it and the ways out; clap's
+/// tip ("to pass '-Z' as a value, use '-- -Z'") would send the user to write it after
+/// `--`, where it is read as a file name. Any other parse error (and --help, --version)
+/// as clap says it.
+fn usage_error(err: clap::Error) -> ExitCode {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    let unknown = match (err.kind(), err.get(ContextKind::InvalidArg)) {
+        (ErrorKind::UnknownArgument, Some(ContextValue::String(arg))) => Some(arg.clone()),
+        _ => None,
+    };
+    let Some(arg) = unknown else {
+        let _ = err.print();
+        return ExitCode::from(u8::try_from(err.exit_code()).unwrap_or(2));
+    };
+    let shown = ui::visible(&arg);
+    ui::say(&format!(
+        "soku: unknown option {shown}: soku takes scp's options and its own (soku --help \
+         lists them); a file whose name starts with '-' is written ./{shown}"
+    ));
+    ExitCode::from(2)
+}
+
 /// Runs the command line the process was started with, and says how it ended.
 pub fn main() -> ExitCode {
     no_huge_pages_for_small_buffers();
-    let cli = Cli::parse_from(copy_of_a_file_named_config(std::env::args_os().collect()));
+    let cli = match Cli::try_parse_from(copy_of_a_file_named_config(std::env::args_os().collect()))
+    {
+        Ok(cli) => cli,
+        Err(err) => return usage_error(err),
+    };
     let json = match &cli.command {
         None => cli.copy.json,
         Some(Command::Diagnose(args)) => args.json,

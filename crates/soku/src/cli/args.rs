@@ -82,9 +82,54 @@ pub struct CopyArgs {
     #[arg(short = 'C')]
     pub compress: bool,
 
-    /// Cipher for the data: aes128-gcm, aes256-gcm or chacha20-poly1305.
+    /// Cipher for the data: aes128-gcm, aes256-gcm or chacha20-poly1305. An ssh cipher
+    /// (aes128-ctr, aes256-gcm@openssh.com, ...; a comma-separated list) goes to ssh for
+    /// the login, as scp's -c does; the data then keeps soku's cipher of the same
+    /// algorithm, or its default.
     #[arg(short = 'c', value_name = "CIPHER")]
     pub cipher: Option<String>,
+
+    /// Between two remote hosts, copy through this host (scp's -3, and its default):
+    /// not built yet; such a copy stops with a line that names -R.
+    #[arg(short = '3', conflicts_with = "origin_copies")]
+    pub through_here: bool,
+
+    /// Between two remote hosts, have the origin host copy to the destination: soku
+    /// there runs the copy over the origin's own ssh (scp's -R). The origin must be
+    /// able to log in to the destination (its own keys, or yours with -A).
+    #[arg(short = 'R')]
+    pub origin_copies: bool,
+
+    /// scp's legacy SCP protocol: no effect (soku speaks its own protocol over ssh).
+    #[arg(short = 'O', help_heading = "scp's options that change nothing in soku")]
+    pub legacy_scp: bool,
+
+    /// scp's SFTP protocol: no effect (soku speaks its own protocol over ssh).
+    #[arg(short = 's', help_heading = "scp's options that change nothing in soku")]
+    pub sftp: bool,
+
+    /// scp's "no strict filename checking": no effect. soku checks every name the
+    /// server sends against the request as the server resolved it, which rejects no
+    /// file the request matched.
+    #[arg(short = 'T', help_heading = "scp's options that change nothing in soku")]
+    pub no_name_check: bool,
+
+    /// scp's local SFTP server program: no effect (soku runs no SFTP server).
+    #[arg(
+        short = 'D',
+        value_name = "SFTP_SERVER_PATH",
+        help_heading = "scp's options that change nothing in soku"
+    )]
+    pub sftp_server: Option<String>,
+
+    /// scp's SFTP tuning (nrequests=, buffer=): no effect (soku's own pipeline sets how
+    /// much is in flight).
+    #[arg(
+        short = 'X',
+        value_name = "SFTP_OPTION",
+        help_heading = "scp's options that change nothing in soku"
+    )]
+    pub sftp_options: Vec<String>,
 
     /// How to reach the remote host.
     #[command(flatten)]
@@ -178,6 +223,15 @@ pub struct SshArgs {
     /// Batch mode: never ask for passwords or passphrases (ssh BatchMode=yes).
     #[arg(short = 'B')]
     pub batch: bool,
+
+    /// Forward the ssh agent to the remote host (ssh -A), for a remote that logs in
+    /// further with your keys (-R between two remote hosts). Off by default, as scp's.
+    #[arg(short = 'A')]
+    pub forward_agent: bool,
+
+    /// An ssh cipher for the login (ssh -c), from the copy's -c.
+    #[arg(skip)]
+    pub ssh_cipher: Option<String>,
 
     /// Use IPv4 addresses only.
     #[arg(short = '4', conflicts_with = "ipv6")]

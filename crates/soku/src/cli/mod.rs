@@ -7,6 +7,7 @@
 //! - [`config`]: the config files under the command line (`soku config [HOST]`).
 
 pub mod args;
+pub mod cipher;
 pub mod config;
 pub mod size;
 pub mod spec;

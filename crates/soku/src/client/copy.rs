@@ -17,11 +17,13 @@ use soku_proto::message::{CopyFlags, Job, Message, Unfinished};
 use soku_proto::name::Name;
 use soku_proto::path::{NameFilter, Target, TargetError};
 use soku_proto::receive::Receiver;
-use soku_transport::{Cipher, ConnectionHint, HintSlot, TransportOptions};
+use soku_transport::{ConnectionHint, HintSlot, TransportOptions};
 
 use crate::cli::args::{CopyArgs, DEFAULT_QUIC_TIMEOUT_SECS, DEFAULT_RETRY_FOR_SECS};
+use crate::cli::cipher::CipherChoice;
 use crate::cli::spec::{self, Location, Remote};
 use crate::cli::transport_mode::TransportMode;
+use crate::client::between_remotes;
 use crate::client::interrupt::{Interrupt, Interrupted};
 use crate::client::kept::{KeptKey, KeptServer};
 use crate::client::launch::deploy::{self, NoRemoteSoku};
@@ -75,6 +77,12 @@ pub async fn run(args: CopyArgs) -> anyhow::Result<CopyReport> {
 /// [`run`], the server's side named `other_side` in what the user is told.
 async fn run_between(args: CopyArgs, other_side: &'static str) -> anyhow::Result<CopyReport> {
     let started = Instant::now();
+    if let Some((origin, sources, target)) = between_remotes::between(&args.paths)? {
+        let args = crate::cli::config::apply(args, Some(&origin.host))?;
+        between_remotes::run(&args, origin, sources, target).await?;
+        // The origin's soku counted and verified what it copied, and said so.
+        return Ok(CopyReport { files: 0, bytes: 0, server: None });
+    }
     // The config files apply to what the command line leaves open, for the remote host
     // as the user wrote it (a local copy takes their top-level keys).
     let host = match direction(&args.paths)? {
@@ -161,10 +169,11 @@ async fn copy_until_done(
     let whole = WholeCopy::new(events);
     let stops = Arc::new(KeepsUnfinished { inner: whole.clone(), last: Mutex::default() });
     let events: Arc<dyn EventSink> = stops.clone();
-    let cipher = match &args.cipher {
-        Some(name) => Some(name.parse::<Cipher>().map_err(|e| Exit::usage(e.to_string()))?),
+    let choice = match &args.cipher {
+        Some(name) => Some(CipherChoice::parse(name).map_err(Exit::usage)?),
         None => None,
     };
+    let cipher = choice.as_ref().and_then(|c| c.data);
     let mut transport = TransportOptions {
         cipher,
         rate_limit_bps: args.limit_kbps.map(|kbps| kbps.saturating_mul(1000)),
@@ -208,10 +217,17 @@ async fn copy_until_done(
         Direction::Upload { .. } => None,
     };
 
+    let mut ssh = args.ssh.clone();
+    ssh.ssh_cipher = choice.as_ref().and_then(|c| c.login.clone());
+    if let Some(said) = choice.as_ref().and_then(CipherChoice::said) {
+        if args.verbose > 0 && !args.quiet {
+            crate::ui::say(&format!("soku: {said}"));
+        }
+    }
     let (remote, mut launcher) = match &direction {
         Direction::Upload { remote: None, .. } => (None, Launcher::Local),
         Direction::Upload { remote: Some(r), .. } | Direction::Download { remote: r, .. } => {
-            (Some(r.clone()), Launcher::from_args(&args.ssh, args.verbose, args.quiet)?)
+            (Some(r.clone()), Launcher::from_args(&ssh, args.verbose, args.quiet)?)
         }
     };
     let mode = if args.force_ssh_channel {

@@ -16,6 +16,7 @@
 //!   one process.
 //! - [`private_dir`]: soku's own directories under the user's runtime directory.
 
+pub mod between_remotes;
 #[cfg(test)]
 mod bootstrap_test;
 pub mod copy;

@@ -12,6 +12,7 @@
 
 mod common;
 
+mod between_remotes_e2e;
 mod bootstrap_e2e;
 mod config_e2e;
 mod copy_e2e;
@@ -32,6 +33,7 @@ mod outage_e2e;
 mod remote_soku_e2e;
 mod report_e2e;
 mod resume_e2e;
+mod scp_options_e2e;
 mod security;
 mod shared_directory_e2e;
 mod shared_login_e2e;

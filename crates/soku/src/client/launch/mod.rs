@@ -55,9 +55,9 @@ impl Launcher {
             return Ok(Launcher::Rsh { words });
         }
         let mut options = vec![
-            // As scp does: no X11 or agent forwarding, no port forwards, no tty.
+            // As scp does: no X11 or agent forwarding (unless -A), no port forwards, no tty.
             "-x".to_string(),
-            "-a".into(),
+            if args.forward_agent { "-A" } else { "-a" }.into(),
             "-T".into(),
             "-oClearAllForwardings=yes".into(),
             "-oPermitLocalCommand=no".into(),
@@ -86,6 +86,10 @@ impl Launcher {
         }
         if args.batch {
             options.push("-oBatchMode=yes".into());
+        }
+        if let Some(cipher) = &args.ssh_cipher {
+            options.push("-c".into());
+            options.push(cipher.clone());
         }
         if args.ipv4 {
             options.push("-4".into());
@@ -306,6 +310,29 @@ mod tests {
     /// A local copy's server is ours, whatever the session this client runs in: with
     /// sshd's `SSH_ORIGINAL_COMMAND` inherited, it took itself for a forced command
     /// and refused the copy.
+    /// `-A` turns ssh's agent forwarding on in place of scp's `-a`; an ssh cipher from
+    /// `-c` goes to ssh as its `-c`.
+    #[test]
+    fn the_agent_and_an_ssh_cipher_reach_ssh() {
+        let plain = SshArgs::default();
+        let Launcher::Ssh { options, .. } = Launcher::from_args(&plain, 0, false).expect("ssh")
+        else {
+            panic!("not ssh");
+        };
+        assert!(options.contains(&"-a".to_string()) && !options.contains(&"-A".to_string()));
+        let asked = SshArgs {
+            forward_agent: true,
+            ssh_cipher: Some("aes128-ctr".into()),
+            ..SshArgs::default()
+        };
+        let Launcher::Ssh { options, .. } = Launcher::from_args(&asked, 0, false).expect("ssh")
+        else {
+            panic!("not ssh");
+        };
+        assert!(options.contains(&"-A".to_string()) && !options.contains(&"-a".to_string()));
+        assert!(options.windows(2).any(|w| w[0] == "-c" && w[1] == "aes128-ctr"));
+    }
+
     #[test]
     fn a_local_server_is_never_taken_for_a_forced_command() {
         let serve = ServeCommand { program: None, ports: None };

@@ -85,6 +85,17 @@ impl Forward {
     /// `shared_login.rs`), ssh's notes that the dialer passed nothing back stay off the
     /// terminal: the dialer's own reason is told instead.
     pub fn start(stderr: ChildStderr, dials: bool) -> Forward {
+        Forward::spawn(stderr, dials, None)
+    }
+
+    /// Starts copying the error output of a soku that copies from `origin` to another
+    /// remote host (`client/between_remotes.rs`): its lines name its own side "local",
+    /// which for the user is `origin`.
+    pub fn start_for_origin(stderr: ChildStderr, origin: &str) -> Forward {
+        Forward::spawn(stderr, false, Some(format!("soku: {}: ", crate::ui::visible(origin))))
+    }
+
+    fn spawn(stderr: ChildStderr, dials: bool, origin: Option<String>) -> Forward {
         Forward(tokio::spawn(async move {
             let mut input = BufReader::new(stderr);
             let mut out = tokio::io::stderr();
@@ -96,7 +107,11 @@ impl Forward {
                     Ok(_) => {}
                 }
                 let bytes = raw.strip_suffix(b"\n").unwrap_or(&raw);
-                let line = crate::ui::visible_bytes(bytes.strip_suffix(b"\r").unwrap_or(bytes));
+                let mut line = crate::ui::visible_bytes(bytes.strip_suffix(b"\r").unwrap_or(bytes));
+                if let Some(rest) = origin.as_ref().and_then(|_| line.strip_prefix("soku: local: "))
+                {
+                    line = format!("{}{rest}", origin.as_deref().unwrap_or_default());
+                }
                 if is_out_of_memory(&line) {
                     let _ = OUT_OF_MEMORY.set(line.clone());
                 }
