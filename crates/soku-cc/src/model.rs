@@ -208,6 +208,11 @@ pub struct SokuCc {
     /// Loss shares of the last rounds that carried enough packets, for
     /// [`SokuCc::path_loss`].
     round_losses: VecDeque<f64>,
+    /// Rounds closed so far, and how many of them were app-limited: the sender had less
+    /// to send than the window allowed (flow control, an empty pipeline, the copy's
+    /// start and end), as quinn tells each ack.
+    rounds: u64,
+    app_limited_rounds: u64,
     rng: u64,
     /// Bytes acknowledged beyond `bw x time` within one aggregation epoch, max over
     /// `EXTRA_ACKED_ROUNDS` rounds (one round in startup).
@@ -305,6 +310,8 @@ impl SokuCc {
             probe_rtt_min: None,
             round_rates: VecDeque::with_capacity(CYCLE_LEN),
             round_losses: VecDeque::new(),
+            rounds: 0,
+            app_limited_rounds: 0,
             rng,
             extra_acked: WindowedFilter::new(Direction::Max, 1),
             ack_epoch_start: None,
@@ -333,6 +340,11 @@ impl SokuCc {
     /// The current phase.
     pub fn mode(&self) -> Mode {
         self.mode
+    }
+
+    /// Rounds closed so far, and how many of them were app-limited.
+    pub fn rounds(&self) -> (u64, u64) {
+        (self.rounds, self.app_limited_rounds)
     }
 
     /// Estimated bottleneck bandwidth in bits per second.
@@ -467,6 +479,8 @@ impl SokuCc {
     }
 
     fn on_round(&mut self, s: RoundSample) {
+        self.rounds += 1;
+        self.app_limited_rounds += u64::from(s.app_limited);
         if self.mode == Mode::ProbeBw {
             if self.round_rates.len() == CYCLE_LEN {
                 self.round_rates.pop_front();

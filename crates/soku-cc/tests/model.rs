@@ -153,6 +153,25 @@ fn app_limited_rounds_do_not_lower_bandwidth() {
     assert_eq!(before, after);
 }
 
+/// The count of round trips in which the sender had less to send than its window
+/// allowed: what says whether anything but the window held a copy back.
+#[test]
+fn app_limited_rounds_are_counted() {
+    let mut d = Driver::new(SokuCcConfig::default());
+    for _ in 0..40 {
+        d.round(500, 0, false);
+    }
+    let (rounds, limited) = d.soku().rounds();
+    assert!(rounds >= 30, "{rounds} rounds");
+    assert_eq!(limited, 0);
+    for _ in 0..10 {
+        d.round(20, 0, true);
+    }
+    let (after, limited) = d.soku().rounds();
+    assert!(after >= rounds + 8, "{after} rounds");
+    assert!((8..=10).contains(&limited), "{limited} app-limited rounds");
+}
+
 #[test]
 fn rate_cap_bounds_window_and_is_exposed() {
     let mut d = Driver::new(SokuCcConfig::with_rate_cap(8_000_000));

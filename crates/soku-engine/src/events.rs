@@ -142,6 +142,11 @@ pub struct PathReport {
     pub congestion_events: u64,
     /// The congestion window, in bytes.
     pub cwnd: u64,
+    /// Times this side had data to send and the peer's flow control held it back: the
+    /// DATA_BLOCKED and STREAM_DATA_BLOCKED frames it sent (RFC 9000, section 4.1). At
+    /// high loss, holes waiting for retransmission keep the peer's windows from moving
+    /// on; this says whether that ever stopped the sender.
+    pub flow_blocked: u64,
     /// The congestion controller's own bandwidth and min-RTT estimates, if it has any.
     pub model: Option<soku_transport::PathModel>,
 }
@@ -149,7 +154,8 @@ pub struct PathReport {
 impl PathReport {
     /// Reads the figures from a live connection.
     pub fn from_connection(conn: &quinn::Connection) -> PathReport {
-        let path = conn.stats().path;
+        let stats = conn.stats();
+        let path = stats.path;
         let model = soku_transport::path_model(conn);
         PathReport {
             rtt: path.rtt,
@@ -160,6 +166,7 @@ impl PathReport {
             lost_packets: path.lost_packets,
             congestion_events: path.congestion_events,
             cwnd: path.cwnd,
+            flow_blocked: stats.frame_tx.data_blocked + stats.frame_tx.stream_data_blocked,
             model,
         }
     }

@@ -117,6 +117,11 @@ pub struct PathModel {
     pub resume_lost_without_queue: bool,
     /// Whether the controller yields to other traffic (`--background`).
     pub background: bool,
+    /// Round trips closed so far, and how many of them the sender had less to send
+    /// than its window allowed (`soku_cc::SokuCc::rounds`).
+    pub rounds: u64,
+    /// See `rounds`.
+    pub app_limited_rounds: u64,
 }
 
 /// The path's round-trip propagation time: soku-cc's estimate when the connection runs
@@ -143,6 +148,7 @@ pub fn close(conn: &quinn::Connection, code: u32, reason: &[u8]) {
 /// The controller's path model, if the connection runs soku-cc and has estimates.
 pub fn path_model(conn: &quinn::Connection) -> Option<PathModel> {
     let cc = conn.congestion_state().into_any().downcast::<soku_cc::SokuCc>().ok()?;
+    let (rounds, app_limited_rounds) = cc.rounds();
     Some(PathModel {
         bandwidth_bps: cc.bandwidth_bps()?,
         min_rtt: cc.min_rtt()?,
@@ -151,5 +157,7 @@ pub fn path_model(conn: &quinn::Connection) -> Option<PathModel> {
         resume_jump: cc.resume_jump(),
         resume_lost_without_queue: cc.resume_lost_without_queue(),
         background: cc.is_background(),
+        rounds,
+        app_limited_rounds,
     })
 }

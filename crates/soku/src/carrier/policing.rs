@@ -198,6 +198,7 @@ mod tests {
             lost_packets: lost,
             congestion_events: 0,
             cwnd: 0,
+            flow_blocked: 0,
             model: None,
         }
     }

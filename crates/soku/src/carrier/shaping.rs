@@ -226,6 +226,7 @@ mod tests {
             lost_packets: 20,
             congestion_events: 0,
             cwnd: 0,
+            flow_blocked: 0,
             model: None,
         }
     }

@@ -129,6 +129,7 @@ struct PathLine {
     lost_packets: u64,
     congestion_events: u64,
     cwnd: u64,
+    flow_blocked: u64,
     model_bw_mbit: Option<f64>,
     model_min_rtt_ms: Option<f64>,
     phase: Option<&'static str>,
@@ -137,6 +138,10 @@ struct PathLine {
     resume_jump: Option<u64>,
     /// This side's controller yields to other traffic (`--background`).
     background: Option<bool>,
+    /// Round trips so far, and those in which the sender had less to send than its
+    /// window allowed.
+    rounds: Option<u64>,
+    app_limited_rounds: Option<u64>,
 }
 
 /// `x` rounded to `decimals` places, so that the shortest form serde_json writes has at
@@ -160,12 +165,15 @@ impl PathLine {
             lost_packets: p.lost_packets,
             congestion_events: p.congestion_events,
             cwnd: p.cwnd,
+            flow_blocked: p.flow_blocked,
             model_bw_mbit: p.model.map(|m| round(m.bandwidth_bps as f64 / 1e6, 3)),
             model_min_rtt_ms: p.model.map(|m| ms(m.min_rtt)),
             phase: p.model.map(|m| m.phase.name()),
             resume: p.model.map(|m| m.resume.name()),
             resume_jump: p.model.map(|m| m.resume_jump),
             background: p.model.map(|m| m.background),
+            rounds: p.model.map(|m| m.rounds),
+            app_limited_rounds: p.model.map(|m| m.app_limited_rounds),
         }
     }
 }
@@ -304,6 +312,7 @@ mod tests {
             lost_packets: 10,
             congestion_events: 1,
             cwnd: 40_000_000,
+            flow_blocked: 0,
             model,
         }
     }
@@ -328,16 +337,18 @@ mod tests {
             resume_jump: 1_250_000,
             resume_lost_without_queue: false,
             background: false,
+            rounds: 400,
+            app_limited_rounds: 3,
         };
         // Numbers stay numbers; serde_json writes 301.5 where `{:.3}` wrote 301.500.
         assert_eq!(
             line_of(&TransferEvent::PathSample(report(Some(model)))),
-            r#"{"event":"path_sample","rtt_ms":301.5,"min_rtt_ms":300.0,"mtu":1452,"sent_packets":1000,"lost_packets":10,"congestion_events":1,"cwnd":40000000,"model_bw_mbit":950.0,"model_min_rtt_ms":300.0,"phase":"probe_bw","resume":"normal","resume_jump":1250000,"background":false}"#
+            r#"{"event":"path_sample","rtt_ms":301.5,"min_rtt_ms":300.0,"mtu":1452,"sent_packets":1000,"lost_packets":10,"congestion_events":1,"cwnd":40000000,"flow_blocked":0,"model_bw_mbit":950.0,"model_min_rtt_ms":300.0,"phase":"probe_bw","resume":"normal","resume_jump":1250000,"background":false,"rounds":400,"app_limited_rounds":3}"#
         );
         let line = line_of(&TransferEvent::PathStats(report(None)));
         assert!(line.starts_with(r#"{"event":"path","#), "{line}");
         assert!(
-            line.ends_with(r#""model_bw_mbit":null,"model_min_rtt_ms":null,"phase":null,"resume":null,"resume_jump":null,"background":null}"#),
+            line.ends_with(r#""model_bw_mbit":null,"model_min_rtt_ms":null,"phase":null,"resume":null,"resume_jump":null,"background":null,"rounds":null,"app_limited_rounds":null}"#),
             "{line}"
         );
     }
@@ -350,6 +361,8 @@ mod tests {
             phase: soku_transport::CcPhase::ProbeBw,
             resume: soku_transport::ResumePhase::Normal,
             resume_jump: 0,
+            rounds: 0,
+            app_limited_rounds: 0,
             resume_lost_without_queue: false,
             background: false,
         };

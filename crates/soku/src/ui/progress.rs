@@ -258,14 +258,17 @@ impl EventSink for ProgressMeter {
                 if self.verbose && !self.quiet {
                     let model = match p.model {
                         Some(m) => format!(
-                            "; model {:.1} Mbit/s x {:.1} ms",
+                            "; model {:.1} Mbit/s x {:.1} ms; {} of {} round trips with less \
+                             to send than the window allowed",
                             m.bandwidth_bps as f64 / 1e6,
-                            m.min_rtt.as_secs_f64() * 1e3
+                            m.min_rtt.as_secs_f64() * 1e3,
+                            m.app_limited_rounds,
+                            m.rounds
                         ),
                         None => String::new(),
                     };
                     self.line(&format!(
-                        "soku: path: rtt {:.1} ms (min {:.1}), mtu {}, {} packets sent, {} lost ({:.2} %), {} congestion events, cwnd {}{model}",
+                        "soku: path: rtt {:.1} ms (min {:.1}), mtu {}, {} packets sent, {} lost ({:.2} %), {} congestion events, cwnd {}, flow control held the sender {} times{model}",
                         p.rtt.as_secs_f64() * 1e3,
                         p.min_rtt.as_secs_f64() * 1e3,
                         p.mtu,
@@ -273,7 +276,8 @@ impl EventSink for ProgressMeter {
                         p.lost_packets,
                         p.loss_percent(),
                         p.congestion_events,
-                        human_bytes(p.cwnd)
+                        human_bytes(p.cwnd),
+                        p.flow_blocked
                     ));
                 }
             }
@@ -344,6 +348,7 @@ mod tests {
             lost_packets: 457,
             congestion_events: 1,
             cwnd: 1 << 20,
+            flow_blocked: 0,
             model: None,
         }
     }

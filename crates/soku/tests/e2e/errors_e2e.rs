@@ -171,7 +171,7 @@ fn usage_errors_exit_2() {
     let cases: &[(&[&str], &str)] = &[
         (&["only-one-path"], "SOURCE... TARGET"),
         (&["--no-such-flag", "a", "h:b"], "--no-such-flag"),
-        (&["-c", "bogus", "a", "h:b"], "aes128-gcm, aes256-gcm or chacha20-poly1305"),
+        (&["-c", "bogus", "a", "h:b"], "aes128-gcm, aes256-gcm and chacha20-poly1305"),
         (&["h:a", "g:b", "."], "several remote hosts"),
         (&["a", "h:b", "."], "mixing local and remote"),
         (&["h:a", "g:b"], "between two remote hosts"),
