@@ -239,7 +239,7 @@ pub async fn run(
                 // Looked at again after every step: the window grows as chunks are
                 // acknowledged.
                 let tx = link.tx.clone();
-                let ahead = || crate::pipeline::bytes_ahead(tx.window(), pipeline);
+                let ahead = || crate::pipeline::bytes_ahead(tx.window(), tx.loss(), pipeline);
                 while copy.tasks.len() >= tasks_max
                     || (copy.in_flight_bytes > 0
                         && copy.in_flight_bytes + u64::from(span.len) > ahead())

@@ -74,6 +74,12 @@ pub trait Transport: Send + Sync {
         None
     }
 
+    /// The share of the packets sent so far that were lost, where the link counts them
+    /// (QUIC) and has sent enough for the share to mean something.
+    fn loss(&self) -> Option<f64> {
+        None
+    }
+
     /// Sends a control message, after every control message sent before it.
     fn send_control(&self, msg: Message) -> BoxFuture<'_, Result<(), LinkError>> {
         Box::pin(self.control().control(msg))

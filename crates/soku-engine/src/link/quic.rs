@@ -57,6 +57,12 @@ impl Transport for QuicTransport {
         Some(self.conn.stats().path.cwnd)
     }
 
+    fn loss(&self) -> Option<f64> {
+        let path = self.conn.stats().path;
+        // A thousand packets: a share to a tenth of a percent, past the handshake.
+        (path.sent_packets >= 1000).then(|| path.lost_packets as f64 / path.sent_packets as f64)
+    }
+
     fn send_chunk(
         &self,
         header: ChunkHeader,
