@@ -5,7 +5,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
-use crate::common::{assert_same_file, data, error_lines, fails_with, write, Env};
+use crate::common::{assert_same_file, data, error_lines, fails_with, soku_bin, write, Env};
 
 /// The destination's host name in the origin's ssh config.
 const DESTINATION: &str = "soku-test-host";
@@ -86,4 +86,38 @@ fn without_r_the_line_names_r() {
     let mut cmd = between(&origin, &[], &file, Path::new("/tmp"));
     let stderr = fails_with(&mut cmd, 2, &["two remote hosts", "add -R"]);
     assert_eq!(error_lines(&stderr).len(), 1, "one error line\n{stderr}");
+}
+
+/// Neither remote has soku: the origin gets one sent by this host, and the destination
+/// one sent by the origin's, each said in its line; the file arrives.
+#[test]
+fn with_r_soku_is_sent_to_both_remotes_when_neither_has_one() {
+    let origin = Env::new();
+    let destination = Env::new();
+    let origin_home = origin_reaches(&origin, &destination);
+    let destination_home = destination.path("home");
+    std::fs::create_dir_all(&destination_home).expect("mkdir");
+    let options = format!(
+        "environment=\"HOME={}\",environment=\"PATH=/usr/bin:/bin\"",
+        destination_home.display()
+    );
+    destination.sshd.restrict_key(&options).expect("authorized_keys");
+    // The binary each side sends: under the static build's name, where soku looks.
+    let target = format!("soku-{}-unknown-linux-musl", std::env::consts::ARCH);
+    for cache in [origin.path("cache"), origin_home.join(".cache")] {
+        let dist = cache.join("soku/dist");
+        std::fs::create_dir_all(&dist).expect("mkdir");
+        std::fs::copy(soku_bin(), dist.join(&target)).expect("copy");
+    }
+    let file = origin.src().join("a.bin");
+    write(&file, &data(500_000, 9));
+    let mut cmd = origin.soku_without_remote_path();
+    cmd.args(["--no-share-login", "-R"]).stdin(Stdio::null());
+    cmd.arg(origin.remote(&file)).arg(format!("{DESTINATION}:{}/", destination.dst().display()));
+    let out = origin.ok(&mut cmd);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(said.lines().filter(|l| l.contains("installed soku")).count(), 2, "{said}");
+    assert_same_file(&file, &destination.dst().join("a.bin"));
+    assert!(origin_home.join(".cache/soku/bin").is_dir(), "nothing sent to the origin");
+    assert!(destination_home.join(".cache/soku/bin").is_dir(), "nothing sent to the destination");
 }
