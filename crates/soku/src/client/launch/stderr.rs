@@ -108,9 +108,8 @@ impl Forward {
                 }
                 let bytes = raw.strip_suffix(b"\n").unwrap_or(&raw);
                 let mut line = crate::ui::visible_bytes(bytes.strip_suffix(b"\r").unwrap_or(bytes));
-                if let Some(rest) = origin.as_ref().and_then(|_| line.strip_prefix("soku: local: "))
-                {
-                    line = format!("{}{rest}", origin.as_deref().unwrap_or_default());
+                if let (Some(origin), Some(rest)) = (&origin, line.strip_prefix("soku: local: ")) {
+                    line = format!("{origin}{rest}");
                 }
                 if is_out_of_memory(&line) {
                     let _ = OUT_OF_MEMORY.set(line.clone());
