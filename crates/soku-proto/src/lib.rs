@@ -35,6 +35,7 @@
 //! - [`path`]: wire paths, their validation, and where a received entry lands.
 //! - [`receive`]: the receiver's state machine.
 //! - [`send`]: the sender's state machine.
+//! - [`sync`]: what `soku sync` adds to a copy: the quick check, filters, deletion.
 //! - [`diagnose`]: what the server reports in `soku diagnose`.
 //! - [`error`]: the one error type.
 
@@ -56,6 +57,7 @@ pub mod name;
 pub mod path;
 pub mod receive;
 pub mod send;
+pub mod sync;
 
 pub use error::ProtoError;
 
@@ -64,7 +66,8 @@ pub use error::ProtoError;
 pub const MAGIC: &[u8] = b"\0SOKU-HELLO\n";
 
 /// Protocol versions this build speaks, oldest first. Version negotiation picks the
-/// highest version both sides speak. 9: a receiver out of space tells the sender what
+/// highest version both sides speak. 10: `soku sync`
+/// ([`message::Job::Sync`], [`message::Message::Skipped`], [`message::Message::Deleted`]); 9: a receiver out of space tells the sender what
 /// it holds ([`message::Message::Unfinished`]); 8: names that are not UTF-8, as bytes
 /// ([`name::BYTE_NAMES_SINCE_VERSION`]); 7: a kept server for the client's next
 /// copies ([`hello::ClientHello::keep`]); 6: the receive preview ([`hello::ReceivePreview`],
@@ -72,4 +75,4 @@ pub const MAGIC: &[u8] = b"\0SOKU-HELLO\n";
 /// `tcp_port`, [`hello::TransportChoice::Tcp`]); 4: verified resume ([`message::CopyFlags::resume`],
 /// [`message::Message::Held`]); 3: version ranges in both hellos; 2: the request carries
 /// scp's `-l` limit. Versions before 5 are no longer spoken.
-pub const PROTOCOL_VERSIONS: std::ops::RangeInclusive<u16> = 5..=9;
+pub const PROTOCOL_VERSIONS: std::ops::RangeInclusive<u16> = 5..=10;

@@ -86,6 +86,48 @@ pub enum Job {
         /// Where to measure the write speed (as the user typed it; empty: the home).
         target: String,
     },
+    /// `soku sync` (since [`crate::sync::SYNC_SINCE_VERSION`]): a copy under these
+    /// rules.
+    Sync {
+        /// The copy.
+        copy: SyncCopy,
+        /// What the synchronisation adds.
+        rules: crate::sync::SyncRules,
+    },
+}
+
+/// The copy of a [`Job::Sync`]: [`Job::Receive`] or [`Job::Send`], with their fields. An
+/// enum of its own rather than a nested job, so that no request nests without end (a
+/// decoder would recurse as deep as a hostile peer's bytes went).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SyncCopy {
+    /// As [`Job::Receive`].
+    Receive {
+        /// As [`Job::Receive`]'s.
+        target: Name,
+        /// As [`Job::Receive`]'s.
+        sources: u32,
+    },
+    /// As [`Job::Send`].
+    Send {
+        /// As [`Job::Send`]'s.
+        sources: Vec<Name>,
+    },
+}
+
+impl Job {
+    /// The copy itself, and the synchronisation's rules if it is one.
+    pub fn unwrap_sync(self) -> (Job, Option<crate::sync::SyncRules>) {
+        match self {
+            Job::Sync { copy: SyncCopy::Receive { target, sources }, rules } => {
+                (Job::Receive { target, sources }, Some(rules))
+            }
+            Job::Sync { copy: SyncCopy::Send { sources }, rules } => {
+                (Job::Send { sources }, Some(rules))
+            }
+            job => (job, None),
+        }
+    }
 }
 
 /// A control message.
@@ -176,6 +218,20 @@ pub enum Message {
     /// (since protocol [`UNFINISHED_SINCE_VERSION`]): what the target holds, for the
     /// user's summary.
     Unfinished(Unfinished),
+    /// Receiver to sender, in a sync: file `file` is not sent (told instead of any
+    /// [`Message::Held`] report for it); neither side reads it.
+    Skipped {
+        /// The file id.
+        file: u32,
+        /// Why.
+        reason: crate::sync::SkipReason,
+    },
+    /// Receiver to sender, in a sync with `delete`, before its finish report: this path
+    /// below the target was removed (or, in a dry run, would be).
+    Deleted {
+        /// The path, relative to the target.
+        path: crate::path::WirePath,
+    },
 }
 
 /// The protocol version from which a receiver that runs out of space tells the sender
@@ -278,6 +334,8 @@ impl Message {
             Message::DiagnoseFacts(_) => "a diagnose report",
             Message::DiagnoseProbe(_) => "a probe report",
             Message::Unfinished(_) => "a report of unfinished files",
+            Message::Skipped { .. } => "a skipped-file report",
+            Message::Deleted { .. } => "a deletion report",
         }
     }
 }

@@ -193,6 +193,9 @@ pub enum TargetError {
         crate::name::shown(.0)
     )]
     NoSuchDirectory(PathBuf),
+    /// A sync's target directory was missing and could not be made.
+    #[error("{}: cannot make the target directory: {}", crate::name::shown(.0), .1)]
+    CannotMake(PathBuf, String),
 }
 
 /// The top-level name, or the glob of names, that a requested source's entries carry:

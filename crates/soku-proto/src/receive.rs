@@ -145,6 +145,10 @@ pub struct Totals {
     pub failures: u32,
     /// Bytes of held chunks that were not sent again (resume): part of `bytes`.
     pub resumed: u64,
+    /// Files a sync skipped ([`Receiver::on_skipped`]): not part of `files`.
+    pub skipped: u32,
+    /// Of `files`, those completed from chunks held before the copy (resume).
+    pub resumed_files: u32,
 }
 
 /// The receiver's state.
@@ -163,6 +167,11 @@ pub struct Receiver {
     dir_meta: Vec<(PathBuf, Meta)>,
     open: HashMap<u32, OpenFile>,
     failed: HashSet<u32>,
+    /// With sync: files skipped, whose sender's summary (an empty file's, sent before
+    /// the skip was told) is dropped on arrival.
+    skipped: HashSet<u32>,
+    /// Whether this is a sync, which may skip files.
+    sync: bool,
     totals: Totals,
     manifest_end: Option<(u32, u64)>,
 }
@@ -189,6 +198,8 @@ impl Receiver {
             dir_meta: Vec::new(),
             open: HashMap::new(),
             failed: HashSet::new(),
+            skipped: HashSet::new(),
+            sync: false,
             totals: Totals::default(),
             manifest_end: None,
         })
@@ -210,9 +221,47 @@ impl Receiver {
         self
     }
 
+    /// A sync's receiver, which may skip files ([`Receiver::on_skipped`]).
+    pub fn with_sync(mut self, sync: bool) -> Self {
+        self.sync = sync;
+        self
+    }
+
+    /// Whether a sync's receiver may skip file `id` now: the sender waits for a report
+    /// on it (or it is empty, so nothing of it is ever sent) and nothing was told yet.
+    pub fn may_skip(&self, id: u32) -> bool {
+        self.sync
+            && self.open.get(&id).is_some_and(|file| {
+                file.received == 0
+                    && (file.plan.count() == 0 || (self.reports_held() && file.declared == 0))
+            })
+    }
+
+    /// A sync skips file `id` (see [`crate::sync`]): it is settled here without being
+    /// read or written, and the report to send is returned. An error when it may not be
+    /// skipped ([`Receiver::may_skip`]): the caller's mistake.
+    pub fn on_skipped(
+        &mut self,
+        id: u32,
+        reason: crate::sync::SkipReason,
+    ) -> Result<Message, ProtoError> {
+        if !self.may_skip(id) {
+            return Err(ProtoError::Internal(format!("file {id} skipped out of turn")));
+        }
+        self.open.remove(&id);
+        self.skipped.insert(id);
+        self.totals.skipped += 1;
+        Ok(Message::Skipped { file: id, reason })
+    }
+
     /// Whether files are reported with [`Receiver::on_held`] before their chunks come.
     pub fn reports_held(&self) -> bool {
         self.resume && !self.nothing_held
+    }
+
+    /// Where received entries land.
+    pub fn target(&self) -> &Target {
+        &self.target
     }
 
     /// Whether this copy resumes (see [`Receiver::with_resume`]).
@@ -445,7 +494,7 @@ impl Receiver {
         root: [u8; 32],
         sent: u32,
     ) -> Result<FileOutcome, ProtoError> {
-        if self.failed.contains(&id) {
+        if self.failed.contains(&id) || self.skipped.contains(&id) {
             return Ok(FileOutcome::Pending);
         }
         let Some(file) = self.open.get_mut(&id) else {
@@ -622,6 +671,9 @@ impl Receiver {
         // safe: the entry was just looked up
         let Some(file) = self.open.remove(&id) else { return FileOutcome::Pending };
         self.totals.files += 1;
+        if file.chunks.values().any(|slot| matches!(slot, Slot::Held(_))) {
+            self.totals.resumed_files += 1;
+        }
         let in_place = file.base == HeldBase::Complete && file.replaced == 0;
         FileOutcome::Ready(Ready {
             id,

@@ -88,6 +88,18 @@ pub enum Report {
         /// What the receiver found.
         base: HeldBase,
     },
+    /// In a sync: the receiver skipped this file; nothing of it is read or sent.
+    Skipped {
+        /// The file id.
+        file: u32,
+        /// Why.
+        reason: crate::sync::SkipReason,
+    },
+    /// In a sync: the receiver removed (or in a dry run would remove) this path.
+    Deleted {
+        /// Below the target.
+        path: WirePath,
+    },
     /// A report that changes nothing: a later batch of held chunks, or one for a file
     /// that was aborted meanwhile.
     Noted,
@@ -148,6 +160,10 @@ pub struct Sender {
     /// is all an aborted file leaves behind (the receiver keeps its failed ids likewise,
     /// see `receive.rs`).
     aborted: HashSet<u32>,
+    /// Whether this is a sync, whose receiver may skip files and delete paths.
+    sync: bool,
+    /// Files the receiver skipped: each may be told once.
+    skipped: HashSet<u32>,
 }
 
 fn violation(message: impl Into<String>) -> ProtoError {
@@ -170,7 +186,16 @@ impl Sender {
             bytes: 0,
             open: HashMap::new(),
             aborted: HashSet::new(),
+            sync: false,
+            skipped: HashSet::new(),
         })
+    }
+
+    /// A sync's sender: the receiver may skip files ([`Report::Skipped`]) and report
+    /// deletions ([`Report::Deleted`]).
+    pub fn with_sync(mut self, sync: bool) -> Self {
+        self.sync = sync;
+        self
     }
 
     /// With resume: the receiver said before the copy began that it holds nothing of
@@ -400,13 +425,65 @@ impl Sender {
                     return Err(violation("a finish report before the end of the manifest"));
                 }
                 self.finished = true;
-                Ok(Report::Finished(Totals { files, bytes, failures, resumed: 0 }))
+                Ok(Report::Finished(Totals {
+                    files,
+                    bytes,
+                    failures,
+                    resumed: 0,
+                    skipped: 0,
+                    resumed_files: 0,
+                }))
             }
             Message::Fatal { message } => Ok(Report::Fatal { message }),
             Message::Unfinished(unfinished) => Ok(Report::Unfinished(unfinished)),
             Message::Held(held) => self.on_held(held),
+            Message::Skipped { file, reason } => self.on_skipped(file, reason),
+            Message::Deleted { path } => {
+                if !self.sync {
+                    return Err(violation("a deletion report outside a sync"));
+                }
+                if !self.ended {
+                    return Err(violation("a deletion report before the end of the manifest"));
+                }
+                path.validate()?;
+                Ok(Report::Deleted { path })
+            }
             other => Err(violation(format!("the receiver sent {}", other.kind()))),
         }
+    }
+
+    /// Records that the receiver skipped `file`. It may do so only before it said
+    /// anything else of the file, so no chunk of it was handed out; an empty file,
+    /// summarised at once, may be skipped after its summary. A report that claims a
+    /// file the sender already summarised as sent misleads only this side's count.
+    fn on_skipped(
+        &mut self,
+        file: u32,
+        reason: crate::sync::SkipReason,
+    ) -> Result<Report, ProtoError> {
+        if !self.sync {
+            return Err(violation("a skipped-file report outside a sync"));
+        }
+        if file >= self.next_id {
+            return Err(violation(format!(
+                "a skipped-file report for file {file}, which was never announced"
+            )));
+        }
+        if !self.skipped.insert(file) {
+            return Err(violation(format!("file {file} skipped twice")));
+        }
+        if self.aborted.contains(&file) {
+            return Ok(Report::Noted);
+        }
+        if let Some(open) = self.open.get(&file) {
+            if open.decided > 0 || open.handed_out > 0 {
+                return Err(violation(format!(
+                    "file {file} skipped after its held chunks were told"
+                )));
+            }
+            self.open.remove(&file);
+        }
+        Ok(Report::Skipped { file, reason })
     }
 
     /// Records a report of held chunks. Batches must follow each other from chunk 0 to

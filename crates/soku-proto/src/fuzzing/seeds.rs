@@ -56,6 +56,21 @@ fn messages() -> Vec<Message> {
         Message::Request(request(Job::Send { sources: vec!["logs/*.log".into(), "~".into()] })),
         Message::Request(request(Job::Tunnel { destination: "db:5432".into(), compress: true })),
         Message::Request(request(Job::Diagnose { target: "/data".into() })),
+        Message::Request(request(Job::Sync {
+            copy: crate::message::SyncCopy::Send { sources: vec!["src/".into()] },
+            rules: crate::sync::SyncRules {
+                delete: true,
+                contents: true,
+                filter: vec![
+                    crate::sync::FilterRule::Include("keep.o".into()),
+                    crate::sync::FilterRule::Exclude("*.o".into()),
+                ],
+                files_from: vec!["a/b.txt".into()],
+                ..crate::sync::SyncRules::default()
+            },
+        })),
+        Message::Skipped { file: 1, reason: crate::sync::SkipReason::Unchanged },
+        Message::Deleted { path: wp(&["src", "old.rs"]) },
         Message::DiagnoseFacts(crate::diagnose::HostFacts {
             cores: 8,
             rmem_max: Some(212_992),

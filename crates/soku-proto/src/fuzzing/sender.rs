@@ -276,7 +276,14 @@ impl Model {
                     Some(Report::FileFailed { file, message })
                 }
                 Message::Finished { files, bytes, failures } if self.ended => {
-                    Some(Report::Finished(Totals { files, bytes, failures, resumed: 0 }))
+                    Some(Report::Finished(Totals {
+                        files,
+                        bytes,
+                        failures,
+                        resumed: 0,
+                        skipped: 0,
+                        resumed_files: 0,
+                    }))
                 }
                 Message::Fatal { message } => Some(Report::Fatal { message }),
                 Message::Unfinished(unfinished) => Some(Report::Unfinished(unfinished)),

@@ -71,7 +71,17 @@ fn a_file_becomes_ready_only_after_all_chunks_and_the_summary() {
     assert_eq!(ready.local, Path::new("/t/f"));
     rx.on_end(1, data.len() as u64).expect("end accepted");
     assert!(rx.is_finished());
-    assert_eq!(rx.totals(), Totals { files: 1, bytes: data.len() as u64, failures: 0, resumed: 0 });
+    assert_eq!(
+        rx.totals(),
+        Totals {
+            files: 1,
+            bytes: data.len() as u64,
+            failures: 0,
+            resumed: 0,
+            skipped: 0,
+            resumed_files: 0
+        }
+    );
 }
 
 #[test]

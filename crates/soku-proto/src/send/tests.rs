@@ -263,7 +263,14 @@ fn the_finish_report_comes_after_the_end_and_last() {
     tx.end().expect("nothing open");
     assert_eq!(
         tx.on_report(finished.clone()),
-        Ok(Report::Finished(Totals { files: 1, bytes: 2, failures: 3, resumed: 0 }))
+        Ok(Report::Finished(Totals {
+            files: 1,
+            bytes: 2,
+            failures: 3,
+            resumed: 0,
+            skipped: 0,
+            resumed_files: 0
+        }))
     );
     assert!(tx.is_finished());
     assert!(is_violation(tx.on_report(finished)), "second finish report");
@@ -291,3 +298,5 @@ fn a_sender_message_from_the_receiver_is_named_by_its_kind_only() {
         );
     }
 }
+
+mod sync;
