@@ -52,6 +52,8 @@ pub struct Walked {
     /// For a confined server (`soku serve --root`): the directory the walk stayed
     /// beneath, which the sender opens every file beneath too.
     pub beneath: Option<Arc<TargetDir>>,
+    /// Whether this is a sync's sender (the receiver may skip files and delete paths).
+    pub sync: bool,
 }
 
 impl Walked {
@@ -79,7 +81,41 @@ impl Walked {
         .await
         .map_err(std::io::Error::other)?;
         drop(abort);
-        Ok(Walked { items, known: KnownHashes::default(), beneath })
+        Ok(Walked { items, known: KnownHashes::default(), beneath, sync: false })
+    }
+}
+
+impl Walked {
+    /// A sync's walk of `sources` (see [`crate::sync_walk`]), with `filter` compiled from
+    /// `rules`; beneath `beneath` for a confined server, and given up when dropped, as
+    /// [`Walked::walk_beneath`]. Nothing is hashed ahead: the receiver's quick check
+    /// reads neither side's files, and most of a sync's are skipped.
+    pub async fn walk_sync(
+        sources: Vec<PathBuf>,
+        rules: soku_proto::sync::SyncRules,
+        filter: crate::filter::Filter,
+        beneath: Option<Arc<TargetDir>>,
+    ) -> std::io::Result<Walked> {
+        let abort = AbortOnDrop(Arc::new(AtomicBool::new(false)));
+        let (flag, within) = (abort.0.clone(), beneath.clone());
+        let items = tokio::task::spawn_blocking(move || {
+            let mut items = Vec::new();
+            crate::sync_walk::walk_sync(
+                &sources,
+                &rules,
+                &filter,
+                within.as_deref(),
+                &mut |item| {
+                    items.push(item);
+                    !flag.load(Ordering::Relaxed)
+                },
+            );
+            items
+        })
+        .await
+        .map_err(std::io::Error::other)?;
+        drop(abort);
+        Ok(Walked { items, known: KnownHashes::default(), beneath, sync: true })
     }
 }
 
@@ -181,7 +217,7 @@ impl HashAhead {
         let task = tokio::task::spawn_blocking(move || {
             let items = walk_all(&sources, recursive, None, &abort_flag);
             let known = hash_files(&items, chunk_size, &stop_flag);
-            Walked { items, known, beneath: None }
+            Walked { items, known, beneath: None, sync: false }
         });
         HashAhead { stop, abort, task: Some(task) }
     }

@@ -88,6 +88,31 @@ pub enum TransferEvent {
         /// Whether this side is the one that received (a download), or the peer told it.
         here: bool,
     },
+    /// In a sync: a file not sent, and why (told on both sides; in a dry run, each file
+    /// that would be sent, as [`soku_proto::sync::SkipReason::WouldSend`]).
+    Skipped {
+        /// Path on this side (the sender's source, or the receiver's target).
+        path: String,
+        /// Why.
+        reason: soku_proto::sync::SkipReason,
+    },
+    /// In a sync with delete: a path at the target removed (in a dry run: that would be).
+    Deleted {
+        /// The path, relative to the target.
+        path: String,
+    },
+    /// In a sync, just before [`TransferEvent::Finished`]: what happened to the files.
+    SyncTotals {
+        /// Files sent (whole or in part) and verified.
+        sent: u32,
+        /// Of those, files completed from chunks the target held (an interrupted copy's
+        /// partial file, or a changed file of the same size compared by hash).
+        resumed: u32,
+        /// Files skipped (in a dry run: also those that would be sent).
+        skipped: u32,
+        /// Paths deleted at the target (in a dry run: that would be).
+        deleted: u32,
+    },
     /// A warning to show unless quiet.
     Warning(String),
     /// What soku did that the user should know of, not a problem (a binary it sent to

@@ -230,6 +230,16 @@ impl Entry {
     pub fn look_final(&self) -> std::io::Result<Found> {
         look(&self.dir, &self.name, OFlags::RDONLY)
     }
+
+    /// The status of what is at this final name, not following a symlink (`None`:
+    /// nothing there).
+    pub fn final_status(&self) -> std::io::Result<Option<rustix::fs::Stat>> {
+        match rustix::fs::statat(&self.dir, self.name.as_os_str(), AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(st) => Ok(Some(st)),
+            Err(Errno::NOENT) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
 }
 
 /// What a name holds.
@@ -496,6 +506,13 @@ impl TargetDir {
             rustix::fs::unlinkat(&dir, MARK, AtFlags::empty())?;
         }
         Ok(())
+    }
+
+    /// The directory `local` below the target (the target itself when `local` is its
+    /// path), opened for listing, never through a symlink.
+    pub fn list_dir(&self, local: &Path) -> std::io::Result<OwnedFd> {
+        let rel = local.strip_prefix(&self.path).map_err(|_| Outside::io())?;
+        self.open_dir(rel, OFlags::RDONLY)
     }
 
     /// The directory `local` below the target, opened as [`Self::open_dir`] does.

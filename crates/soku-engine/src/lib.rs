@@ -20,10 +20,13 @@
 //!   `source_open.rs`: opening a directory's files from that directory;
 //!   `read_at.rs`: positional reads into a reused buffer;
 //!   [`direct_io`]: where direct I/O applies.
-//! - [`limits`]: the descriptors a copy may keep open.
+//! - [`limits`]: the descriptors a copy may keep open; [`filter`]: `soku sync`'s include
+//!   and exclude rules.
 //! - [`fsops`]: temporary files, safe directory creation, rename into place;
 //!   `temp_name.rs`: the names files are received under;
 //!   [`partial`]: what a resuming receiver already holds.
+//! - [`sync_walk`], [`sync_target`] and the receiver's `sync.rs`: what `soku sync` adds
+//!   (rsync's reading of the sources, its target directory, the quick check, delete).
 //! - [`events`]: what a copy reports; [`error`]: what can end it; [`failure`]: file-system
 //!   failures in words a person can act on; `mutex.rs`: locks a panic does not poison.
 //!
@@ -38,6 +41,7 @@ pub mod direct_io;
 pub mod error;
 pub mod events;
 pub mod failure;
+pub mod filter;
 pub mod fsops;
 pub mod limits;
 pub mod link;
@@ -54,6 +58,8 @@ mod sent_log;
 mod small_steps;
 pub mod source_file;
 mod source_open;
+pub mod sync_target;
+pub mod sync_walk;
 mod temp_name;
 pub mod throttle;
 pub mod walk;

@@ -71,4 +71,22 @@ pub struct Outcome {
     pub failures: u32,
     /// Of `bytes`, those already held by the receiver (resume): not sent again.
     pub resumed: u64,
+    /// Of `files`, those completed from chunks the receiver held (resume).
+    pub resumed_files: u32,
+    /// In a sync: files skipped (not part of `files`).
+    pub skipped: u32,
+    /// In a sync with delete: paths removed at the target (or, in a dry run, that would be).
+    pub deleted: u32,
+}
+
+impl Outcome {
+    /// The event that tells a sync's counts.
+    pub fn sync_totals(&self) -> crate::events::TransferEvent {
+        crate::events::TransferEvent::SyncTotals {
+            sent: self.files,
+            resumed: self.resumed_files,
+            skipped: self.skipped,
+            deleted: self.deleted,
+        }
+    }
 }

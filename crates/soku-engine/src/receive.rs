@@ -10,6 +10,7 @@
 
 mod arrivals;
 mod files;
+mod sync;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -27,6 +28,7 @@ use tokio::task::JoinSet;
 
 use self::arrivals::Arrivals;
 use self::files::{TargetFile, TempFiles};
+use self::sync::SyncState;
 use crate::events::{EventSink, TransferEvent};
 use crate::failure::{self, Action, Failure, HeldChanged};
 use crate::fsops::TargetDir;
@@ -87,6 +89,10 @@ struct Shared {
     /// With resume, every file is reported as holding nothing and made afresh
     /// ([`Within::blind`]).
     blind: bool,
+    /// A sync's rules and what it keeps ([`sync`]).
+    sync: Option<SyncState>,
+    /// Paths a sync deleted (or in a dry run would delete).
+    deleted: Mutex<u32>,
 }
 
 /// What a resuming receiver found of a file: where, and the chunks it holds.
@@ -129,21 +135,36 @@ pub struct Within<'a> {
 }
 
 /// Receives into `receiver`'s target, whose directory is `root` (opened beneath
-/// `within.beneath`, for a confined server).
+/// `within.beneath`, for a confined server), under a sync's rules if there are some.
 pub async fn run(
     receiver: Receiver,
     root: PathBuf,
     within: Within<'_>,
+    sync: Option<soku_proto::sync::SyncRules>,
     opts: CopyOptions,
     link: &mut Link,
     events: Arc<dyn EventSink>,
 ) -> Result<Outcome, EngineError> {
     // The sender may announce many files ahead, each a temporary file here.
     let _ = crate::limits::open_files();
-    let receiver = receiver.with_resume(opts.flags.resume).with_nothing_held(opts.nothing_held);
+    let receiver = receiver
+        .with_resume(opts.flags.resume)
+        .with_nothing_held(opts.nothing_held)
+        .with_sync(sync.is_some());
+    let sync = sync
+        .map(SyncState::new)
+        .transpose()
+        .map_err(|e| ProtoError::Violation(format!("the sync's rules: {e}")))?;
+    // A dry run makes nothing, not even its target: where that is missing, the
+    // directory above it is opened, and every file below is found absent.
+    let dry_run = sync.as_ref().is_some_and(|s| s.rules.dry_run);
+    let opened_at = match root.parent() {
+        Some(parent) if dry_run && !root.is_dir() => parent.to_path_buf(),
+        _ => root.clone(),
+    };
     let dir = match within.beneath {
-        Some(beneath) => beneath.open_below(&root),
-        None => TargetDir::open(&root),
+        Some(beneath) => beneath.open_below(&opened_at),
+        None => TargetDir::open(&opened_at),
     };
     let dir = dir.map_err(|e| {
         let problem = crate::failure::describe_io(&e);
@@ -175,6 +196,8 @@ pub async fn run(
         preparing: Arc::new(Semaphore::new(PREPARING)),
         writes: WritesInFlight::default(),
         blind: within.blind,
+        sync,
+        deleted: Mutex::new(0),
     });
     let _stop = StopOnDrop(shared.clone());
     let result = receive_all(&shared, opts, link, events.clone()).await;
@@ -255,13 +278,13 @@ async fn receive_all(
     }
     let totals = lock(&shared.state).totals();
     let unfinished = *lock(&shared.unfinished);
-    let failures = totals.failures + *lock(&shared.other_failures) + unfinished;
     // Every file that was sent in place: the directory this copy made is no longer an
     // unfinished copy's, and the next copy into it goes inside it, by scp's rule. A
     // source the sender could not read at all left nothing here to continue, so it does
     // not keep the mark. Before the directories' times are set (`-p`): the removal
     // changes its modification time.
-    let made = lock(&shared.state).made_target().map(|(made, _)| made);
+    let dry_run = shared.dry_run();
+    let made = lock(&shared.state).made_target().map(|(made, _)| made).filter(|_| !dry_run);
     if let Some(made) = made.filter(|_| totals.failures + unfinished == 0) {
         if let Err(e) = shared.dir.unmark_made(&made) {
             let mark = made.join(crate::partial::made_dir::MARK);
@@ -273,7 +296,13 @@ async fn receive_all(
             )));
         }
     }
-    if opts.flags.preserve {
+    // A sync deletes only after a copy that went through whole, as rsync does after an
+    // error: what a source that could not be read stands for is not known here.
+    let failures = totals.failures + *lock(&shared.other_failures) + unfinished;
+    shared.delete_extras(failures == 0).await?;
+    // A path that could not be deleted counts too.
+    let failures = totals.failures + *lock(&shared.other_failures) + unfinished;
+    if opts.flags.preserve && !dry_run {
         let dirs = lock(&shared.state).directories().to_vec();
         for (local, meta) in dirs.iter().rev() {
             if let Err(e) = shared.dir.finish_dir(local, meta) {
@@ -282,11 +311,22 @@ async fn receive_all(
         }
     }
     let files = totals.files.saturating_sub(unfinished);
-    let outcome = Outcome { files, bytes: totals.bytes, failures, resumed: totals.resumed };
+    let outcome = Outcome {
+        files,
+        bytes: totals.bytes,
+        failures,
+        resumed: totals.resumed,
+        resumed_files: totals.resumed_files,
+        skipped: totals.skipped,
+        deleted: *lock(&shared.deleted),
+    };
     link.tx
         .send_control(Message::Finished { files: outcome.files, bytes: outcome.bytes, failures })
         .await?;
     events.event(TransferEvent::Verified { bytes: outcome.bytes });
+    if shared.sync.is_some() {
+        events.event(outcome.sync_totals());
+    }
     events.event(TransferEvent::Finished {
         files: outcome.files,
         bytes: outcome.bytes,
@@ -429,8 +469,15 @@ impl Shared {
         tasks: &mut JoinSet<Result<(), EngineError>>,
     ) -> Result<(), EngineError> {
         let entry = if self.keep_special_bits { entry } else { without_special_bits(entry) };
+        let announced =
+            self.sync.as_ref().map(|_| (entry.path().clone(), matches!(entry, Entry::Dir { .. })));
         let action = lock(&self.state).on_entry(entry)?;
+        if let (Some(sync), Some((path, is_dir))) = (&self.sync, announced) {
+            sync.record(&path, is_dir);
+        }
         match action {
+            // A dry run makes nothing.
+            EntryAction::MakeDir { .. } if self.dry_run() => {}
             EntryAction::MakeDir { local } => {
                 let (dir, at) = (self.dir.clone(), local.clone());
                 // The target itself, made for a single source: marked before anything
@@ -474,6 +521,9 @@ impl Shared {
         meta: Meta,
         chunks: u32,
     ) -> Result<(), EngineError> {
+        if self.sync.is_some() && self.skipped(id, &local, size, meta).await? {
+            return Ok(());
+        }
         let in_place = self.keeps.in_place(size);
         let resumes = lock(&self.state).resumes() && chunks > 0;
         // A blind receiver's sender still waits for a first report: it says "nothing".
@@ -519,6 +569,96 @@ impl Shared {
                 self.store_failed(id, &local, failure).await
             }
         }
+    }
+
+    /// In a sync: whether file `id` is skipped (the quick check, `--update`, or a dry
+    /// run), which is then told to the sender and settled here.
+    async fn skipped(
+        self: &Arc<Self>,
+        id: u32,
+        local: &Path,
+        size: u64,
+        meta: Meta,
+    ) -> Result<bool, EngineError> {
+        let Some(sync) = &self.sync else { return Ok(false) };
+        if !lock(&self.state).may_skip(id) {
+            // A dry run's client asks no preview, so its sender waits for every file.
+            if sync.rules.dry_run {
+                return Err(EngineError::Internal("a dry run's file was not held back".into()));
+            }
+            return Ok(false);
+        }
+        let (this, at) = (self.clone(), local.to_path_buf());
+        let looked = small_steps::run(self.keeps.in_place(0), move || {
+            let Some(sync) = &this.sync else { return Ok(None) };
+            sync.check(&this.dir, &at, size, &meta, this.preserve)
+        });
+        let reason = match looked.await? {
+            Ok(reason) => reason,
+            Err(e) => {
+                let failure = failure::describe(local, Action::Create, &e);
+                self.store_failed(id, local, failure).await?;
+                return Ok(true);
+            }
+        };
+        let Some(reason) = reason else { return Ok(false) };
+        let told = lock(&self.state).on_skipped(id, reason)?;
+        self.tx.send_control(told).await?;
+        self.events.event(TransferEvent::Skipped { path: shown(&local), reason });
+        Ok(true)
+    }
+
+    /// Whether this is a sync's dry run: nothing is written or removed.
+    fn dry_run(&self) -> bool {
+        self.sync.as_ref().is_some_and(|s| s.rules.dry_run)
+    }
+
+    /// In a sync with delete, once every file is in place (`clean`: none failed):
+    /// removes what the transferred directories hold beyond the source (a dry run only
+    /// lists it), and tells the sender each path.
+    async fn delete_extras(self: &Arc<Self>, clean: bool) -> Result<(), EngineError> {
+        let Some(sync) = self.sync.as_ref().filter(|s| s.rules.delete) else { return Ok(()) };
+        if !clean {
+            self.events.event(TransferEvent::Warning(
+                "not deleting anything at the target: some files failed (as rsync, which \
+                 deletes only after a copy without errors)"
+                    .into(),
+            ));
+            return Ok(());
+        }
+        let dry_run = sync.rules.dry_run;
+        let this = self.clone();
+        let done = tokio::task::spawn_blocking(move || {
+            let Some(sync) = &this.sync else { return Vec::new() };
+            let target = lock(&this.state).target().clone();
+            let extras = sync.extras(&this.dir, &target);
+            extras
+                .into_iter()
+                .map(|(wire, local)| {
+                    let removed = if dry_run { Ok(()) } else { sync::remove(&this.dir, &local) };
+                    (wire, local, removed)
+                })
+                .collect()
+        })
+        .await?;
+        for (wire, local, removed) in done {
+            match removed {
+                Ok(()) => {
+                    *lock(&self.deleted) += 1;
+                    self.tx.send_control(Message::Deleted { path: wire }).await?;
+                    self.events.event(TransferEvent::Deleted { path: shown(&local) });
+                }
+                Err(e) => {
+                    *lock(&self.other_failures) += 1;
+                    let problem = crate::failure::describe_io(&e);
+                    self.events.event(TransferEvent::Warning(format!(
+                        "{}: cannot delete: {problem}",
+                        shown(&local)
+                    )));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// With resume: finds what is held of the file at `local` and prepares its storage.

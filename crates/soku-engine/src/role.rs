@@ -34,6 +34,8 @@ pub enum Role {
         /// it holds under the copy's names, which would show a client who may only
         /// write what is there. Every file then comes whole.
         blind: bool,
+        /// A sync's rules (`soku sync`), if this is one.
+        sync: Option<soku_proto::sync::SyncRules>,
     },
 }
 
@@ -48,9 +50,9 @@ pub async fn run(
 ) -> Result<Outcome, EngineError> {
     let result = match role {
         Role::Send(walked) => crate::send::run(walked, opts, link, events).await,
-        Role::Receive { receiver, root, beneath, blind } => {
+        Role::Receive { receiver, root, beneath, blind, sync } => {
             let within = crate::receive::Within { beneath: beneath.as_deref(), blind };
-            crate::receive::run(*receiver, root, within, opts, link, events).await
+            crate::receive::run(*receiver, root, within, sync, opts, link, events).await
         }
     };
     if let Err(err) = &result {

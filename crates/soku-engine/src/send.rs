@@ -13,7 +13,7 @@
 //! not one per file. A chunk the receiver holds is read and hashed like any other, and
 //! sent only if the source's bytes differ.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::fs::File;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
@@ -115,14 +115,15 @@ pub async fn run(
 ) -> Result<Outcome, EngineError> {
     // The measurement switch `SOKU_SENT_LOG` (see `crate::sent_log`).
     let events = crate::sent_log::wrap(events);
-    let Walked { items, mut known, beneath } = walked;
+    let Walked { items, mut known, beneath, sync } = walked;
     let items = if opts.byte_names { items } else { crate::walk::utf8_names_only(items) };
     let (files, bytes) = items.iter().fold((0u32, 0u64), |(n, b), item| match item {
         Item::File { size, .. } => (n.saturating_add(1), b.saturating_add(*size)),
         _ => (n, b),
     });
-    let mut rules =
-        Sender::new(opts.flags.chunk_size, opts.flags.resume)?.with_nothing_held(opts.nothing_held);
+    let mut rules = Sender::new(opts.flags.chunk_size, opts.flags.resume)?
+        .with_nothing_held(opts.nothing_held)
+        .with_sync(sync);
     link.tx.send_control(rules.plan(files, bytes)?).await?;
     events.event(TransferEvent::Planned { files, bytes });
     let start = Instant::now();
@@ -169,6 +170,9 @@ pub async fn run(
         differing: HashMap::new(),
         differed: Differed::default(),
         resumed: 0,
+        resumed_files: HashSet::new(),
+        skipped: 0,
+        deleted: 0,
         handed: handed.clone(),
         in_flight_bytes: 0,
         hashed: hashed_tx,
@@ -271,6 +275,9 @@ pub async fn run(
         copy.step(link).await?;
     };
     copy.differed.tell(&events);
+    if sync {
+        events.event(outcome.sync_totals());
+    }
     events.event(TransferEvent::Finished {
         files: outcome.files,
         bytes: outcome.bytes,
@@ -322,6 +329,11 @@ struct Copy {
     differed: Differed,
     /// Bytes the receiver held already and were not sent.
     resumed: u64,
+    /// Files of which the receiver held a chunk that was not sent.
+    resumed_files: HashSet<u32>,
+    /// In a sync: files the receiver skipped, and paths it deleted.
+    skipped: u32,
+    deleted: u32,
     /// Bytes of the chunks handed to the transport ([`TransferEvent::Sent`]), counted
     /// by the chunk tasks.
     handed: Arc<AtomicU64>,
@@ -570,6 +582,7 @@ impl Copy {
             ChunkDone::Sent { .. } => {}
             ChunkDone::Held { file, index, hash, len } => {
                 self.resumed += u64::from(len);
+                self.resumed_files.insert(file);
                 self.events.event(TransferEvent::Resumed { bytes: self.resumed });
                 if let Some(summary) = self.rules.on_chunk_held(file, index, hash)? {
                     self.on_summarised(file);
@@ -647,6 +660,9 @@ impl Copy {
                     bytes: totals.bytes,
                     failures: totals.failures,
                     resumed: self.resumed,
+                    resumed_files: u32::try_from(self.resumed_files.len()).unwrap_or(u32::MAX),
+                    skipped: self.skipped,
+                    deleted: self.deleted,
                 });
             }
             Report::Unfinished(facts) => {
@@ -661,6 +677,15 @@ impl Copy {
                     )));
                 }
                 self.bases.insert(file, base);
+            }
+            Report::Skipped { file, reason } => {
+                self.skipped += 1;
+                let path = self.name(file);
+                self.events.event(TransferEvent::Skipped { path, reason });
+            }
+            Report::Deleted { path } => {
+                self.deleted += 1;
+                self.events.event(TransferEvent::Deleted { path: path.to_string() });
             }
             Report::Noted => {}
         }

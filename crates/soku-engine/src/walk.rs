@@ -31,6 +31,7 @@ use soku_proto::manifest::Meta;
 use soku_proto::name::{shown, Name};
 use soku_proto::path::WirePath;
 
+use crate::filter::Filter;
 use crate::fsops::TargetDir;
 
 /// One thing to send, found by the walk.
@@ -70,16 +71,16 @@ const MAX_DEPTH: usize = soku_proto::path::MAX_DEPTH - 1;
 /// A directory, by identity rather than by name.
 type DirId = (u64, u64);
 
-fn dir_id(md: &Metadata) -> DirId {
+pub(crate) fn dir_id(md: &Metadata) -> DirId {
     (md.dev(), md.ino())
 }
 
 /// What the walk knows about the directories it has entered, so links cannot make it
 /// loop or multiply.
 #[derive(Default)]
-struct Visits {
+pub(crate) struct Visits {
     /// The directories from the source down to the one being walked.
-    open: Vec<DirId>,
+    pub(crate) open: Vec<DirId>,
     /// Directories entered through a symbolic link.
     through_links: HashSet<DirId>,
 }
@@ -151,7 +152,7 @@ pub fn walk(
     }
 }
 
-fn walk_dir(
+pub(crate) fn walk_dir(
     dir: &Path,
     wire: WirePath,
     md: &Metadata,
@@ -159,6 +160,29 @@ fn walk_dir(
     beneath: Option<&TargetDir>,
     emit: &mut dyn FnMut(Item) -> bool,
 ) -> bool {
+    walk_dir_within(dir, wire, md, visits, Within { beneath, filter: None, announce: true }, emit)
+}
+
+/// What a walk keeps to: the directory it stays beneath, a sync's rules, and whether
+/// the directory walked is announced itself (a sync of its contents announces only
+/// what it holds).
+#[derive(Clone, Copy)]
+pub(crate) struct Within<'a> {
+    pub(crate) beneath: Option<&'a TargetDir>,
+    pub(crate) filter: Option<&'a Filter>,
+    pub(crate) announce: bool,
+}
+
+/// [`walk_dir`] within `within`.
+pub(crate) fn walk_dir_within(
+    dir: &Path,
+    wire: WirePath,
+    md: &Metadata,
+    visits: &mut Visits,
+    within: Within<'_>,
+    emit: &mut dyn FnMut(Item) -> bool,
+) -> bool {
+    let beneath = within.beneath;
     let shown = shown(dir);
     if visits.open.len() >= MAX_DEPTH {
         let message = format!("deeper than {MAX_DEPTH} directory levels: not copied");
@@ -172,12 +196,13 @@ fn walk_dir(
         Ok(children) => children,
         Err(e) => return emit(Item::Error { message: source_problem(dir, &e), path: shown }),
     };
-    if !emit(Item::Dir { wire: wire.clone(), meta: meta_of(md) }) {
+    if within.announce && !emit(Item::Dir { wire: wire.clone(), meta: meta_of(md) }) {
         return false;
     }
     children.sort_by(|a, b| a.0.cmp(&b.0));
     visits.open.push(dir_id(md));
-    let keep_going = walk_children(&wire, children, visits, beneath, emit);
+    let within = Within { announce: true, ..within };
+    let keep_going = walk_children(&wire, children, visits, within, emit);
     visits.open.pop();
     keep_going
 }
@@ -191,7 +216,7 @@ fn walk_children(
     wire: &WirePath,
     children: Children,
     visits: &mut Visits,
-    beneath: Option<&TargetDir>,
+    within: Within<'_>,
     emit: &mut dyn FnMut(Item) -> bool,
 ) -> bool {
     for (child, link, md) in children {
@@ -206,11 +231,16 @@ fn walk_children(
         };
         let mut child_wire = wire.clone();
         child_wire.0.push(name);
+        // An excluded entry is not looked at further: not even its status's error.
+        let is_dir = md.as_ref().is_ok_and(Metadata::is_dir);
+        if within.filter.is_some_and(|filter| !filter.includes(&child_wire, is_dir)) {
+            continue;
+        }
         let keep_going = match md {
             Err(e) => emit(Item::Error { message: source_problem(&child, &e), path: shown }),
             Ok(md) if md.is_dir() => match visits.refuse(dir_id(&md), link) {
                 Some(message) => emit(Item::Error { path: shown, message: message.into() }),
-                None => walk_dir(&child, child_wire, &md, visits, beneath, emit),
+                None => walk_dir_within(&child, child_wire, &md, visits, within, emit),
             },
             Ok(md) if md.is_file() => emit(Item::File {
                 wire: child_wire,
@@ -256,7 +286,7 @@ pub fn utf8_names_only(items: Vec<Item>) -> Vec<Item> {
 }
 
 /// The status of `path`, a symlink followed (beneath `beneath`, when there is one).
-fn metadata(path: &Path, beneath: Option<&TargetDir>) -> std::io::Result<Metadata> {
+pub(crate) fn metadata(path: &Path, beneath: Option<&TargetDir>) -> std::io::Result<Metadata> {
     match beneath {
         Some(beneath) => File::from(beneath.open_beneath(path, OFlags::PATH)?).metadata(),
         None => std::fs::metadata(path),
@@ -319,7 +349,7 @@ impl Visits {
 }
 
 /// What went wrong with a source, with what to do ([`crate::failure::describe_source`]).
-fn source_problem(path: &Path, e: &std::io::Error) -> String {
+pub(crate) fn source_problem(path: &Path, e: &std::io::Error) -> String {
     crate::failure::describe_source(path, e).problem
 }
 

@@ -145,7 +145,7 @@ pub fn receiver_of_chunks(
     let root = target.root().to_path_buf();
     let names = names.map(|n| NameFilter::for_requested(n.iter().map(|s| s.as_bytes())));
     let receiver = Box::new(Receiver::new(target, names, recursive, chunk_size).unwrap());
-    Role::Receive { receiver, root, beneath: None, blind: false }
+    Role::Receive { receiver, root, beneath: None, blind: false, sync: None }
 }
 
 /// Both sides' results and events.

@@ -8,3 +8,4 @@ mod failures;
 mod harness;
 mod resume;
 mod small;
+mod sync;
