@@ -27,7 +27,7 @@ mod ui;
 use std::ffi::OsString;
 use std::process::ExitCode;
 
-use clap::{CommandFactory, Parser};
+use clap::{CommandFactory, FromArgMatches};
 
 use cli::args::{Cli, Command};
 
@@ -56,13 +56,36 @@ fn usage_error(err: clap::Error) -> ExitCode {
 /// Runs the command line the process was started with, and says how it ended.
 pub fn main() -> ExitCode {
     no_huge_pages_for_small_buffers();
-    let cli = match Cli::try_parse_from(copy_of_a_file_named_config(std::env::args_os().collect()))
-    {
-        Ok(cli) => cli,
+    let args = copy_of_a_file_named_config(std::env::args_os().collect());
+    let parsed = Cli::command()
+        .try_get_matches_from(args)
+        .and_then(|matches| Cli::from_arg_matches(&matches).map(|cli| (cli, matches)));
+    let cli = match parsed {
+        Ok((mut cli, matches)) => {
+            // The include and exclude rules, ordered as typed (`cli::filters`).
+            let (copy, matches) = match &mut cli.command {
+                None => (Some(&mut cli.copy), Some(&matches)),
+                Some(Command::Sync(args)) => {
+                    (Some(&mut args.copy), matches.subcommand_matches("sync"))
+                }
+                Some(_) => (None, None),
+            };
+            if let (Some(copy), Some(matches)) = (copy, matches) {
+                match cli::filters::ordered(matches) {
+                    Ok(rules) => copy.filter = rules,
+                    Err(line) => {
+                        ui::say(&format!("soku: {line}"));
+                        return ExitCode::from(2);
+                    }
+                }
+            }
+            cli
+        }
         Err(err) => return usage_error(err),
     };
     let json = match &cli.command {
         None => cli.copy.json,
+        Some(Command::Sync(args)) => args.copy.json,
         Some(Command::Diagnose(args)) => args.json,
         Some(_) => false,
     };
@@ -90,6 +113,7 @@ pub fn main() -> ExitCode {
         )
         .map_err(anyhow::Error::from),
         Some(Command::Demo(args)) => block_on(client::demo::run(args)),
+        Some(Command::Sync(args)) => block_on(client::sync::run(*args)).map(|_| ()),
         Some(Command::Tunnel(args)) => block_on(tunnel::run(args)),
         Some(Command::Diagnose(args)) => block_on(diagnose::run(args)),
         Some(Command::Serve(args)) => block_on(server::serve::run_on_stdio(args)),

@@ -195,6 +195,32 @@ pub struct CopyArgs {
     /// time, both sides' CPU, the files, and what limited the copy.
     #[arg(long = "report", value_name = "FILE.html")]
     pub report: Option<PathBuf>,
+
+    /// With -r (and in `soku sync`): leave out paths matching PATTERN, gitignore-style
+    /// (`*.o` at any depth, `/build` from the top, `cache/` directories only, `**`
+    /// across directories); repeatable. The first --include or --exclude that matches a
+    /// path decides, as in rsync.
+    #[arg(long, value_name = "PATTERN", help_heading = "Filters")]
+    pub exclude: Vec<String>,
+
+    /// With -r (and in `soku sync`): send paths matching PATTERN even where a later
+    /// --exclude matches them.
+    #[arg(long, value_name = "PATTERN", help_heading = "Filters")]
+    pub include: Vec<String>,
+
+    /// Read exclude patterns from FILE, one per line (blank lines and lines starting
+    /// with `#` are skipped), in the place of this option among the others.
+    #[arg(long = "exclude-from", value_name = "FILE", help_heading = "Filters")]
+    pub exclude_from: Vec<PathBuf>,
+
+    /// The include and exclude rules in command-line order, set from the above once
+    /// parsed (`crate::cli::filters`).
+    #[arg(skip)]
+    pub filter: Vec<soku_proto::sync::FilterRule>,
+
+    /// What `soku sync` adds to the copy; `None` for the scp-compatible command.
+    #[arg(skip)]
+    pub sync: Option<soku_proto::sync::SyncRules>,
 }
 
 /// How soku reaches the remote host: options passed to ssh, as scp passes them.
@@ -308,6 +334,24 @@ blocked.",
         after_help = "Examples:\n  soku diagnose user@host\n  soku diagnose --remote-path /data --json host"
     )]
     Diagnose(DiagnoseArgs),
+    /// Synchronise a tree as rsync does: copy what changed, skip what did not (same
+    /// size and modification time), optionally delete what the source lacks.
+    #[command(
+        long_about = "Synchronise as `rsync -a` does, at soku's speed: `soku sync [OPTIONS] \
+SOURCE... [host:]TARGET`.\n\n\
+TARGET is a directory (made if missing; the directory above it must exist). A source \
+directory written with a trailing slash (`src/`) sends what it holds into TARGET; without \
+one, it lands as TARGET/src, as rsync reads it. Directories are always walked, and \
+modification times and modes are kept.\n\n\
+A file whose copy at the target has the same size and modification time is skipped \
+without either side reading it (rsync's quick check); --checksum compares the files by \
+BLAKE3 instead. Everything sent is verified end to end and resumed after a cut, as in any \
+copy. The summary says how many files were sent, resumed, skipped and deleted.\n\n\
+The scp-compatible options apply (-P, -i, -o, -l, -C, -q, -v, ...); -r matters only \
+with --files-from.",
+        after_help = "Examples:\n  soku sync -n --delete src/ host:backup/src/\n  soku sync --exclude '*.o' --exclude target/ project host:work/\n  fpart -n 2 -o part src && ls part.* | parallel soku sync --files-from {} src/ host:dst/"
+    )]
+    Sync(Box<SyncArgs>),
     /// Print the man page (roff) on stdout.
     Man,
     /// Print shell completions on stdout.
@@ -315,6 +359,41 @@ blocked.",
         /// The shell: bash, zsh, fish, elvish or powershell.
         shell: clap_complete::Shell,
     },
+}
+
+/// `soku sync`: the copy's options, and rsync's that a synchronisation adds.
+#[derive(Debug, Args, Clone)]
+pub struct SyncArgs {
+    /// The copy's options (the filters among them).
+    #[command(flatten)]
+    pub copy: CopyArgs,
+
+    /// Compare files of the same size by their BLAKE3 hashes (both sides read them)
+    /// instead of trusting size and modification time; only chunks that differ are
+    /// sent.
+    #[arg(long, help_heading = "Sync")]
+    pub checksum: bool,
+
+    /// Skip files whose copy at the target is newer than the source.
+    #[arg(short = 'u', long, help_heading = "Sync")]
+    pub update: bool,
+
+    /// Delete what the target's synced directories hold that the source does not (and
+    /// no --exclude protects): only after a copy in which nothing failed.
+    #[arg(long, help_heading = "Sync")]
+    pub delete: bool,
+
+    /// List what would be sent and deleted, on stdout (`would send: PATH`, `would
+    /// delete: PATH`), and change nothing.
+    #[arg(short = 'n', long = "dry-run", help_heading = "Sync")]
+    pub dry_run: bool,
+
+    /// Send only the paths listed in FILE (`-`: stdin), one per line, relative to the
+    /// one source directory, each to the same path below TARGET (as rsync's
+    /// --files-from; a list from `fpart` shards a tree over several soku processes).
+    /// Listed directories are made, and walked only with -r.
+    #[arg(long = "files-from", value_name = "FILE", help_heading = "Sync")]
+    pub files_from: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

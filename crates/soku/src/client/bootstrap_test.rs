@@ -60,7 +60,7 @@ async fn a_client_and_a_server_in_one_process_copy_a_file() {
             ..CopyOptions::asked(flags)
         };
         let events: Arc<dyn EventSink> = Arc::new(Silent);
-        let report = drive(&mut link, &direction, None, None, copy, events).await;
+        let report = drive(&mut link, &direction, None, None, copy, None, events).await;
         session.close(link).await?;
         report
     };

@@ -8,15 +8,18 @@ use std::time::{Duration, Instant};
 
 use soku_engine::ahead::{HashAhead, Walked};
 use soku_engine::events::{EventSink, PathReport, TransferEvent, PATH_SAMPLE_INTERVAL};
+use soku_engine::filter::Filter;
 use soku_engine::link::Link;
 use soku_engine::partial::made_dir::resolve_target;
+use soku_engine::sync_target::sync_target;
 use soku_engine::{CopyOptions, EngineError, Role};
 use soku_proto::chunk::DEFAULT_CHUNK_SIZE;
 use soku_proto::hello::{ReceivePreview, ServerSummary};
-use soku_proto::message::{CopyFlags, Job, Message, Unfinished};
+use soku_proto::message::{CopyFlags, Job, Message, SyncCopy, Unfinished};
 use soku_proto::name::Name;
 use soku_proto::path::{NameFilter, Target, TargetError};
 use soku_proto::receive::Receiver;
+use soku_proto::sync::{SyncRules, SYNC_SINCE_VERSION};
 use soku_transport::{ConnectionHint, HintSlot, TransportOptions};
 
 use crate::cli::args::{CopyArgs, DEFAULT_QUIC_TIMEOUT_SECS, DEFAULT_RETRY_FOR_SECS};
@@ -77,6 +80,12 @@ pub async fn run(args: CopyArgs) -> anyhow::Result<CopyReport> {
 /// [`run`], the server's side named `other_side` in what the user is told.
 async fn run_between(args: CopyArgs, other_side: &'static str) -> anyhow::Result<CopyReport> {
     let started = Instant::now();
+    if args.sync.is_some() && between_remotes::between(&args.paths)?.is_some() {
+        return Err(Exit::usage(
+            "sync between two remote hosts is not built: run soku sync on one of them",
+        )
+        .into());
+    }
     if let Some((origin, sources, target)) = between_remotes::between(&args.paths)? {
         let args = crate::cli::config::apply(args, Some(&origin.host))?;
         between_remotes::run(&args, origin, sources, target).await?;
@@ -95,7 +104,10 @@ async fn run_between(args: CopyArgs, other_side: &'static str) -> anyhow::Result
     let events: Arc<dyn EventSink> = if args.json {
         SilenceWatch::start(Arc::new(JsonLines::other_side(other_side)))
     } else {
-        let meter = ProgressMeter::new(args.quiet, args.verbose > 0).other_side(other_side);
+        let dry_run = args.sync.as_ref().is_some_and(|rules| rules.dry_run);
+        let meter = ProgressMeter::new(args.quiet, args.verbose > 0)
+            .other_side(other_side)
+            .dry_run(dry_run);
         SilenceWatch::start(Arc::new(meter))
     };
     let Some(path) = args.report.clone() else { return run_with(args, events).await };
@@ -165,6 +177,8 @@ async fn copy_until_done(
     interrupt: &Interrupt,
 ) -> anyhow::Result<CopyReport> {
     let direction = direction(&args.paths)?;
+    let walk_rules = walk_rules(&args)?;
+    let dry_run = args.sync.as_ref().is_some_and(|rules| rules.dry_run);
     // The user is told the command's figures, not its last session's.
     let whole = WholeCopy::new(events);
     let stops = Arc::new(KeepsUnfinished { inner: whole.clone(), last: Mutex::default() });
@@ -205,6 +219,9 @@ async fn copy_until_done(
     };
     // A download's target is checked before anything connects.
     let local_target = match &direction {
+        Direction::Download { target, .. } if args.sync.is_some() => {
+            Some(sync_target(target, dry_run, None).map_err(on_this_side)?)
+        }
         Direction::Download { sources, target, .. } => {
             let path = target.as_path();
             let count = u32::try_from(sources.len()).unwrap_or(u32::MAX);
@@ -253,7 +270,11 @@ async fn copy_until_done(
                 }
             }
             Ok(()) => {
-                recalled = kept_key(&launcher).and_then(|key| key.recall());
+                // A kept server's record does not say its protocol, which a sync or a
+                // filter needs to know: such a copy opens a session of its own.
+                recalled = kept_key(&launcher)
+                    .filter(|_| walk_rules.is_none())
+                    .and_then(|key| key.recall());
                 // A copy that reaches a kept server says so then.
                 if recalled.is_none() && args.verbose > 0 {
                     if launcher.attach_timeout(false).is_some() {
@@ -315,6 +336,8 @@ async fn copy_until_done(
     session_opts.login_at = launcher.login_address();
     // An upload walks and hashes its sources while ssh logs in (see `soku_engine::ahead`).
     let mut ahead = match &direction {
+        // A sync's receiver skips most files unread: hashing them here would read them.
+        Direction::Upload { .. } if walk_rules.is_some() => None,
         Direction::Upload { sources, .. } => {
             Some(HashAhead::start(sources.clone(), opts.flags.recursive, opts.flags.chunk_size))
         }
@@ -347,11 +370,14 @@ async fn copy_until_done(
         session_opts.attach_timeout = launcher.attach_timeout(reconnecting);
         session_opts.dial_errors = launcher.dial_errors(reconnecting);
         // Checked again in every session: an interrupted one leaves partial files.
-        session_opts.receive_preview =
-            receive_preview(&direction, local_target.as_ref()).filter(|_| opts.flags.resume);
+        // A sync's receiver reports on every file (the preview looks at the sources'
+        // own names, which a sync of a directory's contents does not land under).
+        session_opts.receive_preview = receive_preview(&direction, local_target.as_ref())
+            .filter(|_| opts.flags.resume && args.sync.is_none());
         whole.begin_session();
         let attempt = Attempt {
             direction: &direction,
+            rules: walk_rules.as_ref().map(|rules| (rules, args.sync.is_some())),
             ahead: ahead.take(),
             local_target: local_target.clone(),
             opts,
@@ -513,6 +539,9 @@ async fn attach_kept(
 /// copy over it.
 struct Attempt<'a> {
     direction: &'a Direction,
+    /// The sender's walk rules (a sync's, or an scp-style copy's filter), and whether
+    /// the copy is a sync ([`drive`]).
+    rules: Option<(&'a SyncRules, bool)>,
     ahead: Option<HashAhead>,
     local_target: Option<Target>,
     opts: CopyOptions,
@@ -571,6 +600,17 @@ impl Attempt<'_> {
             peer_open_files: session.peer_open_files(),
             ..self.opts
         };
+        if self.rules.is_some() {
+            if let Some(version) = session.version().filter(|v| *v < SYNC_SINCE_VERSION) {
+                session.abort(link).await;
+                return Err(Exit::failure(format!(
+                    "remote: the soku there speaks protocol {version}, and a sync or a copy \
+                     with --exclude/--include needs {SYNC_SINCE_VERSION} or later: upgrade \
+                     soku there (or remove it, and this one sends its own)"
+                ))
+                .into());
+            }
+        }
         let _copying = self.interrupt.copying();
         let mut copy = Box::pin(drive(
             &mut link,
@@ -578,6 +618,7 @@ impl Attempt<'_> {
             self.ahead,
             self.local_target,
             opts,
+            self.rules,
             counted,
         ));
         let result = tokio::select! {
@@ -694,37 +735,67 @@ fn on_this_side(line: impl std::fmt::Display) -> anyhow::Error {
 }
 
 /// Asks the server for its part of the copy and runs ours.
+///
+/// With `rules`, the sender walks by them (`soku_engine::sync_walk`); the bool says
+/// whether the copy is a sync, whose receiver skips and deletes by them too (otherwise
+/// they are an scp-style copy's filter, and only the sender needs them).
 pub async fn drive(
     link: &mut Link,
     direction: &Direction,
     ahead: Option<HashAhead>,
     local_target: Option<Target>,
     opts: CopyOptions,
+    rules: Option<(&SyncRules, bool)>,
     events: Arc<dyn EventSink>,
 ) -> anyhow::Result<CopyReport> {
+    let sync = rules.filter(|(_, sync)| *sync).map(|(rules, _)| rules.clone());
     let role = match direction {
         Direction::Upload { sources, target, .. } => {
             utf8_for_an_older_server(std::iter::once(target), opts)?;
             let count = u32::try_from(sources.len()).unwrap_or(u32::MAX);
-            let job = Job::Receive { target: target.clone(), sources: count };
+            let job = match &sync {
+                // The receiver needs no list of what comes.
+                Some(rules) => Job::Sync {
+                    copy: SyncCopy::Receive { target: target.clone(), sources: count },
+                    rules: SyncRules { files_from: Vec::new(), ..rules.clone() },
+                },
+                None => Job::Receive { target: target.clone(), sources: count },
+            };
             link.tx.send_control(Message::Request(opts.request(job))).await?;
-            let walked = match ahead {
-                Some(ahead) => ahead.finish().await?,
-                None => Walked::walk(sources.clone(), opts.flags.recursive).await?,
+            let walked = match (ahead, rules) {
+                (_, Some((rules, _))) => {
+                    let filter = Filter::new(&rules.filter)?;
+                    Walked::walk_sync(sources.clone(), rules.clone(), filter, None).await?
+                }
+                (Some(ahead), None) => ahead.finish().await?,
+                (None, None) => Walked::walk(sources.clone(), opts.flags.recursive).await?,
             };
             Role::Send(walked)
         }
         Direction::Download { sources, .. } => {
             utf8_for_an_older_server(sources, opts)?;
-            let names = NameFilter::for_requested(sources.iter().map(Name::as_bytes));
-            let job = Job::Send { sources: sources.clone() };
-            link.tx.send_control(Message::Request(opts.request(job))).await?;
+            // A sync of a directory's contents, or of a list, lands under names the
+            // request does not spell: any name the path rules allow.
+            let any_name = sync.as_ref().is_some_and(|r| r.contents || !r.files_from.is_empty());
+            let names =
+                (!any_name).then(|| NameFilter::for_requested(sources.iter().map(Name::as_bytes)));
+            let job = match rules {
+                Some((rules, _)) => Job::Sync {
+                    copy: SyncCopy::Send { sources: sources.clone() },
+                    rules: rules.clone(),
+                },
+                None => Job::Send { sources: sources.clone() },
+            };
+            let request = Message::Request(opts.request(job));
+            fits_a_frame(&request)?;
+            link.tx.send_control(request).await?;
             // safe: local_target is Some for every download (set above)
             let Some(target) = local_target else { anyhow::bail!("internal: no local target") };
             let root = target.root().to_path_buf();
             let receiver =
-                Receiver::new(target, Some(names), opts.flags.recursive, opts.flags.chunk_size)?;
-            Role::Receive { receiver: Box::new(receiver), root, beneath: None, blind: false }
+                Receiver::new(target, names, opts.flags.recursive, opts.flags.chunk_size)?;
+            let receiver = Box::new(receiver);
+            Role::Receive { receiver, root, beneath: None, blind: false, sync }
         }
     };
     let outcome = soku_engine::run(role, link, opts, events).await.map_err(|e| match e {
@@ -742,6 +813,39 @@ pub async fn drive(
         .into());
     }
     Ok(CopyReport { files, bytes, server: None })
+}
+
+/// The rules the sender walks by: a sync's, or an scp-style copy's filter (which needs
+/// `-r`); `None` for a plain copy.
+fn walk_rules(args: &CopyArgs) -> anyhow::Result<Option<SyncRules>> {
+    if let Some(rules) = &args.sync {
+        return Ok(Some(rules.clone()));
+    }
+    if args.filter.is_empty() {
+        return Ok(None);
+    }
+    if !args.recursive {
+        return Err(Exit::usage(
+            "--exclude and --include choose among what a directory holds: add -r",
+        )
+        .into());
+    }
+    Filter::new(&args.filter).map_err(|e| Exit::usage(format!("--exclude/--include: {e}")))?;
+    // A plain copy's rules: nothing is skipped but by hash, as without a filter.
+    Ok(Some(SyncRules { checksum: true, filter: args.filter.clone(), ..SyncRules::default() }))
+}
+
+/// A download's request must fit a control frame: a long `--files-from` list may not.
+fn fits_a_frame(request: &Message) -> anyhow::Result<()> {
+    match soku_proto::frame::to_vec(request) {
+        Err(soku_proto::ProtoError::FrameTooLarge { len, limit }) => Err(Exit::usage(format!(
+            "the request is {len} bytes, more than the {limit} a message may take: a \
+             download's --files-from list goes with it; split the list (fpart -n) and run \
+             one soku per part"
+        ))
+        .into()),
+        _ => Ok(()),
+    }
 }
 
 /// A server from before `soku_proto::name::BYTE_NAMES_SINCE_VERSION` cannot decode a

@@ -1,7 +1,8 @@
 //! The client: the copy command, the remote server it starts, and the session that
 //! carries the copy.
 //!
-//! - [`copy`]: the copy command; [`demo`]: the same over loopback with no remote;
+//! - [`copy`]: the copy command; [`sync`]: `soku sync`, the same copy under rsync's
+//!   rules; [`demo`]: the same over loopback with no remote;
 //!   [`interrupt`]: the user's Ctrl-C during a copy; [`retry`]: when a copy that lost
 //!   its connection tries again.
 //! - [`launch`]: starting the remote `soku serve` (ssh, `-S`, `-e`, or locally), and one
@@ -30,3 +31,4 @@ pub mod preview;
 pub mod private_dir;
 pub mod retry;
 pub mod session;
+pub mod sync;

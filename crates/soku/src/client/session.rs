@@ -245,8 +245,12 @@ impl Session {
             ))
         })?;
         let (nothing_held, leftover) = answered?;
-        let terms =
-            Terms { nothing_held, byte_names: version >= BYTE_NAMES_SINCE_VERSION, open_files };
+        let terms = Terms {
+            nothing_held,
+            byte_names: version >= BYTE_NAMES_SINCE_VERSION,
+            open_files,
+            version: Some(version),
+        };
         let choice = match &chosen {
             Chosen::Quic(_, check) => TransportChoice::Quic { tcp_ready: check.is_some() },
             Chosen::Tcp(won, _) => TransportChoice::Tcp { lanes: won.conns.lanes.len() as u8 },
@@ -406,6 +410,11 @@ impl Session {
     /// Whether the server takes names that are not UTF-8 (`soku_proto::name`).
     pub fn byte_names(&self) -> bool {
         self.terms.byte_names
+    }
+
+    /// The protocol version both sides speak, when known (not for a kept server).
+    pub fn version(&self) -> Option<u16> {
+        self.terms.version
     }
 
     /// The most descriptors the server may hold open, if it said.

@@ -193,6 +193,9 @@ impl Recorder {
             TransferEvent::SourceFailed { target, message } => {
                 note_failure(&mut r, target, message);
             }
+            TransferEvent::Skipped { .. }
+            | TransferEvent::Deleted { .. }
+            | TransferEvent::SyncTotals { .. } => {}
             TransferEvent::Warning(message) => {
                 if r.warnings.len() < MAX_NOTES {
                     r.warnings.push(message.clone());

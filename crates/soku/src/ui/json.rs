@@ -77,6 +77,23 @@ enum Line<'a> {
     Notice {
         message: &'a str,
     },
+    /// A sync did not send this file (`reason`: unchanged, newer at the target, or in a
+    /// dry run "would send").
+    Skipped {
+        path: &'a str,
+        reason: &'static str,
+    },
+    /// A sync deleted this path at the target (in a dry run: would).
+    Deleted {
+        path: &'a str,
+    },
+    /// A sync's counts, before `finished`.
+    SyncTotals {
+        sent_files: u32,
+        resumed_files: u32,
+        skipped_files: u32,
+        deleted_paths: u32,
+    },
     /// The receiving side ran out of space: what its target holds (`partial` names the
     /// first of the partial files, `partial_unlisted` counts the others).
     Unfinished {
@@ -195,6 +212,14 @@ fn line(event: &TransferEvent, other_side: &str) -> String {
         TransferEvent::SourceFailed { target, message } => Line::SourceFailed { target, message },
         TransferEvent::Warning(message) => Line::Warning { message },
         TransferEvent::Notice(message) => Line::Notice { message },
+        TransferEvent::Skipped { path, reason } => Line::Skipped { path, reason: reason.said() },
+        TransferEvent::Deleted { path } => Line::Deleted { path },
+        TransferEvent::SyncTotals { sent, resumed, skipped, deleted } => Line::SyncTotals {
+            sent_files: *sent,
+            resumed_files: *resumed,
+            skipped_files: *skipped,
+            deleted_paths: *deleted,
+        },
         TransferEvent::Unfinished { facts, here } => {
             // A peer's list is held to what it may send.
             let listed = facts.names.len().min(facts.partial as usize).min(UNFINISHED_NAMES);

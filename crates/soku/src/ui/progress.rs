@@ -41,6 +41,9 @@ pub struct ProgressMeter {
     /// What the server's side is called in lines about it: "remote", or "local" for a
     /// copy whose server runs on this machine.
     other_side: &'static str,
+    /// A sync's dry run: its decisions are listed on stdout, and its summary says what
+    /// would happen.
+    dry_run: bool,
 }
 
 #[derive(Debug, Default)]
@@ -51,6 +54,43 @@ struct State {
     path: Option<PathNow>,
     /// Of the verified bytes, those the target held already (resume), this session.
     resumed: u64,
+    /// A sync's counts, once told.
+    sync: Option<SyncCounts>,
+    /// Files a dry run would send.
+    would_send: u32,
+}
+
+/// A sync's counts ([`TransferEvent::SyncTotals`]).
+#[derive(Debug, Clone, Copy, Default)]
+struct SyncCounts {
+    sent: u32,
+    resumed: u32,
+    skipped: u32,
+    deleted: u32,
+}
+
+impl SyncCounts {
+    /// The summary's words for them; a dry run's, of which `would_send` of the files
+    /// skipped would be sent.
+    fn said(self, dry_run: Option<u32>) -> String {
+        let n =
+            |count: u32, what: &str| format!("{count} {what}{}", if count == 1 { "" } else { "s" });
+        if let Some(would_send) = dry_run {
+            return format!(
+                "dry run: {} would be sent, {} skipped, {} would be deleted; nothing was changed",
+                n(would_send, "file"),
+                self.skipped.saturating_sub(would_send),
+                n(self.deleted, "path"),
+            );
+        }
+        format!(
+            "{} sent ({} resumed), {} skipped, {} deleted",
+            n(self.sent, "file"),
+            self.resumed,
+            self.skipped,
+            self.deleted
+        )
+    }
 }
 
 /// What `-v` adds to the live line: the path as the last [`TransferEvent::PathSample`]
@@ -130,7 +170,19 @@ impl ProgressMeter {
             target: Mutex::new(target),
             state: Mutex::new(State::default()),
             other_side: "remote",
+            dry_run: false,
         }
+    }
+
+    /// For a sync's dry run (see [`ProgressMeter::dry_run`]'s field).
+    pub fn dry_run(self, dry_run: bool) -> Self {
+        Self { dry_run, ..self }
+    }
+
+    /// A line on stdout: what a dry run would do, for a script to read (made visible:
+    /// names come from either side).
+    fn listed(&self, text: &str) {
+        self.bar.suspend(|| println!("{}", super::visible(text)));
     }
 
     /// Names the server's side `name` in the lines about it ("remote" unless told).
@@ -252,6 +304,22 @@ impl EventSink for ProgressMeter {
                 }
             }
             TransferEvent::File { .. } | TransferEvent::Sent { .. } => {}
+            TransferEvent::Skipped { path, reason } => {
+                if reason == soku_proto::sync::SkipReason::WouldSend {
+                    self.lock().would_send += 1;
+                    self.listed(&format!("would send: {path}"));
+                }
+            }
+            TransferEvent::Deleted { path } => {
+                if self.dry_run {
+                    self.listed(&format!("would delete: {path}"));
+                } else if self.verbose && !self.quiet {
+                    self.line(&format!("soku: deleted {path}"));
+                }
+            }
+            TransferEvent::SyncTotals { sent, resumed, skipped, deleted } => {
+                self.lock().sync = Some(SyncCounts { sent, resumed, skipped, deleted });
+            }
             // Its summary follows the error line that ends the copy (`exit::Stopped`).
             TransferEvent::Unfinished { .. } => {}
             TransferEvent::PathStats(p) => {
@@ -304,6 +372,17 @@ impl EventSink for ProgressMeter {
                 );
                 if failures > 0 {
                     text.push_str(&format!(", {failures} failed"));
+                }
+                let (counts, would_send) = {
+                    let state = self.lock();
+                    (state.sync, state.would_send)
+                };
+                if let Some(counts) = counts {
+                    text = if self.dry_run {
+                        counts.said(Some(would_send))
+                    } else {
+                        format!("{}: {text}", counts.said(None))
+                    };
                 }
                 self.line(&text);
             }

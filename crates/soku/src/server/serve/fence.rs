@@ -146,6 +146,21 @@ impl Fence {
                  --allow-tunnel)"
                     .into(),
             ),
+            Job::Sync { .. } => {
+                let (job, rules) = job.clone().unwrap_sync();
+                let rules = rules.unwrap_or_default();
+                match self.refuses(&job) {
+                    Some(why) => Some(why),
+                    // A drop box tells nothing of what it holds, and loses nothing.
+                    None if self.write_only && (rules.delete || rules.dry_run) => Some(
+                        "sync --delete and --dry-run are refused: this server is write-only \
+                         (soku serve --write-only, set by its administrator): it neither \
+                         removes nor lists what it holds; sync without them"
+                            .into(),
+                    ),
+                    None => None,
+                }
+            }
             _ => None,
         }
     }

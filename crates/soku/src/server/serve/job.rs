@@ -9,14 +9,17 @@ use std::time::{Duration, Instant};
 
 use soku_engine::ahead::Walked;
 use soku_engine::events::Silent;
+use soku_engine::filter::Filter;
 use soku_engine::link::Link;
 use soku_engine::partial::made_dir::resolve_target;
+use soku_engine::sync_target::sync_target;
 use soku_engine::{CopyOptions, EngineError, Role};
 use soku_proto::message::{Job, Message, UNFINISHED_SINCE_VERSION};
 use soku_proto::name::{glob_text, Name, BYTE_NAMES_SINCE_VERSION};
 use soku_proto::path::GLOB_OPTIONS;
 use soku_proto::path::{Target, TargetError};
 use soku_proto::receive::Receiver;
+use soku_proto::sync::SyncRules;
 
 use super::fence;
 use super::home::expand_home;
@@ -73,6 +76,14 @@ pub async fn serve_job(
     if let Some(why) = fence.refuses(&job) {
         return Err(tell_client_only(link, why).await);
     }
+    let (job, sync) = job.unwrap_sync();
+    // A write-only server tells nothing of what it holds: every file comes whole, as
+    // its resume reports say (`Role::Receive::blind`), and none is skipped.
+    let sync = sync.map(|rules| SyncRules {
+        checksum: rules.checksum || fence.write_only,
+        update: rules.update && !fence.write_only,
+        ..rules
+    });
     opts.nothing_held = opts.flags.resume && promise.holds_for(&job);
     opts.byte_names = version >= BYTE_NAMES_SINCE_VERSION;
     opts.peer_open_files = client_open_files;
@@ -110,17 +121,19 @@ pub async fn serve_job(
                 // (`soku_engine::partial`) goes on meanwhile.
                 drop(tokio::task::spawn_blocking(nudge_silent_jobs));
             }
-            receive_role(&target, sources, opts, fence)
+            receive_role(&target, sources, opts, fence, sync)
         }
         // A client that goes away (its ssh channel's end closes QUIC) stops the walk of
         // a large tree too, rather than this server walking on for nobody.
         Job::Send { sources } => match quic {
             Some(conn) => tokio::select! {
-                role = send_role(&sources, opts, fence) => role,
+                role = send_role(&sources, opts, fence, sync) => role,
                 closed = conn.closed() => Err(anyhow::anyhow!("{closed} while walking the sources")),
             },
-            None => send_role(&sources, opts, fence).await,
+            None => send_role(&sources, opts, fence, sync).await,
         },
+        // Unwrapped above.
+        Job::Sync { .. } => Err(anyhow::anyhow!("a sync inside a sync")),
     };
     let role = match role {
         Ok(role) => role,
@@ -142,14 +155,19 @@ pub async fn serve_job(
     Ok(sent_data)
 }
 
-/// The receiver's role for an upload into `target` of `sources` sources.
+/// The receiver's role for an upload into `target` of `sources` sources (a sync's
+/// under its rules).
 fn receive_role(
     target: &Name,
     sources: u32,
     opts: CopyOptions,
     fence: &fence::Fence,
+    sync: Option<SyncRules>,
 ) -> anyhow::Result<Role> {
     let target = fence.path(spelled(target)?);
+    if let Some(rules) = &sync {
+        return sync_receive_role(target, opts, fence, rules.clone());
+    }
     let (target, missing) = match &fence.root {
         // Beneath a root every look goes through it; the mark of an interrupted copy
         // (`resolve_target`) is not looked for there.
@@ -175,17 +193,44 @@ fn receive_role(
         root,
         beneath: fence.root.clone(),
         blind: fence.write_only,
+        sync: None,
     })
 }
 
-/// The sender's role for a download of `sources`.
+/// A sync's receiving role: the target is a directory, made (one level, as rsync makes
+/// it) when missing, unless this is a dry run, whose receiver makes nothing.
+fn sync_receive_role(
+    target: PathBuf,
+    opts: CopyOptions,
+    fence: &fence::Fence,
+    rules: SyncRules,
+) -> anyhow::Result<Role> {
+    let target = sync_target(&target, rules.dry_run, fence.root.as_deref())?;
+    let root = target.root().to_path_buf();
+    let receiver = Receiver::new(target, None, opts.flags.recursive, opts.flags.chunk_size)?;
+    Ok(Role::Receive {
+        receiver: Box::new(receiver),
+        root,
+        beneath: fence.root.clone(),
+        blind: fence.write_only,
+        sync: Some(rules),
+    })
+}
+
+/// The sender's role for a download of `sources` (a sync's under its rules).
 async fn send_role(
     sources: &[Name],
     opts: CopyOptions,
     fence: &fence::Fence,
+    sync: Option<SyncRules>,
 ) -> anyhow::Result<Role> {
     let sources = sources.iter().map(spelled).collect::<anyhow::Result<Vec<_>>>()?;
     let sources = expand_sources(&sources, fence);
+    if let Some(rules) = sync {
+        let filter = Filter::new(&rules.filter)?;
+        let walked = Walked::walk_sync(sources, rules, filter, fence.root.clone()).await?;
+        return Ok(Role::Send(walked));
+    }
     Ok(Role::Send(Walked::walk_beneath(sources, opts.flags.recursive, fence.root.clone()).await?))
 }
 
