@@ -10,10 +10,11 @@ need_pkgs=()
 # chromium-headless-shell: the report's browser test (crates/soku/tests/e2e/report_e2e.rs)
 # fails without it, so that it never silently skips here; btrfs-progs: the quota test
 # (crates/soku/tests/e2e/failure_lines_e2e.rs) makes a small btrfs with a quota group;
-# python3: scripts/import-circles.py; script: the host-key test gives ssh a terminal.
+# python3: scripts/import-circles.py; script: the host-key test gives ssh a terminal;
+# fpart and parallel: the sharded sync (crates/soku/tests/e2e/sync_e2e.rs, docs/sharding.md).
 for pair in git:git sshd:openssh-server ssh:openssh-client rsync:rsync iperf3:iperf3 ip:iproute2 tc:iproute2 \
     chromium-headless-shell:chromium-headless-shell mkfs.btrfs:btrfs-progs python3:python3 \
-    script:bsdutils; do
+    script:bsdutils fpart:fpart parallel:parallel; do
     cmd=${pair%%:*}; pkg=${pair#*:}
     if ! command -v "$cmd" >/dev/null 2>&1 && ! [ -x "/usr/sbin/$cmd" ]; then need_pkgs+=("$pkg"); fi
 done

@@ -334,6 +334,9 @@ async fn copy_until_done(
         ..SessionOptions::for_command(mode, host, quic_timeout)
     };
     session_opts.login_at = launcher.login_address();
+    if walk_rules.is_some() {
+        session_opts.needs_version = SYNC_SINCE_VERSION;
+    }
     // An upload walks and hashes its sources while ssh logs in (see `soku_engine::ahead`).
     let mut ahead = match &direction {
         // A sync's receiver skips most files unread: hashing them here would read them.
@@ -600,17 +603,6 @@ impl Attempt<'_> {
             peer_open_files: session.peer_open_files(),
             ..self.opts
         };
-        if self.rules.is_some() {
-            if let Some(version) = session.version().filter(|v| *v < SYNC_SINCE_VERSION) {
-                session.abort(link).await;
-                return Err(Exit::failure(format!(
-                    "remote: the soku there speaks protocol {version}, and a sync or a copy \
-                     with --exclude/--include needs {SYNC_SINCE_VERSION} or later: upgrade \
-                     soku there (or remove it, and this one sends its own)"
-                ))
-                .into());
-            }
-        }
         let _copying = self.interrupt.copying();
         let mut copy = Box::pin(drive(
             &mut link,

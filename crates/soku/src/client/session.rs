@@ -198,6 +198,7 @@ impl Session {
         // The newest version both speak; with one version there is nothing to switch on.
         let (server_hello, version) = soku_proto::hello::decode_server_hello(&payload)
             .and_then(|hello| hello.negotiate().map(|version| (hello, version)))
+            .and_then(|(hello, version)| new_enough(hello, version, opts.needs_version))
             .map_err(|e| refused_hello(e, opts.remote_soku.as_deref()))?;
         let ServerHello::Ready {
             udp_port,
@@ -245,12 +246,8 @@ impl Session {
             ))
         })?;
         let (nothing_held, leftover) = answered?;
-        let terms = Terms {
-            nothing_held,
-            byte_names: version >= BYTE_NAMES_SINCE_VERSION,
-            open_files,
-            version: Some(version),
-        };
+        let terms =
+            Terms { nothing_held, byte_names: version >= BYTE_NAMES_SINCE_VERSION, open_files };
         let choice = match &chosen {
             Chosen::Quic(_, check) => TransportChoice::Quic { tcp_ready: check.is_some() },
             Chosen::Tcp(won, _) => TransportChoice::Tcp { lanes: won.conns.lanes.len() as u8 },
@@ -410,11 +407,6 @@ impl Session {
     /// Whether the server takes names that are not UTF-8 (`soku_proto::name`).
     pub fn byte_names(&self) -> bool {
         self.terms.byte_names
-    }
-
-    /// The protocol version both sides speak, when known (not for a kept server).
-    pub fn version(&self) -> Option<u16> {
-        self.terms.version
     }
 
     /// The most descriptors the server may hold open, if it said.
@@ -629,6 +621,26 @@ async fn read_server_hello<R: AsyncRead + Unpin>(
 /// `--remote-soku`) and that speaks no protocol version in common with this one may be
 /// passed over for one the copy sends (`client/launch/deploy.rs`); the message stands
 /// if it is not.
+/// The server's hello and the version both speak, if that is one the job can run on
+/// (`needs`); otherwise the mismatch, as if this build spoke nothing older.
+fn new_enough(
+    hello: ServerHello,
+    version: u16,
+    needs: u16,
+) -> Result<(ServerHello, u16), ProtoError> {
+    if version >= needs {
+        return Ok((hello, version));
+    }
+    let remote = hello.versions();
+    Err(ProtoError::VersionMismatch {
+        remote: "the remote host",
+        remote_min: *remote.start(),
+        remote_max: *remote.end(),
+        local_min: needs,
+        local_max: *soku_proto::PROTOCOL_VERSIONS.end(),
+    })
+}
+
 fn refused_hello(err: ProtoError, named: Option<&str>) -> anyhow::Error {
     let message = err.to_string();
     match err {

@@ -37,6 +37,7 @@ mod scp_options_e2e;
 mod security;
 mod shared_directory_e2e;
 mod shared_login_e2e;
+mod sync_e2e;
 mod target_errors_e2e;
 mod transport_e2e;
 mod tunnel_e2e;

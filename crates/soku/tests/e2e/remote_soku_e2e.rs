@@ -174,14 +174,19 @@ fn a_remote_machine_with_no_binary_at_hand_is_named() {
 /// What a soku that speaks only protocols 3 and 4 says first: the magic line and its
 /// hello, as `soku serve` sends them.
 fn old_hello() -> Vec<u8> {
+    hello_of(3, 4)
+}
+
+/// What a soku that speaks protocols `min` to `max` says first.
+fn hello_of(min: u16, max: u16) -> Vec<u8> {
     let hello = soku_proto::hello::ServerHello::Ready {
-        version: 4,
+        version: max,
         udp_port: 0,
         server_addr: None,
         fingerprint: [0; 32],
         soku_version: "0.0.1".into(),
         warnings: Vec::new(),
-        min_version: 3,
+        min_version: min,
         tcp_port: 0,
         open_files: None,
     };
@@ -222,6 +227,35 @@ fn a_remote_soku_too_old_is_left_in_place_and_the_sent_one_used() {
     let said = String::from_utf8_lossy(&second.stderr);
     assert!(!said.contains("installed soku"), "sent again: {said}");
     assert!(!said.contains("protocol"), "{said}");
+}
+
+/// A soku that copies but is too old to sync (protocols 5-9: a stand-in that says so)
+/// is left in place for `soku sync` as for a copy it cannot serve: one is sent, and the
+/// sync runs on it.
+#[test]
+fn a_remote_soku_too_old_to_sync_is_left_in_place_and_the_sent_one_syncs() {
+    let env = Env::new();
+    let home = account(&env);
+    at_hand(&env);
+    let sync_since = soku_proto::sync::SYNC_SINCE_VERSION;
+    std::fs::write(home.join("old-hello"), hello_of(5, sync_since - 1)).expect("write");
+    let old = home.join(".local/bin/soku");
+    std::fs::create_dir_all(old.parent().expect("parent")).expect("mkdir");
+    std::fs::write(&old, "#!/bin/sh\ncat \"$HOME/old-hello\"\nsleep 5\n").expect("write");
+    std::fs::set_permissions(&old, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let source = env.src().join("tree/a.bin");
+    write(&source, &data(300_000, 3));
+    let mut cmd = crate::common::bounded_soku(crate::common::LIMIT_SECS);
+    cmd.env("XDG_CACHE_HOME", env.path("cache")).arg("sync");
+    cmd.args(env.sshd.scp_port_args()).args(env.sshd.ssh_args()).arg("--no-share-login");
+    cmd.arg(env.src().join("tree")).arg(env.remote(&env.dst())).stdin(Stdio::null());
+    let out = env.ok(&mut cmd);
+    let said = String::from_utf8_lossy(&out.stderr);
+    let line: Vec<&str> = said.lines().filter(|l| l.contains("installed soku")).collect();
+    assert_eq!(line.len(), 1, "{said}");
+    assert!(line[0].contains(&format!("speaks protocol 5-{}", sync_since - 1)), "{said}");
+    assert_same_file(&source, &env.dst().join("tree/a.bin"));
+    assert!(deployed(&home).is_some());
 }
 
 /// With `--no-deploy`, a soku too old is named by its protocols and nothing is sent.

@@ -79,12 +79,7 @@ pub async fn attach(
         reason: None,
     });
     let summary_reader = tokio::spawn(read_summary(conn.clone(), summary));
-    let terms = Terms {
-        nothing_held,
-        byte_names: kept.byte_names,
-        open_files: kept.open_files,
-        version: None,
-    };
+    let terms = Terms { nothing_held, byte_names: kept.byte_names, open_files: kept.open_files };
     let carrier = KeptCarrier {
         path: QuicPath::new(endpoint, conn),
         // No ssh channel to ping on: TCP handshakes stand in, if UDP goes silent,

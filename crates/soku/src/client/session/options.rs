@@ -50,6 +50,10 @@ pub struct SessionOptions {
     /// takes it for stalled: while the client waits for the server's first words after
     /// its hello, and on the link (`Link::set_stall_limit`).
     pub stall: Duration,
+    /// The oldest protocol version the job can run on (a sync's needs
+    /// `soku_proto::sync::SYNC_SINCE_VERSION`): a server that speaks none so new is
+    /// answered as one with no version in common, and is sent this soku if it may be.
+    pub needs_version: u16,
 }
 
 impl SessionOptions {
@@ -73,6 +77,7 @@ impl SessionOptions {
             login_at: None,
             remote_soku: None,
             stall: soku_engine::link::DEFAULT_STALL_LIMIT,
+            needs_version: *soku_proto::PROTOCOL_VERSIONS.start(),
         }
     }
 }

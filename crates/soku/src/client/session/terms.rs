@@ -12,7 +12,4 @@ pub struct Terms {
     /// The most descriptors the server may hold open (`None`: an older server): an
     /// upload keeps the files open there within it.
     pub open_files: Option<u64>,
-    /// The protocol version both sides speak (`None`: a kept server's, which its record
-    /// does not keep).
-    pub version: Option<u16>,
 }

@@ -74,6 +74,16 @@ impl Env {
         cmd
     }
 
+    /// [`Env::soku`] for the subcommand `sub` (`soku sync ...`), which comes first.
+    pub fn soku_sub(&self, sub: &str) -> Command {
+        let mut cmd = bounded_soku(LIMIT_SECS);
+        cmd.arg(sub);
+        cmd.env("XDG_CACHE_HOME", self.path("cache"));
+        cmd.args(self.sshd.scp_port_args()).args(self.sshd.ssh_args());
+        cmd.arg("--remote-soku").arg(soku_bin());
+        cmd
+    }
+
     /// [`Env::soku`] without `--remote-soku`, for tests that give their own.
     pub fn soku_without_remote_path(&self) -> Command {
         let mut cmd = bounded_soku(LIMIT_SECS);
