@@ -11,7 +11,8 @@
 //!   and the outcome they report.
 //! - [`link`]: the data-path seam and its implementations (QUIC, an ordered byte stream,
 //!   an in-memory pair for tests).
-//! - [`send`] and [`receive`]: the two roles, each a loop that owns its tasks.
+//! - [`send`] and [`receive`]: the two roles, each a loop that owns its tasks;
+//!   [`bridge`]: a copy between two other hosts passed from one link to the other.
 //! - [`walk`] and [`ahead`]: turning sources into manifest entries, and hashing them
 //!   while ssh logs in.
 //! - [`codec`], [`compress_policy`], [`throttle`]: a chunk's bytes on the way out and in;
@@ -35,6 +36,7 @@
 #![warn(missing_docs, unreachable_pub, rust_2018_idioms)]
 
 pub mod ahead;
+pub mod bridge;
 pub mod codec;
 pub mod compress_policy;
 pub mod direct_io;

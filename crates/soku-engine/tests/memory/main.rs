@@ -3,6 +3,7 @@
 //! link over an in-memory pipe, or a QUIC-like pair whose chunks may overtake their
 //! file's entry.
 
+mod bridge;
 mod copies;
 mod failures;
 mod harness;

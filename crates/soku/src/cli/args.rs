@@ -90,7 +90,8 @@ pub struct CopyArgs {
     pub cipher: Option<String>,
 
     /// Between two remote hosts, copy through this host (scp's -3, and its default):
-    /// not built yet; such a copy stops with a line that names -R.
+    /// a session to each, every chunk passed on as it arrives (nothing stored here)
+    /// and verified at the destination by the origin's hash.
     #[arg(short = '3', conflicts_with = "origin_copies")]
     pub through_here: bool,
 

@@ -6,8 +6,8 @@
 //!   straight from one host to the other at soku's speed, verified end to end there;
 //!   the origin must be able to log in to the destination without a password (its own
 //!   key, or the user's agent with `-A`), so its soku runs in batch mode (`-B`).
-//! - **Through this host (`-3`, and scp's default since OpenSSH 8.7)** is not built
-//!   yet: the command says so and names `-R`.
+//! - **Through this host (`-3`, and scp's default since OpenSSH 8.7)**: a session to
+//!   each host, joined here (`client/through_here.rs`).
 //!
 //! What the origin's soku prints reaches the user as any remote end's error output does:
 //! line by line, made visible (`client/launch/stderr.rs`).
@@ -92,13 +92,7 @@ pub async fn run(
     target: String,
 ) -> anyhow::Result<()> {
     if !args.origin_copies {
-        return Err(Exit::usage(format!(
-            "a copy between two remote hosts through this host (scp's -3, and its default) \
-             is not supported yet: add -R to have {} copy to the destination itself (it must \
-             log in there without a password: its own key, or yours with -A)",
-            origin.host
-        ))
-        .into());
+        return crate::client::through_here::run(args).await;
     }
     let launcher = Launcher::from_args(&args.ssh, args.verbose, args.quiet)?;
     let line =

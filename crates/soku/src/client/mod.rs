@@ -5,6 +5,8 @@
 //!   rules; [`demo`]: the same over loopback with no remote;
 //!   [`interrupt`]: the user's Ctrl-C during a copy; [`retry`]: when a copy that lost
 //!   its connection tries again.
+//! - [`between_remotes`] and [`through_here`]: copies between two remote hosts (`-R`,
+//!   `-3`).
 //! - [`launch`]: starting the remote `soku serve` (ssh, `-S`, `-e`, or locally), and one
 //!   ssh login shared by copies that follow each other.
 //! - [`session`]: client bootstrap (hellos, the transport choice) into a `soku_engine`
@@ -32,3 +34,4 @@ pub mod private_dir;
 pub mod retry;
 pub mod session;
 pub mod sync;
+pub mod through_here;

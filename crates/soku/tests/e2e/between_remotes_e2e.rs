@@ -3,9 +3,13 @@
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
+use std::process::{Command, Stdio};
 
-use crate::common::{assert_same_file, data, error_lines, fails_with, soku_bin, write, Env};
+use crate::common::procs::{kill_when_verified, summary};
+use crate::common::{
+    assert_no_part_files, assert_same_file, assert_same_tree, data, error_lines, fails_with, mtime,
+    soku_bin, write, Env,
+};
 
 /// The destination's host name in the origin's ssh config.
 const DESTINATION: &str = "soku-test-host";
@@ -76,16 +80,82 @@ fn with_r_a_missing_source_is_the_origins_line_and_status() {
     assert_eq!(std::fs::read_dir(destination.dst()).expect("dst").count(), 0);
 }
 
-/// Without -R (scp's default copies through this host, not built yet) the line says
-/// so and names -R; nothing is started.
+/// This host's ssh config with both hosts, `soku-origin` and `soku-destination`, for a
+/// copy through this host.
+fn both_hosts(origin: &Env, destination: &Env) -> PathBuf {
+    let config = |env: &Env, name: &str| {
+        let text = std::fs::read_to_string(env.sshd.ssh_config_file()).expect("config");
+        text.replace("Host soku-test-host", &format!("Host {name}"))
+    };
+    let both = origin.path("both_hosts");
+    let text = config(origin, "soku-origin") + "\n" + &config(destination, "soku-destination");
+    std::fs::write(&both, text).expect("write");
+    both
+}
+
+/// `soku [extra] soku-origin:SOURCE soku-destination:TARGET` through this host.
+fn through_here(
+    origin: &Env,
+    both: &Path,
+    extra: &[&str],
+    source: &Path,
+    target: &Path,
+) -> Command {
+    let mut cmd = Command::new(soku_bin());
+    cmd.env("XDG_CACHE_HOME", origin.path("cache")).arg("-F").arg(both);
+    cmd.args(["--no-share-login", "--remote-soku"]).arg(soku_bin()).args(extra);
+    cmd.arg(format!("soku-origin:{}", source.display()));
+    cmd.arg(format!("soku-destination:{}", target.display())).stdin(Stdio::null());
+    cmd
+}
+
+/// `-3`, and scp's default without it: a file and a tree pass through this host, each
+/// chunk checked at the destination against the origin's hash.
 #[test]
-fn without_r_the_line_names_r() {
+fn through_this_host_a_file_and_a_tree_arrive() {
     let origin = Env::new();
+    let destination = Env::new();
+    let both = both_hosts(&origin, &destination);
     let file = origin.src().join("a.bin");
-    write(&file, b"x");
-    let mut cmd = between(&origin, &[], &file, Path::new("/tmp"));
-    let stderr = fails_with(&mut cmd, 2, &["two remote hosts", "add -R"]);
-    assert_eq!(error_lines(&stderr).len(), 1, "one error line\n{stderr}");
+    write(&file, &data(3_000_000, 17));
+    origin.ok(&mut through_here(&origin, &both, &["-3"], &file, &destination.dst()));
+    assert_same_file(&file, &destination.dst().join("a.bin"));
+
+    write(&origin.src().join("tree/sub/b.bin"), &data(300_000, 18));
+    write(&origin.src().join("tree/c.txt"), b"c");
+    let tree = origin.src().join("tree");
+    origin.ok(&mut through_here(&origin, &both, &["-r", "-p"], &tree, &destination.dst()));
+    assert_same_tree(&tree, &destination.dst().join("tree"));
+    assert_eq!(mtime(&tree.join("c.txt")), mtime(&destination.dst().join("tree/c.txt")));
+}
+
+/// A copy through this host killed half way resumes: the rerun sends only what the
+/// destination does not hold, as the origin's hashes prove.
+#[test]
+fn through_this_host_an_interrupted_copy_resumes() {
+    let origin = Env::new();
+    let destination = Env::new();
+    let both = both_hosts(&origin, &destination);
+    let size: usize = 24 << 20;
+    let file = origin.src().join("big.bin");
+    write(&file, &data(size, 19));
+    let mut cmd =
+        through_here(&origin, &both, &["-3", "--json", "-l", "40000"], &file, &destination.dst());
+    cmd.stdin(Stdio::null());
+    let killed = kill_when_verified(cmd, size as u64 / 2, |client| client);
+    assert!(!killed.ok, "killed");
+    assert!(!destination.dst().join("big.bin").exists(), "nothing at the final name");
+    let mut again = through_here(&origin, &both, &["-3", "--json"], &file, &destination.dst());
+    let out = origin.ok(&mut again);
+    let (bytes, resumed) = summary(&String::from_utf8_lossy(&out.stderr)).expect("a summary");
+    assert_eq!(bytes, size as u64);
+    assert!(
+        resumed >= killed.verified_at_kill,
+        "held {resumed} of {} verified",
+        killed.verified_at_kill
+    );
+    assert_same_file(&file, &destination.dst().join("big.bin"));
+    assert_no_part_files(&destination.dst());
 }
 
 /// Neither remote has soku: the origin gets one sent by this host, and the destination
