@@ -184,6 +184,7 @@ pub async fn run(
         deleted: 0,
         handed: handed.clone(),
         in_flight_bytes: 0,
+        charged_bytes: 0,
         hashed: hashed_tx,
         hashed_rx,
         beneath,
@@ -255,9 +256,15 @@ pub async fn run(
                 // acknowledged.
                 let tx = link.tx.clone();
                 let ahead = || crate::pipeline::bytes_ahead(tx.window(), tx.loss(), pipeline);
+                // A chunk the receiver says it holds is read and hashed here, and sent
+                // only if its bytes differ (rarely): it is held to the window only then.
+                // Held to the window from the start, a sync with --checksum compared a
+                // tree at the window's pace, not the disks' (lab/2026-11-29-sync-100k).
+                let charge = if span.claimed.is_some() { 0 } else { u64::from(span.len) };
+                let len = u64::from(span.len);
                 while copy.tasks.len() >= tasks_max
-                    || (copy.in_flight_bytes > 0
-                        && copy.in_flight_bytes + u64::from(span.len) > ahead())
+                    || (copy.charged_bytes > 0 && copy.charged_bytes + charge > ahead())
+                    || (copy.in_flight_bytes > 0 && copy.in_flight_bytes + len > pipeline)
                 {
                     copy.step(link).await?;
                 }
@@ -320,7 +327,8 @@ impl Drop for ReportHanded {
 /// The sender's state while it runs.
 struct Copy {
     rules: Sender,
-    tasks: JoinSet<Result<ChunkDone, EngineError>>,
+    /// Chunk tasks, each with the bytes it is charged against the window.
+    tasks: JoinSet<Result<(ChunkDone, u64), EngineError>>,
     /// Local paths by file id, for the receiver's failure reports.
     names: Vec<String>,
     policy: Option<Arc<Mutex<CompressPolicy>>>,
@@ -350,6 +358,9 @@ struct Copy {
     handed: Arc<AtomicU64>,
     /// Plain bytes of the chunks being read or sent.
     in_flight_bytes: u64,
+    /// Of those, the bytes of chunks to be sent (not claimed by the receiver), which the
+    /// window bounds.
+    charged_bytes: u64,
     /// Chunk tasks tell their hash here before they send.
     hashed: tokio::sync::mpsc::UnboundedSender<Hashed>,
     hashed_rx: tokio::sync::mpsc::UnboundedReceiver<Hashed>,
@@ -566,7 +577,9 @@ impl Copy {
         };
         self.order += 1;
         self.in_flight_bytes += u64::from(span.len);
-        self.tasks.spawn(task.run());
+        let charge = if span.claimed.is_some() { 0 } else { u64::from(span.len) };
+        self.charged_bytes += charge;
+        self.tasks.spawn(async move { task.run().await.map(|done| (done, charge)) });
     }
 
     /// Waits for the next thing to happen: a chunk task ending or a report arriving.
@@ -575,7 +588,9 @@ impl Copy {
             biased;
             Some(hashed) = self.hashed_rx.recv() => self.on_hashed(hashed, link).await,
             Some(joined) = self.tasks.join_next(), if !self.tasks.is_empty() => {
-                self.on_chunk_done(joined??, link).await
+                let (done, charge) = joined??;
+                self.charged_bytes = self.charged_bytes.saturating_sub(charge);
+                self.on_chunk_done(done, link).await
             }
             inbound = link.recv() => self.on_inbound(inbound),
         }
