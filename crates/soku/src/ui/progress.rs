@@ -362,28 +362,25 @@ impl EventSink for ProgressMeter {
                 } else {
                     String::new()
                 };
-                let mut text = format!(
-                    "{} file{}, {}{held} in {:.2} s, {}",
-                    files,
-                    if files == 1 { "" } else { "s" },
+                let mut moved = format!(
+                    "{}{held} in {:.2} s, {}",
                     human_bytes(bytes),
                     secs,
                     human_rate(sent as f64 / secs)
                 );
                 if failures > 0 {
-                    text.push_str(&format!(", {failures} failed"));
+                    moved.push_str(&format!(", {failures} failed"));
                 }
                 let (counts, would_send) = {
                     let state = self.lock();
                     (state.sync, state.would_send)
                 };
-                if let Some(counts) = counts {
-                    text = if self.dry_run {
-                        counts.said(Some(would_send))
-                    } else {
-                        format!("{}: {text}", counts.said(None))
-                    };
-                }
+                let text = match counts {
+                    Some(counts) if self.dry_run => counts.said(Some(would_send)),
+                    // A sync's files are counted by what happened to them.
+                    Some(counts) => format!("{}; {moved}", counts.said(None)),
+                    None => format!("{files} file{}, {moved}", if files == 1 { "" } else { "s" }),
+                };
                 self.line(&text);
             }
         }
@@ -403,6 +400,19 @@ impl Notice for ProgressMeter {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Catches: a sync's summary that lost a count, or a dry run's that reads as done.
+    #[test]
+    fn a_syncs_summary_counts_what_happened_to_the_files() {
+        let counts = SyncCounts { sent: 3, resumed: 1, skipped: 96, deleted: 2 };
+        assert_eq!(counts.said(None), "3 files sent (1 resumed), 96 skipped, 2 deleted");
+        let dry = SyncCounts { sent: 0, resumed: 0, skipped: 10, deleted: 1 };
+        assert_eq!(
+            dry.said(Some(4)),
+            "dry run: 4 files would be sent, 6 skipped, 1 path would be deleted; nothing was \
+             changed"
+        );
+    }
 
     #[test]
     fn the_progress_line_names_each_transport_shortly() {
