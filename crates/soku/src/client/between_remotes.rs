@@ -157,6 +157,7 @@ fn origin_arguments(args: &CopyArgs, sources: &[String], target: &str) -> anyhow
     flag(args.no_resume, "--no-resume");
     flag(args.no_fsync, "--no-fsync");
     flag(args.ssh.no_deploy, "--no-deploy");
+    flag(args.no_share_login, "--no-share-login");
     for _ in 0..args.verbose {
         words.push("-v".into());
     }
