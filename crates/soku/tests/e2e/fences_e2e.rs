@@ -108,6 +108,24 @@ fn a_write_only_key_refuses_downloads_and_still_uploads() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     let (bytes, resumed) = common::procs::summary(&stderr).expect("a finished line");
     assert_eq!((bytes, resumed), (100_000, 0), "nothing held was told: {stderr}");
+
+    // A sync neither lists nor deletes what a drop box holds, and its quick check tells
+    // nothing either: the file of the same size and time there is sent whole.
+    let sync = |args: &[&str]| {
+        let mut cmd = env.soku_sub("sync");
+        cmd.arg("--no-share-login").args(args).stdin(Stdio::null());
+        cmd.arg(format!("{}/", env.src().display())).arg(env.remote(&store));
+        cmd
+    };
+    refused(&mut sync(&["--delete"]), "sync --delete and --dry-run are refused");
+    refused(&mut sync(&["-n"]), "this server is write-only");
+    let out = env.ok(&mut sync(&["--json"]));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("\"sent_files\":2,\"resumed_files\":0,\"skipped_files\":0"),
+        "{stderr}"
+    );
+    assert_eq!(listing(&store), ["drop.bin", "private.bin"], "nothing deleted");
 }
 
 /// The root: `/etc/passwd` is ROOT/etc/passwd, which is not there; `..` and symlinks
