@@ -92,24 +92,34 @@ pub async fn run(args: &CopyArgs) -> anyhow::Result<()> {
     loop {
         let started = Instant::now();
         let attempt = async {
-            let (origin, mut from) = Session::launch(
-                &launcher,
-                &ends.origin,
-                &serve,
-                &at_origin,
-                events.as_ref(),
-                deploy,
-            )
-            .await?;
-            let (destination, mut to) = Session::launch(
-                &launcher,
-                &ends.destination,
-                &serve,
-                &at_destination,
-                events.as_ref(),
-                deploy,
-            )
-            .await?;
+            // Both logins at once: each is round trips on a long path.
+            let (origin, destination) = tokio::join!(
+                Session::launch(
+                    &launcher,
+                    &ends.origin,
+                    &serve,
+                    &at_origin,
+                    events.as_ref(),
+                    deploy
+                ),
+                Session::launch(
+                    &launcher,
+                    &ends.destination,
+                    &serve,
+                    &at_destination,
+                    events.as_ref(),
+                    deploy,
+                ),
+            );
+            let ((origin, mut from), (destination, mut to)) = match (origin, destination) {
+                (Ok(origin), Ok(destination)) => (origin, destination),
+                (Err(err), other) | (other, Err(err)) => {
+                    if let Ok((session, link)) = other {
+                        session.abort(link).await;
+                    }
+                    return Err(err);
+                }
+            };
             let passed = pass(&ends, opts, &mut from, &mut to, events.clone()).await;
             match passed {
                 Ok(outcome) => {
