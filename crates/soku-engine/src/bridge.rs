@@ -56,6 +56,8 @@ struct Bridge {
     held: HashMap<u32, HashSet<u32>>,
     /// Bytes of held chunks the origin did not send again: what was already there.
     resumed: u64,
+    /// Plain bytes of the chunks handed on to the destination ([`TransferEvent::Sent`]).
+    handed: u64,
     chunk_size: u32,
     /// The origin's end of the manifest, held until every chunk is passed on.
     end: Option<Message>,
@@ -92,6 +94,7 @@ pub async fn run(
         plans: HashMap::new(),
         held: HashMap::new(),
         resumed: 0,
+        handed: 0,
         chunk_size,
         end: None,
         sending: JoinSet::new(),
@@ -310,10 +313,14 @@ impl Bridge {
             owed.0 += 1;
         }
         let index = chunk.header.index;
+        let len = self.plans.get(&file).and_then(|plan| plan.span(index)).map_or(0, |s| s.1);
         if self.held.get_mut(&file).is_some_and(|held| held.remove(&index)) {
-            let len = self.plans.get(&file).and_then(|plan| plan.span(index)).map_or(0, |s| s.1);
             self.resumed = self.resumed.saturating_sub(u64::from(len));
         }
+        // Counted once handed on, as a sender counts its chunks: a command that makes new
+        // sessions tells what its earlier ones sent from what the target held before.
+        self.handed += u64::from(len);
+        self.events.event(TransferEvent::Sent { bytes: self.handed });
         self.settle(file);
         let Incoming { header, wire, .. } = chunk;
         // One copy, and the origin's link may take more meanwhile.

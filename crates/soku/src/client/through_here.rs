@@ -25,7 +25,7 @@ use crate::cli::cipher::CipherChoice;
 use crate::cli::spec::{self, Location, Remote};
 use crate::cli::transport_mode::TransportMode;
 use crate::client::launch::{Launcher, ServeCommand};
-use crate::client::retry::{Next, Retry};
+use crate::client::retry::{Next, Retry, WholeCopy};
 use crate::client::session::{Session, SessionOptions};
 use crate::exit::Exit;
 use crate::ui::{JsonLines, ProgressMeter, SilenceWatch};
@@ -40,11 +40,14 @@ struct Ends {
 /// Runs `soku -3 h1:SOURCE... h2:TARGET` (or without `-3`, scp's default).
 pub async fn run(args: &CopyArgs) -> anyhow::Result<()> {
     let ends = ends(&args.paths)?;
-    let events: Arc<dyn EventSink> = if args.json {
+    let shown: Arc<dyn EventSink> = if args.json {
         SilenceWatch::start(Arc::new(JsonLines::other_side("remote")))
     } else {
         SilenceWatch::start(Arc::new(ProgressMeter::new(args.quiet, args.verbose > 0)))
     };
+    // The user is told the command's figures, not its last pair of sessions'.
+    let whole = WholeCopy::new(shown);
+    let events: Arc<dyn EventSink> = whole.clone();
     let choice =
         args.cipher.as_deref().map(CipherChoice::parse).transpose().map_err(Exit::usage)?;
     let mut ssh = args.ssh.clone();
@@ -69,8 +72,11 @@ pub async fn run(args: &CopyArgs) -> anyhow::Result<()> {
     let quic_timeout = Duration::from_secs_f64(
         args.quic_timeout.unwrap_or(DEFAULT_QUIC_TIMEOUT_SECS).clamp(0.1, 600.0),
     );
+    let stall =
+        args.stall_timeout.map_or(soku_engine::link::DEFAULT_STALL_LIMIT, Duration::from_secs);
     let session_opts = |host: &str| {
         let mut opts = SessionOptions {
+            stall,
             transport: TransportOptions {
                 cipher: choice.as_ref().and_then(|c| c.data),
                 rate_limit_bps,
@@ -91,6 +97,7 @@ pub async fn run(args: &CopyArgs) -> anyhow::Result<()> {
     let deploy = !args.ssh.no_deploy;
     loop {
         let started = Instant::now();
+        whole.begin_session();
         let attempt = async {
             // Both logins at once: each is round trips on a long path.
             let (origin, destination) = tokio::join!(
@@ -120,6 +127,10 @@ pub async fn run(args: &CopyArgs) -> anyhow::Result<()> {
                     return Err(err);
                 }
             };
+            // A host that goes silent is taken for gone as in any copy, and both
+            // sessions are made again.
+            from.set_stall_limit(Some(stall));
+            to.set_stall_limit(Some(stall));
             let passed = pass(&ends, opts, &mut from, &mut to, events.clone()).await;
             match passed {
                 Ok(outcome) => {

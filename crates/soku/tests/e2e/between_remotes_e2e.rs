@@ -5,7 +5,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use crate::common::procs::{kill_when_verified, summary};
+use crate::common::procs::{kill_when_verified, soku_serve, summary};
 use crate::common::{
     assert_no_part_files, assert_same_file, assert_same_tree, data, error_lines, fails_with, mtime,
     soku_bin, write, Env,
@@ -154,6 +154,29 @@ fn through_this_host_an_interrupted_copy_resumes() {
         "held {resumed} of {} verified",
         killed.verified_at_kill
     );
+    assert_same_file(&file, &destination.dst().join("big.bin"));
+    assert_no_part_files(&destination.dst());
+}
+
+/// A copy through this host whose origin's soku dies half way is made again by
+/// itself: new sessions to both hosts, and the rest sent. Nothing was at the
+/// destination when the command began, so none of it is called already there.
+#[test]
+fn through_this_host_a_lost_origin_is_reconnected() {
+    let origin = Env::new();
+    let destination = Env::new();
+    let both = both_hosts(&origin, &destination);
+    let size: usize = 24 << 20;
+    let file = origin.src().join("big.bin");
+    write(&file, &data(size, 20));
+    let extra = ["-3", "--json", "-l", "40000", "--stall-timeout", "3"];
+    let cmd = through_here(&origin, &both, &extra, &file, &destination.dst());
+    let sshd = origin.sshd.pid();
+    let killed = kill_when_verified(cmd, size as u64 / 2, |_| soku_serve(sshd));
+    assert!(killed.ok, "the copy did not survive:\n{}", killed.stderr);
+    assert!(killed.stderr.contains(r#""event":"reconnecting""#), "{}", killed.stderr);
+    let (bytes, resumed) = summary(&killed.stderr).expect("a summary");
+    assert_eq!((bytes, resumed), (size as u64, 0), "{}", killed.stderr);
     assert_same_file(&file, &destination.dst().join("big.bin"));
     assert_no_part_files(&destination.dst());
 }
