@@ -174,7 +174,6 @@ fn usage_errors_exit_2() {
         (&["-c", "bogus", "a", "h:b"], "aes128-gcm, aes256-gcm and chacha20-poly1305"),
         (&["h:a", "g:b", "."], "several remote hosts"),
         (&["a", "h:b", "."], "mixing local and remote"),
-        (&["h:a", "g:b"], "between two remote hosts"),
         (&[":nohost", "."], "empty host name"),
         (&["-P", "notaport", "a", "h:b"], "notaport"),
     ];

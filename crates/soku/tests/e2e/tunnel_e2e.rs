@@ -9,9 +9,9 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use soku_testkit::{assert_same_file, describe, soku_bin, Sshd};
+use soku_testkit::{assert_same_file, describe, Sshd};
 
-use crate::common;
+use crate::common::{self, soku_bin};
 
 /// How long a tunnel may take to come up.
 const READY_TIMEOUT: Duration = Duration::from_secs(30);
