@@ -186,6 +186,16 @@ fn receive_role(
     if let Some(missing) = missing {
         return Err(TargetError::NoSuchDirectory(missing).into());
     }
+    receiving(target, opts, fence, None)
+}
+
+/// The receiver's role into `target`, held to `fence`, under a sync's rules if any.
+fn receiving(
+    target: Target,
+    opts: CopyOptions,
+    fence: &fence::Fence,
+    sync: Option<SyncRules>,
+) -> anyhow::Result<Role> {
     let root = target.root().to_path_buf();
     let receiver = Receiver::new(target, None, opts.flags.recursive, opts.flags.chunk_size)?;
     Ok(Role::Receive {
@@ -193,7 +203,7 @@ fn receive_role(
         root,
         beneath: fence.root.clone(),
         blind: fence.write_only,
-        sync: None,
+        sync,
     })
 }
 
@@ -206,15 +216,7 @@ fn sync_receive_role(
     rules: SyncRules,
 ) -> anyhow::Result<Role> {
     let target = sync_target(&target, rules.dry_run, fence.root.as_deref())?;
-    let root = target.root().to_path_buf();
-    let receiver = Receiver::new(target, None, opts.flags.recursive, opts.flags.chunk_size)?;
-    Ok(Role::Receive {
-        receiver: Box::new(receiver),
-        root,
-        beneath: fence.root.clone(),
-        blind: fence.write_only,
-        sync: Some(rules),
-    })
+    receiving(target, opts, fence, Some(rules))
 }
 
 /// The sender's role for a download of `sources` (a sync's under its rules).
