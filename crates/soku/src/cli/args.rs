@@ -224,6 +224,42 @@ pub struct CopyArgs {
     pub sync: Option<soku_proto::sync::SyncRules>,
 }
 
+impl CopyArgs {
+    /// What the request asks of both sides, as these options say.
+    pub fn copy_flags(&self) -> soku_proto::message::CopyFlags {
+        soku_proto::message::CopyFlags {
+            recursive: self.recursive,
+            preserve: self.preserve,
+            compress: self.compress,
+            chunk_size: self.chunk_size.unwrap_or(soku_proto::chunk::DEFAULT_CHUNK_SIZE),
+            rate_limit_bps: self.limit_kbps.map(|kbps| kbps.saturating_mul(1000)),
+            resume: !self.no_resume,
+            fsync: !self.no_fsync,
+        }
+    }
+
+    /// What carries the data: `--ssh-channel`, `--transport`, or the default.
+    pub fn transport_mode(&self) -> TransportMode {
+        if self.force_ssh_channel {
+            TransportMode::Ssh
+        } else {
+            self.transport.unwrap_or_default()
+        }
+    }
+
+    /// How long to wait for QUIC and TCP before the next choice.
+    pub fn quic_wait(&self) -> std::time::Duration {
+        let secs = self.quic_timeout.unwrap_or(DEFAULT_QUIC_TIMEOUT_SECS).clamp(0.1, 600.0);
+        std::time::Duration::from_secs_f64(secs)
+    }
+
+    /// How long the peer may say nothing before the copy takes it for stalled.
+    pub fn stall_limit(&self) -> std::time::Duration {
+        self.stall_timeout
+            .map_or(soku_engine::link::DEFAULT_STALL_LIMIT, std::time::Duration::from_secs)
+    }
+}
+
 /// How soku reaches the remote host: options passed to ssh, as scp passes them.
 #[derive(Debug, Args, Clone, Default)]
 pub struct SshArgs {

@@ -13,16 +13,15 @@ use soku_engine::link::Link;
 use soku_engine::partial::made_dir::resolve_target;
 use soku_engine::sync_target::sync_target;
 use soku_engine::{CopyOptions, EngineError, Role};
-use soku_proto::chunk::DEFAULT_CHUNK_SIZE;
 use soku_proto::hello::{ReceivePreview, ServerSummary};
-use soku_proto::message::{CopyFlags, Job, Message, SyncCopy, Unfinished};
+use soku_proto::message::{Job, Message, SyncCopy, Unfinished};
 use soku_proto::name::Name;
 use soku_proto::path::{NameFilter, Target, TargetError};
 use soku_proto::receive::Receiver;
 use soku_proto::sync::{SyncRules, SYNC_SINCE_VERSION};
 use soku_transport::{ConnectionHint, HintSlot, TransportOptions};
 
-use crate::cli::args::{CopyArgs, DEFAULT_QUIC_TIMEOUT_SECS, DEFAULT_RETRY_FOR_SECS};
+use crate::cli::args::{CopyArgs, DEFAULT_RETRY_FOR_SECS};
 use crate::cli::cipher::CipherChoice;
 use crate::cli::spec::{self, Location, Remote};
 use crate::cli::transport_mode::TransportMode;
@@ -207,15 +206,7 @@ async fn copy_until_done(
     // to the user, is told nothing of a disk that fills up.
     let opts = CopyOptions {
         keep_special_bits: args.keep_special_bits,
-        ..CopyOptions::asked(CopyFlags {
-            recursive: args.recursive,
-            preserve: args.preserve,
-            compress: args.compress,
-            chunk_size: args.chunk_size.unwrap_or(DEFAULT_CHUNK_SIZE),
-            rate_limit_bps: transport.rate_limit_bps,
-            resume: !args.no_resume,
-            fsync: !args.no_fsync,
-        })
+        ..CopyOptions::asked(args.copy_flags())
     };
     // A download's target is checked before anything connects.
     let local_target = match &direction {
@@ -247,11 +238,7 @@ async fn copy_until_done(
             (Some(r.clone()), Launcher::from_args(&ssh, args.verbose, args.quiet)?)
         }
     };
-    let mode = if args.force_ssh_channel {
-        TransportMode::Ssh
-    } else {
-        args.transport.unwrap_or_default()
-    };
+    let mode = args.transport_mode();
     let serve = ServeCommand::from_args(&args.ssh);
     // Through a shared login, the server stays after the copy for the next ones, which
     // reach it over QUIC alone (`crate::client::kept`). Not when the user chose another transport.
@@ -317,9 +304,7 @@ async fn copy_until_done(
         remembered: memory.filter(|_| flow == Flow::Up).map(path_memory::remembered),
         background: args.background && flow == Flow::Up,
     });
-    let quic_timeout = Duration::from_secs_f64(
-        args.quic_timeout.unwrap_or(DEFAULT_QUIC_TIMEOUT_SECS).clamp(0.1, 600.0),
-    );
+    let quic_timeout = args.quic_wait();
     let host = remote.as_ref().map_or_else(|| "127.0.0.1".into(), |r| r.host.clone());
     let kept_key = kept_key(&launcher);
     let mut session_opts = SessionOptions {
@@ -327,9 +312,7 @@ async fn copy_until_done(
         download_memory,
         background: args.background,
         keep: kept_key.is_some(),
-        stall: args
-            .stall_timeout
-            .map_or(soku_engine::link::DEFAULT_STALL_LIMIT, Duration::from_secs),
+        stall: args.stall_limit(),
         remote_soku: args.ssh.remote_soku.clone(),
         ..SessionOptions::for_command(mode, host, quic_timeout)
     };

@@ -14,16 +14,14 @@ use std::time::{Duration, Instant};
 
 use soku_engine::events::{EventSink, TransferEvent};
 use soku_engine::{bridge, CopyOptions};
-use soku_proto::chunk::DEFAULT_CHUNK_SIZE;
-use soku_proto::message::{CopyFlags, Job, Message};
+use soku_proto::message::{Job, Message};
 use soku_proto::name::Name;
 use soku_proto::path::NameFilter;
 use soku_transport::TransportOptions;
 
-use crate::cli::args::{CopyArgs, DEFAULT_QUIC_TIMEOUT_SECS, DEFAULT_RETRY_FOR_SECS};
+use crate::cli::args::{CopyArgs, DEFAULT_RETRY_FOR_SECS};
 use crate::cli::cipher::CipherChoice;
 use crate::cli::spec::{self, Location, Remote};
-use crate::cli::transport_mode::TransportMode;
 use crate::client::launch::{Launcher, ServeCommand};
 use crate::client::retry::{Next, Retry, WholeCopy};
 use crate::client::session::{Session, SessionOptions};
@@ -54,26 +52,9 @@ pub async fn run(args: &CopyArgs) -> anyhow::Result<()> {
     ssh.ssh_cipher = choice.as_ref().and_then(|c| c.login.clone());
     let launcher = Launcher::from_args(&ssh, args.verbose, args.quiet)?;
     let serve = ServeCommand::from_args(&args.ssh);
-    let rate_limit_bps = args.limit_kbps.map(|kbps| kbps.saturating_mul(1000));
-    let opts = CopyOptions::asked(CopyFlags {
-        recursive: args.recursive,
-        preserve: args.preserve,
-        compress: args.compress,
-        chunk_size: args.chunk_size.unwrap_or(DEFAULT_CHUNK_SIZE),
-        rate_limit_bps,
-        resume: !args.no_resume,
-        fsync: !args.no_fsync,
-    });
-    let mode = if args.force_ssh_channel {
-        TransportMode::Ssh
-    } else {
-        args.transport.unwrap_or_default()
-    };
-    let quic_timeout = Duration::from_secs_f64(
-        args.quic_timeout.unwrap_or(DEFAULT_QUIC_TIMEOUT_SECS).clamp(0.1, 600.0),
-    );
-    let stall =
-        args.stall_timeout.map_or(soku_engine::link::DEFAULT_STALL_LIMIT, Duration::from_secs);
+    let opts = CopyOptions::asked(args.copy_flags());
+    let rate_limit_bps = opts.flags.rate_limit_bps;
+    let (mode, quic_timeout, stall) = (args.transport_mode(), args.quic_wait(), args.stall_limit());
     let session_opts = |host: &str| {
         let mut opts = SessionOptions {
             stall,
