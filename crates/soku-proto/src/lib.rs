@@ -41,6 +41,7 @@
 
 #![warn(missing_docs, unreachable_pub, rust_2018_idioms)]
 
+pub mod browse;
 pub mod chunk;
 pub mod diagnose;
 pub mod error;
@@ -66,7 +67,8 @@ pub use error::ProtoError;
 pub const MAGIC: &[u8] = b"\0SOKU-HELLO\n";
 
 /// Protocol versions this build speaks, oldest first. Version negotiation picks the
-/// highest version both sides speak. 10: `soku sync`
+/// highest version both sides speak. 11: `soku sftp`'s session
+/// ([`message::Job::Browse`], [`browse`]); 10: `soku sync`
 /// ([`message::Job::Sync`], [`message::Message::Skipped`], [`message::Message::Deleted`]); 9: a receiver out of space tells the sender what
 /// it holds ([`message::Message::Unfinished`]); 8: names that are not UTF-8, as bytes
 /// ([`name::BYTE_NAMES_SINCE_VERSION`]); 7: a kept server for the client's next
@@ -75,4 +77,4 @@ pub const MAGIC: &[u8] = b"\0SOKU-HELLO\n";
 /// `tcp_port`, [`hello::TransportChoice::Tcp`]); 4: verified resume ([`message::CopyFlags::resume`],
 /// [`message::Message::Held`]); 3: version ranges in both hellos; 2: the request carries
 /// scp's `-l` limit. Versions before 5 are no longer spoken.
-pub const PROTOCOL_VERSIONS: std::ops::RangeInclusive<u16> = 5..=10;
+pub const PROTOCOL_VERSIONS: std::ops::RangeInclusive<u16> = 5..=11;

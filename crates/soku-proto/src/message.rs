@@ -94,6 +94,9 @@ pub enum Job {
         /// What the synchronisation adds.
         rules: crate::sync::SyncRules,
     },
+    /// `soku sftp` (since [`crate::browse::BROWSE_SINCE_VERSION`]): the server answers
+    /// the client's [`Message::Call`]s until the client ends the session.
+    Browse,
 }
 
 /// The copy of a [`Job::Sync`]: [`Job::Receive`] or [`Job::Send`], with their fields. An
@@ -232,6 +235,10 @@ pub enum Message {
         /// The path, relative to the target.
         path: crate::path::WirePath,
     },
+    /// Client to server, in a browse job: one request of the session.
+    Call(crate::browse::Call),
+    /// Server to client, in a browse job: the answer to the last call.
+    Answer(crate::browse::Answer),
 }
 
 /// The protocol version from which a receiver that runs out of space tells the sender
@@ -336,6 +343,8 @@ impl Message {
             Message::Unfinished(_) => "a report of unfinished files",
             Message::Skipped { .. } => "a skipped-file report",
             Message::Deleted { .. } => "a deletion report",
+            Message::Call(_) => "a session request",
+            Message::Answer(_) => "a session answer",
         }
     }
 }

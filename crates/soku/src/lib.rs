@@ -68,6 +68,9 @@ pub fn main() -> ExitCode {
                 Some(Command::Sync(args)) => {
                     (Some(&mut args.copy), matches.subcommand_matches("sync"))
                 }
+                Some(Command::Sftp(args)) => {
+                    (Some(&mut args.copy), matches.subcommand_matches("sftp"))
+                }
                 Some(_) => (None, None),
             };
             if let (Some(copy), Some(matches)) = (copy, matches) {
@@ -114,6 +117,7 @@ pub fn main() -> ExitCode {
         .map_err(anyhow::Error::from),
         Some(Command::Demo(args)) => block_on(client::demo::run(args)),
         Some(Command::Sync(args)) => block_on(client::sync::run(*args)).map(|_| ()),
+        Some(Command::Sftp(args)) => client::sftp::run(*args),
         Some(Command::Tunnel(args)) => block_on(tunnel::run(args)),
         Some(Command::Diagnose(args)) => block_on(diagnose::run(args)),
         Some(Command::Serve(args)) => block_on(server::serve::run_on_stdio(args)),

@@ -389,6 +389,28 @@ with --files-from.",
         after_help = "Examples:\n  soku sync -n --delete src/ host:backup/src/\n  soku sync --exclude '*.o' --exclude target/ project host:work/\n  fpart -n 2 -o part src && ls part.* | parallel soku sync --files-from {} src/ host:dst/"
     )]
     Sync(Box<SyncArgs>),
+    /// An interactive session as sftp's, over one login: look around, get and put at
+    /// soku's speed.
+    #[command(
+        long_about = "An interactive session as sftp(1)'s: `soku sftp [OPTIONS] \
+[user@]host[:dir]`.\n\n\
+One ssh login serves the whole session (shared as a copy shares it), and a remote soku \
+serve answers listings and changes for as long as it lasts. Every get and put is a soku \
+copy through that login: QUIC or TCP as a copy chooses, verified end to end, resumed when \
+run again, with the progress line and the summary. Ctrl-C stops a transfer, not the \
+session.\n\n\
+Commands: ls [-1alnrSt] [path], cd, pwd, lcd, lpwd, lls, get [-rp] remote [local], put \
+[-rp] local [remote], mget, mput (globs on either side), mkdir, lmkdir, rmdir, rm, rename, \
+chmod, df [-hi], !command, help, bye, exit, quit. Tab completes commands and local and \
+remote paths; history is kept in $XDG_DATA_HOME/soku/sftp_history.\n\n\
+With -b FILE (`-` for stdin) the commands are read from FILE as sftp reads them: each is \
+echoed, the first that fails ends the batch with exit status 1 unless it is written with \
+a leading `-`, and ssh may not ask for a password (BatchMode).\n\n\
+The copy options apply to every transfer (-P, -i, -o, -l, -C, -q, -v, --transport, ...); \
+-r and -p make every get and put recursive or preserving.",
+        after_help = "Examples:\n  soku sftp user@host\n  soku sftp host:/data/results\n  printf 'cd out\\nget -r run7\\n' | soku sftp -b - host"
+    )]
+    Sftp(Box<SftpArgs>),
     /// Print the man page (roff) on stdout.
     Man,
     /// Print shell completions on stdout.
@@ -431,6 +453,20 @@ pub struct SyncArgs {
     /// Listed directories are made, and walked only with -r.
     #[arg(long = "files-from", value_name = "FILE", help_heading = "Sync")]
     pub files_from: Option<PathBuf>,
+}
+
+/// `soku sftp`: the copy's options (applied to every transfer), the destination, and
+/// sftp's batch file.
+#[derive(Debug, Args, Clone)]
+pub struct SftpArgs {
+    /// The copy's options; its one path is the destination, `[user@]host[:dir]`.
+    #[command(flatten)]
+    pub copy: CopyArgs,
+
+    /// Read the commands from FILE (`-`: stdin); the first that fails ends the batch
+    /// (exit status 1) unless written with a leading `-`.
+    #[arg(short = 'b', value_name = "FILE", help_heading = "Session")]
+    pub batch_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

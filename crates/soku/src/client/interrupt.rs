@@ -43,13 +43,20 @@ impl Interrupt {
     pub fn listen() -> std::io::Result<Interrupt> {
         let mut signals = signal(SignalKind::interrupt())?;
         let (tx, fired) = watch::channel(false);
+        // The listener ends with the copy (every receiver dropped): a session that runs
+        // copies one after another (`soku sftp`) must not take a later copy's Ctrl-C
+        // for this one's second.
         tokio::spawn(async move {
-            if signals.recv().await.is_none() {
-                return;
+            tokio::select! {
+                got = signals.recv() => if got.is_none() { return },
+                () = tx.closed() => return,
             }
             tx.send_replace(true);
-            if signals.recv().await.is_some() {
-                std::process::exit(i32::from(EXIT_CODE));
+            tokio::select! {
+                got = signals.recv() => if got.is_some() {
+                    std::process::exit(i32::from(EXIT_CODE));
+                },
+                () = tx.closed() => {}
             }
         });
         Ok(Interrupt { fired, copying: Arc::default() })

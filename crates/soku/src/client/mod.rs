@@ -5,6 +5,7 @@
 //!   rules; [`demo`]: the same over loopback with no remote;
 //!   [`interrupt`]: the user's Ctrl-C during a copy; [`retry`]: when a copy that lost
 //!   its connection tries again.
+//! - [`sftp`]: `soku sftp`, an interactive session whose transfers are copies.
 //! - [`between_remotes`] and [`through_here`]: copies between two remote hosts (`-R`,
 //!   `-3`).
 //! - [`launch`]: starting the remote `soku serve` (ssh, `-S`, `-e`, or locally), and one
@@ -33,5 +34,6 @@ pub mod preview;
 pub mod private_dir;
 pub mod retry;
 pub mod session;
+pub mod sftp;
 pub mod sync;
 pub mod through_here;

@@ -134,15 +134,32 @@ impl Session {
         events: &dyn EventSink,
         deploy: bool,
     ) -> anyhow::Result<(Session, Link)> {
-        let cmd = launcher.command(Some(remote), serve, false)?;
-        match Session::start(cmd, opts, events).await {
+        Session::launch_shaped(launcher, remote, serve, opts, events, deploy, |_| {}).await
+    }
+
+    /// [`Session::launch`], with `shape` applied to the command that starts ssh.
+    pub async fn launch_shaped(
+        launcher: &Launcher,
+        remote: &Remote,
+        serve: &ServeCommand,
+        opts: &SessionOptions,
+        events: &dyn EventSink,
+        deploy: bool,
+        shape: fn(&mut tokio::process::Command),
+    ) -> anyhow::Result<(Session, Link)> {
+        let command = || {
+            launcher.command(Some(remote), serve, false).map(|mut cmd| {
+                shape(&mut cmd);
+                cmd
+            })
+        };
+        match Session::start(command()?, opts, events).await {
             Err(err) if deploy => {
                 let Some(missing) = err.downcast_ref::<NoRemoteSoku>() else {
                     return Err(err);
                 };
                 deploy::send(launcher, remote, missing, events).await?;
-                let cmd = launcher.command(Some(remote), serve, false)?;
-                Session::start(cmd, opts, events).await
+                Session::start(command()?, opts, events).await
             }
             started => started,
         }

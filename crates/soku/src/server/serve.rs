@@ -20,6 +20,7 @@
 //! `patience.rs`, `home.rs`, `nudge.rs`) sits in leaf files beside it, so the files
 //! below this one never import it.
 
+mod browse;
 mod fence;
 mod home;
 mod job;

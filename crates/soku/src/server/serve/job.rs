@@ -132,6 +132,7 @@ pub async fn serve_job(
             },
             None => send_role(&sources, opts, fence, sync).await,
         },
+        Job::Browse => return super::browse::serve(link, fence).await.map(|()| false),
         // Unwrapped above.
         Job::Sync { .. } => Err(anyhow::anyhow!("a sync inside a sync")),
     };

@@ -1,0 +1,269 @@
+//! Where the browse job's calls act: paths as the client names them, taken beneath the
+//! fence's root when there is one, each operation made at a descriptor opened through
+//! it.
+//!
+//! Beneath a root, a path is first made plain without the file system (`.` dropped, `..`
+//! taking off the name before it and stopping at the root, as it does at `/`), then
+//! opened through the root: a symbolic link inside is followed, one that leads out
+//! fails. The name an operation acts on is never followed (`unlinkat`, `mkdirat`,
+//! `renameat2` act on the entry itself); what is followed (a stat that follows, chmod,
+//! df) is opened through the root first and acted on through its descriptor.
+
+use std::ffi::OsStr;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Component, Path, PathBuf};
+
+use anyhow::Context as _;
+use rustix::fs::{AtFlags, Mode, OFlags, RenameFlags};
+use soku_proto::browse::{Answer, Listed, Space, LISTING_BATCH};
+use soku_proto::name::Name;
+
+use super::super::fence::Fence;
+use super::shown;
+use super::users::Users;
+
+/// The fence the calls act within.
+pub struct Place<'a> {
+    fence: &'a Fence,
+}
+
+impl<'a> Place<'a> {
+    pub fn new(fence: &'a Fence) -> Self {
+        Place { fence }
+    }
+
+    /// The absolute path `path` names, if it is a directory: as a copy names it (beneath
+    /// a root, from the root).
+    pub fn directory(&self, path: &Name) -> anyhow::Result<Name> {
+        let local = self.local(path)?;
+        if !self.fence.is_dir(&local) {
+            anyhow::bail!("{}: no such directory", shown_name(path));
+        }
+        match &self.fence.root {
+            Some(root) => {
+                let below = local.strip_prefix(root.path()).unwrap_or(Path::new(""));
+                let mut named = b"/".to_vec();
+                named.extend_from_slice(below.as_os_str().as_bytes());
+                Ok(Name::from_bytes(named))
+            }
+            None => {
+                let real = std::fs::canonicalize(&local)
+                    .with_context(|| format!("{}: cannot resolve it", shown_name(path)))?;
+                Ok(Name::from_bytes(real.as_os_str().as_bytes().to_vec()))
+            }
+        }
+    }
+
+    /// Lists `path` into `out` in batches; a path that is no directory lists as itself.
+    /// Stops early when `out` says the client is gone.
+    pub fn list(&self, path: &Name, mut out: impl FnMut(Answer) -> bool) -> anyhow::Result<()> {
+        let local = self.local(path)?;
+        let users = Users::read();
+        let dir = match self.open(&local, OFlags::RDONLY | OFlags::DIRECTORY) {
+            Ok(dir) => dir,
+            Err(err) if err.raw_os_error() == Some(libc::ENOTDIR) => {
+                let fd =
+                    self.open(&local, OFlags::PATH | OFlags::NOFOLLOW).map_err(failed(path))?;
+                let entry =
+                    listed(&fd, OsStr::new(""), path.clone(), &users).map_err(failed(path))?;
+                out(Answer::Listing { entries: vec![entry], more: false });
+                return Ok(());
+            }
+            Err(err) => return Err(failed(path)(err)),
+        };
+        let mut reading = rustix::fs::Dir::read_from(&dir).map_err(|e| failed(path)(e.into()))?;
+        let mut entries = Vec::with_capacity(LISTING_BATCH);
+        for found in reading.by_ref() {
+            let found = found.map_err(|e| failed(path)(e.into()))?;
+            let name = found.file_name().to_bytes();
+            // Gone between the read and the stat: not listed, as `ls` would not.
+            let Ok(entry) =
+                listed(&dir, OsStr::from_bytes(name), Name::from_bytes(name.to_vec()), &users)
+            else {
+                continue;
+            };
+            entries.push(entry);
+            if entries.len() == LISTING_BATCH {
+                let batch = std::mem::replace(&mut entries, Vec::with_capacity(LISTING_BATCH));
+                if !out(Answer::Listing { entries: batch, more: true }) {
+                    return Ok(());
+                }
+            }
+        }
+        out(Answer::Listing { entries, more: false });
+        Ok(())
+    }
+
+    /// One entry, its link followed if `follow`.
+    pub fn stat(&self, path: &Name, follow: bool) -> anyhow::Result<Listed> {
+        let local = self.local(path)?;
+        let flags = if follow { OFlags::PATH } else { OFlags::PATH | OFlags::NOFOLLOW };
+        let fd = self.open(&local, flags).map_err(failed(path))?;
+        listed(&fd, OsStr::new(""), path.clone(), &Users::read()).map_err(failed(path))
+    }
+
+    pub fn make_dir(&self, path: &Name, mode: u32) -> anyhow::Result<()> {
+        let (parent, name) = self.parent(path)?;
+        rustix::fs::mkdirat(&parent, name.as_os_str(), Mode::from_bits_truncate(mode & 0o7777))
+            .map_err(|e| failed(path)(e.into()))
+    }
+
+    pub fn remove_dir(&self, path: &Name) -> anyhow::Result<()> {
+        let (parent, name) = self.parent(path)?;
+        rustix::fs::unlinkat(&parent, name.as_os_str(), AtFlags::REMOVEDIR)
+            .map_err(|e| failed(path)(e.into()))
+    }
+
+    pub fn remove(&self, path: &Name) -> anyhow::Result<()> {
+        let (parent, name) = self.parent(path)?;
+        rustix::fs::unlinkat(&parent, name.as_os_str(), AtFlags::empty()).map_err(|e| {
+            if e == rustix::io::Errno::ISDIR {
+                anyhow::anyhow!("{}: is a directory (rmdir removes an empty one)", shown_name(path))
+            } else {
+                failed(path)(e.into())
+            }
+        })
+    }
+
+    pub fn rename(&self, from: &Name, to: &Name) -> anyhow::Result<()> {
+        let (from_parent, from_name) = self.parent(from)?;
+        let (to_parent, to_name) = self.parent(to)?;
+        rustix::fs::renameat_with(
+            &from_parent,
+            from_name.as_os_str(),
+            &to_parent,
+            to_name.as_os_str(),
+            RenameFlags::NOREPLACE,
+        )
+        .map_err(|e| {
+            if e == rustix::io::Errno::EXIST {
+                anyhow::anyhow!(
+                    "{}: already exists (rename does not replace; remove it first)",
+                    shown_name(to)
+                )
+            } else {
+                anyhow::anyhow!("{} -> {}: {}", shown_name(from), shown_name(to), reason(e.into()))
+            }
+        })
+    }
+
+    pub fn chmod(&self, path: &Name, mode: u32) -> anyhow::Result<()> {
+        let local = self.local(path)?;
+        let fd = self.open(&local, OFlags::PATH).map_err(failed(path))?;
+        // A descriptor opened with O_PATH takes no fchmod; its /proc link names the
+        // very file it holds (proc(5)), which no rename since can change.
+        let held = format!("/proc/self/fd/{}", fd.as_raw_fd());
+        rustix::fs::chmod(held.as_str(), Mode::from_bits_truncate(mode & 0o7777))
+            .map_err(|e| failed(path)(e.into()))
+    }
+
+    pub fn space(&self, path: &Name) -> anyhow::Result<Space> {
+        let local = self.local(path)?;
+        let fd = self.open(&local, OFlags::PATH).map_err(failed(path))?;
+        let vfs = rustix::fs::fstatvfs(&fd).map_err(|e| failed(path)(e.into()))?;
+        let unit = vfs.f_frsize.max(1);
+        Ok(Space {
+            total: vfs.f_blocks.saturating_mul(unit),
+            free: vfs.f_bfree.saturating_mul(unit),
+            available: vfs.f_bavail.saturating_mul(unit),
+            inodes: vfs.f_files,
+            inodes_free: vfs.f_ffree,
+        })
+    }
+
+    /// The local path of `path`: beneath the root if there is one, made plain first.
+    fn local(&self, path: &Name) -> anyhow::Result<PathBuf> {
+        let os = path.to_os().ok_or_else(|| {
+            anyhow::anyhow!("{}: a name this system cannot spell", shown_name(path))
+        })?;
+        if self.fence.root.is_none() {
+            return Ok(self.fence.path(os));
+        }
+        Ok(self.fence.path(plain(os)))
+    }
+
+    /// Opens `local` (beneath the root if there is one) with `flags`.
+    fn open(&self, local: &Path, flags: OFlags) -> std::io::Result<OwnedFd> {
+        match &self.fence.root {
+            Some(root) => root.open_beneath(local, flags),
+            None => Ok(rustix::fs::open(local, flags | OFlags::CLOEXEC, Mode::empty())?),
+        }
+    }
+
+    /// The directory that holds `path`'s last name, opened, and that name.
+    fn parent(&self, path: &Name) -> anyhow::Result<(OwnedFd, PathBuf)> {
+        let local = self.local(path)?;
+        let (Some(parent), Some(name)) = (local.parent(), local.file_name()) else {
+            anyhow::bail!("{}: names no entry of a directory", shown_name(path));
+        };
+        if self.fence.root.as_ref().is_some_and(|root| local == root.path()) {
+            anyhow::bail!("{}: is the root of this server", shown_name(path));
+        }
+        let parent = if parent.as_os_str().is_empty() { Path::new(".") } else { parent };
+        let dir = self.open(parent, OFlags::PATH | OFlags::DIRECTORY).map_err(failed(path))?;
+        Ok((dir, PathBuf::from(name)))
+    }
+}
+
+/// `path` made plain without the file system, from `/`: `.` dropped, `..` taking off
+/// the name before it, none above the top.
+fn plain(path: &OsStr) -> PathBuf {
+    let mut out = PathBuf::from("/");
+    for part in Path::new(path).components() {
+        match part {
+            Component::Normal(name) => out.push(name),
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
+        }
+    }
+    out
+}
+
+/// The entry `name` at `dir` (empty: `dir` itself), never followed, called `shown_as`.
+fn listed(dir: &OwnedFd, name: &OsStr, shown_as: Name, users: &Users) -> std::io::Result<Listed> {
+    let flags = if name.is_empty() {
+        AtFlags::EMPTY_PATH | AtFlags::SYMLINK_NOFOLLOW
+    } else {
+        AtFlags::SYMLINK_NOFOLLOW
+    };
+    let stat = rustix::fs::statat(dir, name, flags)?;
+    let mode = stat.st_mode;
+    let target = if mode & soku_proto::browse::TYPE_MASK == soku_proto::browse::TYPE_LINK {
+        rustix::fs::readlinkat(dir, name, Vec::new())
+            .ok()
+            .map(|target| Name::from_bytes(target.into_bytes()))
+    } else {
+        None
+    };
+    Ok(Listed {
+        name: shown_as,
+        mode,
+        links: stat.st_nlink,
+        uid: stat.st_uid,
+        gid: stat.st_gid,
+        owner: users.user(stat.st_uid),
+        group: users.group(stat.st_gid),
+        size: u64::try_from(stat.st_size).unwrap_or(0),
+        mtime: stat.st_mtime,
+        target,
+    })
+}
+
+/// The error of a call on `path`, for the client's line.
+fn failed(path: &Name) -> impl Fn(std::io::Error) -> anyhow::Error + '_ {
+    move |err| anyhow::anyhow!("{}: {}", shown_name(path), reason(err))
+}
+
+/// An I/O error's text without its number (a root's refusal says itself,
+/// `soku_engine::failure::Outside`).
+fn reason(err: std::io::Error) -> String {
+    let text = err.to_string();
+    text.split(" (os error").next().unwrap_or(&text).to_string()
+}
+
+fn shown_name(path: &Name) -> String {
+    shown(Path::new(OsStr::from_bytes(path.as_bytes())))
+}
