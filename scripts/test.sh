@@ -11,10 +11,11 @@ need_pkgs=()
 # fails without it, so that it never silently skips here; btrfs-progs: the quota test
 # (crates/soku/tests/e2e/failure_lines_e2e.rs) makes a small btrfs with a quota group;
 # python3: scripts/import-circles.py; script: the host-key test gives ssh a terminal;
-# fpart and parallel: the sharded sync (crates/soku/tests/e2e/sync_e2e.rs, docs/sharding.md).
+# fpart and parallel: the sharded sync (crates/soku/tests/e2e/sync_e2e.rs, docs/sharding.md);
+# tmux and sftp: soku sftp's terminal test and its side-by-side run (sftp_e2e.rs).
 for pair in git:git sshd:openssh-server ssh:openssh-client rsync:rsync iperf3:iperf3 ip:iproute2 tc:iproute2 \
     chromium-headless-shell:chromium-headless-shell mkfs.btrfs:btrfs-progs python3:python3 \
-    script:bsdutils fpart:fpart parallel:parallel; do
+    script:bsdutils fpart:fpart parallel:parallel tmux:tmux sftp:openssh-client; do
     cmd=${pair%%:*}; pkg=${pair#*:}
     if ! command -v "$cmd" >/dev/null 2>&1 && ! [ -x "/usr/sbin/$cmd" ]; then need_pkgs+=("$pkg"); fi
 done

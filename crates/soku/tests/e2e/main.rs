@@ -35,6 +35,7 @@ mod report_e2e;
 mod resume_e2e;
 mod scp_options_e2e;
 mod security;
+mod sftp_e2e;
 mod shared_directory_e2e;
 mod shared_login_e2e;
 mod sync_e2e;
