@@ -36,6 +36,7 @@
 //! - [`receive`]: the receiver's state machine.
 //! - [`send`]: the sender's state machine.
 //! - [`sync`]: what `soku sync` adds to a copy: the quick check, filters, deletion.
+//! - [`browse`]: the calls and answers of `soku sftp`'s session (listings, metadata).
 //! - [`diagnose`]: what the server reports in `soku diagnose`.
 //! - [`error`]: the one error type.
 

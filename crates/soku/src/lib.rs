@@ -2,7 +2,8 @@
 //!
 //! # Layout
 //! - [`cli`]: what the user types: the command line, scp-style paths, the config files.
-//! - [`client`]: the copy, the remote server it starts, and the session that carries it.
+//! - [`client`]: the copy, the remote server it starts, and the session that carries it;
+//!   `soku sync` and `soku sftp`, built on the copy.
 //! - [`server`]: `soku serve`, the remote end: its bootstrap, ports and job.
 //! - [`carrier`]: TLS over TCP beside QUIC, and the watches that tell when to leave UDP.
 //! - [`tunnel`]: TCP connections carried over soku's QUIC transport.
