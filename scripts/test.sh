@@ -5,6 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
+# Each step says when it starts, so that a slow CI run shows where its time went.
+step() { echo "== $1 (at $SECONDS s)"; }
 
 need_pkgs=()
 # chromium-headless-shell: the report's browser test (crates/soku/tests/e2e/report_e2e.rs)
@@ -20,7 +22,7 @@ for pair in git:git sshd:openssh-server ssh:openssh-client rsync:rsync iperf3:ip
     if ! command -v "$cmd" >/dev/null 2>&1 && ! [ -x "/usr/sbin/$cmd" ]; then need_pkgs+=("$pkg"); fi
 done
 if [ ${#need_pkgs[@]} -gt 0 ]; then
-    echo "== installing: ${need_pkgs[*]}"
+    step "installing: ${need_pkgs[*]}"
     as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq
     as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_pkgs[@]}" >/dev/null
 fi
@@ -28,22 +30,24 @@ if command -v rustup >/dev/null 2>&1; then
     rustup component add rustfmt clippy >/dev/null 2>&1 || true
 fi
 
-echo "== cargo fmt --check"
+step "cargo fmt --check"
 cargo fmt --all -- --check
-echo "== import circles (no file of a crate reaches itself through its use lines)"
+step "import circles (no file of a crate reaches itself through its use lines)"
 python3 scripts/import-circles.py --self-test
 python3 scripts/import-circles.py
-echo "== cargo clippy"
+step "cargo clippy"
 cargo clippy --locked --workspace --all-targets -- -D warnings
-echo "== cargo build (release, used by the end-to-end tests and the quick bench)"
+step "cargo build (release, used by the end-to-end tests and the quick bench)"
 cargo build --locked --release --workspace
-echo "== cargo test"
+step "cargo test"
 target_dir=${CARGO_TARGET_DIR:-$PWD/target}
 SOKU_BIN="$target_dir/release/soku" SOKU_PRELOAD_LIB="$target_dir/release/libsoku_preload.so" \
     SOKU_PRELOAD_PROBE="$target_dir/release/preload-probe" \
     cargo test --locked --release --workspace -- --test-threads=2
-echo "== the README's first command"
+step "cross builds and checks (macOS, Windows)"
+./scripts/cross-check.sh
+step "the README's first command"
 cargo run --locked --release -p soku -- demo
-echo "== quick benchmark (sanity only: every copy verified, no speed asserted)"
+step "quick benchmark (sanity only: every copy verified, no speed asserted)"
 "$target_dir/release/soku-bench" --quick --soku "$target_dir/release/soku"
-echo "== all tests passed"
+step "all tests passed"

@@ -349,11 +349,19 @@ mod tests {
         let err = bytes(&[b"a\xe9/b"]).validate().expect_err("separator");
         assert!(err.to_string().contains("a\\xe9/b"), "the name shown escaped: {err}");
         let into = Target::resolve(Path::new("/t"), true, 1).expect("dir");
-        let local = into.local_path(&bytes(&[b"d\xff", b"caf\xe9.txt"])).expect("lands");
+        let landing = into.local_path(&bytes(&[b"d\xff", b"caf\xe9.txt"]));
         #[cfg(unix)]
         {
             use std::os::unix::ffi::OsStrExt;
+            let local = landing.expect("lands");
             assert_eq!(local.as_os_str().as_bytes(), b"/t/d\xff/caf\xe9.txt");
+        }
+        // Where names are UTF-16 (Windows), bytes that are not UTF-8 have no spelling:
+        // refused by name, never written under another.
+        #[cfg(not(unix))]
+        {
+            let err = landing.expect_err("no spelling");
+            assert!(err.to_string().contains("cannot spell"), "{err}");
         }
     }
 

@@ -43,6 +43,8 @@
 //!   from a stream as it writes.
 //! - `endpoint.rs`: [`server_endpoint`] (and [`server_endpoint_toward`], for a known client), [`client_endpoint`], [`connect`], [`accept`], [`accept_with`].
 //! - `error.rs`: [`TransportError`].
+//! - `sys/`: what not every operating system has (per-socket congestion control, TCP
+//!   chronographs), one file per system.
 
 #![warn(missing_docs, unreachable_pub, rust_2018_idioms)]
 
@@ -62,6 +64,7 @@ mod reactor;
 mod route_mtu;
 mod socket;
 mod stall_wake;
+mod sys;
 mod tcp;
 mod tcp_gauge;
 mod tls;
@@ -91,7 +94,7 @@ pub use tcp::{
     Handshaker, TcpConnector, TcpReport, TcpServer, TlsClientStream, TlsServerStream,
     HANDSHAKE_TIMEOUT, TCP_BUFFER,
 };
-pub use tcp_gauge::{Gauged, SendTimes};
+pub use tcp_gauge::{Chronographs, Gauged, SendTimes};
 pub use tls::{ALPN, TCP_ALPN};
 
 #[cfg(test)]

@@ -29,6 +29,7 @@ use tokio_rustls::{TlsAcceptor, TlsConnector};
 
 use crate::identity::SERVER_NAME;
 use crate::socket::{human, set_forced, sysctl_values};
+use crate::sys;
 use crate::tls::{client_tls, server_tls, TCP_ALPN};
 use crate::{ClientPin, Fingerprint, Identity, TransportError, TransportOptions};
 
@@ -142,7 +143,7 @@ impl TcpServer {
     pub async fn accept(&self) -> Result<(TcpStream, SocketAddr), TransportError> {
         let (stream, from) = self.listener.accept().await.map_err(TransportError::Tcp)?;
         // The listener's controller is inherited on Linux; asking again costs nothing.
-        let _ = SockRef::from(&stream).set_tcp_congestion(PREFERRED_CONGESTION.as_bytes());
+        let _ = sys::set_congestion(&SockRef::from(&stream), PREFERRED_CONGESTION);
         let _ = stream.set_nodelay(true);
         Ok((stream, from))
     }
@@ -230,11 +231,8 @@ fn listen(bind: SocketAddr) -> std::io::Result<(TcpListener, TcpReport)> {
 
 /// Asks for BBR and large buffers (see the module docs) and reports the outcome.
 fn tune(socket: &SockRef<'_>) -> TcpReport {
-    let _ = socket.set_tcp_congestion(PREFERRED_CONGESTION.as_bytes());
-    let congestion = socket
-        .tcp_congestion()
-        .map(|name| String::from_utf8_lossy(&name).trim_end_matches('\0').to_string())
-        .unwrap_or_else(|_| "unknown".to_string());
+    let _ = sys::set_congestion(socket, PREFERRED_CONGESTION);
+    let congestion = sys::congestion(socket).unwrap_or_else(|_| "unknown".to_string());
     let forced = set_forced(socket, TCP_BUFFER);
     let limits = BufferLimits::get();
     let mut fixed_buffers = forced;

@@ -10,7 +10,6 @@
 //! path they are not needed they only add flows that compete in the bottleneck's queue.
 
 use std::io;
-use std::os::fd::{AsRawFd, RawFd};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -18,6 +17,8 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+pub use crate::sys::Chronographs;
 
 /// How often a writing stream reads its socket's chronographs: a system call per
 /// this much time, not per write.
@@ -51,7 +52,7 @@ pub struct Gauged<S> {
     sampled: Option<Instant>,
 }
 
-impl<S: AsRawFd> Gauged<S> {
+impl<S: Chronographs> Gauged<S> {
     /// Wraps `inner`, whose raw descriptor is the TCP socket; the times it samples come
     /// back beside it.
     pub fn new(inner: S) -> (Gauged<S>, Arc<SendTimes>) {
@@ -65,47 +66,10 @@ impl<S: AsRawFd> Gauged<S> {
             return;
         }
         self.sampled = Some(now);
-        if let Ok((busy, held)) = chronographs(self.inner.as_raw_fd()) {
+        if let Ok((busy, held)) = self.inner.chronographs() {
             self.times.record(busy, held);
         }
     }
-}
-
-/// Elsewhere than Linux there are no chronographs (nor BBR, without which the striped
-/// link gets no gauges and uses every connection from the start).
-#[cfg(not(target_os = "linux"))]
-fn chronographs(_fd: RawFd) -> io::Result<(u64, u64)> {
-    Err(io::Error::new(io::ErrorKind::Unsupported, "no TCP chronographs"))
-}
-
-/// (busy, held back by the send buffer or the receive window), in microseconds, of the
-/// TCP socket `fd` (open for the whole call: it belongs to a stream the caller holds).
-#[cfg(target_os = "linux")]
-#[allow(unsafe_code)]
-fn chronographs(fd: RawFd) -> io::Result<(u64, u64)> {
-    // SAFETY: `tcp_info` is plain data, for which all zeroes is a valid value.
-    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
-    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
-    // SAFETY: getsockopt writes at most `len` bytes into `info`, which is that large;
-    // on a descriptor that is not a TCP socket it fails and writes nothing.
-    let rc = unsafe {
-        libc::getsockopt(
-            fd,
-            libc::IPPROTO_TCP,
-            libc::TCP_INFO,
-            (&mut info as *mut libc::tcp_info).cast(),
-            &mut len,
-        )
-    };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // A kernel older than the chronographs returns a shorter struct: no figures.
-    let needed = std::mem::offset_of!(libc::tcp_info, tcpi_sndbuf_limited) + 8;
-    if (len as usize) < needed {
-        return Err(io::Error::new(io::ErrorKind::Unsupported, "no TCP chronographs"));
-    }
-    Ok((info.tcpi_busy_time, info.tcpi_rwnd_limited.saturating_add(info.tcpi_sndbuf_limited)))
 }
 
 impl<S: AsyncRead + Unpin> AsyncRead for Gauged<S> {
@@ -118,7 +82,7 @@ impl<S: AsyncRead + Unpin> AsyncRead for Gauged<S> {
     }
 }
 
-impl<S: AsyncWrite + AsRawFd + Unpin> AsyncWrite for Gauged<S> {
+impl<S: AsyncWrite + Chronographs + Unpin> AsyncWrite for Gauged<S> {
     fn poll_write(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,

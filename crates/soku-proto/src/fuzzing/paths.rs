@@ -23,6 +23,13 @@ pub fn is_safe_path(path: &WirePath) -> bool {
         })
 }
 
+/// Whether each of `names` has a spelling on this platform (any bytes on Unix, UTF-8
+/// elsewhere, `crate::name::Name::to_os`): a receiver refuses a path that lands under
+/// one that has none.
+pub(super) fn is_spelled_here(names: &[crate::name::Name]) -> bool {
+    names.iter().all(|part| part.to_os().is_some())
+}
+
 /// Where a safe wire path lands: under the target, one normal component per wire
 /// component (the first replaced by the target's own name for a single-name target).
 pub fn expected_local(target: &Target, path: &WirePath) -> std::path::PathBuf {

@@ -17,7 +17,7 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
 
 use super::input::Input;
-use super::paths::{expected_local, is_safe_path, ROOT};
+use super::paths::{expected_local, is_safe_path, is_spelled_here, ROOT};
 use crate::chunk::{max_wire_len, root_hash, ChunkHeader, ChunkPlan};
 use crate::chunk::{DEFAULT_CHUNK_SIZE, MAX_CHUNK_SIZE, MIN_CHUNK_SIZE};
 use crate::manifest::{Entry, Meta};
@@ -355,13 +355,19 @@ impl Model {
         root_hash(f.size, &hashes)
     }
 
-    /// `on_entry`, with the model's verdict: accepted exactly when the path is safe, its
+    /// `on_entry`, with the model's verdict: accepted exactly when the path is safe (and
+    /// spelled on this platform), its
     /// top-level name allowed, its parent announced (with -r), and a file's id the next.
     fn entry(&mut self, rx: &mut Receiver, entry: Entry) {
         let result = rx.on_entry(entry.clone());
         let path = entry.path();
         let depth = path.0.len();
-        let mut ok = !self.ended && is_safe_path(path);
+        // A single-name target lands the top name under the target's own.
+        let landing = match self.target {
+            Target::AsName(_) => path.0.get(1..).unwrap_or_default(),
+            _ => &path.0[..],
+        };
+        let mut ok = !self.ended && is_safe_path(path) && is_spelled_here(landing);
         if ok {
             let top = &path.0[0];
             ok &= self.names.is_none_or(|names| names.allows(top));

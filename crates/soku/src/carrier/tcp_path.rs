@@ -5,13 +5,13 @@
 //! over ssh gets past TLS, so strangers connecting to the port are dropped unheard.
 
 use std::net::SocketAddr;
-use std::os::fd::AsRawFd;
 use std::time::Duration;
 
 use soku_engine::link::{self, Link};
 use soku_proto::hello::TcpPreface;
 use soku_transport::{
-    Gauged, TcpConnector, TcpReport, TcpServer, TlsClientStream, TlsServerStream, HANDSHAKE_TIMEOUT,
+    Chronographs, Gauged, TcpConnector, TcpReport, TcpServer, TlsClientStream, TlsServerStream,
+    HANDSHAKE_TIMEOUT,
 };
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::task::JoinSet;
@@ -46,7 +46,7 @@ pub struct TcpConnections<S> {
     pub lanes: Vec<S>,
 }
 
-impl<S: AsyncRead + AsyncWrite + AsRawFd + Send + Unpin + 'static> TcpConnections<S> {
+impl<S: AsyncRead + AsyncWrite + Chronographs + Send + Unpin + 'static> TcpConnections<S> {
     /// The striped link over these connections. Under BBR the chunk connections are
     /// used as their buffers call for them (`soku_engine::link::striped`); under a
     /// controller that halves its window at a loss (CUBIC), all of them from the start,
