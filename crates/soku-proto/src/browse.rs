@@ -199,28 +199,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_full_listing_batch_of_the_longest_names_fits_a_frame() {
-        let entry = Listed {
-            name: Name::from_bytes(vec![b'x'; 255]),
-            mode: TYPE_LINK | 0o777,
-            links: u64::MAX,
-            uid: u32::MAX,
-            gid: u32::MAX,
-            owner: Some("o".repeat(32)),
-            group: Some("g".repeat(32)),
-            size: u64::MAX,
-            mtime: i64::MIN,
-            target: Some(Name::from_bytes(vec![b'/'; 4096])),
-        };
-        let answer = crate::message::Message::Answer(Answer::Listing {
-            entries: vec![entry; LISTING_BATCH],
-            more: true,
-        });
-        let framed = crate::frame::to_vec(&answer).expect("encode");
-        assert!(framed.len() < crate::frame::MAX_CONTROL_FRAME, "{} bytes", framed.len());
-    }
-
-    #[test]
     fn writes_and_reads_are_told_apart() {
         let path = Name::from("x");
         assert!(Call::Remove { path: path.clone() }.writes());

@@ -198,4 +198,28 @@ mod tests {
         let back: Message = decode_payload(&bytes[PREFIX_LEN..]).expect("decode");
         assert_eq!(back, msg);
     }
+
+    /// A listing batch of `soku sftp` ([`crate::browse::LISTING_BATCH`] entries of the
+    /// longest name and link target) fits one control frame.
+    #[test]
+    fn a_full_listing_batch_of_the_longest_names_fits_a_frame() {
+        use crate::browse::{Answer, Listed, LISTING_BATCH, TYPE_LINK};
+        use crate::name::Name;
+        let entry = Listed {
+            name: Name::from_bytes(vec![b'x'; 255]),
+            mode: TYPE_LINK | 0o777,
+            links: u64::MAX,
+            uid: u32::MAX,
+            gid: u32::MAX,
+            owner: Some("o".repeat(32)),
+            group: Some("g".repeat(32)),
+            size: u64::MAX,
+            mtime: i64::MIN,
+            target: Some(Name::from_bytes(vec![b'/'; 4096])),
+        };
+        let answer =
+            Message::Answer(Answer::Listing { entries: vec![entry; LISTING_BATCH], more: true });
+        let framed = to_vec(&answer).expect("encode");
+        assert!(framed.len() < MAX_CONTROL_FRAME, "{} bytes", framed.len());
+    }
 }

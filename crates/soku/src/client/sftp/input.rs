@@ -11,7 +11,8 @@ use rustyline::{CompletionType, Editor};
 
 use super::command;
 use super::complete::Completion;
-use super::shell::{Failed, Flow, Shell};
+use super::outcome::{Failed, Flow};
+use super::shell::Shell;
 use crate::ui::{say, visible, visible_bytes};
 
 /// How a session ended.

@@ -24,7 +24,9 @@ mod complete;
 mod dirs;
 mod input;
 mod listing;
+mod local;
 mod no_interrupt;
+mod outcome;
 mod shell;
 mod transfer;
 
@@ -87,7 +89,7 @@ pub fn run(args: SftpArgs) -> anyhow::Result<()> {
                 Exit::usage(format!(
                     "-b {}: cannot read it: {}",
                     crate::ui::visible(&file.to_string_lossy()),
-                    shell::reason(&e)
+                    local::reason(&e)
                 ))
             })?;
             input::batch(&shell, std::io::BufReader::new(opened), true)

@@ -4,7 +4,6 @@
 use std::collections::HashMap;
 use std::io::IsTerminal as _;
 use std::os::unix::ffi::OsStrExt;
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use soku_proto::browse::{Answer, Call};
@@ -15,45 +14,14 @@ use super::browse::{Browse, BrowseError};
 use super::command::{Command, COMMANDS};
 use super::dirs::{self, RemoteDirs};
 use super::listing;
-use super::transfer;
+use super::local::{local_path, reason};
+use super::outcome::{Failed, Flow};
+use super::transfer::{self, Copier};
 use crate::cli::args::CopyArgs;
 use crate::ui::{visible, visible_bytes};
 
 /// Listings kept for completion, by directory; emptied by whatever changes the remote.
 pub type Listings = Arc<Mutex<HashMap<Vec<u8>, Vec<(Name, bool)>>>>;
-
-/// What a command leaves the session to do.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Flow {
-    /// Read the next command.
-    Next,
-    /// End the session (`bye`).
-    Quit,
-}
-
-/// A command that failed: the session goes on, unless the remote side is gone.
-#[derive(Debug)]
-pub enum Failed {
-    /// The line was said; the session goes on.
-    Command(String),
-    /// The remote session is gone: nothing more can run.
-    Lost(String),
-}
-
-impl From<BrowseError> for Failed {
-    fn from(err: BrowseError) -> Self {
-        match err {
-            BrowseError::Refused(_) => Failed::Command(err.to_string()),
-            BrowseError::Gone(_) => Failed::Lost(err.to_string()),
-        }
-    }
-}
-
-impl From<String> for Failed {
-    fn from(line: String) -> Self {
-        Failed::Command(line)
-    }
-}
 
 /// An sftp session.
 pub struct Shell {
@@ -167,14 +135,19 @@ impl Shell {
                     }
                 }
             }
-            Command::Get(get) => transfer::get(self, get)?,
+            Command::Get(get) => transfer::get(&self.copier(), &self.dirs(), get)?,
             Command::Put(put) => {
-                let result = transfer::put(self, put);
+                let result = transfer::put(&self.copier(), &self.dirs(), put);
                 self.forget_listings();
                 result?;
             }
         }
         Ok(Flow::Next)
+    }
+
+    /// What a transfer is made with.
+    fn copier(&self) -> Copier<'_> {
+        Copier { rt: &self.rt, copy: &self.copy, destination: &self.destination }
     }
 
     /// The remote path `typed` names.
@@ -251,24 +224,6 @@ fn glob_of(name: &[u8]) -> Option<glob::Pattern> {
     glob::Pattern::new(&glob_text(name)).ok()
 }
 
-/// A local path as typed: `~` from $HOME, relative ones from the local directory.
-pub fn local_path(typed: &str) -> PathBuf {
-    let home = || std::env::var_os("HOME").map(PathBuf::from);
-    if typed == "~" {
-        if let Some(home) = home() {
-            return home;
-        }
-    }
-    if let (Some(rest), Some(home)) = (typed.strip_prefix("~/"), home()) {
-        return home.join(rest);
-    }
-    let path = PathBuf::from(typed);
-    if path.is_absolute() {
-        return path;
-    }
-    std::env::current_dir().map(|here| here.join(&path)).unwrap_or(path)
-}
-
 /// Runs a local program on the user's terminal; a failure to start it, or a non-zero
 /// status, fails the command.
 fn run_local(cmd: &mut std::process::Command) -> Result<(), Failed> {
@@ -293,12 +248,6 @@ fn terminal_width() -> Option<usize> {
         .ok()
         .map(|size| usize::from(size.ws_col))
         .filter(|w| *w > 0)
-}
-
-/// An I/O error's text without its number.
-pub fn reason(err: &std::io::Error) -> String {
-    let text = err.to_string();
-    text.split(" (os error").next().unwrap_or(&text).to_string()
 }
 
 fn lost() -> Failed {

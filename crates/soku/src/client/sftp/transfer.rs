@@ -15,42 +15,55 @@ use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use soku_proto::name::Name;
 
 use super::command::Transfer;
-use super::shell::{local_path, Failed, Shell};
+use super::dirs::RemoteDirs;
+use super::local::local_path;
+use super::outcome::Failed;
+use crate::cli::args::CopyArgs;
 use crate::client::copy;
 use crate::exit::one_line;
 use crate::ui::visible;
 
+/// What every transfer of a session is made with.
+pub struct Copier<'a> {
+    /// The runtime the copies run on.
+    pub rt: &'a tokio::runtime::Handle,
+    /// The session's copy options.
+    pub copy: &'a CopyArgs,
+    /// `[user@]host` as a copy's remote path starts.
+    pub destination: &'a str,
+}
+
 /// Downloads `get.sources` into `get.target` (the local directory if none).
-pub fn get(shell: &Shell, get: Transfer) -> Result<(), Failed> {
+pub fn get(copier: &Copier<'_>, dirs: &RemoteDirs, get: Transfer) -> Result<(), Failed> {
     let mut paths: Vec<OsString> = get
         .sources
         .iter()
-        .map(|typed| remote_arg(&shell.destination, &shell.resolve(typed)))
+        .map(|typed| remote_arg(copier.destination, &dirs.resolve(typed)))
         .collect();
     let target = local_path(get.target.as_deref().unwrap_or("."));
     paths.push(target.into_os_string());
-    run(shell, &get, paths)
+    run(copier, &get, paths)
 }
 
 /// Uploads `put.sources` (globs expanded here) into `put.target` (the remote
 /// directory if none).
-pub fn put(shell: &Shell, put: Transfer) -> Result<(), Failed> {
+pub fn put(copier: &Copier<'_>, dirs: &RemoteDirs, put: Transfer) -> Result<(), Failed> {
     let mut paths = Vec::new();
     for typed in &put.sources {
         paths.extend(local_matches(typed)?);
     }
-    let target = shell.resolve(put.target.as_deref().unwrap_or(""));
-    paths.push(remote_arg(&shell.destination, &target));
-    run(shell, &put, paths)
+    let target = dirs.resolve(put.target.as_deref().unwrap_or(""));
+    paths.push(remote_arg(copier.destination, &target));
+    run(copier, &put, paths)
 }
 
 /// Runs the copy of `paths` with the session's options and the command's flags.
-fn run(shell: &Shell, transfer: &Transfer, paths: Vec<OsString>) -> Result<(), Failed> {
-    let mut args = shell.copy.clone();
+fn run(copier: &Copier<'_>, transfer: &Transfer, paths: Vec<OsString>) -> Result<(), Failed> {
+    let mut args = copier.copy.clone();
     args.paths = paths;
     args.recursive |= transfer.recursive;
     args.preserve |= transfer.preserve;
-    match shell.rt.block_on(copy::run(args)) {
+    match copier.rt.block_on(copy::run(args)) {
         Ok(_) => Ok(()),
         Err(err) => Err(Failed::Command(format!("soku: {}", one_line(&err)))),
     }

@@ -12,8 +12,6 @@
 mod place;
 mod users;
 
-use std::os::unix::ffi::OsStrExt;
-
 use soku_engine::link::{Inbound, Link};
 use soku_proto::browse::{Answer, Call};
 use soku_proto::message::Message;
@@ -97,11 +95,6 @@ fn refused(call: &Call, fence: &Fence) -> Option<&'static str> {
         );
     }
     None
-}
-
-/// A path for an error line: control characters escaped.
-fn shown(path: &std::path::Path) -> String {
-    soku_proto::name::shown_bytes(path.as_os_str().as_bytes()).into_owned()
 }
 
 #[cfg(test)]

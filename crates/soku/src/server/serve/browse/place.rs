@@ -20,7 +20,6 @@ use soku_proto::browse::{Answer, Listed, Space, LISTING_BATCH};
 use soku_proto::name::Name;
 
 use super::super::fence::Fence;
-use super::shown;
 use super::users::Users;
 
 /// The fence the calls act within.
@@ -264,6 +263,8 @@ fn reason(err: std::io::Error) -> String {
     text.split(" (os error").next().unwrap_or(&text).to_string()
 }
 
+/// A path for an error line, as bytes that are not UTF-8 are shown (`\xNN`); the
+/// client makes the line visible (`crate::ui::visible`) before the terminal sees it.
 fn shown_name(path: &Name) -> String {
-    shown(Path::new(OsStr::from_bytes(path.as_bytes())))
+    soku_proto::name::shown_bytes(path.as_bytes()).into_owned()
 }
