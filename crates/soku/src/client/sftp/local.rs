@@ -20,8 +20,5 @@ pub fn local_path(typed: &str) -> PathBuf {
     std::env::current_dir().map(|here| here.join(&path)).unwrap_or(path)
 }
 
-/// An I/O error's text without its number.
-pub fn reason(err: &std::io::Error) -> String {
-    let text = err.to_string();
-    text.split(" (os error").next().unwrap_or(&text).to_string()
-}
+/// An I/O error in scp's words, as a copy's lines say it.
+pub use soku_engine::failure::describe_io as reason;

@@ -16,6 +16,7 @@ use std::path::{Component, Path, PathBuf};
 
 use anyhow::Context as _;
 use rustix::fs::{AtFlags, Mode, OFlags, RenameFlags};
+use soku_engine::failure::describe_io;
 use soku_proto::browse::{Answer, Listed, Space, LISTING_BATCH};
 use soku_proto::name::Name;
 
@@ -142,7 +143,12 @@ impl<'a> Place<'a> {
                     shown_name(to)
                 )
             } else {
-                anyhow::anyhow!("{} -> {}: {}", shown_name(from), shown_name(to), reason(e.into()))
+                anyhow::anyhow!(
+                    "{} -> {}: {}",
+                    shown_name(from),
+                    shown_name(to),
+                    describe_io(&e.into())
+                )
             }
         })
     }
@@ -253,14 +259,7 @@ fn listed(dir: &OwnedFd, name: &OsStr, shown_as: Name, users: &Users) -> std::io
 
 /// The error of a call on `path`, for the client's line.
 fn failed(path: &Name) -> impl Fn(std::io::Error) -> anyhow::Error + '_ {
-    move |err| anyhow::anyhow!("{}: {}", shown_name(path), reason(err))
-}
-
-/// An I/O error's text without its number (a root's refusal says itself,
-/// `soku_engine::failure::Outside`).
-fn reason(err: std::io::Error) -> String {
-    let text = err.to_string();
-    text.split(" (os error").next().unwrap_or(&text).to_string()
+    move |err| anyhow::anyhow!("{}: {}", shown_name(path), describe_io(&err))
 }
 
 /// A path for an error line, as bytes that are not UTF-8 are shown (`\xNN`); the
