@@ -3,6 +3,8 @@
 //! a small frame never waits alone for an ACK (the small-packet problem: a separate
 //! short `write` meets Nagle's algorithm and delayed ACKs, RFC 896 and RFC 1122 4.2.3.2).
 
+use std::time::Duration;
+
 use bytes::Bytes;
 use soku_proto::chunk::ChunkHeader;
 use soku_proto::frame;
@@ -19,7 +21,7 @@ const BATCH: usize = 64 * 1024;
 /// After this long with nothing to write, the writer sends a [`Message::KeepAlive`], so
 /// the peer can tell a side that is busy (hashing a large partial file, pacing a slow
 /// `-l` copy) from one that stalled ([`super::Link::set_stall_limit`]).
-pub const KEEPALIVE_EVERY: std::time::Duration = std::time::Duration::from_secs(15);
+pub const KEEPALIVE_EVERY: Duration = Duration::from_secs(15);
 
 /// Something for the writer task.
 enum Outbound {
@@ -51,8 +53,16 @@ impl ControlWriter {
     pub fn start<W: AsyncWrite + Send + Unpin + 'static>(
         out: W,
     ) -> (ControlWriter, impl std::future::Future<Output = ()> + Send + 'static) {
+        Self::start_beating(out, KEEPALIVE_EVERY)
+    }
+
+    /// Like [`ControlWriter::start`], with a keep-alive after each `keepalive` of silence.
+    pub(crate) fn start_beating<W: AsyncWrite + Send + Unpin + 'static>(
+        out: W,
+        keepalive: Duration,
+    ) -> (ControlWriter, impl std::future::Future<Output = ()> + Send + 'static) {
         let (tx, rx) = mpsc::channel(OUTBOX);
-        (ControlWriter(tx), write_loop(out, rx))
+        (ControlWriter(tx), write_loop(out, rx, keepalive))
     }
 
     /// Queues a control message.
@@ -82,11 +92,15 @@ impl ControlWriter {
     }
 }
 
-async fn write_loop<W: AsyncWrite + Unpin>(mut out: W, mut rx: mpsc::Receiver<Outbound>) {
+async fn write_loop<W: AsyncWrite + Unpin>(
+    mut out: W,
+    mut rx: mpsc::Receiver<Outbound>,
+    keepalive: Duration,
+) {
     let mut buf = Vec::with_capacity(BATCH);
     let mut failed: Option<String> = None;
     loop {
-        let first = match tokio::time::timeout(KEEPALIVE_EVERY, rx.recv()).await {
+        let first = match tokio::time::timeout(keepalive, rx.recv()).await {
             Ok(Some(first)) => first,
             Ok(None) => return,
             Err(_) => Outbound::Control(Message::KeepAlive),

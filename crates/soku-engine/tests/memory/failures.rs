@@ -436,17 +436,6 @@ async fn a_peer_that_stalls_is_given_up_on_after_the_stall_limit() {
     drop(peer);
 }
 
-/// A peer whose role is busy (nothing to say for minutes) still sends keep-alives, so it
-/// is not taken for stalled. Paused time: the minutes pass at once.
-#[tokio::test(start_paused = true)]
-async fn keep_alives_keep_a_quiet_peer_from_being_taken_for_stalled() {
-    let (quiet, mut waiting) = memory::ordered_pair();
-    waiting.set_stall_limit(Some(Duration::from_secs(40)));
-    let heard = tokio::time::timeout(Duration::from_secs(300), waiting.recv()).await;
-    assert!(heard.is_err(), "five quiet minutes, no stall: {heard:?}");
-    drop(quiet);
-}
-
 /// Reads the next control frame the engine sent to the raw peer (bounded).
 async fn next_message(peer: &mut DuplexStream) -> Message {
     let read = async {
