@@ -103,7 +103,7 @@ mod tests;
 /// What soku's congestion controller believes about the path: its bottleneck
 /// bandwidth and propagation-delay estimates. quinn's own `min_rtt` is built from the
 /// same receive stamps but without our guard against stale ones, so the two can differ.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct PathModel {
     /// Estimated bottleneck bandwidth, bits per second.
     pub bandwidth_bps: u64,
@@ -125,6 +125,9 @@ pub struct PathModel {
     pub rounds: u64,
     /// See `rounds`.
     pub app_limited_rounds: u64,
+    /// The share of packets the path loses at every rate (`soku_cc::SokuCc::loss_floor`),
+    /// once known.
+    pub loss_floor: Option<f64>,
 }
 
 /// The path's round-trip propagation time: soku-cc's estimate when the connection runs
@@ -162,5 +165,6 @@ pub fn path_model(conn: &quinn::Connection) -> Option<PathModel> {
         background: cc.is_background(),
         rounds,
         app_limited_rounds,
+        loss_floor: cc.loss_floor(),
     })
 }

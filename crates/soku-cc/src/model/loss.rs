@@ -151,10 +151,15 @@ impl SokuCc {
     /// sampling told a policer by its flat delivery rate under loss; this asks the
     /// complementary question, whether the loss is flat under a changing rate.)
     pub fn path_loss(&self) -> f64 {
+        self.loss_floor().unwrap_or(0.0)
+    }
+
+    /// [`SokuCc::path_loss`] once four rounds are known, else `None`.
+    pub fn loss_floor(&self) -> Option<f64> {
         if self.round_losses.len() < 4 {
-            return 0.0;
+            return None;
         }
-        self.round_losses.iter().copied().fold(1.0, f64::min)
+        Some(self.round_losses.iter().copied().fold(1.0, f64::min))
     }
 
     /// Records round `s`'s loss share for [`SokuCc::path_loss`].
