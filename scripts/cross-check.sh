@@ -8,7 +8,7 @@
 #   headers. For Windows, Debian's mingw-w64, the toolchain Rust's windows-gnu target is
 #   built for, compiles and links them, and Wine runs the tests.
 # - Checked: clippy with warnings as errors for each target, on the crates that build
-#   there today (PORTABLE below); their tests run on Windows under Wine. What is still
+#   there today (below); the portable crates' tests run on Windows under Wine. What is still
 #   Linux-only, and why, is the README's platforms table.
 #
 #   scripts/cross-check.sh
@@ -21,6 +21,11 @@ as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 # (`--lib`; soku-cc's path-simulator suites, the same arithmetic on every platform, took
 # over a minute more under Wine's debug build and stay on Linux).
 portable=(-p soku-proto -p soku-cc -p soku-transport)
+# What builds on the other Unix systems too (macOS): the engine, the relays and the
+# binary, with the code their unit tests add (`--profile test`). The end-to-end tests
+# run in Linux network namespaces and stay on Linux.
+unix=(-p soku-proto -p soku-cc -p soku-transport -p soku-engine -p soku-relay -p soku
+    --lib --bins --profile test)
 tested=(-p soku-proto -p soku-cc --lib)
 targets=(x86_64-apple-darwin aarch64-apple-darwin x86_64-pc-windows-gnu)
 
@@ -50,10 +55,15 @@ for target in "${targets[@]}"; do
 done
 
 for target in "${targets[@]}"; do
-    step "clippy for $target: ${portable[*]}"
     case $target in
-        *-apple-darwin) cargo-zigbuild clippy --locked --target "$target" "${portable[@]}" -- -D warnings ;;
-        *) cargo clippy --locked --target "$target" "${portable[@]}" -- -D warnings ;;
+        *-apple-darwin)
+            step "clippy for $target: ${unix[*]}"
+            cargo-zigbuild clippy --locked --target "$target" "${unix[@]}" -- -D warnings
+            ;;
+        *)
+            step "clippy for $target: ${portable[*]}"
+            cargo clippy --locked --target "$target" "${portable[@]}" -- -D warnings
+            ;;
     esac
 done
 

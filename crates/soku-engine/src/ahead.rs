@@ -285,10 +285,7 @@ fn hash_files_up_to(
         for _ in 0..workers {
             scope.spawn(|| {
                 // Best effort: at normal priority the hashing would only compete more.
-                let _ = rustix::process::setpriority_process(
-                    Some(rustix::thread::gettid()),
-                    WORKER_NICE,
-                );
+                crate::sys::lower_this_thread(WORKER_NICE);
                 let mut buf = Vec::new();
                 while !stop.load(Ordering::Relaxed) {
                     let Some((file, index, (offset, len))) =

@@ -8,9 +8,9 @@
 //! push everything else out of the cache. The memory side is `page_buf.rs`.
 
 use std::fs::File;
-use std::os::fd::{AsFd, AsRawFd};
+use std::os::fd::AsFd;
 
-use rustix::fs::{Mode, OFlags};
+use rustix::fs::OFlags;
 
 use crate::page_buf::PAGE;
 
@@ -25,9 +25,7 @@ pub(crate) const LOCAL_DISK_FILE_SYSTEMS: [u64; 4] =
 /// Whether soku moves large chunks of files on `fd`'s file system past the page cache:
 /// only on a local disk's ([`LOCAL_DISK_FILE_SYSTEMS`]).
 pub fn applies(fd: impl AsFd) -> bool {
-    // The magic number is 32 bits; `f_type`'s width differs between architectures.
-    rustix::fs::fstatfs(fd)
-        .is_ok_and(|stats| LOCAL_DISK_FILE_SYSTEMS.contains(&(stats.f_type as u64 & 0xFFFF_FFFF)))
+    crate::sys::file_system_magic(fd).is_some_and(|kind| LOCAL_DISK_FILE_SYSTEMS.contains(&kind))
 }
 
 /// Chunks smaller than this take the page cache: for a small file, a second descriptor
@@ -47,20 +45,18 @@ pub(crate) enum Access {
     Write,
 }
 
-/// A second, `O_DIRECT` descriptor of `file`, opened through `/proc/self/fd`: the same
-/// file whatever happened to its name since. Refused on file systems not in
-/// [`LOCAL_DISK_FILE_SYSTEMS`].
+/// A second, `O_DIRECT` descriptor of `file`: the same file whatever happened to its
+/// name since (`crate::sys::reopen_direct`). Refused on file systems not in
+/// [`LOCAL_DISK_FILE_SYSTEMS`], and where the system has no direct I/O.
 pub(crate) fn open_direct(file: &File, access: Access) -> std::io::Result<File> {
     if !applies(file) {
         return Err(rustix::io::Errno::OPNOTSUPP.into());
     }
-    let path = format!("/proc/self/fd/{}", file.as_raw_fd());
     let access = match access {
         Access::Read => OFlags::RDONLY,
         Access::Write => OFlags::WRONLY,
     };
-    let flags = access | OFlags::DIRECT | OFlags::CLOEXEC;
-    Ok(File::from(rustix::fs::open(path, flags, Mode::empty())?))
+    crate::sys::reopen_direct(file, access)
 }
 
 /// Whether `err` is the refusal of a direct call the descriptor took at open: alignment

@@ -19,7 +19,7 @@ use std::path::{Component, Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use rustix::fd::OwnedFd;
-use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags};
+use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use rustix::io::Errno;
 use soku_proto::manifest::Meta;
 use soku_proto::name::shown;
@@ -28,7 +28,12 @@ use crate::failure::Outside;
 use crate::partial::made_dir::{self, MARK};
 use crate::partial::trailer::Trailer;
 use crate::small_steps::Keeps;
+use crate::sys::{self, Beneath};
 use crate::temp_name::{own_temp_name, temp_name};
+
+/// Open flags for a descriptor used only to look names up beneath it: `O_PATH` on
+/// Linux, which needs no read permission; read-only elsewhere.
+pub const LOOKUP: OFlags = sys::LOOKUP;
 
 /// The target directory of a copy, opened once: everything below it is reached through
 /// this descriptor.
@@ -63,7 +68,9 @@ impl Entry {
         use std::os::unix::fs::MetadataExt;
         for name in [self.temp(), self.own_temp()] {
             match rustix::fs::statat(&self.dir, name.as_os_str(), AtFlags::SYMLINK_NOFOLLOW) {
-                Ok(st) if st.st_dev == file.dev() && st.st_ino == file.ino() => return Ok(name),
+                Ok(st) if sys::device_and_inode(&st) == (file.dev(), file.ino()) => {
+                    return Ok(name)
+                }
                 Ok(_) | Err(Errno::NOENT) => {}
                 Err(e) => return Err(e.into()),
             }
@@ -101,7 +108,7 @@ impl Entry {
     pub fn final_file_mode(&self) -> std::io::Result<Option<u32>> {
         match rustix::fs::statat(&self.dir, self.name.as_os_str(), AtFlags::SYMLINK_NOFOLLOW) {
             Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::RegularFile => {
-                Ok(Some(st.st_mode & 0o7777))
+                Ok(Some(sys::mode_bits(&st)))
             }
             Ok(_) | Err(Errno::NOENT) => Ok(None),
             Err(e) => Err(e.into()),
@@ -185,7 +192,7 @@ impl Entry {
         // shared directory no one else can write into bytes about to be verified.
         let flags =
             OFlags::RDWR | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        let mode = Mode::from((mode & 0o700) | 0o600);
+        let mode = sys::mode((mode & 0o700) | 0o600);
         let file = match rustix::fs::openat(&self.dir, name, flags, mode) {
             Ok(fd) => File::from(fd),
             Err(Errno::EXIST) => return Ok(None),
@@ -269,7 +276,7 @@ impl TargetDir {
     /// followed, as scp does).
     pub fn open(root: &Path) -> std::io::Result<TargetDir> {
         let dir = if root.as_os_str().is_empty() { Path::new(".") } else { root };
-        let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        let flags = LOOKUP | OFlags::DIRECTORY | OFlags::CLOEXEC;
         let fd = rustix::fs::open(dir, flags, Mode::empty())?;
         Ok(TargetDir { fd, path: root.to_path_buf() })
     }
@@ -284,7 +291,7 @@ impl TargetDir {
     /// client names, so that nothing of the copy lands outside (see
     /// [`Self::open_beneath`]).
     pub fn open_below(&self, local: &Path) -> std::io::Result<TargetDir> {
-        let fd = self.open_beneath(local, OFlags::PATH | OFlags::DIRECTORY)?;
+        let fd = self.open_beneath(local, LOOKUP | OFlags::DIRECTORY)?;
         Ok(TargetDir { fd, path: local.to_path_buf() })
     }
 
@@ -303,11 +310,11 @@ impl TargetDir {
         // EAGAIN: a rename elsewhere raced a `..` in the path; the kernel asks for a
         // retry rather than risk a wrong answer. Bounded: a few tries, then refused.
         for _ in 0..4 {
-            match rustix::fs::openat2(&self.fd, rel, flags, Mode::empty(), ResolveFlags::BENEATH) {
-                Err(Errno::AGAIN) => continue,
-                Err(Errno::NOSYS | Errno::PERM) => return self.walk_beneath(rel, flags),
-                Err(Errno::XDEV) => return Err(Outside::io()),
-                other => return Ok(other?),
+            match sys::open_beneath(&self.fd, rel, flags, Beneath::FollowingLinks) {
+                Some(Err(Errno::AGAIN)) => continue,
+                None => return self.walk_beneath(rel, flags),
+                Some(Err(Errno::XDEV)) => return Err(Outside::io()),
+                Some(other) => return Ok(other?),
             }
         }
         Err(Outside::io())
@@ -320,7 +327,7 @@ impl TargetDir {
             // `.` (the directory itself), or a path ending in `..`.
             _ => return self.walk_dir(rel, flags),
         };
-        let dir = self.walk_dir(parent, OFlags::PATH)?;
+        let dir = self.walk_dir(parent, LOOKUP)?;
         let opened = rustix::fs::openat(&dir, name, flags | OFlags::NOFOLLOW, Mode::empty());
         opened.map_err(|e| {
             if e == Errno::LOOP || (e == Errno::NOTDIR && self.is_symlink(&dir, name)) {
@@ -340,20 +347,19 @@ impl TargetDir {
     /// through a symlink and never outside.
     fn open_dir(&self, rel: &Path, flags: OFlags) -> std::io::Result<OwnedFd> {
         let flags = flags | OFlags::DIRECTORY | OFlags::CLOEXEC;
-        let resolve = ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS;
         let rel = if rel.as_os_str().is_empty() { Path::new(".") } else { rel };
-        match rustix::fs::openat2(&self.fd, rel, flags, Mode::empty(), resolve) {
-            // Kernels before 5.6 (ENOSYS), or a sandbox that filters the call (EPERM).
-            Err(Errno::NOSYS | Errno::PERM) => self.walk_dir(rel, flags),
+        match sys::open_beneath(&self.fd, rel, flags, Beneath::NoLinks) {
+            // Kernels before 5.6, a sandbox that filters the call, or a system without it.
+            None => self.walk_dir(rel, flags),
             // A symlink, or a way out of the target: the same refusal either way.
-            Err(Errno::XDEV) => Err(Errno::LOOP.into()),
-            other => Ok(other?),
+            Some(Err(Errno::XDEV)) => Err(Errno::LOOP.into()),
+            Some(other) => Ok(other?),
         }
     }
 
     /// [`Self::open_dir`] one component at a time, without following a symlink.
     fn walk_dir(&self, rel: &Path, flags: OFlags) -> std::io::Result<OwnedFd> {
-        let step = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let step = LOOKUP | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
         let mut fd = rustix::fs::openat(&self.fd, ".", step, Mode::empty())?;
         for part in rel.components() {
             match part {
@@ -389,7 +395,7 @@ impl TargetDir {
             .file_name()
             .ok_or_else(|| std::io::Error::other(format!("{} names no file", shown(&local))))?;
         let parent = rel.parent().unwrap_or(Path::new(""));
-        let dir = self.open_dir(parent, OFlags::PATH)?;
+        let dir = self.open_dir(parent, LOOKUP)?;
         Ok(Entry { dir, name: name.to_os_string() })
     }
 
@@ -520,7 +526,7 @@ impl TargetDir {
         let rel = local.strip_prefix(&self.path).map_err(|_| {
             std::io::Error::other(format!("{} is outside the target", shown(&local)))
         })?;
-        self.open_dir(rel, OFlags::PATH)
+        self.open_dir(rel, LOOKUP)
     }
 
     /// The space the temporary file of `local` takes on disk (its allocated blocks,
@@ -559,19 +565,10 @@ fn made_here(file: &File) -> bool {
     })
 }
 
-/// This process's umask, read once from `/proc/self/status` (Linux 4.7): umask(2) can
-/// only read it by setting it, for every thread at once. 022 where it cannot be read.
+/// This process's umask, read once (`crate::sys::read_umask`).
 fn umask() -> u32 {
     static UMASK: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
-    *UMASK.get_or_init(|| {
-        std::fs::read_to_string("/proc/self/status")
-            .ok()
-            .and_then(|status| {
-                let line = status.lines().find(|l| l.starts_with("Umask:"))?;
-                u32::from_str_radix(line.trim_start_matches("Umask:").trim(), 8).ok()
-            })
-            .unwrap_or(0o022)
-    })
+    *UMASK.get_or_init(sys::read_umask)
 }
 
 fn look(dir: &OwnedFd, name: &OsStr, access: OFlags) -> std::io::Result<Found> {

@@ -48,9 +48,7 @@ pub(crate) enum Keeps {
 impl Keeps {
     /// Where the file system of `fd` keeps its files.
     pub(crate) fn of(fd: impl AsFd) -> Keeps {
-        let Ok(stats) = rustix::fs::fstatfs(fd) else { return Keeps::Elsewhere };
-        // The magic number is 32 bits; `f_type`'s width differs between architectures.
-        let kind = stats.f_type as u64 & 0xFFFF_FFFF;
+        let Some(kind) = crate::sys::file_system_magic(fd) else { return Keeps::Elsewhere };
         if MEMORY_FILE_SYSTEMS.contains(&kind) {
             Keeps::InMemory
         } else if LOCAL_DISK_FILE_SYSTEMS.contains(&kind) {

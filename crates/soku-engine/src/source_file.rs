@@ -11,10 +11,7 @@
 //! direct I/O applies (`direct_io.rs`); everything else takes the page cache as before.
 
 use std::fs::File;
-use std::io::IoSliceMut;
 use std::sync::OnceLock;
-
-use rustix::io::{Errno, ReadWriteFlags};
 
 use crate::direct_io::{self, open_direct, Access};
 use crate::page_buf::PageBuf;
@@ -77,18 +74,9 @@ impl SourceFile {
         (!self.cached(offset)).then_some(direct)
     }
 
-    /// Whether the page at `offset` is in the page cache: a one-byte read that may not
-    /// wait for the disk (`RWF_NOWAIT`). Anything but "it would wait" counts as cached,
-    /// so the page cache's read reports a real error.
+    /// Whether the page at `offset` is in the page cache (`crate::sys::cached`).
     pub(crate) fn cached(&self, offset: u64) -> bool {
-        let mut one = [0u8; 1];
-        let probe = rustix::io::preadv2(
-            &self.file,
-            &mut [IoSliceMut::new(&mut one)],
-            offset,
-            ReadWriteFlags::NOWAIT,
-        );
-        probe != Err(Errno::AGAIN)
+        crate::sys::cached(&self.file, offset)
     }
 
     /// The direct descriptor, opened at the first call. Once it is there the page cache
@@ -98,7 +86,7 @@ impl SourceFile {
         let direct = self.direct.get_or_init(|| {
             let direct = open_direct(&self.file, Access::Read).ok()?;
             // Advice only: refused, the probes cost some readahead.
-            let _ = rustix::fs::fadvise(&self.file, 0, None, rustix::fs::Advice::Random);
+            crate::sys::read_only_what_is_asked(&self.file);
             Some(direct)
         });
         direct.as_ref()
@@ -143,8 +131,9 @@ mod tests {
         // Just written: in the page cache.
         assert_eq!(&source.read(1 << 20, 0).expect("read")[..], &want[..1 << 20]);
         assert_eq!(source.direct_reads.load(Ordering::Relaxed), 0);
-        // Evicted (flushed above, so the advice drops every page).
-        rustix::fs::fadvise(source.file(), 0, None, rustix::fs::Advice::DontNeed).expect("evict");
+        // Evicted where the system takes the advice (flushed above, so it drops every
+        // page).
+        crate::sys::forget_written(source.file(), 0, 0);
         let second = source.read(1 << 20, 1 << 20).expect("read");
         assert_eq!(&second[..], &want[1 << 20..2 << 20]);
         let last = source.read(1000, 2 << 20).expect("read the tail");
@@ -165,8 +154,7 @@ mod tests {
         f.as_file().set_len((1 << 20) + 100).expect("shrink");
         for cached in [false, true] {
             if !cached {
-                let evict = rustix::fs::Advice::DontNeed;
-                rustix::fs::fadvise(source.file(), 0, None, evict).expect("evict");
+                crate::sys::forget_written(source.file(), 0, 0);
             }
             let err = source.read(1 << 20, 1 << 20).map(|_| ()).expect_err("it shrank");
             let shrank = err.get_ref().is_some_and(|e| e.is::<crate::failure::SourceShrank>());

@@ -75,7 +75,7 @@ impl SourceOpener {
 /// says what is wrong.
 fn open_dir(dir: &Path) -> Option<OwnedFd> {
     let dir = if dir.as_os_str().is_empty() { Path::new(".") } else { dir };
-    let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    let flags = crate::sys::LOOKUP | OFlags::DIRECTORY | OFlags::CLOEXEC;
     rustix::fs::open(dir, flags, Mode::empty()).ok()
 }
 

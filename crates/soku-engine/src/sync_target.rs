@@ -16,7 +16,7 @@ pub fn sync_target(
     beneath: Option<&TargetDir>,
 ) -> Result<Target, TargetError> {
     let open = |path: &Path| {
-        let flags = OFlags::PATH | OFlags::DIRECTORY;
+        let flags = crate::sys::LOOKUP | OFlags::DIRECTORY;
         match beneath {
             Some(beneath) => beneath.open_beneath(path, flags),
             None => {

@@ -288,7 +288,7 @@ pub fn utf8_names_only(items: Vec<Item>) -> Vec<Item> {
 /// The status of `path`, a symlink followed (beneath `beneath`, when there is one).
 pub(crate) fn metadata(path: &Path, beneath: Option<&TargetDir>) -> std::io::Result<Metadata> {
     match beneath {
-        Some(beneath) => File::from(beneath.open_beneath(path, OFlags::PATH)?).metadata(),
+        Some(beneath) => File::from(beneath.open_beneath(path, crate::sys::LOOKUP)?).metadata(),
         None => std::fs::metadata(path),
     }
 }

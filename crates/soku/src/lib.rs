@@ -22,6 +22,7 @@ mod diagnose;
 mod exit;
 mod report;
 mod server;
+mod sys;
 mod tunnel;
 mod ui;
 
@@ -136,7 +137,7 @@ pub fn main() -> ExitCode {
 /// Measured in `lab/2026-11-27-small-files-lan`. A failure (an old kernel)
 /// changes nothing else.
 fn no_huge_pages_for_small_buffers() {
-    let _ = rustix::thread::disable_transparent_huge_pages(true);
+    sys::no_huge_pages();
 }
 
 /// `soku config host:dir/` and `soku config a b` copy a file named `config`, as scp

@@ -202,8 +202,7 @@ impl TargetFile {
                     // left to do: 1 GiB to ext4, fsync without this 2.2 s, with it
                     // 1.4 s, no fsync 1.35 s (docs/durability.md). Advice only: a
                     // refusal changes nothing.
-                    let len = std::num::NonZeroU64::new(plain.len() as u64);
-                    let _ = rustix::fs::fadvise(file, offset, len, rustix::fs::Advice::DontNeed);
+                    crate::sys::forget_written(file, offset, plain.len() as u64);
                 }
                 Ok(())
             }

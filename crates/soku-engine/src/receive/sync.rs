@@ -84,7 +84,7 @@ impl SyncState {
             soku_proto::sync::decide(&self.rules, size, (meta.mtime, meta.mtime_nsec), target);
         if let (Some(SkipReason::Unchanged), Some(st), Some(entry)) = (reason, held, &entry) {
             let wanted = meta.mode & 0o777;
-            if preserve && !self.rules.dry_run && st.st_mode & 0o777 != wanted {
+            if preserve && !self.rules.dry_run && crate::sys::mode_bits(&st) & 0o777 != wanted {
                 if let Some(file) = entry.open_final()? {
                     use std::os::unix::fs::PermissionsExt;
                     file.set_permissions(std::fs::Permissions::from_mode(wanted))?;

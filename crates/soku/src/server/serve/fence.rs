@@ -37,6 +37,7 @@ use soku_engine::fsops::TargetDir;
 use soku_proto::message::Job;
 
 use crate::cli::args::ServeArgs;
+use crate::sys::LOOKUP;
 
 /// The fences this server holds.
 #[derive(Debug, Default, Clone)]
@@ -191,7 +192,7 @@ impl Fence {
     pub fn is_dir(&self, path: &Path) -> bool {
         match &self.root {
             Some(root) => root
-                .open_beneath(path, OFlags::PATH | OFlags::DIRECTORY)
+                .open_beneath(path, LOOKUP | OFlags::DIRECTORY)
                 .is_ok_and(|fd| std::fs::File::from(fd).metadata().is_ok_and(|md| md.is_dir())),
             None => std::fs::metadata(path).is_ok_and(|md| md.is_dir()),
         }
@@ -200,7 +201,7 @@ impl Fence {
     /// Whether `path` names something beneath the root (always, with none).
     pub fn holds(&self, path: &Path) -> bool {
         match &self.root {
-            Some(root) => root.open_beneath(path, OFlags::PATH).is_ok(),
+            Some(root) => root.open_beneath(path, LOOKUP).is_ok(),
             None => true,
         }
     }

@@ -10,7 +10,7 @@
 //! df) is opened through the root first and acted on through its descriptor.
 
 use std::ffi::OsStr;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
@@ -22,6 +22,7 @@ use soku_proto::name::Name;
 
 use super::super::fence::Fence;
 use super::users::Users;
+use crate::sys::{self, LOOKUP, THE_LINK_ITSELF};
 
 /// The fence the calls act within.
 pub struct Place<'a> {
@@ -63,8 +64,7 @@ impl<'a> Place<'a> {
         let dir = match self.open(&local, OFlags::RDONLY | OFlags::DIRECTORY) {
             Ok(dir) => dir,
             Err(err) if err.raw_os_error() == Some(libc::ENOTDIR) => {
-                let fd =
-                    self.open(&local, OFlags::PATH | OFlags::NOFOLLOW).map_err(failed(path))?;
+                let fd = self.open(&local, LOOKUP | THE_LINK_ITSELF).map_err(failed(path))?;
                 let entry =
                     listed(&fd, OsStr::new(""), path.clone(), &users).map_err(failed(path))?;
                 out(Answer::Listing { entries: vec![entry], more: false });
@@ -98,14 +98,14 @@ impl<'a> Place<'a> {
     /// One entry, its link followed if `follow`.
     pub fn stat(&self, path: &Name, follow: bool) -> anyhow::Result<Listed> {
         let local = self.local(path)?;
-        let flags = if follow { OFlags::PATH } else { OFlags::PATH | OFlags::NOFOLLOW };
+        let flags = if follow { LOOKUP } else { LOOKUP | THE_LINK_ITSELF };
         let fd = self.open(&local, flags).map_err(failed(path))?;
         listed(&fd, OsStr::new(""), path.clone(), &Users::read()).map_err(failed(path))
     }
 
     pub fn make_dir(&self, path: &Name, mode: u32) -> anyhow::Result<()> {
         let (parent, name) = self.parent(path)?;
-        rustix::fs::mkdirat(&parent, name.as_os_str(), Mode::from_bits_truncate(mode & 0o7777))
+        rustix::fs::mkdirat(&parent, name.as_os_str(), sys::mode(mode))
             .map_err(|e| failed(path)(e.into()))
     }
 
@@ -155,17 +155,13 @@ impl<'a> Place<'a> {
 
     pub fn chmod(&self, path: &Name, mode: u32) -> anyhow::Result<()> {
         let local = self.local(path)?;
-        let fd = self.open(&local, OFlags::PATH).map_err(failed(path))?;
-        // A descriptor opened with O_PATH takes no fchmod; its /proc link names the
-        // very file it holds (proc(5)), which no rename since can change.
-        let held = format!("/proc/self/fd/{}", fd.as_raw_fd());
-        rustix::fs::chmod(held.as_str(), Mode::from_bits_truncate(mode & 0o7777))
-            .map_err(|e| failed(path)(e.into()))
+        let fd = self.open(&local, LOOKUP).map_err(failed(path))?;
+        sys::chmod_held(&fd, mode).map_err(|e| failed(path)(e.into()))
     }
 
     pub fn space(&self, path: &Name) -> anyhow::Result<Space> {
         let local = self.local(path)?;
-        let fd = self.open(&local, OFlags::PATH).map_err(failed(path))?;
+        let fd = self.open(&local, LOOKUP).map_err(failed(path))?;
         let vfs = rustix::fs::fstatvfs(&fd).map_err(|e| failed(path)(e.into()))?;
         let unit = vfs.f_frsize.max(1);
         Ok(Space {
@@ -206,7 +202,7 @@ impl<'a> Place<'a> {
             anyhow::bail!("{}: is the root of this server", shown_name(path));
         }
         let parent = if parent.as_os_str().is_empty() { Path::new(".") } else { parent };
-        let dir = self.open(parent, OFlags::PATH | OFlags::DIRECTORY).map_err(failed(path))?;
+        let dir = self.open(parent, LOOKUP | OFlags::DIRECTORY).map_err(failed(path))?;
         Ok((dir, PathBuf::from(name)))
     }
 }
@@ -229,24 +225,26 @@ fn plain(path: &OsStr) -> PathBuf {
 
 /// The entry `name` at `dir` (empty: `dir` itself), never followed, called `shown_as`.
 fn listed(dir: &OwnedFd, name: &OsStr, shown_as: Name, users: &Users) -> std::io::Result<Listed> {
-    let flags = if name.is_empty() {
-        AtFlags::EMPTY_PATH | AtFlags::SYMLINK_NOFOLLOW
+    let stat = if name.is_empty() {
+        sys::stat_held(dir)?
     } else {
-        AtFlags::SYMLINK_NOFOLLOW
+        rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)?
     };
-    let stat = rustix::fs::statat(dir, name, flags)?;
-    let mode = stat.st_mode;
+    let mode = sys::full_mode(&stat);
     let target = if mode & soku_proto::browse::TYPE_MASK == soku_proto::browse::TYPE_LINK {
-        rustix::fs::readlinkat(dir, name, Vec::new())
-            .ok()
-            .map(|target| Name::from_bytes(target.into_bytes()))
+        let target = if name.is_empty() {
+            sys::link_target_held(dir)
+        } else {
+            rustix::fs::readlinkat(dir, name, Vec::new()).ok().map(|t| t.into_bytes())
+        };
+        target.map(Name::from_bytes)
     } else {
         None
     };
     Ok(Listed {
         name: shown_as,
         mode,
-        links: stat.st_nlink,
+        links: sys::links(&stat),
         uid: stat.st_uid,
         gid: stat.st_gid,
         owner: users.user(stat.st_uid),

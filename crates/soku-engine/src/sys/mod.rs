@@ -1,0 +1,24 @@
+//! What the engine asks of the operating system that only some kernels give, one
+//! function per need. Linux (`linux.rs`) has every mechanism; other Unix systems
+//! (`other.rs`: macOS, the BSDs) get a plain path that is as safe and slower or less
+//! frugal, never looser:
+//!
+//! - resolving a path beneath a directory: `openat2` with `RESOLVE_BENEATH`, else a
+//!   walk of `openat(O_NOFOLLOW)` one component at a time (`crate::fsops`);
+//! - descriptors for lookups only (`O_PATH`), else read-only ones;
+//! - direct I/O past the page cache (`O_DIRECT`, the page-cache probe with
+//!   `RWF_NOWAIT`, `posix_fadvise`), else the page cache;
+//! - a lower priority for the hash-ahead threads, else the process's own.
+
+mod beneath;
+pub(crate) use beneath::Beneath;
+
+#[cfg(target_os = "linux")]
+mod linux;
+#[cfg(target_os = "linux")]
+pub(crate) use linux::*;
+
+#[cfg(not(target_os = "linux"))]
+mod other;
+#[cfg(not(target_os = "linux"))]
+pub(crate) use other::*;
