@@ -284,3 +284,54 @@ fn background_drops_a_remembered_min_rtt_the_path_contradicts() {
     }
     assert!(failed.is_empty(), "{failed:?}");
 }
+
+/// A policer at a twentieth of the link (5 of 100 Mbit/s, a 64 kB burst), as an office
+/// network's UDP limit: soku, fresh or resuming from a memory of the whole link, must
+/// not send far beyond what gets through. At this rate a round is a few dozen packets,
+/// and the window's fixed allowances (two sender bursts, ack aggregation) are two to
+/// three times the bandwidth-delay product: every round, the draining one included,
+/// sends above the policed rate, so the loss floor takes the policer's drops for the
+/// path's own and no rule cuts the window.
+#[test]
+#[ignore = "open: soku loses 21-61 % of what it sends (fresh: 61 % at 50 ms, 21 % at \
+            100 ms; resumed: 35 % and 24 %), its loss floor 10-54 %; with the floor \
+            held at 0, as before it was learned, 11-12 %"]
+fn under_a_policer_at_a_twentieth_of_the_link_soku_loses_at_most_10_pct() {
+    let mut failed = Vec::new();
+    for resumed in [false, true] {
+        for rtt in [50u64, 100] {
+            let mut p = Path::one_bdp(100 * MBIT, rtt, 0.0);
+            p.policer = Some(Policer { rate_bps: 5 * MBIT, burst_bytes: 64_000 });
+            let mut cfg = SokuCcConfig::default();
+            if resumed {
+                let path = RememberedPath { bandwidth_bps: 100 * MBIT, min_rtt: ms(rtt) };
+                let hint = ConnectionHint { remembered: Some(path), background: false };
+                cfg.hint = HintSlot::with(hint);
+            }
+            let r = sim::run(p, vec![(soku(cfg, &p), Duration::ZERO)], secs(30), secs(5), 3);
+            let f = &r.flows[0];
+            let floor = r.controllers[0]
+                .clone_box()
+                .into_any()
+                .downcast::<soku_cc::SokuCc>()
+                .ok()
+                .and_then(|cc| cc.loss_floor());
+            println!(
+                "soku {} 100M {rtt}ms, policer at 5M, s 5-30: {:5.2} % of the link, loss \
+                 {:5.2} %, loss floor {floor:?}",
+                if resumed { "resumed" } else { "fresh" },
+                100.0 * f.util,
+                100.0 * f.loss_share(),
+            );
+            if f.loss_share() > 0.10 || f.util < 0.045 {
+                failed.push(format!(
+                    "{} {rtt} ms: loss {:.1} %, {:.2} % of the link",
+                    if resumed { "resumed" } else { "fresh" },
+                    100.0 * f.loss_share(),
+                    100.0 * f.util
+                ));
+            }
+        }
+    }
+    assert!(failed.is_empty(), "{failed:?}");
+}
