@@ -24,9 +24,11 @@ fn upload_one_file() {
     // The path statistics come before the summary, with this side's sent packets.
     let path = events.lines().find(|l| l.contains(r#""event":"path""#)).expect("a path event");
     assert!(path.contains(r#""mtu":"#) && !path.contains(r#""sent_packets":0,"#), "{path}");
-    // soku-cc's own estimates are there too.
+    // soku-cc's own estimates are there too; its loss floor only after four rounds of
+    // 50 packets, which a 300 kB copy never has.
     assert!(path.contains(r#""model_min_rtt_ms":"#), "{path}");
-    assert!(!path.contains("null"), "{path}");
+    let estimates = path.replace(r#""loss_floor_pct":null"#, "");
+    assert!(!estimates.contains("null"), "{path}");
     assert_same_file(&src, &env.dst().join("one.bin"));
     assert_no_part_files(&env.dst());
 }
