@@ -31,10 +31,6 @@ use crate::small_steps::Keeps;
 use crate::sys::{self, Beneath};
 use crate::temp_name::{own_temp_name, temp_name};
 
-/// Open flags for a descriptor used only to look names up beneath it: `O_PATH` on
-/// Linux, which needs no read permission; read-only elsewhere.
-pub const LOOKUP: OFlags = sys::LOOKUP;
-
 /// The target directory of a copy, opened once: everything below it is reached through
 /// this descriptor.
 #[derive(Debug)]
@@ -276,7 +272,7 @@ impl TargetDir {
     /// followed, as scp does).
     pub fn open(root: &Path) -> std::io::Result<TargetDir> {
         let dir = if root.as_os_str().is_empty() { Path::new(".") } else { root };
-        let flags = LOOKUP | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        let flags = sys::LOOKUP | OFlags::DIRECTORY | OFlags::CLOEXEC;
         let fd = rustix::fs::open(dir, flags, Mode::empty())?;
         Ok(TargetDir { fd, path: root.to_path_buf() })
     }
@@ -291,7 +287,7 @@ impl TargetDir {
     /// client names, so that nothing of the copy lands outside (see
     /// [`Self::open_beneath`]).
     pub fn open_below(&self, local: &Path) -> std::io::Result<TargetDir> {
-        let fd = self.open_beneath(local, LOOKUP | OFlags::DIRECTORY)?;
+        let fd = self.open_beneath(local, sys::LOOKUP | OFlags::DIRECTORY)?;
         Ok(TargetDir { fd, path: local.to_path_buf() })
     }
 
@@ -327,7 +323,7 @@ impl TargetDir {
             // `.` (the directory itself), or a path ending in `..`.
             _ => return self.walk_dir(rel, flags),
         };
-        let dir = self.walk_dir(parent, LOOKUP)?;
+        let dir = self.walk_dir(parent, sys::LOOKUP)?;
         let opened = rustix::fs::openat(&dir, name, flags | OFlags::NOFOLLOW, Mode::empty());
         opened.map_err(|e| {
             if e == Errno::LOOP || (e == Errno::NOTDIR && self.is_symlink(&dir, name)) {
@@ -359,7 +355,7 @@ impl TargetDir {
 
     /// [`Self::open_dir`] one component at a time, without following a symlink.
     fn walk_dir(&self, rel: &Path, flags: OFlags) -> std::io::Result<OwnedFd> {
-        let step = LOOKUP | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let step = sys::LOOKUP | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
         let mut fd = rustix::fs::openat(&self.fd, ".", step, Mode::empty())?;
         for part in rel.components() {
             match part {
@@ -395,7 +391,7 @@ impl TargetDir {
             .file_name()
             .ok_or_else(|| std::io::Error::other(format!("{} names no file", shown(&local))))?;
         let parent = rel.parent().unwrap_or(Path::new(""));
-        let dir = self.open_dir(parent, LOOKUP)?;
+        let dir = self.open_dir(parent, sys::LOOKUP)?;
         Ok(Entry { dir, name: name.to_os_string() })
     }
 
@@ -526,7 +522,7 @@ impl TargetDir {
         let rel = local.strip_prefix(&self.path).map_err(|_| {
             std::io::Error::other(format!("{} is outside the target", shown(&local)))
         })?;
-        self.open_dir(rel, LOOKUP)
+        self.open_dir(rel, sys::LOOKUP)
     }
 
     /// The space the temporary file of `local` takes on disk (its allocated blocks,

@@ -62,7 +62,7 @@ pub mod source_file;
 mod source_open;
 pub mod sync_target;
 pub mod sync_walk;
-mod sys;
+pub mod sys;
 mod temp_name;
 pub mod throttle;
 pub mod walk;

@@ -133,7 +133,7 @@ mod tests {
         assert_eq!(source.direct_reads.load(Ordering::Relaxed), 0);
         // Evicted where the system takes the advice (flushed above, so it drops every
         // page).
-        crate::sys::forget_written(source.file(), 0, 0);
+        crate::sys::drop_cached(source.file(), 0, 0);
         let second = source.read(1 << 20, 1 << 20).expect("read");
         assert_eq!(&second[..], &want[1 << 20..2 << 20]);
         let last = source.read(1000, 2 << 20).expect("read the tail");
@@ -154,7 +154,7 @@ mod tests {
         f.as_file().set_len((1 << 20) + 100).expect("shrink");
         for cached in [false, true] {
             if !cached {
-                crate::sys::forget_written(source.file(), 0, 0);
+                crate::sys::drop_cached(source.file(), 0, 0);
             }
             let err = source.read(1 << 20, 1 << 20).map(|_| ()).expect_err("it shrank");
             let shrank = err.get_ref().is_some_and(|e| e.is::<crate::failure::SourceShrank>());

@@ -202,7 +202,7 @@ impl TargetFile {
                     // left to do: 1 GiB to ext4, fsync without this 2.2 s, with it
                     // 1.4 s, no fsync 1.35 s (docs/durability.md). Advice only: a
                     // refusal changes nothing.
-                    crate::sys::forget_written(file, offset, plain.len() as u64);
+                    crate::sys::drop_cached(file, offset, plain.len() as u64);
                 }
                 Ok(())
             }

@@ -11,7 +11,7 @@ use super::beneath::Beneath;
 
 /// Open flags for a descriptor used only to look names up beneath it (`O_PATH`): it
 /// needs no read permission on the directory.
-pub(crate) const LOOKUP: OFlags = OFlags::PATH;
+pub const LOOKUP: OFlags = OFlags::PATH;
 
 /// Opens `rel` beneath `dir` in one call the kernel checks (`openat2`, Linux 5.6), or
 /// `None` where the kernel has no such call or a sandbox filters it (ENOSYS, EPERM):
@@ -37,9 +37,9 @@ pub(crate) fn mode_bits(st: &Stat) -> u32 {
     st.st_mode & 0o7777
 }
 
-/// `bits` as an open's mode.
-pub(crate) fn mode(bits: u32) -> Mode {
-    Mode::from(bits)
+/// `bits`' permission bits (with set-id and sticky) as a mode to create with.
+pub fn mode(bits: u32) -> Mode {
+    Mode::from_bits_truncate(bits & 0o7777)
 }
 
 /// The device and inode of `st`: what tells one file from another.
@@ -81,9 +81,10 @@ pub(crate) fn read_only_what_is_asked(file: &File) {
     let _ = rustix::fs::fadvise(file, 0, None, Advice::Random);
 }
 
-/// Tells the page cache that `len` bytes of `file` at `offset` (0: to the end), just
-/// written, will not be read again (`POSIX_FADV_DONTNEED`). Advice only.
-pub(crate) fn forget_written(file: &File, offset: u64, len: u64) {
+/// Tells the page cache to drop the clean pages of `len` bytes of `file` at `offset`
+/// (0: to the end), which will not be read again from it (`POSIX_FADV_DONTNEED`).
+/// Advice only.
+pub fn drop_cached(file: &File, offset: u64, len: u64) {
     let _ = rustix::fs::fadvise(file, offset, std::num::NonZeroU64::new(len), Advice::DontNeed);
 }
 

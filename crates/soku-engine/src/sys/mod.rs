@@ -9,6 +9,9 @@
 //! - direct I/O past the page cache (`O_DIRECT`, the page-cache probe with
 //!   `RWF_NOWAIT`, `posix_fadvise`), else the page cache;
 //! - a lower priority for the hash-ahead threads, else the process's own.
+//!
+//! The binary calls the public ones too: the lookup flags, a mode to create with,
+//! and the page-cache advice.
 
 mod beneath;
 pub(crate) use beneath::Beneath;
@@ -17,8 +20,12 @@ pub(crate) use beneath::Beneath;
 mod linux;
 #[cfg(target_os = "linux")]
 pub(crate) use linux::*;
+#[cfg(target_os = "linux")]
+pub use linux::{drop_cached, mode, LOOKUP};
 
 #[cfg(not(target_os = "linux"))]
 mod other;
 #[cfg(not(target_os = "linux"))]
 pub(crate) use other::*;
+#[cfg(not(target_os = "linux"))]
+pub use other::{drop_cached, mode, LOOKUP};

@@ -11,7 +11,7 @@ use super::beneath::Beneath;
 /// Open flags for a descriptor used only to look names up beneath it. Without
 /// `O_PATH`, a read-only descriptor: a directory the user may search but not read
 /// cannot be a target here.
-pub(crate) const LOOKUP: OFlags = OFlags::RDONLY;
+pub const LOOKUP: OFlags = OFlags::RDONLY;
 
 /// No kernel-checked resolution beneath a directory here: the caller walks the path
 /// one component at a time, following no symlink (stricter than Linux's
@@ -30,9 +30,10 @@ pub(crate) fn mode_bits(st: &Stat) -> u32 {
     u32::from(st.st_mode) & 0o7777
 }
 
-/// `bits` as an open's mode (`mode_t` is 16 bits on macOS; the permission bits fit).
-pub(crate) fn mode(bits: u32) -> rustix::fs::Mode {
-    rustix::fs::Mode::from_bits_truncate(bits as rustix::fs::RawMode)
+/// `bits`' permission bits (with set-id and sticky) as a mode to create with
+/// (`mode_t` is 16 bits on macOS; the permission bits fit).
+pub fn mode(bits: u32) -> rustix::fs::Mode {
+    rustix::fs::Mode::from_bits_truncate((bits & 0o7777) as rustix::fs::RawMode)
 }
 
 /// The device and inode of `st`: what tells one file from another.
@@ -59,8 +60,8 @@ pub(crate) fn cached(_file: &File, _offset: u64) -> bool {
 /// No page-cache advice here.
 pub(crate) fn read_only_what_is_asked(_file: &File) {}
 
-/// No page-cache advice here.
-pub(crate) fn forget_written(_file: &File, _offset: u64, _len: u64) {}
+/// No page-cache advice here: a read that follows may come from the cache.
+pub fn drop_cached(_file: &File, _offset: u64, _len: u64) {}
 
 /// No per-thread priority here: the hash-ahead threads run at the process's.
 pub(crate) fn lower_this_thread(_nice: i32) {}

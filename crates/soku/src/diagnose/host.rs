@@ -139,7 +139,7 @@ fn read_speed(path: &Path) -> std::io::Result<(u64, Duration)> {
 /// Best effort: where the advice is refused, the read may come from the cache and the
 /// speed shown is too high.
 fn drop_cache(file: &File) {
-    crate::sys::drop_cached(file);
+    crate::sys::drop_cached(file, 0, 0);
 }
 
 /// This network namespace's count of UDP datagrams dropped for a full receive buffer

@@ -1,18 +1,12 @@
 //! The Linux side of [`super`].
 
-use std::fs::File;
 use std::os::fd::{AsRawFd, OwnedFd};
 
-use rustix::fs::{AtFlags, Mode, OFlags, Stat};
+use rustix::fs::{AtFlags, OFlags, Stat};
 
 /// Added to [`super::LOOKUP`] to open a symlink itself rather than what it names: with
 /// `O_PATH`, `O_NOFOLLOW` gives a descriptor of the link.
 pub(crate) const THE_LINK_ITSELF: OFlags = OFlags::NOFOLLOW;
-
-/// `bits`' permission bits (with set-id and sticky) as a mode to create with.
-pub(crate) fn mode(bits: u32) -> Mode {
-    Mode::from_bits_truncate(bits & 0o7777)
-}
 
 /// `st`'s file type and permission bits.
 pub(crate) fn full_mode(st: &Stat) -> u32 {
@@ -39,13 +33,7 @@ pub(crate) fn link_target_held(fd: &OwnedFd) -> Option<Vec<u8>> {
 /// can change.
 pub(crate) fn chmod_held(fd: &OwnedFd, mode: u32) -> rustix::io::Result<()> {
     let held = format!("/proc/self/fd/{}", fd.as_raw_fd());
-    rustix::fs::chmod(held.as_str(), Mode::from_bits_truncate(mode & 0o7777))
-}
-
-/// Asks the kernel to drop `file`'s clean pages (`POSIX_FADV_DONTNEED`), so the next
-/// read comes from the device. Advice only.
-pub(crate) fn drop_cached(file: &File) {
-    let _ = rustix::fs::fadvise(file, 0, None, rustix::fs::Advice::DontNeed);
+    rustix::fs::chmod(held.as_str(), soku_engine::sys::mode(mode))
 }
 
 /// Turns transparent huge pages off for this process and what it starts (best effort).

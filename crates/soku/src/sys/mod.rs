@@ -13,6 +13,6 @@ mod other;
 #[cfg(not(target_os = "linux"))]
 pub(crate) use other::*;
 
-/// Open flags for a descriptor used only to look names up beneath it, as the engine
-/// opens them (`O_PATH` on Linux, read-only elsewhere).
-pub(crate) use soku_engine::fsops::LOOKUP;
+/// What the engine's `sys` already has: the lookup flags (`O_PATH` on Linux,
+/// read-only elsewhere), a mode to create with, and the page-cache advice.
+pub(crate) use soku_engine::sys::{drop_cached, mode, LOOKUP};

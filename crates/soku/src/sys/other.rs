@@ -1,9 +1,8 @@
 //! The side of [`super`] for Unix systems other than Linux (macOS, the BSDs).
 
-use std::fs::File;
 use std::os::fd::OwnedFd;
 
-use rustix::fs::{Mode, OFlags, Stat};
+use rustix::fs::{OFlags, Stat};
 
 /// Added to [`super::LOOKUP`] to open a symlink itself rather than what it names
 /// (`O_SYMLINK` on macOS).
@@ -13,12 +12,6 @@ pub(crate) const THE_LINK_ITSELF: OFlags = OFlags::SYMLINK;
 /// (ELOOP) rather than followed.
 #[cfg(not(target_vendor = "apple"))]
 pub(crate) const THE_LINK_ITSELF: OFlags = OFlags::NOFOLLOW;
-
-/// `bits`' permission bits (with set-id and sticky) as a mode to create with
-/// (`mode_t` is 16 bits on macOS; the bits fit).
-pub(crate) fn mode(bits: u32) -> Mode {
-    Mode::from_bits_truncate((bits & 0o7777) as rustix::fs::RawMode)
-}
 
 /// `st`'s file type and permission bits.
 pub(crate) fn full_mode(st: &Stat) -> u32 {
@@ -43,11 +36,8 @@ pub(crate) fn link_target_held(_fd: &OwnedFd) -> Option<Vec<u8>> {
 
 /// Changes the mode of what `fd` holds (opened read-only here, so fchmod takes it).
 pub(crate) fn chmod_held(fd: &OwnedFd, mode: u32) -> rustix::io::Result<()> {
-    rustix::fs::fchmod(fd, self::mode(mode))
+    rustix::fs::fchmod(fd, soku_engine::sys::mode(mode))
 }
-
-/// No page-cache advice here: `soku diagnose`'s disk read may come from the cache.
-pub(crate) fn drop_cached(_file: &File) {}
 
 /// No transparent huge pages to turn off here.
 pub(crate) fn no_huge_pages() {}
