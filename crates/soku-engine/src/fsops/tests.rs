@@ -133,17 +133,24 @@ fn a_directory_swapped_for_a_symlink_mid_copy_cannot_redirect_a_write() {
                 let _ = std::fs::remove_file(root.join("d"));
                 let _ = std::fs::rename(root.join("d.real"), root.join("d"));
                 swaps.fetch_add(1, Ordering::Relaxed);
+                // The real directory stays a moment: on a fast core the loop above
+                // leaves it real for too short a time for any write to land in it,
+                // and a test where every write is refused shows nothing.
+                std::thread::sleep(std::time::Duration::from_micros(50));
             }
         })
     };
     let dir = TargetDir::open(&root).expect("open");
-    let (mut made, mut refused) = (0, 0);
-    // Both sides must have run interleaved: at least 2000 writes and 200 swaps, however
-    // the scheduler shares the cores (a one-core machine may run the swapper rarely).
+    let (mut made, mut refused) = (0u32, 0u32);
+    // Both sides must have run interleaved: at least 2000 writes, 200 swaps, and both a
+    // write that landed and one refused, however the scheduler shares the cores (a
+    // one-core machine may run the swapper rarely, a fast one may keep it ahead).
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     let mut n = 0u32;
-    while (n < 2000 || swaps.load(Ordering::Relaxed) < 200) && std::time::Instant::now() < deadline
-    {
+    let interleaved = |n: u32, made: u32, refused: u32| {
+        n >= 2000 && swaps.load(Ordering::Relaxed) >= 200 && made > 0 && refused > 0
+    };
+    while !interleaved(n, made, refused) && std::time::Instant::now() < deadline {
         let local = root.join(format!("d/f{n}"));
         match dir.entry(&local).and_then(|e| e.create_temp(10, 0o644, None)) {
             Ok(file) => {
@@ -166,6 +173,7 @@ fn a_directory_swapped_for_a_symlink_mid_copy_cannot_redirect_a_write() {
     assert!(escaped.is_empty(), "{} entries outside the target", escaped.len());
     assert!(swaps >= 200, "the swaps raced the writes ({swaps} in 30 s)");
     assert!(made > 0, "some files were made while the directory was real ({refused} refused)");
+    assert!(refused > 0, "some were refused while it was not ({made} made)");
 }
 
 /// Without `-p` a file that replaces another keeps the mode the replaced one had, as scp
