@@ -17,7 +17,6 @@
 
 use std::collections::HashMap;
 use std::fs::{File, Metadata};
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -157,13 +156,14 @@ struct FileIdentity {
 
 impl FileIdentity {
     /// The identity of the file `md` describes.
-    fn of(md: &Metadata) -> FileIdentity {
+    fn of(path: &Path, md: &Metadata) -> FileIdentity {
+        let (dev, ino) = crate::sys::identity(path, md);
         FileIdentity {
-            dev: md.dev(),
-            ino: md.ino(),
-            size: md.size(),
-            mtime: (md.mtime(), md.mtime_nsec()),
-            ctime: (md.ctime(), md.ctime_nsec()),
+            dev,
+            ino,
+            size: md.len(),
+            mtime: crate::sys::modified(md),
+            ctime: crate::sys::changed(md),
         }
     }
 }
@@ -186,7 +186,7 @@ impl KnownHashes {
     /// its metadata as the sender opened it).
     pub fn take(&mut self, local: &Path, now: &Metadata) -> Option<ChunkHashes> {
         let known = self.0.remove(local)?;
-        (known.identity == FileIdentity::of(now)).then_some(known.hashes)
+        (known.identity == FileIdentity::of(local, now)).then_some(known.hashes)
     }
 
     /// How many chunk hashes are known, over all files.
@@ -355,14 +355,14 @@ fn next_chunk(
 fn open(path: &Path, size: u64, chunk_size: u32) -> Option<OpenFile> {
     let file = File::open(path).ok()?;
     let md = file.metadata().ok()?;
-    if md.size() != size {
+    if md.len() != size {
         return None;
     }
     let plan = ChunkPlan::new(size, chunk_size);
     let count = usize::try_from(plan.count()).ok()?;
     let result = FileResult {
         path: path.to_path_buf(),
-        identity: FileIdentity::of(&md),
+        identity: FileIdentity::of(path, &md),
         hashes: Mutex::new(vec![None; count]),
     };
     Some(OpenFile { file, plan, result: Arc::new(result) })
@@ -372,7 +372,6 @@ fn open(path: &Path, size: u64, chunk_size: u32) -> Option<OpenFile> {
 mod tests {
     use super::*;
     use std::io::Write;
-    use std::os::unix::fs::FileExt;
 
     fn file_of(dir: &Path, name: &str, bytes: &[u8]) -> PathBuf {
         let path = dir.join(name);
@@ -452,7 +451,7 @@ mod tests {
         // Past the coarse clock tick some kernels stamp change times with.
         std::thread::sleep(std::time::Duration::from_millis(20));
         let file = std::fs::OpenOptions::new().write(true).open(&path).expect("open");
-        file.write_all_at(&[2u8; 100], 10).expect("write");
+        crate::sys::write_all_at(&file, &[2u8; 100], 10).expect("write");
         file.set_modified(before).expect("set mtime back");
         let md = std::fs::metadata(&path).expect("md");
         assert_eq!(md.modified().expect("mtime"), before);

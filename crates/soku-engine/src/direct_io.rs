@@ -8,9 +8,6 @@
 //! push everything else out of the cache. The memory side is `page_buf.rs`.
 
 use std::fs::File;
-use std::os::fd::AsFd;
-
-use rustix::fs::OFlags;
 
 use crate::page_buf::PAGE;
 
@@ -24,7 +21,7 @@ pub(crate) const LOCAL_DISK_FILE_SYSTEMS: [u64; 4] =
 
 /// Whether soku moves large chunks of files on `fd`'s file system past the page cache:
 /// only on a local disk's ([`LOCAL_DISK_FILE_SYSTEMS`]).
-pub fn applies(fd: impl AsFd) -> bool {
+pub fn applies(fd: impl crate::sys::Handle) -> bool {
     crate::sys::file_system_magic(fd).is_some_and(|kind| LOCAL_DISK_FILE_SYSTEMS.contains(&kind))
 }
 
@@ -38,29 +35,20 @@ pub(crate) fn worth_it(len: usize, offset: u64) -> bool {
     len >= DIRECT_MIN && offset.is_multiple_of(PAGE as u64)
 }
 
-/// The access a direct descriptor is opened for.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Access {
-    Read,
-    Write,
-}
+pub(crate) use crate::sys::Access;
 
 /// A second, `O_DIRECT` descriptor of `file`: the same file whatever happened to its
 /// name since (`crate::sys::reopen_direct`). Refused on file systems not in
 /// [`LOCAL_DISK_FILE_SYSTEMS`], and where the system has no direct I/O.
 pub(crate) fn open_direct(file: &File, access: Access) -> std::io::Result<File> {
     if !applies(file) {
-        return Err(rustix::io::Errno::OPNOTSUPP.into());
+        return Err(std::io::Error::from(std::io::ErrorKind::Unsupported));
     }
-    let access = match access {
-        Access::Read => OFlags::RDONLY,
-        Access::Write => OFlags::WRONLY,
-    };
     crate::sys::reopen_direct(file, access)
 }
 
 /// Whether `err` is the refusal of a direct call the descriptor took at open: alignment
 /// the device wants beyond ours, or a file system that checks only at the call.
 pub(crate) fn refused(err: &std::io::Error) -> bool {
-    err.raw_os_error() == Some(libc::EINVAL)
+    err.raw_os_error().is_some() && err.kind() == std::io::ErrorKind::InvalidInput
 }

@@ -13,6 +13,7 @@ use soku_proto::name::shown;
 use std::io::ErrorKind;
 use std::path::Path;
 
+use crate::sys::OsProblem;
 use crate::temp_name::{own_temp_path, temp_path};
 
 /// What the receiver was doing when the file system refused.
@@ -158,12 +159,11 @@ pub struct SourceStamp {
 impl SourceStamp {
     /// The stamp of the file `md` describes.
     pub fn of(md: &std::fs::Metadata) -> SourceStamp {
-        use std::os::unix::fs::MetadataExt;
         SourceStamp {
-            size: md.size(),
-            mtime: (md.mtime(), md.mtime_nsec()),
-            ctime: (md.ctime(), md.ctime_nsec()),
-            nlink: md.nlink(),
+            size: md.len(),
+            mtime: crate::sys::modified(md),
+            ctime: crate::sys::changed(md),
+            nlink: crate::sys::links(md),
         }
     }
 
@@ -242,7 +242,7 @@ pub fn describe_source(path: &Path, err: &std::io::Error) -> Failure {
     let outside = inner.is_some_and(|inner| inner.is::<Outside>());
     // The same words for every change, so that one pattern matches them all.
     let again = "run the same command again once nothing writes to it";
-    let (problem, ends_copy) = match (err.raw_os_error(), err.kind()) {
+    let (problem, ends_copy) = match (crate::sys::problem(err), err.kind()) {
         _ if shrank => {
             (format!("it changed during the copy (it shrank while it was read): {again}"), false)
         }
@@ -254,7 +254,7 @@ pub fn describe_source(path: &Path, err: &std::io::Error) -> Failure {
             format!("it changed during the copy (it was written to while it was read): {again}"),
             false,
         ),
-        (Some(libc::EMFILE | libc::ENFILE), _) => (
+        (Some(OsProblem::TooManyOpenFiles), _) => (
             "cannot open: too many open files: raise the limit (ulimit -n), then run the same \
              command again to resume"
                 .into(),
@@ -280,7 +280,7 @@ pub fn describe(path: &Path, action: Action, err: &std::io::Error) -> Failure {
     let outside = err.get_ref().is_some_and(|inner| inner.is::<Outside>());
     let held_changed = err.get_ref().is_some_and(|inner| inner.is::<HeldChanged>());
     let planted = err.get_ref().is_some_and(|inner| inner.is::<PlantedPartial>());
-    let (problem, ends_copy) = match (err.raw_os_error(), err.kind()) {
+    let (problem, ends_copy) = match (crate::sys::problem(err), err.kind()) {
         _ if outside => (Outside.to_string(), false),
         _ if planted => (
             format!(
@@ -305,31 +305,31 @@ pub fn describe(path: &Path, action: Action, err: &std::io::Error) -> Failure {
                 .into(),
             false,
         ),
-        (Some(libc::ENOSPC), _) => {
+        (Some(OsProblem::NoSpace), _) => {
             (format!("no space left on the device: free some space, {resume}"), true)
         }
-        (Some(libc::EDQUOT), _) => {
+        (Some(OsProblem::QuotaExceeded), _) => {
             (format!("disk quota exceeded: free some space or raise the quota, {resume}"), true)
         }
-        (Some(libc::EROFS), _) => {
+        (Some(OsProblem::ReadOnly), _) => {
             ("read-only file system: choose a target on a writable file system".into(), true)
         }
-        (Some(libc::EMFILE | libc::ENFILE), _) => {
+        (Some(OsProblem::TooManyOpenFiles), _) => {
             (format!("too many open files: raise the limit (ulimit -n), {resume}"), true)
         }
-        (Some(libc::ENOTDIR), _) => (
+        (Some(OsProblem::NotADirectory), _) => (
             "a part of this path is a file, not a directory: remove or rename it, or choose \
              another target"
                 .into(),
             false,
         ),
-        (Some(libc::ELOOP), _) => (
+        (Some(OsProblem::SymlinkInTheWay), _) => (
             "a symbolic link is in the way: soku writes only through directories it can \
              trust; remove the link or choose another target"
                 .into(),
             false,
         ),
-        (Some(libc::EISDIR), _) => (
+        (Some(OsProblem::IsADirectory), _) => (
             "a directory is in the way: remove or rename it, or choose another target".into(),
             false,
         ),
@@ -356,7 +356,8 @@ pub fn describe(path: &Path, action: Action, err: &std::io::Error) -> Failure {
         Action::MakeDir => "cannot create the directory",
     };
     let problem = format!("{verb}: {problem}");
-    let no_space = matches!(err.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT));
+    let no_space =
+        matches!(crate::sys::problem(err), Some(OsProblem::NoSpace | OsProblem::QuotaExceeded));
     Failure { message: format!("{shown}: {problem}"), problem, ends_copy, no_space }
 }
 
@@ -379,28 +380,38 @@ pub fn describe_io(e: &std::io::Error) -> String {
 mod tests {
     use super::*;
 
-    fn os(code: i32) -> std::io::Error {
-        std::io::Error::from_raw_os_error(code)
+    fn os(problem: OsProblem) -> std::io::Error {
+        crate::sys::error_of(problem)
+    }
+
+    fn missing() -> std::io::Error {
+        std::io::Error::from(ErrorKind::NotFound)
+    }
+
+    fn denied() -> std::io::Error {
+        std::io::Error::from(ErrorKind::PermissionDenied)
     }
 
     #[test]
     fn a_full_disk_ends_the_copy_and_says_how_to_go_on() {
-        let f = describe(Path::new("/mnt/t/big.bin"), Action::Write, &os(libc::ENOSPC));
+        let f = describe(Path::new("/mnt/t/big.bin"), Action::Write, &os(OsProblem::NoSpace));
         assert_eq!(
             f.message,
             "/mnt/t/big.bin: cannot write: no space left on the device: free some space, \
              then run the same command again to resume"
         );
         assert!(f.ends_copy && f.no_space);
-        assert!(describe(Path::new("q"), Action::Write, &os(libc::EDQUOT)).no_space);
-        assert!(!describe(Path::new("q"), Action::Create, &os(libc::EROFS)).no_space);
-        assert!(describe(Path::new("q"), Action::Create, &os(libc::EROFS)).ends_copy);
-        assert!(describe(Path::new("q"), Action::Create, &os(libc::EMFILE)).ends_copy);
+        assert!(describe(Path::new("q"), Action::Write, &os(OsProblem::QuotaExceeded)).no_space);
+        assert!(!describe(Path::new("q"), Action::Create, &os(OsProblem::ReadOnly)).no_space);
+        assert!(describe(Path::new("q"), Action::Create, &os(OsProblem::ReadOnly)).ends_copy);
+        assert!(
+            describe(Path::new("q"), Action::Create, &os(OsProblem::TooManyOpenFiles)).ends_copy
+        );
     }
 
     #[test]
     fn a_missing_directory_is_named_not_the_file() {
-        let f = describe(Path::new("/srv/none/x.txt"), Action::Create, &os(libc::ENOENT));
+        let f = describe(Path::new("/srv/none/x.txt"), Action::Create, &missing());
         assert_eq!(
             f.message,
             "/srv/none/x.txt: cannot create: the directory /srv/none does not exist: create \
@@ -418,11 +429,11 @@ mod tests {
              same command again once nothing writes to it"
         );
         assert!(!shrank.ends_copy, "the other files are fine");
-        let denied = describe_source(Path::new("s"), &os(libc::EACCES)).message;
+        let denied = describe_source(Path::new("s"), &denied()).message;
         assert!(denied.starts_with("s: cannot read: permission denied: make it readable"));
-        let gone = describe_source(Path::new("s"), &os(libc::ENOENT)).message;
+        let gone = describe_source(Path::new("s"), &missing()).message;
         assert_eq!(gone, "s: No such file or directory");
-        assert!(describe_source(Path::new("s"), &os(libc::EMFILE)).ends_copy);
+        assert!(describe_source(Path::new("s"), &os(OsProblem::TooManyOpenFiles)).ends_copy);
     }
 
     #[test]
@@ -444,7 +455,6 @@ mod tests {
 
     #[test]
     fn a_stamp_tells_growth_a_rewrite_and_a_removal_apart() {
-        use std::os::unix::fs::FileExt;
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("f");
         std::fs::write(&path, [1u8; 100]).expect("write");
@@ -462,12 +472,12 @@ mod tests {
         // tells.
         let mtime = md().modified().expect("mtime");
         tick();
-        file.write_all_at(&[2u8; 10], 0).expect("rewrite");
+        crate::sys::write_all_at(&file, &[2u8; 10], 0).expect("rewrite");
         file.set_modified(mtime).expect("set the time back");
         assert_eq!(md().modified().expect("mtime"), mtime);
         assert_eq!(changed(stamp), Some(SourceChanged::Rewritten));
         let stamp = SourceStamp::of(&md());
-        file.write_all_at(&[3u8; 10], 100).expect("append");
+        crate::sys::write_all_at(&file, &[3u8; 10], 100).expect("append");
         assert_eq!(changed(stamp), Some(SourceChanged::Grew));
         // Removed: its change time moves, its bytes (read through the descriptor) do not.
         let stamp = SourceStamp::of(&md());
@@ -519,17 +529,18 @@ mod tests {
             gone.starts_with("t/a: cannot put in place: its partial file was removed"),
             "{gone}"
         );
-        let dir = describe(Path::new("t/a"), Action::Finish, &os(libc::ENOENT)).message;
+        let dir = describe(Path::new("t/a"), Action::Finish, &missing()).message;
         assert!(dir.contains("the directory t does not exist"), "{dir}");
     }
 
     #[test]
     fn files_and_directories_in_the_way_are_told_apart() {
-        let dir = describe(Path::new("t/a"), Action::Create, &os(libc::EISDIR)).message;
+        let dir = describe(Path::new("t/a"), Action::Create, &os(OsProblem::IsADirectory)).message;
         assert!(dir.contains("a directory is in the way"), "{dir}");
-        let file = describe(Path::new("t/a/b"), Action::MakeDir, &os(libc::ENOTDIR)).message;
+        let file =
+            describe(Path::new("t/a/b"), Action::MakeDir, &os(OsProblem::NotADirectory)).message;
         assert!(file.contains("is a file, not a directory"), "{file}");
-        let denied = describe(Path::new("t/a"), Action::Create, &os(libc::EACCES)).message;
+        let denied = describe(Path::new("t/a"), Action::Create, &denied()).message;
         assert!(denied.contains("permission denied: check that t is writable"), "{denied}");
     }
 }

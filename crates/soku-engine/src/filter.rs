@@ -12,8 +12,6 @@
 //! '*'`); a path no rule matches is included. A directory excluded is not entered, so
 //! nothing below it is sent, and at the target it is not deleted either.
 
-use std::ffi::OsStr;
-use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 use globset::{GlobBuilder, GlobMatcher};
@@ -71,7 +69,8 @@ impl Filter {
             return true;
         }
         let joined: Vec<u8> = path.0.iter().map(|n| n.as_bytes()).collect::<Vec<_>>().join(&b'/');
-        let path = Path::new(OsStr::from_bytes(&joined));
+        let joined = crate::sys::name_of(&joined);
+        let path = Path::new(&*joined);
         self.rules
             .iter()
             .find(|rule| (is_dir || !rule.dirs_only) && rule.matcher.is_match(path))

@@ -19,16 +19,7 @@ const FALLBACK: u64 = 1024;
 pub fn open_files() -> usize {
     static LIMIT: OnceLock<u64> = OnceLock::new();
     let limit = *LIMIT.get_or_init(|| {
-        use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
-        let now = getrlimit(Resource::Nofile);
-        let soft = now.current.unwrap_or(WANTED);
-        let wanted = now.maximum.map_or(WANTED, |hard| hard.min(WANTED));
-        if soft < wanted {
-            let raised = Rlimit { current: Some(wanted), maximum: now.maximum };
-            if setrlimit(Resource::Nofile, raised).is_ok() {
-                return wanted;
-            }
-        }
+        let soft = crate::sys::raise_open_files(WANTED).unwrap_or(FALLBACK);
         if soft == 0 {
             FALLBACK
         } else {
@@ -70,13 +61,5 @@ mod tests {
         assert_eq!(super::for_files(Some(256)), own.min(256 - 64));
         assert_eq!(super::for_files(Some(40)), 0, "fewer than it keeps: the least window");
         assert_eq!(super::for_files(Some(u64::MAX)), own);
-    }
-
-    #[test]
-    fn the_limit_is_at_least_what_the_process_had() {
-        let before = rustix::process::getrlimit(rustix::process::Resource::Nofile);
-        let limit = super::open_files() as u64;
-        assert!(limit >= before.current.unwrap_or(0).min(super::WANTED));
-        assert_eq!(super::open_files() as u64, limit);
     }
 }

@@ -39,6 +39,7 @@ use soku_proto::path::{Target, WirePath};
 
 use crate::fsops::{Found, TargetDir};
 use crate::read_at::read_exact_at;
+use crate::sys::{Locked, OsProblem};
 use crate::temp_name::{own_temp_path, temp_path};
 pub use trailer::{Trailer, TRAILER_LEN};
 
@@ -134,7 +135,7 @@ pub fn prepare_within(
     }
     match entry.look_final()? {
         // Refused before any byte is sent for it.
-        Found::Directory => return Err(rustix::io::Errno::ISDIR.into()),
+        Found::Directory => return Err(crate::sys::error_of(OsProblem::IsADirectory)),
         Found::File(file) if restarted.is_none() && file.metadata()?.len() == trailer.size => {
             let held = hash_held(&file, plan, true)?;
             return Ok(Prepared { base: HeldBase::Complete, held, storage: Storage::FinalFile });
@@ -167,7 +168,7 @@ pub fn prepare_fresh(
     let temp = temp_path(local);
     let entry = dir.entry(local)?;
     if entry.final_is_directory()? {
-        return Err(rustix::io::Errno::ISDIR.into());
+        return Err(crate::sys::error_of(OsProblem::IsADirectory));
     }
     let file = match entry.create_new_temp(size, mode, None)? {
         Some(file) => file,
@@ -242,25 +243,20 @@ impl LockBusy {
 /// for another receiver to end ([`LockBusy`] at once if `wait` is zero). A file system
 /// without `flock` (some network file systems) is used unlocked.
 fn lock_exclusive(file: &File, path: &Path, wait: Duration) -> std::io::Result<()> {
-    use rustix::fs::{flock, FlockOperation};
     let deadline = Instant::now() + wait;
     loop {
-        match flock(file, FlockOperation::NonBlockingLockExclusive) {
-            Ok(()) => return Ok(()),
-            Err(rustix::io::Errno::WOULDBLOCK) if wait.is_zero() => {
-                return Err(std::io::Error::other(LockBusy))
-            }
-            Err(rustix::io::Errno::WOULDBLOCK) if Instant::now() < deadline => {
+        match crate::sys::try_lock(file)? {
+            Locked::Taken | Locked::Unsupported => return Ok(()),
+            Locked::Busy if wait.is_zero() => return Err(std::io::Error::other(LockBusy)),
+            Locked::Busy if Instant::now() < deadline => {
                 std::thread::sleep(Duration::from_millis(100));
             }
-            Err(rustix::io::Errno::WOULDBLOCK) => {
+            Locked::Busy => {
                 return Err(std::io::Error::other(format!(
                     "another soku is still writing {}: wait for it to end, or stop it",
                     shown(&path)
                 )))
             }
-            Err(rustix::io::Errno::NOLCK | rustix::io::Errno::OPNOTSUPP) => return Ok(()),
-            Err(e) => return Err(e.into()),
         }
     }
 }
@@ -287,7 +283,7 @@ fn hash_held(
         u64::MAX
     } else {
         let md = file.metadata()?;
-        let block = std::os::unix::fs::MetadataExt::blksize(&md).max(512);
+        let block = crate::sys::block_size(&md).max(512);
         (md.len().saturating_sub(TRAILER_LEN) / block) * block
     };
     let mut index = 0u32;
@@ -324,14 +320,8 @@ fn hash_held(
 
 /// Whether `len` bytes at `offset` are all hole (no data until past them).
 fn is_hole(file: &File, offset: u64, len: u32) -> std::io::Result<bool> {
-    match rustix::fs::seek(file, rustix::fs::SeekFrom::Data(offset)) {
-        Ok(next_data) => Ok(next_data >= offset + u64::from(len)),
-        // ENXIO: no data at or after `offset`.
-        Err(rustix::io::Errno::NXIO) => Ok(true),
-        // A file system without SEEK_DATA: read everything.
-        Err(rustix::io::Errno::INVAL | rustix::io::Errno::OPNOTSUPP) => Ok(false),
-        Err(e) => Err(e.into()),
-    }
+    // A file system that cannot tell: read everything.
+    Ok(crate::sys::is_hole(file, offset, len)?.unwrap_or(false))
 }
 
 pub mod made_dir;

@@ -17,7 +17,7 @@ pub(crate) fn read_exact_at(
     buf.reserve_exact(len);
     while buf.len() < len {
         let at = offset + buf.len() as u64;
-        let n = rustix::io::pread(file, rustix::buffer::spare_capacity(&mut *buf), at)?;
+        let n = crate::sys::read_into_spare(file, buf, at)?;
         if n == 0 {
             return Err(SourceShrank::io());
         }

@@ -635,7 +635,7 @@ impl Shared {
             extras
                 .into_iter()
                 .map(|(wire, local)| {
-                    let removed = if dry_run { Ok(()) } else { sync::remove(&this.dir, &local) };
+                    let removed = if dry_run { Ok(()) } else { this.dir.remove(&local) };
                     (wire, local, removed)
                 })
                 .collect()

@@ -15,7 +15,6 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::fs::File;
-use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -485,8 +484,8 @@ impl Copy {
                 let file = opener.open(local)?;
                 let md = file.metadata()?;
                 let keeps = match last {
-                    Some((dev, keeps)) if dev == md.dev() => keeps,
-                    _ => last.insert((md.dev(), Keeps::of(&file))).1,
+                    Some((dev, keeps)) if dev == crate::sys::device(&md) => keeps,
+                    _ => last.insert((crate::sys::device(&md), Keeps::of(&file))).1,
                 };
                 let small = keeps.in_place(md.len()).then_some(keeps);
                 Ok::<_, std::io::Error>((file, md, small))

@@ -22,8 +22,6 @@
 //! anyway, and a receiver that flushes its files (the default) starts each chunk's
 //! write-back at once, so few of its own pages wait.
 
-use std::os::fd::AsFd;
-
 use crate::direct_io::LOCAL_DISK_FILE_SYSTEMS;
 
 /// The most bytes a step reads or writes and still runs in place: a small file's only
@@ -47,7 +45,7 @@ pub(crate) enum Keeps {
 
 impl Keeps {
     /// Where the file system of `fd` keeps its files.
-    pub(crate) fn of(fd: impl AsFd) -> Keeps {
+    pub(crate) fn of(fd: impl crate::sys::Handle) -> Keeps {
         let Some(kind) = crate::sys::file_system_magic(fd) else { return Keeps::Elsewhere };
         if MEMORY_FILE_SYSTEMS.contains(&kind) {
             Keeps::InMemory

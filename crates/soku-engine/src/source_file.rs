@@ -98,7 +98,7 @@ impl SourceFile {
 fn read_exact(file: &File, dest: &mut [u8], len: usize, offset: u64) -> std::io::Result<()> {
     let mut got = 0;
     while got < len {
-        let n = rustix::io::pread(file, &mut dest[got..], offset + got as u64)?;
+        let n = crate::sys::read_at(file, &mut dest[got..], offset + got as u64)?;
         if n == 0 {
             return Err(crate::failure::SourceShrank::io());
         }

@@ -15,15 +15,12 @@
 //! confined to instead, resolved beneath it by the kernel
 //! ([`TargetDir::open_beneath`]): a symlink in the tree cannot lead it outside.
 
-use std::ffi::OsStr;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use rustix::fd::OwnedFd;
-use rustix::fs::{Mode, OFlags};
-
 use crate::fsops::TargetDir;
+use crate::sys::{self, DirHandle};
 
 /// Opens source files for reading, each run of files from one directory through that
 /// directory's descriptor.
@@ -31,7 +28,7 @@ use crate::fsops::TargetDir;
 pub(crate) struct SourceOpener {
     /// The parent of the last file opened, and its descriptor once a second file of
     /// it came.
-    last: Option<(PathBuf, Option<OwnedFd>)>,
+    last: Option<(PathBuf, Option<DirHandle>)>,
     /// The directory every file is opened beneath, for a confined server.
     beneath: Option<Arc<TargetDir>>,
 }
@@ -46,8 +43,7 @@ impl SourceOpener {
     /// Opens `local` for reading, as `File::open` would.
     pub(crate) fn open(&mut self, local: &Path) -> std::io::Result<File> {
         if let Some(beneath) = &self.beneath {
-            let flags = OFlags::RDONLY | OFlags::NOCTTY;
-            return Ok(File::from(beneath.open_beneath(local, flags)?));
+            return beneath.open_file_beneath(local);
         }
         let (Some(parent), Some(name)) = (local.parent(), local.file_name()) else {
             return File::open(local);
@@ -55,10 +51,10 @@ impl SourceOpener {
         match &mut self.last {
             Some((last, dir)) if last.as_path() == parent => {
                 if dir.is_none() {
-                    *dir = open_dir(parent);
+                    *dir = sys::open_dir(parent);
                 }
                 match dir {
-                    Some(dir) => open_at(dir, name),
+                    Some(dir) => sys::open_in(dir, name),
                     None => File::open(local),
                 }
             }
@@ -70,21 +66,8 @@ impl SourceOpener {
     }
 }
 
-/// The directory `dir` as a handle to open names from (`.` for an empty path); `None`
-/// where it cannot be opened: each file then opens by its whole path, and that open
-/// says what is wrong.
-fn open_dir(dir: &Path) -> Option<OwnedFd> {
-    let dir = if dir.as_os_str().is_empty() { Path::new(".") } else { dir };
-    let flags = crate::sys::LOOKUP | OFlags::DIRECTORY | OFlags::CLOEXEC;
-    rustix::fs::open(dir, flags, Mode::empty()).ok()
-}
-
-fn open_at(dir: &OwnedFd, name: &OsStr) -> std::io::Result<File> {
-    let flags = OFlags::RDONLY | OFlags::CLOEXEC;
-    Ok(File::from(rustix::fs::openat(dir, name, flags, Mode::empty())?))
-}
-
-#[cfg(test)]
+// Symlinks and renames of open directories as Unix has them.
+#[cfg(all(test, unix))]
 mod tests {
     use std::io::Read;
 
@@ -119,7 +102,7 @@ mod tests {
             assert_eq!(err.kind(), std::io::ErrorKind::NotFound, "{}", path.display());
         }
         let dir_as_file = opener.open(&a.join("3").join("x")).expect_err("not a directory");
-        assert_eq!(dir_as_file.raw_os_error(), Some(libc::ENOTDIR));
+        assert_eq!(dir_as_file.kind(), std::io::ErrorKind::NotADirectory);
     }
 
     #[test]

@@ -4,7 +4,6 @@
 
 use std::path::Path;
 
-use rustix::fs::{Mode, OFlags};
 use soku_proto::path::{Target, TargetError};
 
 use crate::fsops::TargetDir;
@@ -15,16 +14,7 @@ pub fn sync_target(
     dry_run: bool,
     beneath: Option<&TargetDir>,
 ) -> Result<Target, TargetError> {
-    let open = |path: &Path| {
-        let flags = crate::sys::LOOKUP | OFlags::DIRECTORY;
-        match beneath {
-            Some(beneath) => beneath.open_beneath(path, flags),
-            None => {
-                let path = if path.as_os_str().is_empty() { Path::new(".") } else { path };
-                rustix::fs::open(path, flags | OFlags::CLOEXEC, Mode::empty()).map_err(Into::into)
-            }
-        }
-    };
+    let open = |path: &Path| TargetDir::open_within(beneath, path);
     let into = Target::IntoDir(target.to_path_buf());
     if open(target).is_ok() {
         return Ok(into);
@@ -39,14 +29,15 @@ pub fn sync_target(
     let Some(name) = target.file_name() else {
         return Err(TargetError::NotADirectory(target.to_path_buf()));
     };
-    match rustix::fs::mkdirat(&above, name, Mode::from(0o777)) {
+    match above.make_dir(name) {
         Ok(()) => Ok(into),
-        Err(rustix::io::Errno::EXIST) if open(target).is_ok() => Ok(into),
-        Err(rustix::io::Errno::EXIST) => Err(TargetError::NotADirectory(target.to_path_buf())),
-        Err(e) => Err(TargetError::CannotMake(
-            target.to_path_buf(),
-            crate::failure::describe_io(&e.into()),
-        )),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && open(target).is_ok() => Ok(into),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            Err(TargetError::NotADirectory(target.to_path_buf()))
+        }
+        Err(e) => {
+            Err(TargetError::CannotMake(target.to_path_buf(), crate::failure::describe_io(&e)))
+        }
     }
 }
 

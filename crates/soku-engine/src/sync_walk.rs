@@ -12,7 +12,6 @@
 //!   `--files-from` does. A listed path that leaves the source (`..`) is an error item.
 
 use std::collections::HashSet;
-use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use soku_proto::name::{shown, Name};
@@ -54,7 +53,7 @@ pub fn walk_sync(
                 continue;
             }
         };
-        let contents = rules.contents && source.as_os_str().as_bytes().ends_with(b"/");
+        let contents = rules.contents && crate::sys::name_bytes(source.as_os_str()).ends_with(b"/");
         let keep_going = if md.is_dir() && contents {
             let within = Within { beneath, filter, announce: false };
             let root = WirePath(Vec::new());
@@ -110,7 +109,7 @@ fn walk_listed(
         let local = |wire: &WirePath| -> PathBuf {
             let mut path = root.to_path_buf();
             for part in &wire.0 {
-                path.push(std::ffi::OsStr::from_bytes(part.as_bytes()));
+                path.push(crate::sys::name_of(part.as_bytes()));
             }
             path
         };

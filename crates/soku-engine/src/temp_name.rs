@@ -29,6 +29,6 @@ pub(crate) fn temp_name(name: &OsStr) -> OsString {
 /// ends in `.soku-part`, so it is no other file's [`temp_name`].
 pub(crate) fn own_temp_name(name: &OsStr) -> OsString {
     let mut out = temp_name(name);
-    out.push(format!("-{}", rustix::process::geteuid().as_raw()));
+    out.push(format!("-{}", crate::sys::user_id()));
     out
 }

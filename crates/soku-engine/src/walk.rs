@@ -20,12 +20,8 @@
 
 use std::collections::HashSet;
 use std::ffi::OsStr;
-use std::fs::{File, Metadata};
-use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::MetadataExt;
+use std::fs::Metadata;
 use std::path::{Path, PathBuf};
-
-use rustix::fs::OFlags;
 
 use soku_proto::manifest::Meta;
 use soku_proto::name::{shown, Name};
@@ -71,8 +67,8 @@ const MAX_DEPTH: usize = soku_proto::path::MAX_DEPTH - 1;
 /// A directory, by identity rather than by name.
 type DirId = (u64, u64);
 
-pub(crate) fn dir_id(md: &Metadata) -> DirId {
-    (md.dev(), md.ino())
+pub(crate) fn dir_id(path: &Path, md: &Metadata) -> DirId {
+    crate::sys::identity(path, md)
 }
 
 /// What the walk knows about the directories it has entered, so links cannot make it
@@ -87,21 +83,24 @@ pub(crate) struct Visits {
 
 /// Metadata of a file for the wire.
 pub fn meta_of(md: &Metadata) -> Meta {
+    let (mtime, mtime_nsec) = crate::sys::modified(md);
+    let (atime, atime_nsec) = crate::sys::accessed(md);
     Meta {
-        mode: md.mode() & 0o7777,
-        mtime: md.mtime(),
-        mtime_nsec: u32::try_from(md.mtime_nsec()).unwrap_or(0),
-        atime: md.atime(),
-        atime_nsec: u32::try_from(md.atime_nsec()).unwrap_or(0),
+        mode: crate::sys::permission_bits(md),
+        mtime,
+        mtime_nsec: u32::try_from(mtime_nsec).unwrap_or(0),
+        atime,
+        atime_nsec: u32::try_from(atime_nsec).unwrap_or(0),
     }
 }
 
 /// The name a source is sent under: its last component (`dir/` is `dir`, `.` is the real
 /// name of the directory), UTF-8 or not.
 pub fn top_name(source: &Path) -> Option<Name> {
-    let bytes = source.as_os_str().as_bytes();
+    let bytes = crate::sys::name_bytes(source.as_os_str());
     let end = bytes.iter().rposition(|&b| b != b'/').map_or(0, |last| last + 1);
-    let path = Path::new(if end == 0 { OsStr::new("/") } else { OsStr::from_bytes(&bytes[..end]) });
+    let trimmed = crate::sys::name_of(&bytes[..end]);
+    let path = Path::new(if end == 0 { OsStr::new("/") } else { &trimmed });
     match path.file_name() {
         Some(name) if name != "." && name != ".." => Name::from_os(name),
         _ => std::fs::canonicalize(path).ok().and_then(|p| p.file_name().and_then(Name::from_os)),
@@ -200,7 +199,7 @@ pub(crate) fn walk_dir_within(
         return false;
     }
     children.sort_by(|a, b| a.0.cmp(&b.0));
-    visits.open.push(dir_id(md));
+    visits.open.push(dir_id(dir, md));
     let within = Within { announce: true, ..within };
     let keep_going = walk_children(&wire, children, visits, within, emit);
     visits.open.pop();
@@ -238,7 +237,7 @@ fn walk_children(
         }
         let keep_going = match md {
             Err(e) => emit(Item::Error { message: source_problem(&child, &e), path: shown }),
-            Ok(md) if md.is_dir() => match visits.refuse(dir_id(&md), link) {
+            Ok(md) if md.is_dir() => match visits.refuse(dir_id(&child, &md), link) {
                 Some(message) => emit(Item::Error { path: shown, message: message.into() }),
                 None => walk_dir_within(&child, child_wire, &md, visits, within, emit),
             },
@@ -288,7 +287,7 @@ pub fn utf8_names_only(items: Vec<Item>) -> Vec<Item> {
 /// The status of `path`, a symlink followed (beneath `beneath`, when there is one).
 pub(crate) fn metadata(path: &Path, beneath: Option<&TargetDir>) -> std::io::Result<Metadata> {
     match beneath {
-        Some(beneath) => File::from(beneath.open_beneath(path, crate::sys::LOOKUP)?).metadata(),
+        Some(beneath) => beneath.metadata_beneath(path),
         None => std::fs::metadata(path),
     }
 }
@@ -313,20 +312,9 @@ fn children(dir: &Path) -> std::io::Result<Children> {
 /// beneath it, and each child's status is looked up beneath it too (a whole path per
 /// child, which a confined server's rare copies can pay).
 fn children_beneath(dir: &Path, beneath: &TargetDir) -> std::io::Result<Children> {
-    let fd = beneath.open_beneath(dir, OFlags::RDONLY | OFlags::DIRECTORY)?;
     let mut out = Vec::new();
-    for entry in rustix::fs::Dir::read_from(&fd)? {
-        let entry = entry?;
-        let name = entry.file_name().to_bytes().to_vec();
-        if name == b"." || name == b".." {
-            continue;
-        }
-        // Unknown kinds (some file systems) count as links: their status is the target's.
-        let link = !matches!(
-            entry.file_type(),
-            rustix::fs::FileType::RegularFile | rustix::fs::FileType::Directory
-        );
-        let path = dir.join(OsStr::from_bytes(&name));
+    for (name, link) in beneath.list_beneath(dir)? {
+        let path = dir.join(name);
         let md = metadata(&path, Some(beneath));
         out.push((path, link, md));
     }
@@ -353,7 +341,8 @@ pub(crate) fn source_problem(path: &Path, e: &std::io::Error) -> String {
     crate::failure::describe_source(path, e).problem
 }
 
-#[cfg(test)]
+// Symlinks, and names that are bytes, as Unix has them.
+#[cfg(all(test, unix))]
 mod tests {
     use super::*;
 
@@ -445,7 +434,7 @@ mod tests {
         assert_eq!(top_name(Path::new(&dot)), expected);
         assert_eq!(top_name(Path::new("a/b/")), Some("b".into()));
         assert_eq!(
-            top_name(Path::new(OsStr::from_bytes(b"d\xff//"))),
+            top_name(Path::new(&*crate::sys::name_of(b"d\xff//"))),
             Some(Name::from_bytes(*b"d\xff"))
         );
     }
@@ -456,8 +445,8 @@ mod tests {
     fn names_that_are_not_utf8_are_walked_as_bytes() {
         let tmp = tempfile::tempdir().expect("tempdir");
         let root = tmp.path().join("top");
-        std::fs::create_dir_all(root.join(OsStr::from_bytes(b"d\xff"))).expect("mkdir");
-        std::fs::write(root.join(OsStr::from_bytes(b"d\xff/caf\xe9.txt")), b"x").expect("write");
+        std::fs::create_dir_all(root.join(crate::sys::name_of(b"d\xff"))).expect("mkdir");
+        std::fs::write(root.join(crate::sys::name_of(b"d\xff/caf\xe9.txt")), b"x").expect("write");
         std::fs::write(root.join("plain.txt"), b"y").expect("write");
         let items = collect(&[root.display().to_string()], true);
         let wires: Vec<Vec<u8>> = items

@@ -60,6 +60,7 @@ pub mod path;
 pub mod receive;
 pub mod send;
 pub mod sync;
+pub mod windows_name;
 
 pub use error::ProtoError;
 

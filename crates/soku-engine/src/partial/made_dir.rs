@@ -12,7 +12,6 @@
 //! goes into `rr/src`, as scp's would.
 
 use std::io::Read;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 use soku_proto::name::Name;
@@ -63,11 +62,7 @@ fn made_for(dir: &Path) -> Option<Name> {
     if !std::fs::symlink_metadata(dir).ok()?.is_dir() {
         return None;
     }
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(dir.join(MARK))
-        .ok()?;
+    let file = crate::sys::open_not_following(&dir.join(MARK)).ok()?;
     if !file.metadata().ok()?.is_file() {
         return None;
     }

@@ -1,4 +1,4 @@
-use std::os::unix::fs::{FileExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 
 use soku_proto::chunk::MIN_CHUNK_SIZE;
 use soku_proto::manifest::Meta;
@@ -65,8 +65,9 @@ fn a_partial_file_of_the_same_source_holds_what_was_written() {
     let Storage::Temp(file) = first.storage else { panic!("a new partial file") };
     // Chunk 1 written, chunk 2 torn halfway (a crash mid-write), chunk 0 never.
     let cs = CS as usize;
-    file.write_all_at(&bytes[cs..2 * cs], u64::from(CS)).expect("write");
-    file.write_all_at(&bytes[2 * cs..2 * cs + 100], 2 * u64::from(CS)).expect("write");
+    crate::sys::write_all_at(&file, &bytes[cs..2 * cs], u64::from(CS)).expect("write");
+    crate::sys::write_all_at(&file, &bytes[2 * cs..2 * cs + 100], 2 * u64::from(CS))
+        .expect("write");
     drop(file);
 
     let again = prepare(&target(&dir), &local, trailer, plan, 0o644).expect("prepared");
@@ -92,7 +93,7 @@ fn a_last_chunk_never_received_is_not_held_beside_the_trailer() {
         let first = prepare(&target(&dir), &local, trailer, plan, 0o644).expect("prepared");
         let Storage::Temp(file) = first.storage else { panic!("a new partial file") };
         if size > u64::from(CS) {
-            file.write_all_at(&bytes[..CS as usize], 0).expect("write chunk 0");
+            crate::sys::write_all_at(&file, &bytes[..CS as usize], 0).expect("write chunk 0");
         }
         drop(file);
         let again = prepare(&target(&dir), &local, trailer, plan, 0o644).expect("prepared");
@@ -110,7 +111,7 @@ fn a_partial_file_of_a_changed_source_is_restarted_with_the_reason() {
     let plan = ChunkPlan::new(size, CS);
     let old = prepare(&target(&dir), &local, Trailer::new(size, &meta(5)), plan, 0o644);
     let Storage::Temp(file) = old.expect("prepared").storage else { panic!("partial") };
-    file.write_all_at(&data(CS as usize), 0).expect("write");
+    crate::sys::write_all_at(&file, &data(CS as usize), 0).expect("write");
     drop(file);
 
     let newer = Trailer::new(size, &meta(6));
@@ -121,7 +122,7 @@ fn a_partial_file_of_a_changed_source_is_restarted_with_the_reason() {
     let Storage::Temp(file) = got.storage else { panic!("a fresh partial file") };
     assert_eq!(Trailer::read_from(&file).expect("read"), Some(newer));
     let mut first = vec![0u8; 16];
-    file.read_exact_at(&mut first, 0).expect("read");
+    crate::sys::read_exact_at(&file, &mut first, 0).expect("read");
     assert_eq!(first, [0; 16], "the old bytes are gone");
     drop(file);
 
@@ -184,7 +185,7 @@ fn a_receiver_that_cannot_wait_is_told_the_partial_file_is_busy_and_nothing_chan
     let OneChunk { dir, local, bytes, trailer, plan } = one_chunk();
     let first = prepare(&target(&dir), &local, trailer, plan, 0o644).expect("prepared");
     let Storage::Temp(held) = first.storage else { panic!("a partial file") };
-    held.write_all_at(&bytes, 0).expect("write");
+    crate::sys::write_all_at(&held, &bytes, 0).expect("write");
     let at_once = || {
         let dir = target(&dir);
         prepare_within(&dir, &local, trailer, plan, 0o644, Duration::ZERO, Expect::Anything)
@@ -210,7 +211,7 @@ fn a_fresh_partial_file_waits_for_another_receivers_and_replaces_a_stale_one() {
     let local = dir.path().join("f");
     let temp = temp_path(&local);
     let first = prepare_fresh(&target(&dir), &local, 10, 0o644, Duration::ZERO).expect("first");
-    first.write_all_at(b"first", 0).expect("write");
+    crate::sys::write_all_at(&first, b"first", 0).expect("write");
     let busy = prepare_fresh(&target(&dir), &local, 10, 0o644, Duration::ZERO);
     let Err(err) = busy else { panic!("made while the first receiver holds its partial file") };
     assert!(LockBusy::is(&err), "not told busy: {err}");
@@ -236,7 +237,7 @@ fn expecting_nothing_makes_the_partial_file_at_once_and_looks_only_when_its_name
     assert_eq!(first.base, HeldBase::Nothing);
     let Storage::Temp(held) = first.storage else { panic!("a new partial file") };
     assert_eq!(Trailer::read_from(&held).expect("read"), Some(trailer), "with its trailer");
-    held.write_all_at(&bytes, 0).expect("write");
+    crate::sys::write_all_at(&held, &bytes, 0).expect("write");
 
     let busy = nothing(Duration::ZERO);
     assert!(busy.is_err_and(|e| LockBusy::is(&e)), "another receiver's partial file was taken");

@@ -3,7 +3,6 @@
 //! partial file; resuming reads it back.
 
 use std::fs::File;
-use std::os::unix::fs::FileExt;
 
 use soku_proto::manifest::Meta;
 
@@ -53,7 +52,7 @@ impl Trailer {
     /// (a new file, or one just filled to `size`): the write itself extends it, leaving a
     /// hole where chunks are still to come, so no `ftruncate` is needed first.
     pub fn write_to(&self, file: &File) -> std::io::Result<()> {
-        file.write_all_at(&self.encode(), self.size)
+        crate::sys::write_all_at(file, &self.encode(), self.size)
     }
 
     /// Reads the trailer of `file`, if it has a valid one.
@@ -63,7 +62,7 @@ impl Trailer {
             return Ok(None);
         }
         let mut bytes = [0u8; TRAILER_LEN as usize];
-        file.read_exact_at(&mut bytes, len - TRAILER_LEN)?;
+        crate::sys::read_exact_at(file, &mut bytes, len - TRAILER_LEN)?;
         Ok(Trailer::decode(&bytes).filter(|t| t.size + TRAILER_LEN == len))
     }
 

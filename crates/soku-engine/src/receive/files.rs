@@ -4,7 +4,6 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::fs::File;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
@@ -180,7 +179,7 @@ impl TargetFile {
                 // Direct writes of one file run side by side: a writer waits for the
                 // disk, not for another's copy, so nothing spins on the inode's lock.
                 drop(storage);
-                match direct.write_all_at(plain, offset) {
+                match crate::sys::write_all_at(&direct, plain, offset) {
                     Ok(()) => return Ok(()),
                     // Alignment the device wants beyond ours, or a file system that
                     // takes the flag at open and refuses the write: the page cache it
@@ -195,7 +194,7 @@ impl TargetFile {
         }
         match storage.file.as_ref() {
             Some(file) => {
-                file.write_all_at(plain, offset)?;
+                crate::sys::write_all_at(file, plain, offset)?;
                 if self.write_back_early {
                     // Starts writing these pages to disk now (and lets the kernel drop
                     // them once clean), so the flush before the rename finds little
@@ -409,7 +408,7 @@ mod tests {
         target.write_chunk(&last, 2 << 20, &temps).expect("last chunk");
         let file = target.take_file().expect("the file");
         let mut got = vec![0u8; size as usize];
-        file.read_exact_at(&mut got, 0).expect("read back");
+        crate::sys::read_exact_at(&file, &mut got, 0).expect("read back");
         assert!(got == want, "the file's bytes differ from the chunks written");
     }
 
@@ -422,7 +421,8 @@ mod tests {
         target.write_chunk(&chunk, 0, &temps).expect("chunk");
         assert!(matches!(lock(&target.storage).direct, Direct::Untried));
         let mut got = vec![0u8; 1 << 20];
-        target.take_file().expect("file").read_exact_at(&mut got, 0).expect("read back");
+        crate::sys::read_exact_at(&target.take_file().expect("file"), &mut got, 0)
+            .expect("read back");
         assert!(got.iter().all(|&b| b == 9));
     }
 

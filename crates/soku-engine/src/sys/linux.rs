@@ -7,7 +7,7 @@ use std::path::Path;
 use rustix::fs::{Advice, Mode, OFlags, ResolveFlags, Stat};
 use rustix::io::{Errno, ReadWriteFlags};
 
-use super::beneath::Beneath;
+use super::types::{Access, Beneath};
 
 /// Open flags for a descriptor used only to look names up beneath it (`O_PATH`): it
 /// needs no read permission on the directory.
@@ -55,8 +55,12 @@ pub(crate) fn file_system_magic(fd: impl AsFd) -> Option<u64> {
 
 /// A second, `O_DIRECT` descriptor of `file` opened with `access`, through
 /// `/proc/self/fd`: the same file whatever happened to its name since.
-pub(crate) fn reopen_direct(file: &File, access: OFlags) -> std::io::Result<File> {
+pub(crate) fn reopen_direct(file: &File, access: Access) -> std::io::Result<File> {
     let path = format!("/proc/self/fd/{}", file.as_raw_fd());
+    let access = match access {
+        Access::Read => OFlags::RDONLY,
+        Access::Write => OFlags::WRONLY,
+    };
     let flags = access | OFlags::DIRECT | OFlags::CLOEXEC;
     Ok(File::from(rustix::fs::open(path, flags, Mode::empty())?))
 }

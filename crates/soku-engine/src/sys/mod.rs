@@ -10,11 +10,23 @@
 //!   `RWF_NOWAIT`, `posix_fadvise`), else the page cache;
 //! - a lower priority for the hash-ahead threads, else the process's own.
 //!
+//! What every Unix system does alike (positional I/O, a file's status, names as bytes,
+//! `errno`, `flock`) is `unix.rs`. Windows (`windows.rs`) has its own calls for each of
+//! these and none of the Linux mechanisms; the receiver's file operations there are
+//! `crate::fsops`' Windows side.
+//!
 //! The binary calls the public ones too: the lookup flags, a mode to create with,
 //! and the page-cache advice.
 
-mod beneath;
-pub(crate) use beneath::Beneath;
+mod types;
+#[cfg(unix)]
+pub(crate) use types::Beneath;
+pub(crate) use types::{Access, Locked, OsProblem};
+
+#[cfg(unix)]
+mod unix;
+#[cfg(unix)]
+pub(crate) use unix::*;
 
 #[cfg(target_os = "linux")]
 mod linux;
@@ -23,9 +35,14 @@ pub(crate) use linux::*;
 #[cfg(target_os = "linux")]
 pub use linux::{drop_cached, mode, LOOKUP};
 
-#[cfg(not(target_os = "linux"))]
+#[cfg(all(unix, not(target_os = "linux")))]
 mod other;
-#[cfg(not(target_os = "linux"))]
+#[cfg(all(unix, not(target_os = "linux")))]
 pub(crate) use other::*;
-#[cfg(not(target_os = "linux"))]
+#[cfg(all(unix, not(target_os = "linux")))]
 pub use other::{drop_cached, mode, LOOKUP};
+
+#[cfg(windows)]
+mod windows;
+#[cfg(windows)]
+pub(crate) use windows::*;

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use rustix::fs::{OFlags, Stat};
 
-use super::beneath::Beneath;
+use super::types::{Access, Beneath};
 
 /// Open flags for a descriptor used only to look names up beneath it. Without
 /// `O_PATH`, a read-only descriptor: a directory the user may search but not read
@@ -48,7 +48,7 @@ pub(crate) fn file_system_magic(_fd: impl AsFd) -> Option<u64> {
 }
 
 /// No direct I/O here: every read and write takes the page cache.
-pub(crate) fn reopen_direct(_file: &File, _access: OFlags) -> std::io::Result<File> {
+pub(crate) fn reopen_direct(_file: &File, _access: Access) -> std::io::Result<File> {
     Err(rustix::io::Errno::OPNOTSUPP.into())
 }
 
