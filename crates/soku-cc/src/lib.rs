@@ -21,6 +21,8 @@
 //!   loss-rate samples, built only from what quinn reports.
 //! - [`startup_delay`]: the RTT rise that ends startup before a shallow buffer
 //!   overflows (HyStart++'s signal).
+//! - [`policer`]: a policer told by its flat delivery rate under heavy loss (BBRv1's
+//!   long-term bandwidth sampling), tested by sending at that rate.
 //! - [`resume`]: careful resume (RFC 9959): a connection on a path an earlier copy
 //!   measured jumps to half its bandwidth-delay product, and retreats if the path
 //!   does not carry it.
@@ -70,6 +72,7 @@ mod factory;
 pub mod filters;
 pub mod hint;
 pub mod model;
+pub mod policer;
 pub mod resume;
 pub mod shared;
 pub mod stall;

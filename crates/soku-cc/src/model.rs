@@ -89,17 +89,24 @@
 //! cut. A policer drops nothing in a round under its rate, and a full queue nothing
 //! while the flows beside it back off, so there the floor is near zero and the rules
 //! are the fixed-share rules they were: nothing is taken for random loss that was not
-//! lost at the lowest rate too. Two soku flows with 10 % random loss both see the
-//! floor and still share the queue's overflow beyond it (Jain's index 0.997-1.0 in the
-//! simulator). What it does not do: a loss-based flow in a shallow buffer (a quarter
-//! BDP) is starved as before, since the overflow soku meets there (~3.5 %) stays under
+//! lost at the lowest rate too. Except where the window's fixed allowances (sender
+//! bursts, ack aggregation, queue share) alone exceed a policer's rate, so that even
+//! the draining round sends above it: there the policer is told by its flat delivery
+//! rate under heavy loss ([`crate::policer`], BBRv1's long-term bandwidth sampling,
+//! each candidate tested by sending at its rate), the flow sends at the policed rate
+//! without allowances, and the floor forgets the rounds sent above it. Two soku flows
+//! with 10 % random loss both see the floor and still share the queue's overflow
+//! beyond it (Jain's index 0.997-1.0 in the simulator). What it does not do: a
+//! loss-based flow in a shallow buffer (a quarter BDP) is starved as before, since
+//! the overflow soku meets there (~3.5 %) stays under
 //! the 10 % threshold and shows less than half a min RTT of queue.
 //!
 //! # Layout
 //! This file holds the state, the phase changes and quinn's [`Controller`] calls; the
 //! rest of the model is in `model/`:
 //! - `window.rs`: the window each phase asks for, and its allowances;
-//! - `loss.rs`: which rounds count as congestion, and the loss bound;
+//! - `loss.rs`: which rounds count as congestion, the loss bound, and what a policer
+//!   ([`crate::policer`]) changes in them;
 //! - `probe_rtt.rs`: entering and leaving probe-RTT;
 //! - `board.rs`: what the flow shares with the other flows on its path.
 
@@ -116,6 +123,7 @@ use crate::base_delay::BaseDelay;
 use crate::config::SokuCcConfig;
 use crate::delivery::{DeliveryTracker, RoundSample};
 use crate::filters::{Direction, WindowedFilter};
+use crate::policer::PolicerDetector;
 use crate::resume::{CarefulResume, Phase, Step, Verdict};
 use crate::shared::flow_id;
 use crate::stall::StallProbe;
@@ -208,6 +216,9 @@ pub struct SokuCc {
     /// Loss shares of the last rounds that carried enough packets, for
     /// [`SokuCc::path_loss`].
     round_losses: VecDeque<f64>,
+    /// Whether the path is policed, told apart from random loss by its flat delivery
+    /// rate ([`crate::policer`]).
+    policer: PolicerDetector,
     /// Rounds closed so far, and how many of them were app-limited: the sender had less
     /// to send than the window allowed (flow control, an empty pipeline, the copy's
     /// start and end), as quinn tells each ack.
@@ -310,6 +321,7 @@ impl SokuCc {
             probe_rtt_min: None,
             round_rates: VecDeque::with_capacity(CYCLE_LEN),
             round_losses: VecDeque::new(),
+            policer: PolicerDetector::new(),
             rounds: 0,
             app_limited_rounds: 0,
             rng,
@@ -360,6 +372,12 @@ impl SokuCc {
     /// The hard rate cap in bits per second, if one is configured.
     pub fn rate_cap_bps(&self) -> Option<u64> {
         self.config.rate_cap_bps
+    }
+
+    /// The rate a policer on the path passes, in bits per second, while the flow
+    /// holds to it ([`crate::policer`]).
+    pub fn policed_bps(&self) -> Option<u64> {
+        self.policer.policed().then(|| self.policer.rate()).flatten().map(|b| b.saturating_mul(8))
     }
 
     /// The loss-derived upper bound on bytes in flight, if congestion set one.
@@ -497,6 +515,7 @@ impl SokuCc {
         }
 
         self.judge_base_delay_seed(&s);
+        self.update_policer(&s);
         self.update_inflight_hi(&s);
 
         // A held jump window delivers a flat rate by design: not a full pipe.

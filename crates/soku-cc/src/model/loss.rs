@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use crate::delivery::RoundSample;
+use crate::policer::Change;
 
 use super::{Mode, SokuCc, MIN_LOSS_PACKETS};
 
@@ -52,6 +53,11 @@ impl SokuCc {
         // factor, held a 100 Mbit/s x 200 ms path at a tenth of its BDP for seconds
         // after a ten-times stale memory (path simulator).
         if s.round <= self.jump_last_round {
+            return false;
+        }
+        // Nor while a policer candidate is tested: the test judges those rounds, and a
+        // bound cut to what the first of them held would hide the rate under test.
+        if self.policer.testing() {
             return false;
         }
         let loss = s.loss_fraction();
@@ -150,6 +156,11 @@ impl SokuCc {
     /// every rate, in every round, raises this floor. (BBRv1's long-term bandwidth
     /// sampling told a policer by its flat delivery rate under loss; this asks the
     /// complementary question, whether the loss is flat under a changing rate.)
+    ///
+    /// That fails where the window's fixed allowances alone exceed a policer's rate
+    /// (5 Mbit/s on a 100 Mbit/s link): no round stays under it, and the floor is the
+    /// policer's drop share. There the flat delivery rate tells the policer after all
+    /// ([`crate::policer`], `update_policer`), and the floor forgets those rounds.
     pub fn path_loss(&self) -> f64 {
         self.loss_floor().unwrap_or(0.0)
     }
@@ -164,6 +175,11 @@ impl SokuCc {
 
     /// Records round `s`'s loss share for [`SokuCc::path_loss`].
     pub(super) fn record_round_loss(&mut self, s: &RoundSample) {
+        // The rounds of a policer's test and of a policed period send at the policer's
+        // rate: what they lose is not the path's at every rate.
+        if self.policer.testing() || self.policer.policed() {
+            return;
+        }
         if (s.delivered + s.lost) / self.mtu < PATH_LOSS_MIN_PACKETS {
             return;
         }
@@ -171,6 +187,39 @@ impl SokuCc {
             self.round_losses.pop_front();
         }
         self.round_losses.push_back(s.loss_fraction());
+    }
+
+    /// Takes round `s` into the policer detector ([`crate::policer`]) and acts on what
+    /// it concludes.
+    ///
+    /// Why: behind a policer at a twentieth of a 100 Mbit/s link, the window's fixed
+    /// allowances (two sender bursts, ack aggregation, the queue share) are two to
+    /// three bandwidth-delay products at the policed rate, so every round, the
+    /// draining one included, sent above the policer's rate and lost a large share,
+    /// and the loss floor ([`SokuCc::path_loss`]) took that share for the path's own:
+    /// no rule cut the window, and the flow lost 21-61 % of what it sent (path
+    /// simulator, `tests/loss_sim.rs`). A policed path is now held at the policer's
+    /// rate, with no allowances, and the floor forgets the rounds that sent above it;
+    /// when the policed period ends, the loss bound starts at the policed window and
+    /// is raised round by round as after any cut, so the flow probes for a lifted
+    /// policer without sending the allowances above it at once.
+    pub(super) fn update_policer(&mut self, s: &RoundSample) {
+        let ignore = self.mode == Mode::ProbeRtt
+            || s.round <= self.probe_rtt_last_round
+            || s.round <= self.jump_last_round;
+        match self.policer.on_round(s, self.mtu, ignore) {
+            Change::Policed => {
+                self.round_losses.clear();
+                self.inflight_hi = None;
+            }
+            Change::Expired { window } => {
+                let hi = self.inflight_hi.map_or(window, |hi| hi.min(window));
+                self.inflight_hi = Some(hi.max(self.min_window()));
+                self.since_hi_change = Duration::ZERO;
+                self.probe_up_step = self.mtu;
+            }
+            Change::None | Change::Testing | Change::Rejected => {}
+        }
     }
 
     /// Whether a background flow's round met a standing queue: its smallest RTT a

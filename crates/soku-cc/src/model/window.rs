@@ -231,6 +231,11 @@ impl SokuCc {
         if let Some(hi) = self.inflight_hi {
             window = window.min(hi);
         }
+        // A policed path, or a policer candidate under test: the policer's rate, with no
+        // allowances on top ([`crate::policer`]).
+        if let Some(cap) = self.policer.window() {
+            window = window.min(cap);
+        }
         if let (Mode::ProbeBw, Some(cap)) = (self.mode, self.ensemble_cap) {
             window = window.min(cap);
         }
