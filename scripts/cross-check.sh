@@ -17,16 +17,18 @@ cd "$(dirname "$0")/.."
 
 as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 
-# The crates every target builds, and those whose tests Wine runs: their unit tests
-# (`--lib`; soku-cc's path-simulator suites, the same arithmetic on every platform, took
-# over a minute more under Wine's debug build and stay on Linux).
-portable=(-p soku-proto -p soku-cc -p soku-transport)
+# The crates every target builds (Windows: the engine's library and its tests too), and
+# those whose tests Wine runs: the unit tests (`--lib`; soku-cc's path-simulator suites,
+# the same arithmetic on every platform, took over a minute more under Wine's debug
+# build and stay on Linux), and the engine's copies over in-memory links, on real files.
+portable=(-p soku-proto -p soku-cc -p soku-transport -p soku-engine --lib --tests)
 # What builds on the other Unix systems too (macOS): the engine, the relays and the
 # binary, with the code their unit tests add (`--profile test`). The end-to-end tests
 # run in Linux network namespaces and stay on Linux.
 unix=(-p soku-proto -p soku-cc -p soku-transport -p soku-engine -p soku-relay -p soku
     --lib --bins --profile test)
-tested=(-p soku-proto -p soku-cc --lib)
+tested=(-p soku-proto -p soku-cc -p soku-engine --lib)
+tested_engine=(-p soku-engine --test memory)
 targets=(x86_64-apple-darwin aarch64-apple-darwin x86_64-pc-windows-gnu)
 
 step() { echo "== $1 ($((SECONDS - started)) s so far)"; }
@@ -67,13 +69,14 @@ for target in "${targets[@]}"; do
     esac
 done
 
-step "tests for x86_64-pc-windows-gnu under Wine: ${tested[*]}"
+step "tests for x86_64-pc-windows-gnu under Wine: ${tested[*]}; ${tested_engine[*]}"
 export WINEDEBUG=-all WINEPREFIX=${WINEPREFIX:-$PWD/target/wine-prefix}
 if [ ! -f "$WINEPREFIX/drive_c/windows/system32/bcryptprimitives.dll" ]; then
     wineboot --init >/dev/null 2>&1 || true
     x86_64-w64-mingw32-gcc -O2 -shared -o "$WINEPREFIX/drive_c/windows/system32/bcryptprimitives.dll" \
         scripts/wine/bcryptprimitives.c scripts/wine/bcryptprimitives.def -ladvapi32
 fi
-CARGO_TARGET_X86_64_PC_WINDOWS_GNU_RUNNER=wine \
-    cargo test --locked --target x86_64-pc-windows-gnu "${tested[@]}"
+export CARGO_TARGET_X86_64_PC_WINDOWS_GNU_RUNNER=wine
+cargo test --locked --target x86_64-pc-windows-gnu "${tested[@]}"
+cargo test --locked --target x86_64-pc-windows-gnu "${tested_engine[@]}"
 step "cross checks passed"

@@ -453,6 +453,10 @@ mod tests {
         );
     }
 
+    // The change time (Unix ctime): Windows keeps one too, but not in the standard
+    // library's metadata, so there a rewrite that sets the modification time back goes
+    // unseen by the stamp.
+    #[cfg(unix)]
     #[test]
     fn a_stamp_tells_growth_a_rewrite_and_a_removal_apart() {
         let dir = tempfile::tempdir().expect("tempdir");

@@ -295,7 +295,8 @@ fn hash_held(
             index += 1;
             continue;
         }
-        let hash = if is_hole(file, offset, before_trailer)? {
+        let hole = crate::sys::is_hole(file, offset, before_trailer)?;
+        let hash = if hole == Some(true) {
             if !holes_are_zeros {
                 index += 1;
                 continue;
@@ -310,18 +311,21 @@ fn hash_held(
             }
         } else {
             read_exact_at(file, len as usize, offset, &mut buf)?;
+            // Where the file system cannot tell holes (Windows, or a Unix one without
+            // SEEK_DATA), a partial file's chunk that reads as zeros is taken for one
+            // never received: claimed, it would be sent again with a warning that the
+            // interrupted copy differed from the source. A chunk that was zeros costs
+            // one chunk sent again, which compression makes small.
+            if hole.is_none() && !holes_are_zeros && buf.iter().all(|&b| b == 0) {
+                index += 1;
+                continue;
+            }
             chunk_hash(&buf)
         };
         held.push(HeldChunk { index, hash });
         index += 1;
     }
     Ok(held)
-}
-
-/// Whether `len` bytes at `offset` are all hole (no data until past them).
-fn is_hole(file: &File, offset: u64, len: u32) -> std::io::Result<bool> {
-    // A file system that cannot tell: read everything.
-    Ok(crate::sys::is_hole(file, offset, len)?.unwrap_or(false))
 }
 
 pub mod made_dir;

@@ -107,6 +107,7 @@ mod tests {
         assert_eq!(Keeps::of(&dir), Keeps::InMemory);
     }
 
+    #[cfg(unix)]
     #[test]
     fn a_socket_is_not_a_file_system_that_answers_in_place() {
         let (one, _other) = std::os::unix::net::UnixStream::pair().expect("socket pair");

@@ -19,7 +19,8 @@ use crate::partial::trailer::Trailer;
 use crate::small_steps::Keeps;
 use crate::sys::{self, Beneath};
 
-use super::{times, Found, Kind, Status};
+use super::status::{Found, Kind, Status};
+use super::times::times;
 use crate::temp_name::{own_temp_name, temp_name};
 
 /// The target directory of a copy, opened once: everything below it is reached through

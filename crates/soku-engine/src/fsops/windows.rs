@@ -27,7 +27,8 @@ use cap_std::fs::{Dir, Metadata, OpenOptions, OpenOptionsExt};
 use soku_proto::manifest::Meta;
 use soku_proto::name::shown;
 
-use super::{times, Found, Kind, Status};
+use super::status::{Found, Kind, Status};
+use super::times::times;
 use crate::failure::Outside;
 use crate::partial::made_dir::{self, MARK};
 use crate::partial::trailer::Trailer;

@@ -1,5 +1,3 @@
-use std::os::unix::fs::PermissionsExt;
-
 use soku_proto::chunk::MIN_CHUNK_SIZE;
 use soku_proto::manifest::Meta;
 
@@ -251,6 +249,8 @@ fn expecting_nothing_makes_the_partial_file_at_once_and_looks_only_when_its_name
 
 /// A directory at the final name is refused before any byte is sent for it, whether or
 /// not resuming, and what is left of an earlier run at the temporary name is replaced.
+// Symlinks, owners and modes as Unix has them.
+#[cfg(unix)]
 #[test]
 fn a_directory_at_the_final_name_is_refused_and_a_stale_temporary_name_replaced() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -278,6 +278,8 @@ fn a_directory_at_the_final_name_is_refused_and_a_stale_temporary_name_replaced(
     assert!(!elsewhere.exists(), "the symlink was followed");
 }
 
+// Symlinks, owners and modes as Unix has them.
+#[cfg(unix)]
 #[test]
 fn holds_nothing_only_where_no_name_and_no_partial_file_exists() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -310,8 +312,11 @@ fn holds_nothing_only_where_no_name_and_no_partial_file_exists() {
 /// let that user change the "verified" file afterwards). It is now never continued:
 /// replaced by a new partial file of this user's, private until its rename. So is a
 /// partial file with a second name (a hard link), and one that others may write.
+// Symlinks, owners and modes as Unix has them.
+#[cfg(unix)]
 #[test]
 fn a_partial_file_soku_did_not_make_is_never_continued() {
+    use std::os::unix::fs::PermissionsExt;
     let bytes = data(2 * CS as usize);
     let size = bytes.len() as u64;
     let trailer = Trailer::new(size, &meta(5));

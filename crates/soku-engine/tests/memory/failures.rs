@@ -476,12 +476,7 @@ async fn held_bytes_rewritten_during_the_copy_fail_the_file() {
     .await;
     let Message::Held(held) = next_message(&mut peer).await else { panic!("a held report first") };
     assert_eq!(held.chunks.len(), 3, "the whole file is held");
-    std::os::unix::fs::FileExt::write_all_at(
-        &std::fs::File::options().write(true).open(&target).unwrap(),
-        b"EVIL",
-        10,
-    )
-    .unwrap();
+    write_at(&target, b"EVIL", 10);
     let hashes: Vec<[u8; 32]> = source.chunks(SMALL_CHUNKS as usize).map(chunk_hash).collect();
     let root = root_hash(size as u64, &hashes);
     say(

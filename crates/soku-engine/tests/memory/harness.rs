@@ -183,7 +183,7 @@ pub fn listing(dir: &Path) -> Vec<String> {
         for entry in std::fs::read_dir(dir).unwrap() {
             let entry = entry.unwrap();
             let path = entry.path();
-            let rel = path.strip_prefix(base).unwrap().display().to_string();
+            let rel = slashes(path.strip_prefix(base).unwrap().display());
             if entry.file_type().unwrap().is_dir() {
                 out.push(format!("{rel}/"));
                 walk(base, &path, out);
@@ -209,4 +209,41 @@ pub fn assert_same(a: &Path, b: &Path) {
         x.len(),
         y.len()
     );
+}
+
+/// Writes `bytes` into the file at `path` at `offset`, as another program would.
+pub fn write_at(path: &Path, bytes: &[u8], offset: u64) {
+    use std::io::{Seek, SeekFrom, Write};
+    let mut file = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+    file.seek(SeekFrom::Start(offset)).unwrap();
+    file.write_all(bytes).unwrap();
+}
+
+/// Reads `buf.len()` bytes of `file` at `offset`.
+pub fn read_at(mut file: &std::fs::File, buf: &mut [u8], offset: u64) {
+    use std::io::{Read, Seek, SeekFrom};
+    file.seek(SeekFrom::Start(offset)).unwrap();
+    file.read_exact(buf).unwrap();
+}
+
+/// Makes a symlink at `link` to `target` where this user may (Unix; Windows asks for a
+/// privilege or developer mode): whether it is there. (Wine reports success and makes
+/// nothing.)
+pub fn symlink_if_allowed(target: &Path, link: &Path) -> bool {
+    #[cfg(unix)]
+    let made = std::os::unix::fs::symlink(target, link);
+    #[cfg(windows)]
+    let made = std::os::windows::fs::symlink_dir(target, link);
+    made.is_ok() && std::fs::symlink_metadata(link).is_ok()
+}
+
+/// A path as text with `/` between its parts, whichever separator the system wrote
+/// (Windows takes both).
+pub fn slashes(path: impl std::fmt::Display) -> String {
+    let text = path.to_string();
+    if cfg!(windows) {
+        text.replace('\\', "/")
+    } else {
+        text
+    }
 }

@@ -2,7 +2,6 @@
 //! than the receiver prepares at once, empty files (whose summary can come before their
 //! storage exists), directories alone, `-p`, and resume of a tree cut off midway.
 
-use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;
 
 use soku_engine::link::{memory, Link};
@@ -106,8 +105,11 @@ async fn a_tree_of_directories_only_is_made() {
     }
 }
 
+// Unix modes.
+#[cfg(unix)]
 #[tokio::test]
 async fn preserve_applies_to_every_small_file() {
+    use std::os::unix::fs::PermissionsExt;
     let scene = Scene::new();
     let (rels, _) = small_tree(&scene, 300, 6);
     let old = std::time::UNIX_EPOCH + Duration::from_secs(1_200_000_000);

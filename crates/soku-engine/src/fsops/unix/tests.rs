@@ -3,7 +3,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 
 use super::*;
-use crate::fsops::at;
+use crate::fsops::times::at;
 use crate::partial::made_dir::resolve_target;
 use crate::temp_name::temp_path;
 use soku_proto::path::Target;
