@@ -137,7 +137,8 @@ struct Args {
     #[arg(long, default_value = "30s")]
     sharing_window: String,
     /// Only these sharing cases, comma-separated (alone, background, cubic, soku-cubic,
-    /// cubic-background, cubic-background-again, soku-soku); all by default.
+    /// cubic-background, cubic-background-again, soku-soku, cubic-leaves-background,
+    /// background-lower-min-rtt); all by default.
     #[arg(long, value_delimiter = ',',
           value_parser = clap::builder::PossibleValuesParser::new(sharing::CASES.map(|case| case.key)))]
     sharing_cases: Vec<String>,

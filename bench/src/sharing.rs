@@ -43,6 +43,9 @@ pub enum Flow {
     Soku,
     SokuBackground,
     Cubic,
+    /// CUBIC that leaves as the window opens: what a background flow does once the
+    /// link is free again.
+    CubicLeaving,
 }
 
 impl Flow {
@@ -51,6 +54,7 @@ impl Flow {
             Flow::Soku => "soku",
             Flow::SokuBackground => "soku --background",
             Flow::Cubic => "iperf3 -C cubic",
+            Flow::CubicLeaving => "iperf3 -C cubic (leaves)",
         }
     }
 }
@@ -62,56 +66,86 @@ pub struct Case {
     /// Its name in the tables.
     pub name: &'static str,
     pub flows: &'static [Flow],
-    /// Whether soku's flows start with the path remembered: a normal copy on the idle
-    /// path just before the case leaves its path memory, as an earlier copy to the same
-    /// host does for a scheduled backup. Otherwise every soku flow is a first copy.
-    pub remembered: bool,
+    /// What soku's flows start with remembered of the path.
+    pub remembered: Remembered,
+}
+
+/// What soku's flows of a case start with in their path memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Remembered {
+    /// Nothing: every soku flow is a first copy.
+    Nothing,
+    /// What a normal copy on the idle path just before the case learned, as an earlier
+    /// copy to the same host does for a scheduled backup.
+    ThePath,
+    /// That, with a min RTT of two fifths of the path's: a laptop that moved to a slower
+    /// network. A background flow must not take the difference for a standing queue.
+    ALowerMinRtt,
 }
 
 /// The cases, in order.
-pub const CASES: [Case; 7] = [
-    Case { key: "alone", name: "soku alone", flows: &[Flow::Soku], remembered: false },
+pub const CASES: [Case; 9] = [
+    Case {
+        key: "alone",
+        name: "soku alone",
+        flows: &[Flow::Soku],
+        remembered: Remembered::Nothing,
+    },
     Case {
         key: "background",
         name: "soku --background alone",
         flows: &[Flow::SokuBackground],
-        remembered: false,
+        remembered: Remembered::Nothing,
     },
     Case {
         key: "cubic",
         name: "CUBIC, then soku",
         flows: &[Flow::Cubic, Flow::Soku],
-        remembered: false,
+        remembered: Remembered::Nothing,
     },
     Case {
         key: "soku-cubic",
         name: "soku, then CUBIC",
         flows: &[Flow::Soku, Flow::Cubic],
-        remembered: false,
+        remembered: Remembered::Nothing,
     },
     Case {
         key: "cubic-background",
         name: "CUBIC, then soku --background",
         flows: &[Flow::Cubic, Flow::SokuBackground],
-        remembered: false,
+        remembered: Remembered::Nothing,
     },
     Case {
         key: "cubic-background-again",
         name: "CUBIC, then soku --background, path remembered",
         flows: &[Flow::Cubic, Flow::SokuBackground],
-        remembered: true,
+        remembered: Remembered::ThePath,
     },
     Case {
         key: "soku-soku",
         name: "soku, then soku",
         flows: &[Flow::Soku, Flow::Soku],
-        remembered: false,
+        remembered: Remembered::Nothing,
+    },
+    Case {
+        key: "cubic-leaves-background",
+        name: "CUBIC, then soku --background, CUBIC leaves as the window opens",
+        flows: &[Flow::CubicLeaving, Flow::SokuBackground],
+        remembered: Remembered::Nothing,
+    },
+    Case {
+        key: "background-lower-min-rtt",
+        name: "soku --background alone, a min RTT below the path's remembered",
+        flows: &[Flow::SokuBackground],
+        remembered: Remembered::ALowerMinRtt,
     },
 ];
 /// How long the copy that primes a remembered case's path memory runs on the idle
 /// path: long enough for the memory's rate window (`crates/soku/src/client/path_memory.rs`:
 /// two seconds and more after startup).
 const PRIMING: Duration = Duration::from_secs(6);
+/// The span over which a background flow counts as back at the link's rate.
+const BACK_SPAN: Duration = Duration::from_secs(2);
 /// Between the starts of a case's flows.
 const STAGGER: Duration = Duration::from_secs(2);
 
@@ -121,6 +155,9 @@ pub struct SharingRow {
     pub case: String,
     /// Per flow: label, goodput in the window (Mbit/s), or why there is none.
     pub flows: Vec<(String, Result<f64, String>)>,
+    /// For a case whose CUBIC flow leaves: how long after it left soku first carried
+    /// 90 % of the link over two seconds, or why it did not.
+    pub back: Option<Result<Duration, String>>,
 }
 
 impl SharingRow {
@@ -158,8 +195,8 @@ pub fn run(
         }
         log(&format!("sharing: {case}"));
         let _ = std::fs::remove_dir_all(memory.path());
-        if remembered {
-            if let Err(e) = prime_memory(o, &path, &sshd, memory.path()) {
+        if remembered != Remembered::Nothing {
+            if let Err(e) = prime_memory(o, &path, &sshd, memory.path(), remembered) {
                 problems.push(format!("sharing, {case}: {e:#}"));
                 continue;
             }
@@ -184,8 +221,26 @@ pub fn run(
         });
         crate::proc::end_kept_servers(sshd.pid());
         crate::tools::end_shared_logins(memory.path());
-        let mut row = SharingRow { case: case.to_string(), flows: Vec::new() };
+        let mut row = SharingRow { case: case.to_string(), flows: Vec::new(), back: None };
         for (i, (&flow, outcome)) in flows.iter().zip(outcomes).enumerate() {
+            if flow == Flow::CubicLeaving {
+                if let Ok((_, Ok(out), _)) = &outcome {
+                    if let Err(e) = keep_report(o.out, key, i, flow, out) {
+                        problems.push(format!("sharing, {case}: keeping its reports: {e}"));
+                    }
+                }
+                continue;
+            }
+            if flows.contains(&Flow::CubicLeaving) {
+                if let Ok((delay, Ok(out), _)) = &outcome {
+                    let back = back_at(out, o.warm.saturating_sub(*delay), o.rate_bps);
+                    log(&format!(
+                        "  back at 90 % of the link: {}",
+                        back.as_ref().map_or_else(|e| e.clone(), |d| format!("{d:.1?} after"))
+                    ));
+                    row.back = Some(back);
+                }
+            }
             let rate = match outcome {
                 Ok((delay, Ok(out), shown)) => {
                     if let Err(e) = keep_report(o.out, key, i, flow, &out) {
@@ -229,6 +284,7 @@ fn prime_memory(
     path: &soku_netem::Path,
     sshd: &sshd::Sshd,
     memory: &Path,
+    remembered: Remembered,
 ) -> anyhow::Result<()> {
     let size = (o.rate_bps as f64 / 8.0 * PRIMING.as_secs_f64()) as u64;
     let src = SourceFile::create(&o.work.join("sharing-priming"), size, false)?;
@@ -241,11 +297,46 @@ fn prime_memory(
     crate::tools::end_shared_logins(memory);
     let _ = std::fs::remove_file(&src.path);
     anyhow::ensure!(out.ok(), "the priming copy failed ({shown})");
-    anyhow::ensure!(
-        crate::tools::memory_file(memory).exists(),
-        "the priming copy left no path memory ({shown})"
-    );
+    let file = crate::tools::memory_file(memory);
+    anyhow::ensure!(file.exists(), "the priming copy left no path memory ({shown})");
+    if remembered == Remembered::ALowerMinRtt {
+        let lower = o.rtt.as_micros() as u64 * 2 / 5;
+        let text = std::fs::read_to_string(&file)?;
+        std::fs::write(&file, with_min_rtt(&text, lower))?;
+    }
     Ok(())
+}
+
+/// A path memory's lines (`host flow bandwidth_bps min_rtt_us saved`,
+/// `crates/soku/src/client/path_memory.rs`) with every min RTT set to `min_rtt_us`.
+fn with_min_rtt(text: &str, min_rtt_us: u64) -> String {
+    text.lines()
+        .map(|line| {
+            let mut words: Vec<String> = line.split_whitespace().map(str::to_string).collect();
+            if words.len() == 5 {
+                words[3] = min_rtt_us.to_string();
+            }
+            words.join(" ") + "\n"
+        })
+        .collect()
+}
+
+/// When, after `left` into a soku flow's run, it first verified 90 % of `rate_bps`'s
+/// bytes within [`BACK_SPAN`]: how long after `left` that span began. (Verified bytes
+/// come a chunk, 1 MiB, at a time: over one second at 100 Mbit/s that is a twelfth,
+/// more than the margin to tell 90 % by.)
+fn back_at(out: &Outcome, left: Duration, rate_bps: u64) -> Result<Duration, String> {
+    let series = soku_series(out);
+    let wanted = 0.9 * rate_bps as f64 / 8.0 * BACK_SPAN.as_secs_f64();
+    let at =
+        |t: Duration| series.iter().filter(|(s, _)| *s <= t).map(|(_, b)| *b).fold(0.0, f64::max);
+    series
+        .iter()
+        .map(|(t, _)| *t)
+        .filter(|t| *t >= left)
+        .find(|t| at(*t + BACK_SPAN) - at(*t) >= wanted)
+        .map(|t| t - left)
+        .ok_or_else(|| "never within the run".to_string())
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -261,7 +352,11 @@ fn flow_command(
 ) -> Command {
     let secs = total.as_secs().to_string();
     match flow {
-        Flow::Cubic => {
+        Flow::Cubic | Flow::CubicLeaving => {
+            let secs = match flow {
+                Flow::CubicLeaving => o.warm.as_secs().to_string(),
+                _ => secs,
+            };
             let mut c = path.command_a("iperf3");
             c.args(["-c", &path.addr_b().to_string(), "-t", &secs, "-C", "cubic", "-i", "1", "-J"]);
             c
@@ -313,7 +408,9 @@ fn keep_report(
     let dir = out.join("sharing");
     std::fs::create_dir_all(&dir)?;
     let (name, text) = match flow {
-        Flow::Cubic => (format!("{key}-{index}-iperf3.json"), ran.stdout.clone()),
+        Flow::Cubic | Flow::CubicLeaving => {
+            (format!("{key}-{index}-iperf3.json"), ran.stdout.clone())
+        }
         Flow::Soku | Flow::SokuBackground => {
             (format!("{key}-{index}-soku.txt"), ran.timed_stderr())
         }
@@ -334,7 +431,7 @@ fn goodput(
     let to = from + window;
     // (time since the flow started, bytes so far)
     let series: Vec<(Duration, f64)> = match flow {
-        Flow::Cubic => iperf_series(&out.stdout)?,
+        Flow::Cubic | Flow::CubicLeaving => iperf_series(&out.stdout)?,
         Flow::Soku | Flow::SokuBackground => soku_series(out),
     };
     let at =
@@ -397,7 +494,14 @@ pub fn table(rows: &[SharingRow]) -> String {
             (1, _) | (_, None) => "-".to_string(),
             (_, Some(j)) => format!("{j:.3}"),
         };
-        s.push_str(&format!("| {} | {} | {jain} |\n", r.case, flows.join("; ")));
+        let back = match &r.back {
+            Some(Ok(after)) => {
+                format!("; 90 % of the link {:.1} s after CUBIC left", after.as_secs_f64())
+            }
+            Some(Err(why)) => format!("; 90 % of the link: {why}"),
+            None => String::new(),
+        };
+        s.push_str(&format!("| {} | {}{back} | {jain} |\n", r.case, flows.join("; ")));
     }
     s
 }
@@ -411,9 +515,19 @@ mod tests {
         let row = |a: f64, b: f64| SharingRow {
             case: String::new(),
             flows: vec![("a".into(), Ok(a)), ("b".into(), Ok(b))],
+            back: None,
         };
         assert!((row(45.0, 45.0).jain().unwrap() - 1.0).abs() < 1e-9);
         assert!((row(90.0, 0.0).jain().unwrap() - 0.5).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_lower_min_rtt_replaces_each_remembered_one_and_nothing_else() {
+        let text = "10.0.0.2 up 95000000 50210 1764400000\n10.0.0.2 down 90000000 50400 17\n";
+        assert_eq!(
+            with_min_rtt(text, 20000),
+            "10.0.0.2 up 95000000 20000 1764400000\n10.0.0.2 down 90000000 20000 17\n"
+        );
     }
 
     #[test]
