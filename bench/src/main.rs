@@ -133,6 +133,13 @@ struct Args {
     /// RTT of the sharing path.
     #[arg(long, default_value = "50ms")]
     sharing_rtt: String,
+    /// Random loss on the sharing path's data direction (`10%`, or a fraction).
+    #[arg(long, default_value = "0")]
+    sharing_loss: String,
+    /// The sharing path's drop-tail queue on the data direction, in bandwidth-delay
+    /// products (`0.25` for a shallow buffer).
+    #[arg(long, default_value_t = 1.0)]
+    sharing_queue_bdp: f64,
     /// How long the sharing runs measure, once every flow is past its start.
     #[arg(long, default_value = "30s")]
     sharing_window: String,
@@ -730,6 +737,8 @@ fn sharing(args: &Args, p: &Plan, work: &Path, md: &mut String) -> anyhow::Resul
         out: &p.out,
         rate_bps,
         rtt,
+        loss: soku_netem::parse_percent(&args.sharing_loss)?,
+        queue_bdp: args.sharing_queue_bdp,
         // Login and startup behind every flow: the last starts 2 s after the first.
         warm: Duration::from_secs(8) + rtt * 20,
         window,
@@ -738,14 +747,20 @@ fn sharing(args: &Args, p: &Plan, work: &Path, md: &mut String) -> anyhow::Resul
     let (rows, problems) = sharing::run(&opts, &log)?;
     let _ = writeln!(
         md,
-        "\n## Sharing a bottleneck: {} Mbit/s x {} ms, one-BDP drop-tail queue, no loss\n\n\
+        "\n## Sharing a bottleneck: {} Mbit/s x {} ms, a drop-tail queue of {} BDP, {}\n\n\
          Each case starts its flows 2 s apart (soku uploads of a file too large to finish, \
          iperf3 -C cubic) and measures every flow's goodput over the same {} s once all are \
          past their start ({} s after the first began): soku's from its `verified` events, \
          iperf3's from its per-second intervals. Every soku copy starts from an empty path \
-         memory, but in the remembered case. `sharing/` keeps each flow's own report.\n\n{}",
+         memory, but in the remembered cases. `sharing/` keeps each flow's own report.\n\n{}",
         rate_bps / 1_000_000,
         rtt.as_millis(),
+        opts.queue_bdp,
+        if opts.loss > 0.0 {
+            format!("{} % random loss on the data direction", opts.loss * 100.0)
+        } else {
+            "no loss".to_string()
+        },
         window.as_secs(),
         opts.warm.as_secs(),
         sharing::table(&rows)

@@ -29,6 +29,10 @@ pub struct SharingOpts<'a> {
     pub out: &'a Path,
     pub rate_bps: u64,
     pub rtt: Duration,
+    /// Random loss on the data direction (A to B, where the uploads go), 0..1.
+    pub loss: f64,
+    /// The data direction's drop-tail queue, in bandwidth-delay products.
+    pub queue_bdp: f64,
     /// When the window opens, after the first flow started (login and startup behind).
     pub warm: Duration,
     /// How long the window lasts.
@@ -176,7 +180,10 @@ pub fn run(
     o: &SharingOpts<'_>,
     log: &dyn Fn(&str),
 ) -> anyhow::Result<(Vec<SharingRow>, Vec<String>)> {
-    let spec = soku_netem::PathSpec::symmetric(o.rtt, 0.0, Some(o.rate_bps));
+    let mut spec = soku_netem::PathSpec::symmetric(o.rtt, 0.0, Some(o.rate_bps));
+    spec.a_to_b.loss = o.loss;
+    let bdp = o.rate_bps as f64 / 8.0 * o.rtt.as_secs_f64();
+    spec.a_to_b.queue_bytes = Some((bdp * o.queue_bdp) as usize);
     let _ = soku_netem::Path::cleanup(o.name);
     let path = soku_netem::Path::up(o.name, spec).context("bringing the path up")?;
     matrix::tune_tcp_buffers(&path)?;
