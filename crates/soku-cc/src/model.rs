@@ -216,6 +216,9 @@ pub struct SokuCc {
     /// Loss shares of the last rounds that carried enough packets, for
     /// [`SokuCc::path_loss`].
     round_losses: VecDeque<f64>,
+    /// Bytes delivered and lost in the rounds since the last loss sample, while they
+    /// are too few to make one.
+    small_rounds: (u64, u64),
     /// Whether the path is policed, told apart from random loss by its flat delivery
     /// rate ([`crate::policer`]).
     policer: PolicerDetector,
@@ -321,6 +324,7 @@ impl SokuCc {
             probe_rtt_min: None,
             round_rates: VecDeque::with_capacity(CYCLE_LEN),
             round_losses: VecDeque::new(),
+            small_rounds: (0, 0),
             policer: PolicerDetector::new(),
             rounds: 0,
             app_limited_rounds: 0,

@@ -178,15 +178,23 @@ impl SokuCc {
         // The rounds of a policer's test and of a policed period send at the policer's
         // rate: what they lose is not the path's at every rate.
         if self.policer.testing() || self.policer.policed() {
+            self.small_rounds = (0, 0);
             return;
         }
-        if (s.delivered + s.lost) / self.mtu < PATH_LOSS_MIN_PACKETS {
+        // Rounds under PATH_LOSS_MIN_PACKETS add up into one sample: a flow whose window
+        // heavy random loss cut to a few dozen packets learns the floor all the same,
+        // where it once never did and stayed at 2-3 % of the link (a policer's small
+        // rounds are the detector's to tell, which clears what the floor learned).
+        let (delivered, lost) = (s.delivered + self.small_rounds.0, s.lost + self.small_rounds.1);
+        if (delivered + lost) / self.mtu < PATH_LOSS_MIN_PACKETS {
+            self.small_rounds = (delivered, lost);
             return;
         }
+        self.small_rounds = (0, 0);
         if self.round_losses.len() == PATH_LOSS_ROUNDS {
             self.round_losses.pop_front();
         }
-        self.round_losses.push_back(s.loss_fraction());
+        self.round_losses.push_back(lost as f64 / (delivered + lost) as f64);
     }
 
     /// Takes round `s` into the policer detector ([`crate::policer`]) and acts on what
