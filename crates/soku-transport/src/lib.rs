@@ -128,6 +128,9 @@ pub struct PathModel {
     /// The share of packets the path loses at every rate (`soku_cc::SokuCc::loss_floor`),
     /// once known.
     pub loss_floor: Option<f64>,
+    /// The rate a policer on the path passes, bits per second, while the controller
+    /// holds to it (`soku_cc::SokuCc::policed_bps`).
+    pub policed_bps: Option<u64>,
 }
 
 /// The path's round-trip propagation time: soku-cc's estimate when the connection runs
@@ -166,5 +169,6 @@ pub fn path_model(conn: &quinn::Connection) -> Option<PathModel> {
         rounds,
         app_limited_rounds,
         loss_floor: cc.loss_floor(),
+        policed_bps: cc.policed_bps(),
     })
 }

@@ -161,6 +161,8 @@ struct PathLine {
     app_limited_rounds: Option<u64>,
     /// The share of packets the path loses at every rate, in percent, once known.
     loss_floor_pct: Option<f64>,
+    /// The rate a policer on the path passes, while the controller holds to it.
+    policed_mbit: Option<f64>,
 }
 
 /// `x` rounded to `decimals` places, so that the shortest form serde_json writes has at
@@ -194,6 +196,7 @@ impl PathLine {
             rounds: p.model.map(|m| m.rounds),
             app_limited_rounds: p.model.map(|m| m.app_limited_rounds),
             loss_floor_pct: p.model.and_then(|m| m.loss_floor).map(|f| round(f * 100.0, 2)),
+            policed_mbit: p.model.and_then(|m| m.policed_bps).map(|b| round(b as f64 / 1e6, 3)),
         }
     }
 }
@@ -368,16 +371,17 @@ mod tests {
             rounds: 400,
             app_limited_rounds: 3,
             loss_floor: Some(0.012345),
+            policed_bps: Some(4_990_000),
         };
         // Numbers stay numbers; serde_json writes 301.5 where `{:.3}` wrote 301.500.
         assert_eq!(
             line_of(&TransferEvent::PathSample(report(Some(model)))),
-            r#"{"event":"path_sample","rtt_ms":301.5,"min_rtt_ms":300.0,"mtu":1452,"sent_packets":1000,"lost_packets":10,"congestion_events":1,"cwnd":40000000,"flow_blocked":0,"model_bw_mbit":950.0,"model_min_rtt_ms":300.0,"phase":"probe_bw","resume":"normal","resume_jump":1250000,"background":false,"rounds":400,"app_limited_rounds":3,"loss_floor_pct":1.23}"#
+            r#"{"event":"path_sample","rtt_ms":301.5,"min_rtt_ms":300.0,"mtu":1452,"sent_packets":1000,"lost_packets":10,"congestion_events":1,"cwnd":40000000,"flow_blocked":0,"model_bw_mbit":950.0,"model_min_rtt_ms":300.0,"phase":"probe_bw","resume":"normal","resume_jump":1250000,"background":false,"rounds":400,"app_limited_rounds":3,"loss_floor_pct":1.23,"policed_mbit":4.99}"#
         );
         let line = line_of(&TransferEvent::PathStats(report(None)));
         assert!(line.starts_with(r#"{"event":"path","#), "{line}");
         assert!(
-            line.ends_with(r#""model_bw_mbit":null,"model_min_rtt_ms":null,"phase":null,"resume":null,"resume_jump":null,"background":null,"rounds":null,"app_limited_rounds":null,"loss_floor_pct":null}"#),
+            line.ends_with(r#""model_bw_mbit":null,"model_min_rtt_ms":null,"phase":null,"resume":null,"resume_jump":null,"background":null,"rounds":null,"app_limited_rounds":null,"loss_floor_pct":null,"policed_mbit":null}"#),
             "{line}"
         );
     }
@@ -395,6 +399,7 @@ mod tests {
             resume_lost_without_queue: false,
             background: false,
             loss_floor: None,
+            policed_bps: None,
         };
         let mut rep = report(Some(model));
         rep.rtt = Duration::from_nanos(1_234_567);
