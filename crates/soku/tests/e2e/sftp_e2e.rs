@@ -188,8 +188,12 @@ impl Terminal {
             .expect("tmux")
     }
 
-    /// Types `text` as keys (no Enter).
+    /// Types `text` as keys (no Enter), a moment after what was awaited showed, as a
+    /// person types. Keys sent the instant a prompt appeared once stalled after their
+    /// first letter under CI's load, and the screen kept that letter for 20 s (not
+    /// seen again in runs under two busy cores; the cause was not found).
     fn type_text(&self, text: &str) {
+        std::thread::sleep(std::time::Duration::from_millis(200));
         self.tmux(&["send-keys", "-l", text]);
     }
 
