@@ -335,8 +335,7 @@ fn with_min_rtt(text: &str, min_rtt_us: u64) -> String {
 fn back_at(out: &Outcome, left: Duration, rate_bps: u64) -> Result<Duration, String> {
     let series = soku_series(out);
     let wanted = 0.9 * rate_bps as f64 / 8.0 * BACK_SPAN.as_secs_f64();
-    let at =
-        |t: Duration| series.iter().filter(|(s, _)| *s <= t).map(|(_, b)| *b).fold(0.0, f64::max);
+    let at = |t: Duration| bytes_by(&series, t);
     series
         .iter()
         .map(|(t, _)| *t)
@@ -441,8 +440,7 @@ fn goodput(
         Flow::Cubic | Flow::CubicLeaving => iperf_series(&out.stdout)?,
         Flow::Soku | Flow::SokuBackground => soku_series(out),
     };
-    let at =
-        |t: Duration| series.iter().filter(|(s, _)| *s <= t).map(|(_, b)| *b).fold(0.0, f64::max);
+    let at = |t: Duration| bytes_by(&series, t);
     // A flow still running when the window closed (stopped at the case's end) counts
     // even if its last report came before: a background flow that yielded may verify
     // no 1 MiB chunk for seconds, and its goodput is then what it had verified by
@@ -455,6 +453,11 @@ fn goodput(
         ));
     }
     Ok((at(to) - at(from)) * 8.0 / window.as_secs_f64() / 1e6)
+}
+
+/// The bytes a flow's series (time since the flow started, bytes so far) counts by `t`.
+fn bytes_by(series: &[(Duration, f64)], t: Duration) -> f64 {
+    series.iter().filter(|(s, _)| *s <= t).map(|(_, b)| *b).fold(0.0, f64::max)
 }
 
 /// soku's `verified` events: (time read, cumulative bytes).

@@ -66,12 +66,8 @@ impl Entry {
         Err(crate::failure::PartialGone::io())
     }
 
-    fn stat(&self) -> std::io::Result<Option<FileType>> {
-        match rustix::fs::statat(&self.dir, self.name.as_os_str(), AtFlags::SYMLINK_NOFOLLOW) {
-            Ok(st) => Ok(Some(FileType::from_raw_mode(st.st_mode))),
-            Err(Errno::NOENT) => Ok(None),
-            Err(e) => Err(e.into()),
-        }
+    fn stat(&self) -> std::io::Result<Option<Kind>> {
+        Ok(self.final_status()?.map(|st| st.kind))
     }
 
     /// Creates the temporary file for this name, sized to `size`, with the partial-file
@@ -94,18 +90,12 @@ impl Entry {
     /// The permission bits of a regular file at the final name, if one is there (a
     /// symlink there is replaced, not followed, so it has none).
     pub fn final_file_mode(&self) -> std::io::Result<Option<u32>> {
-        match rustix::fs::statat(&self.dir, self.name.as_os_str(), AtFlags::SYMLINK_NOFOLLOW) {
-            Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::RegularFile => {
-                Ok(Some(sys::mode_bits(&st)))
-            }
-            Ok(_) | Err(Errno::NOENT) => Ok(None),
-            Err(e) => Err(e.into()),
-        }
+        Ok(self.final_status()?.filter(|st| st.kind == Kind::File).map(|st| st.mode))
     }
 
     /// Whether a directory is at the final name (a symlink to one is not).
     pub fn final_is_directory(&self) -> std::io::Result<bool> {
-        Ok(self.stat()? == Some(FileType::Directory))
+        Ok(self.stat()? == Some(Kind::Directory))
     }
 
     /// [`Self::create_temp`] without its look at the final name, for a caller that
@@ -454,12 +444,12 @@ impl TargetDir {
     pub fn ensure_dir(&self, local: &Path) -> std::io::Result<()> {
         let entry = self.entry(local)?;
         match entry.stat()? {
-            Some(FileType::Directory) => Ok(()),
-            Some(FileType::Symlink) => Err(Errno::LOOP.into()),
+            Some(Kind::Directory) => Ok(()),
+            Some(Kind::Symlink) => Err(Errno::LOOP.into()),
             Some(_) => Err(Errno::NOTDIR.into()),
             None => {
                 match rustix::fs::mkdirat(&entry.dir, entry.name.as_os_str(), Mode::from(0o777)) {
-                    Err(Errno::EXIST) if entry.stat()? == Some(FileType::Directory) => Ok(()),
+                    Err(Errno::EXIST) if entry.stat()? == Some(Kind::Directory) => Ok(()),
                     other => Ok(other?),
                 }
             }

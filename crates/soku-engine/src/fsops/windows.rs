@@ -169,11 +169,7 @@ fn status(kind: Kind, md: &Metadata) -> Status {
             }
         }
     };
-    let mode = match kind {
-        Kind::Directory => 0o755,
-        _ if md.permissions().readonly() => 0o444,
-        _ => 0o644,
-    };
+    let mode = sys::bits_of(kind == Kind::Directory, md.permissions().readonly());
     Status {
         kind,
         size: md.len(),
@@ -182,21 +178,23 @@ fn status(kind: Kind, md: &Metadata) -> Status {
     }
 }
 
+/// The kind a file type (not following a link) names.
+fn kind(file_type: cap_std::fs::FileType) -> Kind {
+    if file_type.is_symlink() {
+        Kind::Symlink
+    } else if file_type.is_dir() {
+        Kind::Directory
+    } else if file_type.is_file() {
+        Kind::File
+    } else {
+        Kind::Other
+    }
+}
+
 /// What kind of thing `name` in `dir` is, and its status, the name itself looked at.
 fn status_at(dir: &Dir, name: &OsStr) -> std::io::Result<Option<(Kind, Metadata)>> {
     match dir.symlink_metadata(name) {
-        Ok(md) => {
-            let kind = if md.is_symlink() {
-                Kind::Symlink
-            } else if md.is_dir() {
-                Kind::Directory
-            } else if md.is_file() {
-                Kind::File
-            } else {
-                Kind::Other
-            };
-            Ok(Some((kind, md)))
-        }
+        Ok(md) => Ok(Some((kind(md.file_type()), md))),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(e),
     }
@@ -515,17 +513,7 @@ fn list(dir: &Dir) -> std::io::Result<Vec<(OsString, Kind)>> {
     let mut out = Vec::new();
     for entry in dir.entries()? {
         let entry = entry?;
-        let kind = entry.file_type()?;
-        let kind = if kind.is_symlink() {
-            Kind::Symlink
-        } else if kind.is_dir() {
-            Kind::Directory
-        } else if kind.is_file() {
-            Kind::File
-        } else {
-            Kind::Other
-        };
-        out.push((entry.file_name(), kind));
+        out.push((entry.file_name(), kind(entry.file_type()?)));
     }
     Ok(out)
 }

@@ -108,9 +108,15 @@ pub(crate) fn links(_md: &Metadata) -> u64 {
 /// Permission bits as a Unix peer reads them: Windows has a read-only attribute, not
 /// modes, so a directory is 0755, a read-only file 0444, any other 0644.
 pub(crate) fn permission_bits(md: &Metadata) -> u32 {
-    if md.is_dir() {
+    bits_of(md.is_dir(), md.permissions().readonly())
+}
+
+/// [`permission_bits`] of a directory or a file with or without the read-only
+/// attribute, however its status was read.
+pub(crate) fn bits_of(directory: bool, readonly: bool) -> u32 {
+    if directory {
         0o755
-    } else if md.permissions().readonly() {
+    } else if readonly {
         0o444
     } else {
         0o644
