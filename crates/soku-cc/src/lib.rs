@@ -23,6 +23,9 @@
 //!   overflows (HyStart++'s signal).
 //! - [`policer`]: a policer told by its flat delivery rate under heavy loss (BBRv1's
 //!   long-term bandwidth sampling), tested by sending at that rate.
+//! - [`queue_loss`]: a shallow buffer's overflow told from random loss by when it
+//!   comes: the share lost at the top of the RTT range against the share lost below
+//!   it (the Spike classifier, compared as two binomial shares).
 //! - [`resume`]: careful resume (RFC 9959): a connection on a path an earlier copy
 //!   measured jumps to half its bandwidth-delay product, and retreats if the path
 //!   does not carry it.
@@ -73,6 +76,7 @@ pub mod filters;
 pub mod hint;
 pub mod model;
 pub mod policer;
+pub mod queue_loss;
 pub mod resume;
 pub mod shared;
 pub mod stall;
