@@ -8,7 +8,8 @@
 //! the rate the way CUBIC ([RFC 9438]) and NewReno ([RFC 9002] §7) cut it, which is the
 //! failure that sank hscp. Real congestion still slows it down: a round that loses a
 //! large share of its packets lowers an upper bound on data in flight (a simplified
-//! form of BBRv2's `inflight_hi`), and competing soku flows converge to a fair share.
+//! form of BBRv2's `inflight_hi`), loss that comes only when a shallow queue is full
+//! lowers it as CUBIC would, and competing soku flows converge to a fair share.
 //!
 //! # Layout
 //! - [`config`]: [`SokuCcConfig`], the tunables.
