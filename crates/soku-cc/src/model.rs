@@ -304,10 +304,9 @@ pub struct SokuCc {
     /// Largest RTT sample per round (nanoseconds), max over `RTT_RANGE_ROUNDS` rounds:
     /// the top of the RTT range that [`crate::queue_loss`] classes samples in.
     max_rtt: WindowedFilter,
-    /// Largest RTT sample of the latest batch of acks, and whether that batch is still
-    /// open: what the losses it reveals are classed by.
-    batch_max_rtt: Option<Duration>,
-    batch_open: bool,
+    /// Smallest RTT sample of the latest ack frame: what the losses it reveals are
+    /// classed by.
+    frame_rtt: Option<Duration>,
     /// The round in progress when the loss bound was last cut.
     cut_round: u64,
     /// After a cut for loss at the top of a shallow queue, how the bound grows back
@@ -396,8 +395,7 @@ impl SokuCc {
             last_queue_counts: Counts::default(),
             round_max_rtt: None,
             max_rtt: WindowedFilter::new(Direction::Max, RTT_RANGE_ROUNDS),
-            batch_max_rtt: None,
-            batch_open: false,
+            frame_rtt: None,
             cut_round: 0,
             coexist: None,
             config,
@@ -701,7 +699,6 @@ impl Controller for SokuCc {
             let rtt = arrived.saturating_duration_since(sent);
             self.on_rtt_sample(now, rtt);
             self.batch_min_rtt = Some(self.batch_min_rtt.map_or(rtt, |m| m.min(rtt)));
-            self.classify_ack(rtt, bytes);
             if let Some(jump) = self.resume.on_rtt_sample(rtt, self.window) {
                 if self.mode == Mode::Startup && !self.filled_pipe {
                     self.window = jump;
@@ -725,12 +722,12 @@ impl Controller for SokuCc {
     ) {
         self.in_flight = in_flight;
         self.stall.on_acked(now, in_flight);
-        self.batch_open = false;
         // One sample per ack frame: the packets it acknowledges share its ack delay,
         // which at small windows (an ack every ten packets or 25 ms) is most of the
         // spread between samples.
         self.batch_clock = None;
         if let Some(rtt) = self.batch_min_rtt.take() {
+            self.classify_frame(rtt, self.batch_acked);
             if self.mode == Mode::Startup && !self.filled_pipe {
                 match self.resume.on_frame_rtt(now, rtt, self.min_rtt.unwrap_or(rtt), self.window) {
                     Step::Window(window) => self.window = self.window.max(window),
