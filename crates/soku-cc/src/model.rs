@@ -48,8 +48,9 @@
 //! `inflight_hi`, §4.5.10 of the v2/v3 drafts).
 //! In a shallow queue (its RTT range under half a min RTT), loss at the top of the
 //! queue beyond what the path loses below it ([`crate::queue_loss`]) counts from the
-//! first packet, and the bound then follows CUBIC (RFC 9438): cut to 0.7 of what was in
-//! flight, grown back along CUBIC's window function (see
+//! first packet, as does a queue that another flow's cut drained while ours held, and
+//! the bound then follows CUBIC (RFC 9438): cut to 0.7 of what was in flight, grown
+//! back along CUBIC's window function (see
 //! [`Random loss or congestion`](#random-loss-or-congestion)).
 //! Persistent congestion (RFC 9002 §7.6) collapses the window to its minimum and
 //! restarts startup with a fresh bandwidth estimate.
@@ -285,6 +286,8 @@ pub struct SokuCc {
     last_round_app_limited: bool,
     /// Whether the last round's smallest RTT showed a queue (see `share_in_flight`).
     last_round_queued: bool,
+    /// The last round's smallest RTT (see `shared_overflow`).
+    last_round_min_rtt: Option<Duration>,
     /// The others' mean share plus a margin, while others send on the path and this flow
     /// cruises ([`crate::ensemble`]).
     ensemble_cap: Option<u64>,
@@ -387,6 +390,7 @@ impl SokuCc {
             last_round_in_flight: 0,
             last_round_app_limited: true,
             last_round_queued: false,
+            last_round_min_rtt: None,
             ensemble_cap: None,
             stall: StallProbe::default(),
             base_delay: BaseDelay::new(),
@@ -601,6 +605,7 @@ impl SokuCc {
         }
         self.last_round_in_flight = self.round_max_in_flight;
         self.last_round_app_limited = s.app_limited;
+        self.last_round_min_rtt = s.min_rtt;
         self.last_round_queued = match (s.min_rtt, self.min_rtt) {
             (Some(round_min), Some(min)) => round_min > min + min / 8,
             _ => false,
