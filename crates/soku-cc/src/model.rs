@@ -50,7 +50,8 @@
 //! queue beyond what the path loses below it ([`crate::queue_loss`]) counts from the
 //! first packet, as does a queue that another flow's cut drained while ours held, and
 //! the bound then follows CUBIC (RFC 9438): cut to 0.7 of what was in flight, grown
-//! back along CUBIC's window function (see
+//! back along CUBIC's window function (a background flow halves it and grows it back
+//! only while the queue has drained, as LEDBAT would; see
 //! [`Random loss or congestion`](#random-loss-or-congestion)).
 //! Persistent congestion (RFC 9002 §7.6) collapses the window to its minimum and
 //! restarts startup with a fresh bandwidth estimate.
