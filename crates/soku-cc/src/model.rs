@@ -119,10 +119,10 @@
 //! sweep of `tests/loss_sim.rs` gives the same figures with it as without). Beside a
 //! loss-based flow in a quarter-BDP buffer, soku once took 96-97 % of the link (the
 //! overflow it met, ~3.5 %, stayed under the 10 % threshold with less than half a min
-//! RTT of queue); now 55-67 % of what the two carry (path simulator, CUBIC, 50 and
-//! 100 ms). The cost: a flow alone in a shallow buffer that also loses 1 % at random
-//! keeps 94-97 % of the link instead of 96-99 %, and loses 1.3-1.5 % of its packets
-//! instead of 2.4-4.2 %.
+//! RTT of queue); now 51-57 % of what the two carry (path simulator, CUBIC, 50 and
+//! 100 ms; 42-64 % from 30 to 150 ms, but still 77 % at 20 ms). The cost: a flow alone
+//! in a shallow buffer that also loses 1 % at random keeps 94-96 % of the link instead
+//! of 96-99 %, and loses 1.4-1.5 % of its packets instead of 2.4-4.2 %.
 //!
 //! # Layout
 //! This file holds the state, the phase changes and quinn's [`Controller`] calls; the

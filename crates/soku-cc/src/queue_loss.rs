@@ -4,12 +4,12 @@
 //! Random loss (a lossy radio hop, a dirty fibre) does not care how full the
 //! bottleneck queue is: it takes the same share of the packets sent into a full queue
 //! as of those sent into an empty one. A drop-tail buffer drops only while it is full,
-//! that is while the RTT is at its top. So every packet acknowledged is put in one of
-//! two classes by its RTT sample: *top* when the sample is in the upper quarter of the
-//! range between the min RTT and the largest RTT of the recent rounds ([`at_top`]),
-//! *below* otherwise; and every loss by the largest RTT sample of the batch of acks that
-//! revealed it (the packets sent right after the lost one, which met the queue it would
-//! have met). This is the *Spike* loss classifier (Tobe, Tamura, Molano, Ghosh and
+//! that is while the RTT is at its top. So the packets an ack frame acknowledges are
+//! put in one of two classes by an RTT sample (the controller gives the frame's
+//! smallest): *top* when the sample is in the upper quarter of the range between the
+//! min RTT and the largest sample of the recent rounds ([`at_top`]), *below*
+//! otherwise; and every loss by the sample of the ack frame that revealed it (the
+//! packets sent right after the lost one, which met the queue it would have met). This is the *Spike* loss classifier (Tobe, Tamura, Molano, Ghosh and
 //! Tokuda, "Achieving moderate fairness for UDP flows by path-status classification",
 //! IEEE LCN 2000; evaluated by Cen, Cosman and Voelker, "End-to-end differentiation of
 //! congestion and wireless losses", IEEE/ACM Transactions on Networking 11(5), 2003),

@@ -383,8 +383,9 @@ impl SokuCc {
     /// never grew (path simulator, quarter-BDP buffer, 100 Mbit/s, 50 and 100 ms: CUBIC
     /// kept 1.4-4.4 % of the link with the steps, 4-5 % with BBRv2's 2-3 s wait before
     /// probing again, 8-11 % with one packet per round; with the same decrease and
-    /// growth as CUBIC, the two converge as two CUBIC flows do, and soku takes 55-67 %
-    /// of what the two carry at 50 and 100 ms). The growth is a function of time, so
+    /// growth as CUBIC, the two converge as two CUBIC flows do: soku took 55-67 % of
+    /// what the two carry at 50 and 100 ms with this alone, before `classify_frame` and
+    /// `shared_overflow`). The growth is a function of time, so
     /// once the other flow leaves, the bound passes its old peak and grows convexly,
     /// as CUBIC's window does, until the bound is no longer needed.
     ///
