@@ -69,6 +69,7 @@
 #![warn(missing_docs, unreachable_pub, rust_2018_idioms)]
 
 pub mod base_delay;
+mod coexist;
 pub mod config;
 pub mod delivery;
 pub mod ensemble;

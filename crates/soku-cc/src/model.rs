@@ -315,7 +315,7 @@ pub struct SokuCc {
     cut_round: u64,
     /// After a cut for loss at the top of a shallow queue, how the bound grows back
     /// (see `update_inflight_hi`).
-    coexist: Option<loss::Coexist>,
+    coexist: Option<crate::coexist::Coexist>,
 }
 
 /// A background flow drops a remembered min RTT (the base-delay seed) after this many
