@@ -137,13 +137,18 @@ fn runtime() -> Arc<dyn quinn::Runtime> {
 }
 
 /// The socket quinn reads and writes: one that rests between batches while datagrams
-/// stream in (`batched_udp.rs`, Linux: it rests on a timerfd); elsewhere quinn's tokio socket.
+/// stream in (`batched_udp.rs`, Linux: it rests on a timerfd); elsewhere quinn's tokio
+/// socket, or where the system refuses what that one asks for, a plain one
+/// (`plain_udp.rs`).
 #[cfg(target_os = "linux")]
 fn quinn_socket(
     socket: std::net::UdpSocket,
     report: &SocketReport,
 ) -> std::io::Result<Arc<dyn quinn::AsyncUdpSocket>> {
-    Ok(Arc::new(crate::batched_udp::BatchedUdp::new(socket, report.recv_buffer)?))
+    match crate::batched_udp::BatchedUdp::new(socket.try_clone()?, report.recv_buffer) {
+        Ok(batched) => Ok(Arc::new(batched)),
+        Err(_) => Ok(Arc::new(crate::plain_udp::PlainUdp::new(socket)?)),
+    }
 }
 
 #[cfg(not(target_os = "linux"))]
@@ -152,7 +157,10 @@ fn quinn_socket(
     _report: &SocketReport,
 ) -> std::io::Result<Arc<dyn quinn::AsyncUdpSocket>> {
     use quinn::Runtime as _;
-    TokioRuntime.wrap_udp_socket(socket)
+    match TokioRuntime.wrap_udp_socket(socket.try_clone()?) {
+        Ok(quinns) => Ok(quinns),
+        Err(_) => Ok(Arc::new(crate::plain_udp::PlainUdp::new(socket)?)),
+    }
 }
 
 /// Connects to the server at `server_addr` and waits for the handshake.

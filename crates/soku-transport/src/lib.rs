@@ -57,6 +57,7 @@ mod error;
 mod gso;
 mod identity;
 mod pinning;
+mod plain_udp;
 #[cfg(target_os = "linux")]
 mod precise_timer;
 #[cfg(target_os = "linux")]

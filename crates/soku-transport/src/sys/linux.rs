@@ -6,6 +6,9 @@ use std::os::fd::RawFd;
 
 use socket2::SockRef;
 
+/// The TCP advice soku gives (`net.ipv4.tcp_*mem`, `modprobe tcp_bbr`) is Linux's.
+pub(crate) const TCP_ADVICE_APPLIES: bool = true;
+
 /// Asks for the congestion controller `name` on `socket`.
 pub(crate) fn set_congestion(socket: &SockRef<'_>, name: &str) -> std::io::Result<()> {
     socket.set_tcp_congestion(name.as_bytes())

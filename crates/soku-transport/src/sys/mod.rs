@@ -8,6 +8,8 @@
 //! - **TCP chronographs** (`tcp_info`'s busy and limited times, Linux 4.10+): what
 //!   [`crate::Gauged`] samples. Elsewhere there are none, and the striped link, given no
 //!   gauge readings, uses every connection from the start.
+//! - **TCP advice**: the buffer sysctls and `modprobe tcp_bbr` a copy suggests are
+//!   Linux's; elsewhere it suggests nothing.
 
 #[cfg(target_os = "linux")]
 mod linux;
@@ -15,9 +17,9 @@ mod linux;
 mod other;
 
 #[cfg(target_os = "linux")]
-pub(crate) use linux::{chronographs, congestion, set_congestion};
+pub(crate) use linux::{chronographs, congestion, set_congestion, TCP_ADVICE_APPLIES};
 #[cfg(not(target_os = "linux"))]
-pub(crate) use other::{chronographs, congestion, set_congestion};
+pub(crate) use other::{chronographs, congestion, set_congestion, TCP_ADVICE_APPLIES};
 
 /// A TCP socket whose kernel chronographs can be read: (time with data to send, the
 /// part of it a buffer held back), in microseconds.

@@ -2,6 +2,10 @@
 
 use socket2::SockRef;
 
+/// The TCP advice soku gives names Linux's sysctls and modules; here the system tunes
+/// its own buffers and controller, and there is nothing to tell the user.
+pub(crate) const TCP_ADVICE_APPLIES: bool = false;
+
 /// What [`congestion`] names where the system chooses.
 const SYSTEMS: &str = "the system's";
 
