@@ -11,9 +11,15 @@
 //! - [`ui`]: the engine's typed events (`soku_engine::events`), rendered only here.
 //! - [`report`]: the same events as an HTML page after the copy (`--report`).
 //! - [`exit`]: the exit-code table, and how an error becomes a line and a status.
+//! - [`sys`]: what the binary asks of the operating system, one file per platform;
+//!   [`unix_only`]: the commands that run on Unix systems only, and what Windows says.
 //!
 //! [`main`] dispatches the command line (the `soku` binary's `main.rs` only calls it).
 //! The copy itself (sender, receiver, the data-path seam) is the `soku-engine` crate.
+
+// On Windows `soku serve` is compiled out (`unix_only`), and what modules shared with
+// the client keep for it goes unused there; the Unix builds still flag dead code.
+#![cfg_attr(windows, allow(dead_code))]
 
 mod carrier;
 mod cli;
@@ -25,6 +31,7 @@ mod server;
 mod sys;
 mod tunnel;
 mod ui;
+mod unix_only;
 
 use std::ffi::OsString;
 use std::process::ExitCode;
@@ -104,25 +111,14 @@ pub fn main() -> ExitCode {
             clap_complete::generate(shell, &mut Cli::command(), "soku", &mut std::io::stdout());
             Ok(())
         }
-        Some(Command::Proxy(args)) if args.pass_fd => dial(&args),
-        Some(Command::Proxy(args)) => soku_relay::proxy::run(
-            &args.host,
-            args.port,
-            soku_relay::BufferOptions { sndbuf: args.sndbuf, rcvbuf: args.rcvbuf },
-        )
-        .map_err(anyhow::Error::from),
-        Some(Command::Relay(args)) => soku_relay::relay::run(
-            &args.listen,
-            &args.to,
-            soku_relay::BufferOptions { sndbuf: args.sndbuf, rcvbuf: args.rcvbuf },
-        )
-        .map_err(anyhow::Error::from),
+        Some(Command::Proxy(args)) => unix_only::proxy(&args),
+        Some(Command::Relay(args)) => unix_only::relay(&args),
         Some(Command::Demo(args)) => block_on(client::demo::run(args)),
         Some(Command::Sync(args)) => block_on(client::sync::run(*args)).map(|_| ()),
-        Some(Command::Sftp(args)) => client::sftp::run(*args),
+        Some(Command::Sftp(args)) => unix_only::sftp(*args),
         Some(Command::Tunnel(args)) => block_on(tunnel::run(args)),
         Some(Command::Diagnose(args)) => block_on(diagnose::run(args)),
-        Some(Command::Serve(args)) => block_on(server::serve::run_on_stdio(args)),
+        Some(Command::Serve(args)) => block_on(unix_only::serve(args)),
         None => block_on(client::copy::run(cli.copy)).map(|_| ()),
     };
     exit::report(result)
@@ -164,25 +160,6 @@ fn block_on<T>(work: impl std::future::Future<Output = anyhow::Result<T>>) -> an
     let result = rt.block_on(work);
     rt.shutdown_background();
     result
-}
-
-/// `soku proxy --pass-fd`: connect as ssh would, hand the socket to ssh.
-fn dial(args: &cli::args::ProxyArgs) -> anyhow::Result<()> {
-    use soku_relay::dial::{DialOptions, Family};
-    let family = match args.family.as_str() {
-        "any" => Family::Any,
-        "inet" => Family::Inet,
-        "inet6" => Family::Inet6,
-        other => anyhow::bail!("--family {other}: expected any, inet or inet6"),
-    };
-    let timeout = args.connect_timeout.filter(|&s| s > 0).map(std::time::Duration::from_secs);
-    let dialed =
-        soku_relay::dial::dial_and_pass(&args.host, args.port, DialOptions { family, timeout });
-    if let (Err(e), Some(path)) = (&dialed, &args.error_file) {
-        // Best effort: the copy's own verdict follows either way.
-        let _ = std::fs::write(path, format!("{e}\n"));
-    }
-    dialed.map_err(anyhow::Error::from)
 }
 
 /// `user@host` matches config sections by its host, as a copy's `user@host:path` does.

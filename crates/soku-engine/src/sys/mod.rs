@@ -45,4 +45,6 @@ pub use other::{drop_cached, mode, LOOKUP};
 #[cfg(windows)]
 mod windows;
 #[cfg(windows)]
+pub use windows::drop_cached;
+#[cfg(windows)]
 pub(crate) use windows::*;

@@ -276,7 +276,7 @@ pub(crate) fn cached(_file: &File, _offset: u64) -> bool {
 pub(crate) fn read_only_what_is_asked(_file: &File) {}
 
 /// No cache advice here: a read that follows may come from the cache.
-pub(crate) fn drop_cached(_file: &File, _offset: u64, _len: u64) {}
+pub fn drop_cached(_file: &File, _offset: u64, _len: u64) {}
 
 /// No per-thread priority here: the hash-ahead threads run at the process's.
 pub(crate) fn lower_this_thread(_nice: i32) {}

@@ -1,5 +1,8 @@
 //! Parsing `[user@]host:path`, `[user@][v6addr]:path` and local paths, with scp's rules:
 //! a colon before the first slash makes a remote path; `./a:b` and `/a:b` stay local.
+//! On Windows a drive (`C:\data`, `d:/x`, `C:`) and a path that starts with a
+//! backslash (`\\server\share`, `.\a:b`) are local too, as Windows' own scp has
+//! them: a one-letter host is then written `user@c:path` or by its full name.
 //!
 //! An argument is bytes, as Unix names are: a local path or a remote path need not be
 //! UTF-8 (the remote one travels as bytes, `soku_proto::name`); a user or host name must
@@ -52,6 +55,9 @@ pub fn parse(arg: &OsStr) -> Result<Location, String> {
     if bytes.starts_with(b"/") || bytes.starts_with(b"./") || bytes.starts_with(b"../") {
         return local();
     }
+    if cfg!(windows) && is_windows_local(bytes) {
+        return local();
+    }
     let (user, rest) = split_user(bytes);
     if let Some(bracketed) = rest.strip_prefix(b"[") {
         // The address ends at `]:`; a slash before it makes a local path (the rule above).
@@ -73,6 +79,16 @@ pub fn parse(arg: &OsStr) -> Result<Location, String> {
         Some(i) if rest[i] == b':' => remote(user, &rest[..i], &rest[i + 1..], &arg),
         _ => local(),
     }
+}
+
+/// A drive (`C:`, `C:\x`, `C:/x`) or a path that starts with a backslash (`\x`,
+/// `\\server\share`, `.\x`, `..\x`): local on Windows.
+fn is_windows_local(bytes: &[u8]) -> bool {
+    let drive = match bytes {
+        [letter, b':'] | [letter, b':', b'\\' | b'/', ..] => letter.is_ascii_alphabetic(),
+        _ => false,
+    };
+    drive || bytes.starts_with(b"\\") || bytes.starts_with(b".\\") || bytes.starts_with(b"..\\")
 }
 
 /// Where `needle` first occurs in `hay`.
@@ -111,6 +127,19 @@ fn remote(user: Option<&[u8]>, host: &[u8], path: &[u8], arg: &str) -> Result<Lo
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Catches: a Windows drive or backslash path taken for a remote host `C`.
+    #[test]
+    fn windows_drives_and_backslash_paths_are_local_there() {
+        for local in ["C:", "C:\\data\\x.bin", "d:/x", "\\\\server\\share\\f", ".\\a:b", "..\\a:b"]
+        {
+            assert!(is_windows_local(local.as_bytes()), "{local}");
+        }
+        for remote in ["C:x", "host:C:\\x", "ab:\\x", "1:\\x", "c:", "user@c:/x"] {
+            let expect = remote == "c:";
+            assert_eq!(is_windows_local(remote.as_bytes()), expect, "{remote}");
+        }
+    }
 
     fn r(user: Option<&str>, host: &str, path: &str) -> Location {
         Location::Remote(Remote {
@@ -153,6 +182,7 @@ mod tests {
     /// Catches: a path that is not UTF-8 refused, changed, or taken for a remote one
     /// by its bytes, and a host name that is not UTF-8 passed on to ssh.
     #[test]
+    #[cfg(unix)]
     fn paths_that_are_not_utf8_are_kept_as_bytes() {
         use std::os::unix::ffi::OsStrExt;
         let os = |b: &'static [u8]| OsStr::from_bytes(b);

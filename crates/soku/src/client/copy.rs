@@ -194,7 +194,7 @@ async fn copy_until_done(
     };
     // Only root can make a file setuid for another user, and only root's files are
     // worth a hostile peer's setuid bit: anyone else asking is told so, not ignored.
-    if args.keep_special_bits && !rustix::process::geteuid().is_root() {
+    if args.keep_special_bits && !crate::sys::is_root() {
         return Err(Exit::usage(
             "--keep-special-bits is for root only: as another user the setuid, setgid and \
              sticky bits are cleared, as scp clears them; leave the option out",

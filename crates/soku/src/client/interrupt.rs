@@ -1,4 +1,4 @@
-//! Ctrl-C (SIGINT) during a copy.
+//! Ctrl-C (SIGINT; the console's Ctrl-C event on Windows) during a copy.
 //!
 //! Killed by the signal's default action, the client told the remote nothing: a job on
 //! a kept server (`server/serve/kept.rs`), reached over QUIC with no ssh channel whose end
@@ -19,7 +19,6 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::watch;
 
 use crate::exit::Exit;
@@ -41,7 +40,7 @@ pub struct Interrupt {
 impl Interrupt {
     /// Takes SIGINT from now on, in place of its default action (the process's end).
     pub fn listen() -> std::io::Result<Interrupt> {
-        let mut signals = signal(SignalKind::interrupt())?;
+        let mut signals = crate::sys::Interrupts::listen()?;
         let (tx, fired) = watch::channel(false);
         // The listener ends with the copy (every receiver dropped): a session that runs
         // copies one after another (`soku sftp`) must not take a later copy's Ctrl-C

@@ -17,7 +17,6 @@
 //!   server within a few round trips removes it and opens an ssh session.
 
 use std::net::SocketAddr;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -147,10 +146,9 @@ impl KeptKey {
         // Whole or not at all: a copy reading at the same time sees the old record or
         // the new one.
         let temp = self.0.with_extension(format!("tmp{}", std::process::id()));
-        let written = std::fs::OpenOptions::new()
+        let written = crate::sys::private_file()
             .write(true)
             .create_new(true)
-            .mode(0o600)
             .open(&temp)
             .and_then(|mut file| std::io::Write::write_all(&mut file, &text));
         if written.and_then(|()| std::fs::rename(&temp, &self.0)).is_err() {
@@ -170,8 +168,6 @@ fn millis_since_epoch(at: SystemTime) -> Option<u64> {
 
 #[cfg(test)]
 mod tests {
-    use std::os::unix::fs::PermissionsExt;
-
     use super::*;
 
     fn server() -> KeptServer {
@@ -186,8 +182,12 @@ mod tests {
         }
     }
 
+    /// Unix only: Windows has no mode bits; the record's directory's access list keeps
+    /// others out there.
     #[test]
+    #[cfg(unix)]
     fn a_record_holds_until_its_time_and_only_its_user_reads_it() {
+        use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().expect("tempdir");
         let key = KeptKey(dir.path().join("k"));
         assert!(key.recall().is_none(), "nothing recorded yet");

@@ -5,7 +5,8 @@
 //!   rules; [`demo`]: the same over loopback with no remote;
 //!   [`interrupt`]: the user's Ctrl-C during a copy; [`retry`]: when a copy that lost
 //!   its connection tries again.
-//! - [`sftp`]: `soku sftp`, an interactive session whose transfers are copies.
+//! - `sftp`: `soku sftp`, an interactive session whose transfers are copies (Unix
+//!   only: its terminal and signals are Unix's; `crate::unix_only`).
 //! - [`between_remotes`] and [`through_here`]: copies between two remote hosts (`-R`,
 //!   `-3`).
 //! - [`launch`]: starting the remote `soku serve` (ssh, `-S`, `-e`, or locally), and one
@@ -21,7 +22,7 @@
 //! - [`private_dir`]: soku's own directories under the user's runtime directory.
 
 pub mod between_remotes;
-#[cfg(test)]
+#[cfg(all(test, unix))]
 mod bootstrap_test;
 pub mod copy;
 pub mod demo;
@@ -34,6 +35,7 @@ pub mod preview;
 pub mod private_dir;
 pub mod retry;
 pub mod session;
+#[cfg(unix)]
 pub mod sftp;
 pub mod sync;
 pub mod through_here;

@@ -5,16 +5,15 @@
 //! at most ten times a second per copy.
 //!
 //! The file holds the min RTT, when it was measured and when a running copy last wrote
-//! it, on the system's monotonic clock (`CLOCK_MONOTONIC`, the clock
-//! `std::time::Instant` reads on Linux, the same for every process of one boot), and a
+//! it, on the clock every process of one boot reads alike (`crate::sys::shared_clock`:
+//! `CLOCK_MONOTONIC` on Unix, the tick count on Windows), and a
 //! check word: a torn or foreign record reads as empty. After it, from byte
 //! [`SHARES_AT`], [`SHARE_SLOTS`] slots where the copies sending on the path keep their
 //! shares (`soku_cc::ensemble`), one slot per copy, each with its own check word. A
 //! file that cannot be made or read only costs the sharing: a copy never fails for it.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::net::IpAddr;
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -22,6 +21,7 @@ use std::time::{Duration, Instant, SystemTime};
 use soku_transport::{BoardSlot, MinRttRecord, PathBoard, ShareRecord};
 
 use crate::client::private_dir::{netns_id, soku_runtime_dir};
+use crate::sys;
 
 /// The directory's name under soku's runtime directory.
 const DIR: &str = "paths-now";
@@ -60,13 +60,11 @@ impl FileBoard {
 
     fn open_in(dir: &Path, peer: IpAddr) -> Result<FileBoard, String> {
         let path = dir.join(board_name(peer));
-        let file = OpenOptions::new()
+        let file = sys::private_file()
             .read(true)
             .write(true)
             .create(true)
             .truncate(false)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW)
             .open(&path)
             .map_err(|e| format!("{}: {e}", path.display()))?;
         Ok(FileBoard { file, anchor: (Instant::now(), monotonic_now()) })
@@ -92,7 +90,7 @@ impl FileBoard {
 impl PathBoard for FileBoard {
     fn read(&self) -> Option<MinRttRecord> {
         let mut bytes = [0u8; RECORD_LEN];
-        self.file.read_exact_at(&mut bytes, 0).ok()?;
+        sys::read_exact_at(&self.file, &mut bytes, 0).ok()?;
         let ([rtt, at, alive], writer) = decode(&bytes)?;
         let (at, alive) = (self.instant_at(at)?, self.instant_at(alive)?);
         Some(MinRttRecord { rtt, at, alive, writer })
@@ -102,7 +100,7 @@ impl PathBoard for FileBoard {
         let times = [record.rtt, self.clock_at(record.at), self.clock_at(record.alive)];
         let bytes = encode(times, record.writer);
         // Best effort: a record that did not make it is written again next time.
-        let _ = self.file.write_all_at(&bytes, 0);
+        let _ = sys::write_all_at(&self.file, &bytes, 0);
     }
 
     fn shares(&self) -> Vec<ShareRecord> {
@@ -128,7 +126,7 @@ impl PathBoard for FileBoard {
             })
             .unwrap_or(0);
         let bytes = encode_share(record.writer, record.in_flight, self.clock_at(record.alive));
-        let _ = self.file.write_all_at(&bytes, SHARES_AT + (index * SHARE_LEN) as u64);
+        let _ = sys::write_all_at(&self.file, &bytes, SHARES_AT + (index * SHARE_LEN) as u64);
     }
 }
 
@@ -137,7 +135,7 @@ impl FileBoard {
     /// an older soku, too).
     fn share_slots(&self) -> Vec<Option<ShareRecord>> {
         let mut bytes = [0u8; SHARE_SLOTS * SHARE_LEN];
-        let read = self.file.read_at(&mut bytes, SHARES_AT).unwrap_or(0);
+        let read = sys::read_at(&self.file, &mut bytes, SHARES_AT).unwrap_or(0);
         let mut slots = vec![None; SHARE_SLOTS];
         for (i, slot) in slots.iter_mut().enumerate().take(read / SHARE_LEN) {
             let mut one = [0u8; SHARE_LEN];
@@ -168,7 +166,7 @@ pub fn slot_for(peer: IpAddr) -> BoardSlot {
 /// The file's name: 24 hex digits of BLAKE3 over the peer's address, this network
 /// namespace and the user id.
 fn board_name(peer: IpAddr) -> String {
-    let uid = rustix::process::geteuid().as_raw();
+    let uid = sys::user_id();
     let mut hasher = blake3::Hasher::new();
     hasher.update(b"soku path board 1\0").update(peer.to_string().as_bytes()).update(&[0]);
     hasher.update(&netns_id().to_le_bytes()).update(&uid.to_le_bytes());
@@ -232,8 +230,7 @@ fn decode_share(bytes: &[u8; SHARE_LEN]) -> Option<(u64, u64, Duration)> {
 }
 
 fn monotonic_now() -> Duration {
-    let now = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
-    Duration::new(u64::try_from(now.tv_sec).unwrap_or(0), u32::try_from(now.tv_nsec).unwrap_or(0))
+    sys::shared_clock()
 }
 
 /// Removes boards nobody touched for a day once there are many (one per peer address

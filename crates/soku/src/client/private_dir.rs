@@ -2,42 +2,35 @@
 //! the user: the shared ssh logins' sockets (`client/launch/shared_login.rs`) and the boards
 //! where concurrent copies share a path's min RTT (`client/path_board.rs`).
 
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
+use crate::sys;
+
 /// `$XDG_RUNTIME_DIR/soku/<name>`, else `$XDG_CACHE_HOME/soku/<name>`
-/// (`~/.cache/soku/<name>`): made private to this user (0700), and refused if it is not
-/// this user's or someone else could write to it. The error says why, for `-v`.
+/// (`~/.cache/soku/<name>`; `%LOCALAPPDATA%\soku\<name>` on Windows): made private to
+/// this user (0700), and refused if it is not this user's or someone else could write to
+/// it. The error says why, for `-v`.
 pub fn soku_runtime_dir(name: &str) -> Result<PathBuf, String> {
-    let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
-    let base = var("XDG_RUNTIME_DIR")
-        .or_else(|| var("XDG_CACHE_HOME"))
-        .or_else(|| var("HOME").map(|home| home.join(".cache")))
+    let base = sys::runtime_base()
         .ok_or_else(|| "no $XDG_RUNTIME_DIR, $XDG_CACHE_HOME or $HOME".to_string())?;
     let dir = base.join("soku").join(name);
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(&dir)
-        .map_err(|e| format!("{}: {e}", dir.display()))?;
+    sys::make_private_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     check_private(&dir)?;
     Ok(dir)
 }
 
-/// `$XDG_CACHE_HOME/soku`, else `~/.cache/soku`: what soku keeps between copies (path
-/// memory, binaries it may send to a remote). Not made here.
+/// `$XDG_CACHE_HOME/soku`, else `~/.cache/soku` (`%LOCALAPPDATA%\soku` on Windows):
+/// what soku keeps between copies (path memory, binaries it may send to a remote). Not
+/// made here.
 pub fn soku_cache_dir() -> Option<PathBuf> {
-    let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
-    let base = var("XDG_CACHE_HOME").or_else(|| var("HOME").map(|home| home.join(".cache")))?;
-    Some(base.join("soku"))
+    Some(sys::cache_base()?.join("soku"))
 }
 
 /// Refuses a directory that is not this user's or that others may write to (another
 /// user could then put a socket or file of theirs where we look for ours).
 pub fn check_private(dir: &Path) -> Result<(), String> {
     let md = std::fs::symlink_metadata(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let mine = md.uid() == rustix::process::geteuid().as_raw();
-    if !md.is_dir() || !mine || md.permissions().mode() & 0o022 != 0 {
+    if !md.is_dir() || !sys::only_mine(&md) {
         return Err(format!(
             "{} is not a directory of this user's that only it can write to",
             dir.display()
@@ -46,15 +39,16 @@ pub fn check_private(dir: &Path) -> Result<(), String> {
     Ok(())
 }
 
-/// This process's network namespace (its inode): addresses mean different hosts in
-/// different namespaces.
+/// This process's network namespace (0 where there are none): addresses mean different
+/// hosts in different namespaces.
 pub fn netns_id() -> u64 {
-    std::fs::metadata("/proc/self/ns/net").map(|md| md.ino()).unwrap_or(0)
+    sys::netns_id()
 }
 
-#[cfg(test)]
+#[cfg(all(test, unix))]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
 
     #[test]
     fn a_directory_others_can_write_to_is_refused() {

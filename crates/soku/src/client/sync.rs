@@ -3,7 +3,6 @@
 //! command's, whose session, retries and meter it shares.
 
 use std::io::Read;
-use std::os::unix::ffi::OsStrExt;
 
 use soku_proto::name::Name;
 use soku_proto::sync::SyncRules;
@@ -61,9 +60,9 @@ pub async fn run(args: SyncArgs) -> anyhow::Result<CopyReport> {
     let contents = sources.iter().any(|source| {
         let path = match spec::parse(source) {
             Ok(Location::Remote(remote)) => remote.path.as_bytes().to_vec(),
-            _ => source.as_bytes().to_vec(),
+            _ => source.as_encoded_bytes().to_vec(),
         };
-        path.ends_with(b"/")
+        path.ends_with(b"/") || (cfg!(windows) && path.ends_with(b"\\"))
     });
     let rules = SyncRules {
         checksum,

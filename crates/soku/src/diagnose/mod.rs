@@ -18,6 +18,7 @@
 pub mod facts;
 mod host;
 mod probe;
+#[cfg(unix)]
 mod serve;
 mod show;
 pub mod units;
@@ -41,6 +42,7 @@ use crate::client::launch::{Launcher, ServeCommand};
 use crate::client::session::{Session, SessionOptions};
 use crate::exit::Exit;
 
+#[cfg(unix)]
 pub use self::serve::serve;
 
 /// The longest a probe sends ([`probe::send_for`] ends it once soku-cc has held its rate

@@ -2,14 +2,11 @@
 
 use std::time::Duration;
 
-/// CPU time (user and system, all threads) this process has used since it started.
-///
-/// `CLOCK_PROCESS_CPUTIME_ID` is the sum `getrusage(RUSAGE_SELF)` reports as
-/// `ru_utime + ru_stime`, read without unsafe code (the workspace denies it); ssh, a
-/// child process, is not counted, as in the bench's CPU figures (`bench/src/cpu.rs`).
+/// CPU time (user and system, all threads) this process has used since it started
+/// (`crate::sys::process_cpu`); ssh, a child process, is not counted, as in the bench's
+/// CPU figures (`bench/src/cpu.rs`).
 pub fn process_cpu() -> Duration {
-    let t = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
-    Duration::new(u64::try_from(t.tv_sec).unwrap_or(0), u32::try_from(t.tv_nsec).unwrap_or(0))
+    crate::sys::process_cpu()
 }
 
 #[cfg(test)]

@@ -27,6 +27,7 @@ use std::path::{Path, PathBuf};
 pub use collect::Recorder;
 pub use context::Context;
 pub use cpu::process_cpu;
+#[cfg(unix)]
 pub use remote::ServerSampler;
 
 /// Why a report could not be written.

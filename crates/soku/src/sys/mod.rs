@@ -1,18 +1,40 @@
 //! What the binary asks of the operating system beyond the engine's
-//! (`soku_engine`'s own `sys`), one function per need. Linux (`linux.rs`) has every
-//! mechanism; other Unix systems (`other.rs`: macOS, the BSDs) get a plain path or a
-//! stated absence, listed in the README's platforms table.
+//! (`soku_engine`'s own `sys`), one function per need.
+//!
+//! - `unix.rs`: what every Unix system does alike (user ids, private modes, positional
+//!   I/O, signals, the CPU clocks).
+//! - `linux.rs`: Linux's own mechanisms (descriptors of symlinks for `soku serve`'s
+//!   browsing, transparent huge pages).
+//! - `other.rs`: the other Unix systems (macOS, the BSDs): a plain path or a stated
+//!   absence.
+//! - `windows.rs`: the client's needs on Windows. `soku serve`, the relays and
+//!   `soku sftp` are Unix-only (`crate::unix_only` says so to the user).
+//!
+//! What is missing where, and why, is the README's platforms table.
+
+#[cfg(unix)]
+mod unix;
+#[cfg(unix)]
+pub(crate) use unix::*;
 
 #[cfg(target_os = "linux")]
 mod linux;
 #[cfg(target_os = "linux")]
 pub(crate) use linux::*;
 
-#[cfg(not(target_os = "linux"))]
+#[cfg(all(unix, not(target_os = "linux")))]
 mod other;
-#[cfg(not(target_os = "linux"))]
+#[cfg(all(unix, not(target_os = "linux")))]
 pub(crate) use other::*;
 
-/// What the engine's `sys` already has: the lookup flags (`O_PATH` on Linux,
-/// read-only elsewhere), a mode to create with, and the page-cache advice.
-pub(crate) use soku_engine::sys::{drop_cached, mode, LOOKUP};
+#[cfg(windows)]
+mod windows;
+#[cfg(windows)]
+pub(crate) use windows::*;
+
+/// The page-cache advice, from the engine's `sys`.
+pub(crate) use soku_engine::sys::drop_cached;
+/// What the engine's `sys` has for `soku serve`: the lookup flags (`O_PATH` on Linux,
+/// read-only elsewhere) and a mode to create with.
+#[cfg(unix)]
+pub(crate) use soku_engine::sys::{mode, LOOKUP};

@@ -22,9 +22,11 @@ pub mod code;
 mod codec;
 mod listen;
 mod pipe;
+#[cfg(unix)]
 mod server;
 mod stream;
 
 pub use client::run;
 pub use listen::parse_remote;
+#[cfg(unix)]
 pub use server::serve;

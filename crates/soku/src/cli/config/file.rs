@@ -116,12 +116,8 @@ pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
 /// read.
 fn read_text(path: &Path) -> Result<Option<String>, ConfigError> {
     use std::io::Read as _;
-    use std::os::unix::fs::{FileTypeExt as _, OpenOptionsExt as _};
     let failed = |source| ConfigError::Read { path: path.to_path_buf(), source };
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
-        .open(path);
+    let file = crate::sys::open_without_waiting(path);
     let file = match file {
         Ok(file) => file,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -132,16 +128,8 @@ fn read_text(path: &Path) -> Result<Option<String>, ConfigError> {
         None
     } else if kind.is_dir() {
         Some("a directory")
-    } else if kind.is_fifo() {
-        Some("a FIFO")
-    } else if kind.is_char_device() {
-        Some("a character device")
-    } else if kind.is_block_device() {
-        Some("a block device")
-    } else if kind.is_socket() {
-        Some("a socket")
     } else {
-        Some("not a regular file")
+        Some(crate::sys::special_kind(kind).unwrap_or("not a regular file"))
     };
     if let Some(what) = what {
         return Err(ConfigError::NotRegular { path: path.to_path_buf(), what });

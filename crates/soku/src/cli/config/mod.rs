@@ -161,6 +161,7 @@ mod tests {
     /// Catches: a FIFO at the config file's name holding soku until someone writes to
     /// it, and a link to `/dev/zero` read until memory runs out.
     #[test]
+    #[cfg(unix)]
     fn a_fifo_or_a_device_is_refused_without_waiting() {
         let dir = tempfile::tempdir().expect("tempdir");
         let fifo = dir.path().join("config.toml");

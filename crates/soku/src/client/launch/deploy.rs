@@ -252,7 +252,8 @@ fn range(versions: &std::ops::RangeInclusive<u16>) -> String {
     }
 }
 
-#[cfg(test)]
+// The deploy script runs under a Unix shell.
+#[cfg(all(test, unix))]
 mod tests {
     use std::io::Write;
     use std::os::unix::fs::PermissionsExt;

@@ -67,7 +67,8 @@ fn quote_program(program: &str) -> String {
     }
 }
 
-#[cfg(test)]
+// The lookup script runs under a Unix shell.
+#[cfg(all(test, unix))]
 mod tests {
     use super::*;
 

@@ -88,6 +88,8 @@ pub enum NotShared {
     UsersOwn,
     /// `ssh -G` failed or does not look like OpenSSH's.
     NoConfig(String),
+    /// This system's ssh shares no logins (Windows' `ssh.exe`).
+    NotHere,
     /// No directory for the socket (no `$XDG_RUNTIME_DIR`, `$XDG_CACHE_HOME` or
     /// `$HOME`), or one that is not private to this user, or a path too long.
     NoPlace(String),
@@ -98,6 +100,7 @@ impl std::fmt::Display for NotShared {
         match self {
             NotShared::UsersOwn => f.write_str("your ssh options or config set ControlMaster"),
             NotShared::NoConfig(why) => write!(f, "`ssh -G` did not say how ssh connects: {why}"),
+            NotShared::NotHere => f.write_str("this system's ssh has no ControlMaster"),
             NotShared::NoPlace(why) => write!(f, "no place for the control socket: {why}"),
         }
     }
@@ -111,6 +114,9 @@ impl SharedLogin {
         options: &[String],
         destination: &str,
     ) -> Result<SharedLogin, NotShared> {
+        if !crate::sys::SSH_SHARES_LOGINS {
+            return Err(NotShared::NotHere);
+        }
         if options.iter().any(|o| names_control_option(o)) {
             return Err(NotShared::UsersOwn);
         }
@@ -400,7 +406,7 @@ fn is_family(value: &str) -> bool {
 /// to the user, not where it logs in.
 fn socket_name(program: &str, config: &str) -> String {
     let netns = netns_id();
-    let uid = rustix::process::geteuid().as_raw();
+    let uid = crate::sys::user_id();
     let mut hasher = blake3::Hasher::new();
     hasher.update(program.as_bytes()).update(&[0]);
     for line in config.lines().filter(|line| !line.starts_with("loglevel ")) {
