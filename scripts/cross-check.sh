@@ -22,6 +22,9 @@ as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 # the same arithmetic on every platform, took over a minute more under Wine's debug
 # build and stay on Linux), and the engine's copies over in-memory links, on real files.
 portable=(-p soku-proto -p soku-cc -p soku-transport -p soku-engine --lib --tests)
+# The Windows client: the binary, with the code its unit tests add. `soku serve`, the
+# relays and `soku sftp` are Unix-only (crates/soku/src/unix_only.rs).
+client=(-p soku --lib --bins --profile test)
 # What builds on the other Unix systems too (macOS): the engine, the relays and the
 # binary, with the code their unit tests add (`--profile test`). The end-to-end tests
 # run in Linux network namespaces and stay on Linux.
@@ -63,8 +66,9 @@ for target in "${targets[@]}"; do
             cargo-zigbuild clippy --locked --target "$target" "${unix[@]}" -- -D warnings
             ;;
         *)
-            step "clippy for $target: ${portable[*]}"
+            step "clippy for $target: ${portable[*]}; ${client[*]}"
             cargo clippy --locked --target "$target" "${portable[@]}" -- -D warnings
+            cargo clippy --locked --target "$target" "${client[@]}" -- -D warnings
             ;;
     esac
 done
@@ -79,4 +83,19 @@ fi
 export CARGO_TARGET_X86_64_PC_WINDOWS_GNU_RUNNER=wine
 cargo test --locked --target x86_64-pc-windows-gnu "${tested[@]}"
 cargo test --locked --target x86_64-pc-windows-gnu "${tested_engine[@]}"
+
+# The Windows client under Wine copies both ways with the Linux `soku serve` through
+# sshd (crates/soku/tests/e2e/wine_e2e.rs). Wine cannot give a Linux ssh the Windows
+# build's pipes, so its ssh is a Windows shim that carries them over loopback TCP to
+# the real one (scripts/wine/ssh_shim.rs).
+step "the Windows build copies through sshd under Wine"
+target_dir=${CARGO_TARGET_DIR:-$PWD/target}
+cargo build --locked --target x86_64-pc-windows-gnu -p soku --bin soku
+mkdir -p "$target_dir/wine"
+rustc --edition 2021 --target x86_64-pc-windows-gnu -O scripts/wine/ssh_shim.rs \
+    -o "$target_dir/wine/ssh.exe"
+SOKU_WINDOWS_EXE="$target_dir/x86_64-pc-windows-gnu/debug/soku.exe" \
+    SOKU_WINE_SSH="$target_dir/wine/ssh.exe" \
+    cargo test --locked --release --workspace --test e2e -- --ignored --exact \
+    wine_e2e::the_windows_build_copies_both_ways_over_quic_through_sshd
 step "cross checks passed"

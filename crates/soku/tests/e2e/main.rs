@@ -42,3 +42,4 @@ mod sync_e2e;
 mod target_errors_e2e;
 mod transport_e2e;
 mod tunnel_e2e;
+mod wine_e2e;
