@@ -15,12 +15,17 @@
 //! - a read-only file at the final name is made writable first, so that the verified
 //!   file can take its place (Windows refuses to replace a read-only file);
 //! - names a Windows file system cannot hold (`soku_proto::windows_name`) are refused
-//!   with their reason before anything is made.
+//!   with their reason before anything is made;
+//! - two names of one copy that differ only in case (`A.txt`, `a.txt`) would be one
+//!   file here (NTFS compares names without case): the second is refused with both
+//!   names, rather than written over the first ([`Cases`]).
 
+use std::collections::HashMap;
 use std::ffi::{OsStr, OsString};
 use std::fs::File;
 use std::io::Read;
 use std::path::{Component, Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use cap_std::ambient_authority;
 use cap_std::fs::{Dir, Metadata, OpenOptions, OpenOptionsExt};
@@ -47,6 +52,43 @@ const FILE_WRITE_ATTRIBUTES: u32 = 0x0100;
 pub struct TargetDir {
     dir: Dir,
     path: PathBuf,
+    cases: Arc<Cases>,
+}
+
+/// The paths below the target this copy has named so far, by their case-folded form:
+/// a second path that folds to the same one names the same file here.
+#[derive(Debug, Default)]
+struct Cases(Mutex<HashMap<String, PathBuf>>);
+
+impl Cases {
+    /// Claims `rel` and each directory above it; refuses a path that differs from one
+    /// claimed before only in case.
+    fn claim(&self, rel: &Path) -> std::io::Result<()> {
+        let mut seen = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut prefix = PathBuf::new();
+        for part in rel.components() {
+            prefix.push(part);
+            let folded = prefix.to_string_lossy().to_lowercase();
+            match seen.get(&folded) {
+                Some(earlier) if *earlier != prefix => {
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::InvalidFilename,
+                        format!(
+                            "the names {} and {} differ only in case, which Windows does not \
+                             tell apart: rename one on the sending side",
+                            shown(earlier),
+                            shown(&prefix)
+                        ),
+                    ));
+                }
+                Some(_) => {}
+                None => {
+                    seen.insert(folded, prefix.clone());
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 /// A name below the target and its directory, opened.
@@ -225,7 +267,7 @@ impl TargetDir {
     pub fn open(root: &Path) -> std::io::Result<TargetDir> {
         let dir = if root.as_os_str().is_empty() { Path::new(".") } else { root };
         let dir = Dir::open_ambient_dir(dir, ambient_authority())?;
-        Ok(TargetDir { dir, path: root.to_path_buf() })
+        Ok(TargetDir { dir, path: root.to_path_buf(), cases: Arc::default() })
     }
 
     /// The target directory's path.
@@ -237,7 +279,7 @@ impl TargetDir {
     /// through a link.
     pub fn open_below(&self, local: &Path) -> std::io::Result<TargetDir> {
         let rel = local.strip_prefix(&self.path).map_err(|_| Outside::io())?;
-        Ok(TargetDir { dir: self.open_dir(rel)?, path: local.to_path_buf() })
+        Ok(TargetDir { dir: self.open_dir(rel)?, path: local.to_path_buf(), cases: Arc::default() })
     }
 
     /// The directory `local`, opened as a target of its own, beneath `beneath` when there
@@ -336,6 +378,7 @@ impl TargetDir {
             .file_name()
             .ok_or_else(|| std::io::Error::other(format!("{} names no file", shown(&local))))?;
         check_name(name)?;
+        self.cases.claim(rel)?;
         let parent = rel.parent().unwrap_or(Path::new(""));
         let dir = self.open_dir(parent)?;
         Ok(Entry { dir, name: name.to_os_string() })
@@ -544,4 +587,22 @@ fn remove_tree(parent: &Dir, name: &OsStr, depth: usize) -> std::io::Result<()> 
     }
     drop(dir);
     parent.remove_dir(name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Catches: a second name that differs only in case written over the first.
+    #[test]
+    fn names_that_differ_only_in_case_are_refused() {
+        let cases = Cases::default();
+        for ok in ["A.txt", "A.txt", "Dir/x", "Dir/y", "b"] {
+            cases.claim(Path::new(ok)).unwrap_or_else(|e| panic!("{ok}: {e}"));
+        }
+        for clash in ["a.txt", "dir/z", "Dir/X", "DIR"] {
+            let err = cases.claim(Path::new(clash)).expect_err(clash);
+            assert!(err.to_string().contains("differ only in case"), "{clash}: {err}");
+        }
+    }
 }

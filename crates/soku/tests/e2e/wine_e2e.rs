@@ -1,5 +1,6 @@
 //! The Windows build (`x86_64-pc-windows-gnu`) under Wine copies with `soku serve` on
-//! Linux through a real sshd, both ways, a file and a tree, over QUIC.
+//! Linux through a real sshd, both ways, a file and a tree, over QUIC; and refuses two
+//! names of a tree that Windows would take for one.
 //!
 //! Wine (8.0) cannot hand a Windows pipe to a Linux process, so the `ssh` the Windows
 //! build starts is `scripts/wine/ssh_shim.rs`, a Windows program that carries its
@@ -163,4 +164,33 @@ fn the_windows_build_copies_both_ways_over_quic_through_sshd() {
     );
     assert_same_tree(&env.src().join("tree"), &tree_up);
     assert_same_tree(&env.src().join("tree"), &tree_down);
+}
+
+/// A tree from Linux holding `Notes.txt` and `notes.txt`, copied down to the Windows
+/// build, where the two would be one file: the second is refused with both names and
+/// exit status 1, and the first arrives whole.
+#[test]
+#[ignore = "needs the Windows build and Wine: scripts/cross-check.sh runs it"]
+fn names_that_differ_only_in_case_are_refused_on_windows() {
+    let env = Env::new();
+    let bridge = Bridge::start();
+    write(&env.src().join("tree/Notes.txt"), b"upper\n");
+    write(&env.src().join("tree/notes.txt"), b"lower\n");
+    let into = env.path("down");
+    let mut cmd = windows_soku(&env, &bridge);
+    cmd.arg("-r").arg(env.remote(&env.src().join("tree"))).arg(windows_path(&into));
+    let out = soku_testkit::cmd::output(&mut cmd);
+    assert_ne!(out.status.code(), Some(TIMED_OUT), "soku hung\n{}", describe(&cmd, &out));
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&cmd, &out));
+    assert_no_panic(&cmd, &out);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("differ only in case"), "{}", describe(&cmd, &out));
+    let names: Vec<_> = std::fs::read_dir(&into)
+        .expect("the tree's directory")
+        .map(|e| e.expect("entry").file_name().into_string().expect("name"))
+        .filter(|n| !n.starts_with('.'))
+        .collect();
+    assert_eq!(names.len(), 1, "one of the two, whole: {names:?}");
+    let kept = std::fs::read(into.join(&names[0])).expect("the one kept");
+    assert!(kept == b"upper\n" || kept == b"lower\n", "{kept:?}");
 }
