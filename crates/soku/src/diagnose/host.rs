@@ -62,7 +62,10 @@ fn speed(dir: &Path, test: fn(&Path) -> std::io::Result<(u64, Duration)>) -> Dis
     let result = test(&scratch);
     let _ = std::fs::remove_file(&scratch);
     let path = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+    // Windows' canonical form starts with `\\?\` (a verbatim path), which names the
+    // same directory to the system but not to the reader.
     let path = path.display().to_string();
+    let path = path.strip_prefix(r"\\?\").map_or(path.clone(), str::to_string);
     match result {
         Ok((bytes, took)) => DiskSpeed {
             path,

@@ -102,17 +102,21 @@ fn built(var: &str) -> String {
     path
 }
 
-/// The Windows soku under Wine, given the shim as its ssh, the test sshd's options and
-/// the Linux soku as the remote one; with `--json`, whose `connected` line names the
-/// carrier.
-fn windows_soku(env: &Env, bridge: &Bridge) -> Command {
+/// The Windows soku under Wine with `first` (a command, options) first, then the
+/// shim as its ssh, the test sshd's options and the Linux soku as the remote one.
+fn windows_soku_with(env: &Env, bridge: &Bridge, first: &[&str]) -> Command {
     let mut cmd = Command::new("timeout");
     cmd.args(["-k", "5", &LIMIT_SECS.to_string(), "wine", &built("SOKU_WINDOWS_EXE")]);
     cmd.env("SOKU_SSH_BRIDGE", &bridge.addr).env("WINEDEBUG", "-all");
-    cmd.arg("--json").arg("-S").arg(windows_path(Path::new(&built("SOKU_WINE_SSH"))));
+    cmd.args(first).arg("-S").arg(windows_path(Path::new(&built("SOKU_WINE_SSH"))));
     cmd.args(env.sshd.scp_port_args()).args(env.sshd.ssh_args());
     cmd.arg("--remote-soku").arg(soku_bin());
     cmd
+}
+
+/// A copy by the Windows soku, with `--json`, whose `connected` line names the carrier.
+fn windows_soku(env: &Env, bridge: &Bridge) -> Command {
+    windows_soku_with(env, bridge, &["--json"])
 }
 
 /// Runs one copy of the Windows build, which must succeed over QUIC.
@@ -193,4 +197,22 @@ fn names_that_differ_only_in_case_are_refused_on_windows() {
     assert_eq!(names.len(), 1, "one of the two, whole: {names:?}");
     let kept = std::fs::read(into.join(&names[0])).expect("the one kept");
     assert!(kept == b"upper\n" || kept == b"lower\n", "{kept:?}");
+}
+
+/// `soku diagnose` from the Windows build: both probes run over QUIC, and the line of
+/// this host says what UDP buffers its socket got.
+#[test]
+#[ignore = "needs the Windows build and Wine: scripts/cross-check.sh runs it"]
+fn diagnose_on_windows_reports_the_udp_buffers_it_got() {
+    let env = Env::new();
+    let bridge = Bridge::start();
+    let mut cmd = windows_soku_with(&env, &bridge, &["diagnose"]);
+    cmd.arg(env.sshd.host());
+    let out = soku_testkit::cmd::output(&mut cmd);
+    assert!(out.status.success(), "diagnose failed\n{}", describe(&cmd, &out));
+    let report = String::from_utf8_lossy(&out.stdout);
+    let this_host = report.lines().find(|l| l.trim_start().starts_with("this host"));
+    let this_host = this_host.unwrap_or_else(|| panic!("no line of this host\n{report}"));
+    assert!(this_host.contains("UDP buffers "), "{this_host}");
+    assert!(report.contains("over QUIC"), "{report}");
 }
