@@ -30,8 +30,7 @@ client=(-p soku --lib --bins --profile test)
 # run in Linux network namespaces and stay on Linux.
 unix=(-p soku-proto -p soku-cc -p soku-transport -p soku-engine -p soku-relay -p soku
     --lib --bins --profile test)
-tested=(-p soku-proto -p soku-cc -p soku-engine --lib)
-tested_engine=(-p soku-engine --test memory)
+tested=(-p soku-proto -p soku-cc -p soku-engine --lib --test memory)
 targets=(x86_64-apple-darwin aarch64-apple-darwin x86_64-pc-windows-gnu)
 
 step() { echo "== $1 ($((SECONDS - started)) s so far)"; }
@@ -73,7 +72,7 @@ for target in "${targets[@]}"; do
     esac
 done
 
-step "tests for x86_64-pc-windows-gnu under Wine: ${tested[*]}; ${tested_engine[*]}"
+step "tests for x86_64-pc-windows-gnu under Wine: ${tested[*]}"
 export WINEDEBUG=-all WINEPREFIX=${WINEPREFIX:-$PWD/target/wine-prefix}
 if [ ! -f "$WINEPREFIX/drive_c/windows/system32/bcryptprimitives.dll" ]; then
     wineboot --init >/dev/null 2>&1 || true
@@ -82,7 +81,6 @@ if [ ! -f "$WINEPREFIX/drive_c/windows/system32/bcryptprimitives.dll" ]; then
 fi
 export CARGO_TARGET_X86_64_PC_WINDOWS_GNU_RUNNER=wine
 cargo test --locked --target x86_64-pc-windows-gnu "${tested[@]}"
-cargo test --locked --target x86_64-pc-windows-gnu "${tested_engine[@]}"
 
 # The Windows client under Wine copies both ways with the Linux `soku serve` through
 # sshd, and refuses names that differ only in case (crates/soku/tests/e2e/wine_e2e.rs). Wine cannot give a Linux ssh the Windows
