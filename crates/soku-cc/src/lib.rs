@@ -30,6 +30,9 @@
 //! - [`resume`]: careful resume (RFC 9959): a connection on a path an earlier copy
 //!   measured jumps to half its bandwidth-delay product, and retreats if the path
 //!   does not carry it.
+//! - [`nice`]: whether a shallow queue stands above a tenth of its depth for most of
+//!   a round (TCP Nice), which a background flow yields to between the queue's
+//!   overflows.
 //! - [`base_delay`]: the smallest RTT of ten minutes (RFC 6817's base delay history),
 //!   seeded by an earlier copy's: what a background flow measures other flows' queues
 //!   against.
@@ -77,6 +80,7 @@ mod factory;
 pub mod filters;
 pub mod hint;
 pub mod model;
+pub mod nice;
 pub mod policer;
 pub mod queue_loss;
 pub mod resume;

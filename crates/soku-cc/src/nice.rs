@@ -1,0 +1,146 @@
+//! A background flow beside a loss-based flow in a shallow queue: does the queue stand
+//! above a tenth of its depth for most of a round? (TCP Nice.)
+//!
+//! A background flow yields to a queue of a quarter of its baseline RTT
+//! (`SokuCc::background_queue`), which a drop-tail buffer of a quarter of the
+//! bandwidth-delay product never holds: there the flow cut only at the buffer's
+//! overflows (`crate::queue_loss`), and in between it held its bound while CUBIC's
+//! window grew into the queue. Beside CUBIC (path simulator, 100 Mbit/s, quarter-BDP
+//! buffer) it kept 41 % of the link at 50 ms and 28 % at 100 ms.
+//!
+//! TCP Nice (Venkataramani, Kokku and Dahlin, "TCP Nice: a mechanism for background
+//! transfers", OSDI 2002) measures the queue against its own capacity instead of a
+//! fixed delay: `minRTT` stands for the empty queue, `maxRTT` for the full one, and a
+//! round in which more than a fraction `f` of the packets see an RTT above
+//! `minRTT + t x (maxRTT - minRTT)` is congested, and the window halves. Nice's values
+//! are `t = 0.1` and `f = 0.5`. In a shallow buffer the range is small (12.5 ms at
+//! 50 ms), so a threshold relative to it is what sees the queue at all; LEDBAT's
+//! absolute target (RFC 6817 §2.4.2: 100 ms, 60 ms in LEDBAT++,
+//! draft-irtf-iccrg-ledbat-plus-plus) is never reached below an overflow.
+//!
+//! `maxRTT` here is the top of the RTT range when the flow last cut its bound for an
+//! overflow of the shallow queue: the RTT of the full queue, measured where it is
+//! known to be full. Until such an overflow, and once the loss is no longer the
+//! queue's, there is no depth and no signal; so a background flow alone, or in a deep
+//! buffer, never cuts on it. The bytes counted are those of ack frames, each by its
+//! smallest RTT sample, as `crate::queue_loss` counts them (frames of one packet and
+//! probe-RTT's carry the receiver's ack timer and are left out by the caller).
+
+use std::time::Duration;
+
+use crate::queue_loss;
+
+/// Nice's threshold `t`: the share of the queue's depth above the min RTT that a
+/// sample must exceed.
+pub const THRESHOLD: f64 = 0.1;
+/// Nice's fraction `f`: the share of a round's bytes that must exceed the threshold.
+pub const FRACTION: f64 = 0.5;
+
+/// The full queue's RTT and the bytes of the current and the last round above and
+/// below Nice's threshold.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Nice {
+    /// The RTT at the full queue (Nice's `maxRTT`), once an overflow showed it.
+    full: Option<Duration>,
+    /// Bytes above the threshold and all bytes counted, in the round in progress.
+    current: (u64, u64),
+    /// The same for the last round.
+    last: (u64, u64),
+}
+
+impl Nice {
+    /// Nothing known.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The queue overflowed with `top` the largest RTT of the recent rounds and `min`
+    /// the min RTT: `top` is the full queue's RTT, if the range is wide enough to tell
+    /// a queue by ([`queue_loss::at_top`]); otherwise what was known stays.
+    pub fn on_overflow(&mut self, min: Duration, top: Duration) {
+        if queue_loss::at_top(top, min, top).is_some() {
+            self.full = Some(top);
+        }
+    }
+
+    /// Forgets the full queue's RTT: no signal until the next overflow.
+    pub fn forget(&mut self) {
+        self.full = None;
+    }
+
+    /// The RTT at the full queue, if an overflow showed it.
+    pub fn full(&self) -> Option<Duration> {
+        self.full
+    }
+
+    /// The RTT above which a sample counts: `min + THRESHOLD x (full - min)`.
+    pub fn threshold(&self, min: Duration) -> Option<Duration> {
+        let full = self.full?;
+        Some(min + full.saturating_sub(min).mul_f64(THRESHOLD))
+    }
+
+    /// An ack frame acknowledged `bytes` with `rtt` as its smallest sample.
+    pub fn on_frame(&mut self, rtt: Duration, bytes: u64, min: Duration) {
+        let Some(threshold) = self.threshold(min) else {
+            return;
+        };
+        self.current.1 += bytes;
+        if rtt > threshold {
+            self.current.0 += bytes;
+        }
+    }
+
+    /// A round ended.
+    pub fn on_round(&mut self) {
+        self.last = std::mem::take(&mut self.current);
+    }
+
+    /// Whether more than [`FRACTION`] of the last round's bytes saw the queue above
+    /// the threshold.
+    pub fn congested(&self) -> bool {
+        let (above, total) = self.last;
+        total > 0 && above as f64 > FRACTION * total as f64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    /// A round of frames at `rtts`, 10 kB each.
+    fn round(n: &mut Nice, rtts: &[u64]) {
+        for &r in rtts {
+            n.on_frame(ms(r), 10_000, ms(50));
+        }
+        n.on_round();
+    }
+
+    #[test]
+    fn no_signal_before_an_overflow_showed_the_depth() {
+        let mut n = Nice::new();
+        round(&mut n, &[60, 60, 60]);
+        assert!(!n.congested());
+        // A range too narrow to be a queue (under an eighth of the min RTT).
+        n.on_overflow(ms(50), ms(53));
+        round(&mut n, &[60, 60, 60]);
+        assert!(!n.congested());
+    }
+
+    #[test]
+    fn most_of_a_round_above_a_tenth_of_the_depth_is_congestion() {
+        let mut n = Nice::new();
+        n.on_overflow(ms(50), ms(62));
+        assert_eq!(n.threshold(ms(50)), Some(ms(50) + Duration::from_micros(1200)));
+        round(&mut n, &[52, 52, 51]);
+        assert!(n.congested());
+        round(&mut n, &[52, 50, 50]);
+        assert!(!n.congested());
+        n.forget();
+        round(&mut n, &[52, 52, 52]);
+        assert!(!n.congested());
+    }
+}
