@@ -40,30 +40,18 @@ fn main() {
     }
     let mut upward = socket.try_clone().expect("a second handle of the socket");
     std::thread::spawn(move || {
-        let mut stdin = std::io::stdin().lock();
-        let mut buf = vec![0u8; 64 << 10];
-        loop {
-            match stdin.read(&mut buf) {
-                Ok(0) | Err(_) => break,
-                Ok(n) => {
-                    if upward.write_all(&buf[..n]).is_err() {
-                        break;
-                    }
-                }
-            }
-        }
+        pump(&mut std::io::stdin().lock(), &mut upward);
         let _ = upward.shutdown(Shutdown::Write);
     });
-    let mut stdout = std::io::stdout().lock();
+    pump(&mut socket, &mut std::io::stdout().lock());
+}
+
+/// Carries what `from` reads to `to` as it comes, until either side ends.
+fn pump(from: &mut impl Read, to: &mut impl Write) {
     let mut buf = vec![0u8; 64 << 10];
-    loop {
-        match socket.read(&mut buf) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => {
-                if stdout.write_all(&buf[..n]).and_then(|()| stdout.flush()).is_err() {
-                    break;
-                }
-            }
+    while let Ok(n @ 1..) = from.read(&mut buf) {
+        if to.write_all(&buf[..n]).and_then(|()| to.flush()).is_err() {
+            return;
         }
     }
 }

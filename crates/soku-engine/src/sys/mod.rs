@@ -16,7 +16,7 @@
 //! `crate::fsops`' Windows side.
 //!
 //! The binary calls the public ones too: the lookup flags, a mode to create with,
-//! and the page-cache advice.
+//! the page-cache advice and positional I/O.
 
 mod types;
 #[cfg(unix)]
@@ -27,6 +27,8 @@ pub(crate) use types::{Access, Locked, OsProblem};
 mod unix;
 #[cfg(unix)]
 pub(crate) use unix::*;
+#[cfg(unix)]
+pub use unix::{read_at, read_exact_at, write_all_at};
 
 #[cfg(target_os = "linux")]
 mod linux;
@@ -45,6 +47,6 @@ pub use other::{drop_cached, mode, LOOKUP};
 #[cfg(windows)]
 mod windows;
 #[cfg(windows)]
-pub use windows::drop_cached;
-#[cfg(windows)]
 pub(crate) use windows::*;
+#[cfg(windows)]
+pub use windows::{drop_cached, read_at, read_exact_at, write_all_at};

@@ -16,7 +16,7 @@ use super::types::{Locked, OsProblem};
 pub(crate) use std::os::fd::AsFd as Handle;
 
 /// Reads at `offset` into `buf` (`pread`), as many bytes as one call gives.
-pub(crate) fn read_at(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
+pub fn read_at(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
     file.read_at(buf, offset)
 }
 
@@ -31,12 +31,12 @@ pub(crate) fn read_into_spare(
 }
 
 /// Reads exactly `buf.len()` bytes at `offset`.
-pub(crate) fn read_exact_at(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+pub fn read_exact_at(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
     file.read_exact_at(buf, offset)
 }
 
 /// Writes all of `buf` at `offset` (`pwrite`).
-pub(crate) fn write_all_at(file: &File, buf: &[u8], offset: u64) -> std::io::Result<()> {
+pub fn write_all_at(file: &File, buf: &[u8], offset: u64) -> std::io::Result<()> {
     file.write_all_at(buf, offset)
 }
 

@@ -33,7 +33,7 @@ const FILE_FLAG_OPEN_REPARSE_POINT: u32 = 0x0020_0000;
 
 /// Reads at `offset` into `buf`, as many bytes as one call gives (`ReadFile` with an
 /// offset; the handle's own position moves too, which no caller uses).
-pub(crate) fn read_at(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
+pub fn read_at(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
     file.seek_read(buf, offset)
 }
 
@@ -53,11 +53,7 @@ pub(crate) fn read_into_spare(
 }
 
 /// Reads exactly `buf.len()` bytes at `offset`.
-pub(crate) fn read_exact_at(
-    file: &File,
-    mut buf: &mut [u8],
-    mut offset: u64,
-) -> std::io::Result<()> {
+pub fn read_exact_at(file: &File, mut buf: &mut [u8], mut offset: u64) -> std::io::Result<()> {
     while !buf.is_empty() {
         match file.seek_read(buf, offset)? {
             0 => return Err(std::io::ErrorKind::UnexpectedEof.into()),
@@ -71,7 +67,7 @@ pub(crate) fn read_exact_at(
 }
 
 /// Writes all of `buf` at `offset`.
-pub(crate) fn write_all_at(file: &File, mut buf: &[u8], mut offset: u64) -> std::io::Result<()> {
+pub fn write_all_at(file: &File, mut buf: &[u8], mut offset: u64) -> std::io::Result<()> {
     while !buf.is_empty() {
         match file.seek_write(buf, offset)? {
             0 => return Err(std::io::ErrorKind::WriteZero.into()),

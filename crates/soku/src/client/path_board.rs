@@ -20,7 +20,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use soku_transport::{BoardSlot, MinRttRecord, PathBoard, ShareRecord};
 
-use crate::client::private_dir::{netns_id, soku_runtime_dir};
+use crate::client::private_dir::soku_runtime_dir;
 use crate::sys;
 
 /// The directory's name under soku's runtime directory.
@@ -67,7 +67,7 @@ impl FileBoard {
             .truncate(false)
             .open(&path)
             .map_err(|e| format!("{}: {e}", path.display()))?;
-        Ok(FileBoard { file, anchor: (Instant::now(), monotonic_now()) })
+        Ok(FileBoard { file, anchor: (Instant::now(), sys::shared_clock()) })
     }
 
     fn clock_at(&self, at: Instant) -> Duration {
@@ -169,7 +169,7 @@ fn board_name(peer: IpAddr) -> String {
     let uid = sys::user_id();
     let mut hasher = blake3::Hasher::new();
     hasher.update(b"soku path board 1\0").update(peer.to_string().as_bytes()).update(&[0]);
-    hasher.update(&netns_id().to_le_bytes()).update(&uid.to_le_bytes());
+    hasher.update(&sys::netns_id().to_le_bytes()).update(&uid.to_le_bytes());
     hasher.finalize().to_hex()[..24].to_string()
 }
 
@@ -227,10 +227,6 @@ fn decode_share(bytes: &[u8; SHARE_LEN]) -> Option<(u64, u64, Duration)> {
     let [writer, in_flight, alive] = [word(0), word(1), word(2)];
     let sound = alive > 0 && word(3) == check_word([writer, in_flight, alive, SHARE_SALT]);
     sound.then_some((writer, in_flight, Duration::from_nanos(alive)))
-}
-
-fn monotonic_now() -> Duration {
-    sys::shared_clock()
 }
 
 /// Removes boards nobody touched for a day once there are many (one per peer address

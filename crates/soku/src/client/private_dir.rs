@@ -39,12 +39,6 @@ pub fn check_private(dir: &Path) -> Result<(), String> {
     Ok(())
 }
 
-/// This process's network namespace (0 where there are none): addresses mean different
-/// hosts in different namespaces.
-pub fn netns_id() -> u64 {
-    sys::netns_id()
-}
-
 #[cfg(all(test, unix))]
 mod tests {
     use super::*;

@@ -1,8 +1,8 @@
 //! What the binary asks of the operating system beyond the engine's
 //! (`soku_engine`'s own `sys`), one function per need.
 //!
-//! - `unix.rs`: what every Unix system does alike (user ids, private modes, positional
-//!   I/O, signals, the CPU clocks).
+//! - `unix.rs`: what every Unix system does alike (user ids, private modes, signals,
+//!   the CPU clocks).
 //! - `linux.rs`: Linux's own mechanisms (descriptors of symlinks for `soku serve`'s
 //!   browsing, transparent huge pages).
 //! - `other.rs`: the other Unix systems (macOS, the BSDs): a plain path or a stated
@@ -32,8 +32,8 @@ mod windows;
 #[cfg(windows)]
 pub(crate) use windows::*;
 
-/// The page-cache advice, from the engine's `sys`.
-pub(crate) use soku_engine::sys::drop_cached;
+/// The page-cache advice and positional I/O, from the engine's `sys`.
+pub(crate) use soku_engine::sys::{drop_cached, read_at, read_exact_at, write_all_at};
 /// What the engine's `sys` has for `soku serve`: the lookup flags (`O_PATH` on Linux,
 /// read-only elsewhere) and a mode to create with.
 #[cfg(unix)]

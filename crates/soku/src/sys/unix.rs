@@ -1,7 +1,7 @@
 //! The side of [`super`] every Unix system has alike.
 
 use std::fs::{File, Metadata, OpenOptions};
-use std::os::unix::fs::{DirBuilderExt, FileExt, FileTypeExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -58,21 +58,6 @@ pub(crate) fn private_file() -> OpenOptions {
 /// none): addresses mean different hosts in different namespaces.
 pub(crate) fn netns_id() -> u64 {
     std::fs::metadata("/proc/self/ns/net").map(|md| md.ino()).unwrap_or(0)
-}
-
-/// Reads `buf.len()` bytes of `file` at `offset`.
-pub(crate) fn read_exact_at(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
-    file.read_exact_at(buf, offset)
-}
-
-/// Reads up to `buf.len()` bytes of `file` at `offset`.
-pub(crate) fn read_at(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
-    file.read_at(buf, offset)
-}
-
-/// Writes all of `buf` into `file` at `offset`.
-pub(crate) fn write_all_at(file: &File, buf: &[u8], offset: u64) -> std::io::Result<()> {
-    file.write_all_at(buf, offset)
 }
 
 /// The system's monotonic clock (`CLOCK_MONOTONIC`, which `std::time::Instant` reads

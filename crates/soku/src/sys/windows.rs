@@ -1,7 +1,6 @@
 //! The side of [`super`] for Windows, where only the client runs.
 
 use std::fs::{File, Metadata, OpenOptions};
-use std::os::windows::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -54,43 +53,6 @@ pub(crate) fn private_file() -> OpenOptions {
 /// No network namespaces here.
 pub(crate) fn netns_id() -> u64 {
     0
-}
-
-/// Reads `buf.len()` bytes of `file` at `offset`.
-pub(crate) fn read_exact_at(
-    file: &File,
-    mut buf: &mut [u8],
-    mut offset: u64,
-) -> std::io::Result<()> {
-    while !buf.is_empty() {
-        match file.seek_read(buf, offset)? {
-            0 => return Err(std::io::ErrorKind::UnexpectedEof.into()),
-            n => {
-                buf = &mut buf[n..];
-                offset += n as u64;
-            }
-        }
-    }
-    Ok(())
-}
-
-/// Reads up to `buf.len()` bytes of `file` at `offset`.
-pub(crate) fn read_at(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
-    file.seek_read(buf, offset)
-}
-
-/// Writes all of `buf` into `file` at `offset`.
-pub(crate) fn write_all_at(file: &File, mut buf: &[u8], mut offset: u64) -> std::io::Result<()> {
-    while !buf.is_empty() {
-        match file.seek_write(buf, offset)? {
-            0 => return Err(std::io::ErrorKind::WriteZero.into()),
-            n => {
-                buf = &buf[n..];
-                offset += n as u64;
-            }
-        }
-    }
-    Ok(())
 }
 
 /// A clock every process reads alike: the system's tick count

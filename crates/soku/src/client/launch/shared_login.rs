@@ -34,7 +34,7 @@ use std::time::Duration;
 use tokio::process::Command;
 
 use crate::carrier::tcp_probe::LoginAddress;
-use crate::client::private_dir::{netns_id, soku_runtime_dir};
+use crate::client::private_dir::soku_runtime_dir;
 
 /// How long the master stays after its last session ends.
 pub const PERSIST: Duration = Duration::from_secs(60);
@@ -405,7 +405,7 @@ fn is_family(value: &str) -> bool {
 /// the same place. The log level (`-v`, `-q`) is left out: it changes how ssh talks
 /// to the user, not where it logs in.
 fn socket_name(program: &str, config: &str) -> String {
-    let netns = netns_id();
+    let netns = crate::sys::netns_id();
     let uid = crate::sys::user_id();
     let mut hasher = blake3::Hasher::new();
     hasher.update(program.as_bytes()).update(&[0]);
