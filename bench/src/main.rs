@@ -84,6 +84,12 @@ struct Args {
     /// copy verified and the emulator came up and down cleanly. Asserts no speed ratio.
     #[arg(long)]
     quick: bool,
+    /// Throughput against random loss, the seeds' Table 6 (MISSION.md) at three RTTs:
+    /// 100 Mbit/s, RTT 30/100/300 ms, loss 0/0.1/1/3/5/7/10/15/20 %, soku, soku-tcp,
+    /// qcp-tuned, scp and iperf3-bbr; the matrix alone, and one chart with a panel per
+    /// RTT (`vs-loss-100mbit.svg`). Flags given as well take their place.
+    #[arg(long, conflicts_with = "quick")]
+    loss_sweep: bool,
     /// Output directory [default: bench/DATE in the cargo target directory this binary
     /// was built in, outside the source tree; quick: $TMPDIR/soku-bench-quick]. What is
     /// worth keeping goes to `lab/` by hand (see `lab/INDEX.md`).
@@ -211,28 +217,48 @@ fn or<'a>(
     }
 }
 
+/// What `--loss-sweep` runs where its flags are not given.
+mod sweep {
+    pub const RTTS: [&str; 3] = ["30", "100", "300"];
+    pub const LOSSES: [&str; 9] = ["0", "0.1", "1", "3", "5", "7", "10", "15", "20"];
+    pub const TOOLS: [&str; 5] = ["soku", "soku-tcp", "qcp-tuned", "scp", "iperf3-bbr"];
+}
+
 fn plan(a: &Args) -> anyhow::Result<Plan> {
     let q = a.quick;
-    let rates = or(&a.rates, q, &["100mbit"], &["100mbit", "1gbit"])
+    // The sweep's lists stand in for the full defaults.
+    let all: Vec<&str> = Tool::ALL.iter().map(|t| t.name()).collect();
+    let (full_rates, full_rtts, full_losses, full_tools): (&[&str], &[&str], &[&str], &[&str]) =
+        if a.loss_sweep {
+            (&["100mbit"], &sweep::RTTS, &sweep::LOSSES, &sweep::TOOLS)
+        } else {
+            (
+                &["100mbit", "1gbit"],
+                &["0", "10", "50", "100", "200", "300"],
+                &["0", "0.01", "0.1", "1", "3", "5"],
+                &all,
+            )
+        };
+    let rates = or(&a.rates, q, &["100mbit"], full_rates)
         .iter()
         .map(|s| soku_netem::parse_rate(s).map_err(anyhow::Error::from))
         .collect::<anyhow::Result<Vec<_>>>()?;
-    let rtts = or(&a.rtts, q, &["10", "50"], &["0", "10", "50", "100", "200", "300"])
+    let rtts = or(&a.rtts, q, &["10", "50"], full_rtts)
         .iter()
         .map(|s| soku_netem::parse_duration(s).map_err(anyhow::Error::from))
         .collect::<anyhow::Result<Vec<_>>>()?;
-    let losses = or(&a.losses, q, &["0", "1"], &["0", "0.01", "0.1", "1", "3", "5"])
+    let losses = or(&a.losses, q, &["0", "1"], full_losses)
         .iter()
         .map(|s| {
             let s = if s.ends_with('%') { s.clone() } else { format!("{s}%") };
             soku_netem::parse_percent(&s).map_err(anyhow::Error::from)
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
-    let all: Vec<&str> = Tool::ALL.iter().map(|t| t.name()).collect();
-    let tools = or(&a.tools, q, &["soku", "soku-tcp", "scp", "quinn-floor", "iperf3-bbr"], &all)
-        .iter()
-        .map(|s| Tool::parse(s))
-        .collect::<anyhow::Result<Vec<_>>>()?;
+    let tools =
+        or(&a.tools, q, &["soku", "soku-tcp", "scp", "quinn-floor", "iperf3-bbr"], full_tools)
+            .iter()
+            .map(|s| Tool::parse(s))
+            .collect::<anyhow::Result<Vec<_>>>()?;
     let dur = a.duration.clone().unwrap_or_else(|| if q { "6s" } else { "20s" }.into());
     let dur =
         if dur.chars().all(|c| c.is_ascii_digit() || c == '.') { format!("{dur}s") } else { dur };
@@ -361,7 +387,13 @@ fn setup_notes(p: &Plan) -> String {
 }
 
 fn main() -> ExitCode {
-    let args = Args::parse();
+    let mut args = Args::parse();
+    if args.loss_sweep {
+        args.no_cpu = true;
+        args.no_smallpkt = true;
+        args.no_small_files = true;
+        args.no_sharing = true;
+    }
     match run(&args) {
         Ok(problems) if problems.is_empty() => ExitCode::SUCCESS,
         Ok(problems) => {
@@ -886,4 +918,30 @@ fn small_files(args: &Args, p: &Plan, work: &Path, md: &mut String) -> anyhow::R
         o.timeout.as_secs()
     );
     Ok(problems)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan_of(args: &[&str]) -> Plan {
+        let argv = ["soku-bench", "--soku", "/bin/sh"].iter().chain(args);
+        plan(&Args::try_parse_from(argv).expect("arguments")).expect("plan")
+    }
+
+    #[test]
+    fn the_loss_sweep_runs_the_seeds_table_6_at_three_rtts() {
+        let p = plan_of(&["--loss-sweep"]);
+        assert_eq!(p.rates, [100_000_000]);
+        assert_eq!(p.rtts.iter().map(|d| d.as_millis()).collect::<Vec<_>>(), [30, 100, 300]);
+        let losses: Vec<f64> = p.losses.iter().map(|l| (l * 1000.0).round() / 10.0).collect();
+        assert_eq!(losses, [0.0, 0.1, 1.0, 3.0, 5.0, 7.0, 10.0, 15.0, 20.0]);
+        let tools: Vec<&str> = p.tools.iter().map(|t| t.name()).collect();
+        assert_eq!(tools, ["soku", "soku-tcp", "qcp-tuned", "scp", "iperf3-bbr"]);
+        // A flag given keeps its place.
+        let p = plan_of(&["--loss-sweep", "--rtts", "50", "--tools", "soku"]);
+        assert_eq!(p.rtts.iter().map(|d| d.as_millis()).collect::<Vec<_>>(), [50]);
+        assert_eq!(p.tools.len(), 1);
+        assert_eq!(p.losses.len(), 9);
+    }
 }

@@ -289,6 +289,7 @@ pub fn matrix_charts(rows: &[Row]) -> Vec<(String, String)> {
             }
         }
         if losses.len() > 1 {
+            let mut panels = Vec::new();
             for &rtt in &rtts {
                 let pred = |r: &Row, i: usize| {
                     r.scenario.rtt == rtt && (r.scenario.loss * 1e6) as u64 == losses[i]
@@ -305,7 +306,13 @@ pub fn matrix_charts(rows: &[Row]) -> Vec<(String, String)> {
                     y_max: 100.0,
                     series: series_for(&pred, losses.len()),
                 };
-                out.push((format!("vs-loss-{mbit}mbit-rtt{ms}ms.svg"), chart.render()));
+                let svg = chart.render();
+                panels.push(svg.clone());
+                out.push((format!("vs-loss-{mbit}mbit-rtt{ms}ms.svg"), svg));
+            }
+            // The seeds' Table 6 as one picture: every RTT's panel side by side.
+            if panels.len() > 1 {
+                out.push((format!("vs-loss-{mbit}mbit.svg"), crate::svg::side_by_side(&panels)));
             }
         }
     }

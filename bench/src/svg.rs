@@ -162,6 +162,34 @@ impl Chart<'_> {
     }
 }
 
+/// Charts made by [`Chart::render`], placed left to right in one SVG document (each
+/// stays an `<svg>` element of its own size, moved by its `x`).
+pub fn side_by_side(charts: &[String]) -> String {
+    let size = |svg: &str, attr: &str| -> f64 {
+        let key = format!(" {attr}=\"");
+        svg.split_once(&key)
+            .and_then(|(_, rest)| rest.split('"').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0.0)
+    };
+    let mut s = String::new();
+    let (mut x, mut h) = (0.0, 0.0f64);
+    let mut inner = String::new();
+    for chart in charts {
+        let placed = chart.replacen("<svg ", &format!("<svg x=\"{x}\" "), 1);
+        inner.push_str(&placed);
+        x += size(chart, "width");
+        h = h.max(size(chart, "height"));
+    }
+    let _ = writeln!(
+        s,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{x}" height="{h}" viewBox="0 0 {x} {h}">"#
+    );
+    s.push_str(&inner);
+    s.push_str("</svg>\n");
+    s
+}
+
 fn fmt_num(v: f64) -> String {
     if v.fract().abs() < 1e-9 {
         format!("{v:.0}")
@@ -190,5 +218,25 @@ mod tests {
         assert!(svg.starts_with("<svg") && svg.ends_with("</svg>\n"));
         assert!(svg.contains("t &lt;1&gt;"));
         assert_eq!(svg.matches("M").count(), 2, "a gap starts a new subpath");
+    }
+
+    #[test]
+    fn panels_sit_side_by_side() {
+        let c = |title| Chart {
+            title,
+            x_label: "x",
+            y_label: "y",
+            xs: vec![0.0, 1.0],
+            x_labels: vec!["0".into(), "1".into()],
+            linear_x: false,
+            y_max: 100.0,
+            series: vec![Series { name: "a".into(), ys: vec![Some(10.0), Some(90.0)] }],
+        };
+        let both = side_by_side(&[c("left").render(), c("right").render()]);
+        assert!(both
+            .starts_with(r#"<svg xmlns="http://www.w3.org/2000/svg" width="1520" height="420""#));
+        assert!(both.contains(r#"<svg x="0" xmlns"#) && both.contains(r#"<svg x="760" xmlns"#));
+        assert_eq!(both.matches("<svg").count(), 3);
+        assert!(both.find("left") < both.find("right"));
     }
 }
