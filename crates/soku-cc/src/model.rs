@@ -51,9 +51,10 @@
 //! first packet, as does a queue that another flow's cut drained while ours held, and
 //! the bound then follows CUBIC (RFC 9438): cut to 0.7 of what was in flight, grown
 //! back along CUBIC's window function (a background flow halves it and grows it back
-//! only while the queue has drained, as LEDBAT would, and between overflows halves it
-//! again whenever most of a round saw the queue above a tenth of its depth, as TCP
-//! Nice does, [`crate::nice`]; see
+//! only while the queue has drained, as LEDBAT would, also by BBR's probing steps, and
+//! between overflows cuts it again whenever most of a round saw the queue above a
+//! tenth of its depth, as TCP Nice does: to what leaves that tenth if the queue is its
+//! own, by half if the queue does not answer that, [`crate::nice`]; see
 //! [`Random loss or congestion`](#random-loss-or-congestion)).
 //! Persistent congestion (RFC 9002 §7.6) collapses the window to its minimum and
 //! restarts startup with a fresh bandwidth estimate.
@@ -125,14 +126,13 @@
 //! 100 ms; 42-64 % from 30 to 150 ms, but still 77 % at 20 ms). The cost: a flow alone
 //! in a shallow buffer that also loses 1 % at random keeps 94-96 % of the link instead
 //! of 96-99 %, and loses 1.4-1.5 % of its packets instead of 2.4-4.2 %. A background
-//! flow beside CUBIC in such a buffer leaves it 97.4 % (50 ms) and 94.7 % (100 ms) of
+//! flow beside CUBIC in such a buffer leaves it 96.9 % (50 ms) and 97.6 % (100 ms) of
 //! the link, 57.7 and 71.2 % before Nice's rule ([`crate::nice`]); the Nice rule only
 //! acts once the flow has cut for the queue's overflow, so non-background flows and
-//! deep buffers are untouched. Its cost: alone in a quarter-BDP buffer, a background
-//! flow keeps 95.0-95.5 % of the link at 20-50 ms instead of 96.1-96.7 % (90.4-94.3 %
-//! instead of 93.2-98.0 % with 1 % random loss), and when CUBIC leaves such a buffer
-//! at 50 ms it takes 26 % of the link in the 3-8 s after, 67 % before (82 % from
-//! 10 s on, as before).
+//! deep buffers are untouched. Alone in a quarter-BDP buffer, a background flow keeps
+//! 98.8-99.1 % of the link at 20-100 ms (95.2-98.0 % with 1 % random loss), and when
+//! CUBIC leaves such a buffer it has 100 % of the link in the 3-8 s after at 50 ms and
+//! 90.8 % at 100 ms (with Nice's halving on every such round: 26 and 72 %).
 //!
 //! # Layout
 //! This file holds the state, the phase changes and quinn's [`Controller`] calls; the

@@ -25,6 +25,29 @@
 //! buffer, never cuts on it. The bytes counted are those of ack frames, each by its
 //! smallest RTT sample, as `crate::queue_loss` counts them (frames of one packet and
 //! probe-RTT's carry the receiver's ack timer and are left out by the caller).
+//!
+//! How far a congested round cuts ([`Nice::decrease`]). Nice halves; a halving on
+//! every such round could not tell the flow's own queue from another flow's: the same
+//! bytes in the queue over the same rate give the same delay (Little's law), whoever
+//! else sends. So when the other flow left, the flow's own regrowth built a queue
+//! above the threshold and each halving took it back to half the link (path
+//! simulator, CUBIC leaving a quarter-BDP buffer at 50 ms: 26 % of the link in the
+//! 3-8 s after). The flow's own cut is the experiment that tells them apart:
+//!
+//! - The first cut takes what is in flight to what the flow's delivery rate needs
+//!   for a queue at the threshold, `rate x (min + t)`: `(min + t) / rtt` of it, `rtt`
+//!   being in flight over rate (Little's law; TCP Vegas's expected against actual
+//!   rate, Brakmo and Peterson, IEEE JSAC 13(8), 1995, the window update of FAST TCP,
+//!   Jin, Wei and Low, IEEE INFOCOM 2004, and BBR's `bw x min_rtt` plus a queue's
+//!   allowance). If the queue is the flow's own, that leaves the threshold's queue and
+//!   the link busy.
+//! - If the queue does not answer, the next round judged (the second after the cut)
+//!   still congested and its smallest RTT not even halfway from the cut's RTT down to
+//!   the threshold, it is another flow's, and the cut is Nice's halving, repeated for
+//!   as long as that holds.
+//!
+//! TCP Nice itself runs on Vegas; LEDBAT (RFC 6817) likewise answers its own queue
+//! gently and yields by how far the delay stands above its target.
 
 use std::time::Duration;
 
@@ -35,6 +58,8 @@ use crate::queue_loss;
 pub const THRESHOLD: f64 = 0.1;
 /// Nice's fraction `f`: the share of a round's bytes that must exceed the threshold.
 pub const FRACTION: f64 = 0.5;
+/// Nice's multiplicative decrease, the most a congested round cuts.
+pub const MIN_DECREASE: f64 = 0.5;
 
 /// The full queue's RTT and the bytes of the current and the last round above and
 /// below Nice's threshold.
@@ -46,6 +71,9 @@ pub struct Nice {
     current: (u64, u64),
     /// The same for the last round.
     last: (u64, u64),
+    /// The last cut while it awaits the queue's answer: the round it was made in and
+    /// the RTT it was made for.
+    cut: Option<(u64, Duration)>,
 }
 
 impl Nice {
@@ -66,6 +94,7 @@ impl Nice {
     /// Forgets the full queue's RTT: no signal until the next overflow.
     pub fn forget(&mut self) {
         self.full = None;
+        self.cut = None;
     }
 
     /// The RTT at the full queue, if an overflow showed it.
@@ -77,6 +106,42 @@ impl Nice {
     pub fn threshold(&self, min: Duration) -> Option<Duration> {
         let full = self.full?;
         Some(min + full.saturating_sub(min).mul_f64(THRESHOLD))
+    }
+
+    /// The share of what was in flight that congested round `round` keeps, `rtt` being
+    /// what was in flight over the round's delivery rate and `round_min` its smallest
+    /// RTT: `(min + t) / rtt`, clamped to [`MIN_DECREASE`] and 1; [`MIN_DECREASE`] if
+    /// the queue did not answer the last cut (see the module docs). `None` without a
+    /// depth.
+    pub fn decrease(
+        &self,
+        min: Duration,
+        round: u64,
+        rtt: Duration,
+        round_min: Duration,
+    ) -> Option<f64> {
+        let threshold = self.threshold(min)?;
+        if let Some((cut, before)) = self.cut {
+            let halfway = threshold + before.saturating_sub(threshold) / 2;
+            if round >= cut + 2 && round_min > halfway {
+                return Some(MIN_DECREASE);
+            }
+        }
+        let share = threshold.as_secs_f64() / rtt.as_secs_f64().max(f64::MIN_POSITIVE);
+        Some(share.clamp(MIN_DECREASE, 1.0))
+    }
+
+    /// The flow cut for this rule in `round`, for `rtt` (as [`Nice::decrease`] has it).
+    pub fn on_cut(&mut self, round: u64, rtt: Duration) {
+        self.cut = Some((round, rtt));
+    }
+
+    /// Round `round` ended without a cut for this rule: a cut under test two rounds
+    /// back was answered (or another cut came between).
+    pub fn on_judged(&mut self, round: u64) {
+        if self.cut.is_some_and(|(cut, _)| round >= cut + 2) {
+            self.cut = None;
+        }
     }
 
     /// An ack frame acknowledged `bytes` with `rtt` as its smallest sample.
@@ -142,5 +207,33 @@ mod tests {
         n.forget();
         round(&mut n, &[52, 52, 52]);
         assert!(!n.congested());
+    }
+
+    #[test]
+    fn the_cut_leaves_the_threshold_s_queue_and_at_most_halves() {
+        let mut n = Nice::new();
+        assert_eq!(n.decrease(ms(50), 10, ms(60), ms(60)), None);
+        // Depth 12 ms: threshold at 51.2 ms.
+        n.on_overflow(ms(50), ms(62));
+        let d = n.decrease(ms(50), 10, ms(53), ms(52)).unwrap();
+        assert!((d - 51.2 / 53.0).abs() < 1e-9, "{d}");
+        assert_eq!(n.decrease(ms(50), 10, ms(200), ms(52)), Some(MIN_DECREASE));
+        assert_eq!(n.decrease(ms(50), 10, ms(50), ms(50)), Some(1.0));
+    }
+
+    #[test]
+    fn a_queue_that_does_not_answer_the_cut_is_halved_on() {
+        let mut n = Nice::new();
+        n.on_overflow(ms(50), ms(62));
+        n.on_cut(10, ms(57));
+        // The round after the cut still carries the queue the cut answered.
+        assert!(n.decrease(ms(50), 11, ms(57), ms(56)).unwrap() > MIN_DECREASE);
+        // Two rounds on, the queue stood above halfway to the threshold (54.1 ms).
+        assert_eq!(n.decrease(ms(50), 12, ms(57), ms(55)), Some(MIN_DECREASE));
+        // It fell below: our own, cut to the threshold's queue again.
+        assert!(n.decrease(ms(50), 12, ms(53), ms(52)).unwrap() > MIN_DECREASE);
+        // A round without a cut ends the test.
+        n.on_judged(12);
+        assert!(n.decrease(ms(50), 13, ms(57), ms(56)).unwrap() > MIN_DECREASE);
     }
 }
