@@ -66,6 +66,12 @@ pub struct SokuCcConfig {
     /// no clock of its own, so this reads the wall clock: off by default, so that
     /// simulations on a synthetic clock are not touched; `soku-transport` turns it on.
     pub stall_probes: bool,
+    /// Ack-eliciting packets the peer receives before it acknowledges (RFC 9000
+    /// §13.2.2 recommends 2, quinn's default; `soku-transport` asks its peer for 10
+    /// through the ACK frequency extension, draft-ietf-quic-ack-frequency). A round
+    /// with fewer packets is acknowledged on the peer's ack timer (`max_ack_delay`,
+    /// 25 ms), so its RTT carries the timer and says nothing of a queue.
+    pub ack_every_packets: u32,
 }
 
 impl Default for SokuCcConfig {
@@ -97,6 +103,7 @@ impl Default for SokuCcConfig {
             hint: HintSlot::new(),
             board: BoardSlot::new(),
             stall_probes: false,
+            ack_every_packets: 2,
         }
     }
 }

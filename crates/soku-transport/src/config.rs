@@ -188,6 +188,9 @@ pub fn congestion_factory(opts: &TransportOptions) -> Arc<dyn ControllerFactory 
         // A stalled path is probed every half second, not on a doubling timeout, so a
         // copy goes on within about a second of a blackout's end (`soku_cc::stall`).
         stall_probes: true,
+        // What `transport_config` asks of the peer: the controller must know that a
+        // round of fewer packets is acknowledged on the peer's timer.
+        ack_every_packets: ACK_ELICITING_THRESHOLD + 1,
         ..SokuCcConfig::default()
     };
     Arc::new(cc)
