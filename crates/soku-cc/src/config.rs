@@ -40,11 +40,14 @@ pub struct SokuCcConfig {
     pub loss_beta: f64,
     /// Rounds over which the bandwidth max filter looks back.
     pub bw_window_rounds: u64,
-    /// How long a min-RTT sample stays valid before a probe-RTT phase refreshes it.
+    /// How long a min-RTT sample stays valid before a probe-RTT phase refreshes it, on
+    /// paths whose min RTT is at most a fortieth of it; longer paths keep it forty round
+    /// trips (see `model/probe_rtt.rs`).
     pub min_rtt_window: Duration,
     /// The same for the connection's first probe-RTT, once startup is over; for a flow
     /// whose min RTT has since fallen an eighth below startup's, also the longest the
-    /// first probe-RTT waits after startup (see `model.rs`).
+    /// first probe-RTT waits after startup (see `model.rs`). Stretched to forty round
+    /// trips on long paths as `min_rtt_window` is, except in background mode.
     pub first_min_rtt_window: Duration,
     /// Probe-RTT phases in a row that must all see a longer RTT before the min RTT is
     /// raised to it (1: BBR's rule, every probe's minimum is taken as it is).

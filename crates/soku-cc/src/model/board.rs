@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use crate::ensemble::{ensemble_cap, ShareRecord};
 use crate::shared::{merge, Merge, MinRttRecord, ALIVE};
 
+use super::probe_rtt::scaled_min_rtt_window;
 use super::{Mode, SokuCc};
 
 /// The shared min RTT ([`crate::shared`]) is looked at no more often than this (a
@@ -41,7 +42,12 @@ impl SokuCc {
             self.others_alive = Some(self.others_alive.map_or(t.alive, |seen| seen.max(t.alive)));
         }
         self.others_now = self.others_running(now);
-        let winner = match merge(mine, theirs, now, self.config.min_rtt_window) {
+        // Judged by the window the record's own min RTT gives, the one its flows expire
+        // by (`SokuCc::min_rtt_expiry`).
+        let window = theirs.map_or(self.config.min_rtt_window, |t| {
+            scaled_min_rtt_window(self.config.min_rtt_window, t.rtt)
+        });
+        let winner = match merge(mine, theirs, now, window) {
             Merge::Adopt(theirs) => {
                 self.min_rtt = Some(theirs.rtt);
                 self.min_rtt_stamp = theirs.at;
@@ -106,7 +112,7 @@ impl SokuCc {
         let Some(probed) = self.probe_rtt_min else {
             return false;
         };
-        let expired = theirs.at + self.config.min_rtt_window;
+        let expired = theirs.at + scaled_min_rtt_window(self.config.min_rtt_window, theirs.rtt);
         let grace = self.config.probe_rtt_duration + 2 * theirs.rtt;
         let slack = (theirs.rtt / 16).max(Duration::from_millis(1));
         probed > theirs.rtt + slack && now > expired && now < expired + grace

@@ -6,6 +6,32 @@ use std::time::{Duration, Instant};
 
 use super::{Mode, SokuCc};
 
+/// Round trips of the min RTT that the min-RTT window spans at least.
+///
+/// BBR's min-RTT filter is ten seconds and its probe-RTT lasts 200 ms (the draft's
+/// `MinRTTFilterLen`, `ProbeRTTDuration`, draft-cardwell-iccrg-bbr-congestion-control
+/// §4.3.4), so on a short path a probe takes about 2 % of the time; BBRv2/v3 made the
+/// probe cheaper for the same reason, draining to half a BDP instead of four packets.
+/// But a probe lasts at least a round trip, and the window needs another round or so to
+/// refill after it, so on a long path its cost grows with the RTT while the interval
+/// stays ten seconds: at 100 Mbit/s x 1 s with 5 % loss the emulator saw a probe every
+/// 12 s, each costing most of a second of the link, 5-8 % in all; probing every 60 s held
+/// 92.9-93.0 Mbit/s against 85.9-87.7 (`lab/2026-11-30-one-second-ahead`). Forty round
+/// trips keep a probe that costs about a round of the link near 2.5 % of the time, about
+/// what it costs on a short path, and leave the ten seconds in force up to a 250 ms min
+/// RTT, so those paths probe exactly when they did (fifty would have stretched 200 ms
+/// paths, whose measured minimum lies a little above 200 ms). The price: a path whose
+/// RTT grows is seen at the next probe, up to forty round trips later instead of ten
+/// seconds (RFC 9002 §5.2 keeps its min_rtt for the connection's life and lets only a
+/// persistent congestion reset it).
+pub(super) const MIN_RTT_WINDOW_ROUNDS: u32 = 40;
+
+/// The min-RTT window for a path whose min RTT is `min_rtt`: `window` (the configured
+/// seconds), or [`MIN_RTT_WINDOW_ROUNDS`] round trips if that is longer.
+pub(super) fn scaled_min_rtt_window(window: Duration, min_rtt: Duration) -> Duration {
+    window.max(min_rtt.saturating_mul(MIN_RTT_WINDOW_ROUNDS))
+}
+
 impl SokuCc {
     /// Takes the smallest RTT of a probe-RTT phase as the min RTT if it is lower, or if
     /// `min_rtt_raise_probes` phases in a row all saw more (the path got longer).
@@ -25,17 +51,39 @@ impl SokuCc {
     }
 
     /// How old the min RTT may grow before probe-RTT refreshes it: `min_rtt_window`,
-    /// or `first_min_rtt_window` before the connection's first probe once startup is over.
+    /// or `first_min_rtt_window` before the connection's first probe once startup is
+    /// over, each at least [`MIN_RTT_WINDOW_ROUNDS`] round trips. A background flow's
+    /// short first window is not stretched: that probe is there to find, right after
+    /// startup, how much of its base delay was its own queue (`config.rs`).
     pub(super) fn min_rtt_expiry(&self) -> Duration {
+        let min_rtt = self.min_rtt.unwrap_or_default();
         if self.probe_rtts == 0 && self.filled_pipe {
-            self.config.first_min_rtt_window
+            if self.config.background {
+                self.config.first_min_rtt_window
+            } else {
+                scaled_min_rtt_window(self.config.first_min_rtt_window, min_rtt)
+            }
         } else {
-            self.config.min_rtt_window
+            scaled_min_rtt_window(self.config.min_rtt_window, min_rtt)
         }
     }
 
     pub(super) fn maybe_enter_probe_rtt(&mut self, now: Instant) {
         if self.mode == Mode::ProbeRtt || self.min_rtt.is_none() {
+            return;
+        }
+        // Not while startup is still growing the window. The draft enters ProbeRTT from
+        // any state, but a probe in startup throws away the doubling done so far:
+        // startup takes the rounds to regrow the window from half a BDP, and on a long
+        // path those rounds are seconds (at 1 s x 5 % loss on the emulator the min-RTT
+        // window ran out 11 s into startup, the window fell from 5.4 to 1.8 MB and the
+        // link was full at 18.8 s instead of about 13 s,
+        // `lab/2026-11-30-one-second-ahead`). Startup's own rounds bound the wait: it
+        // ends after three rounds without a quarter more bandwidth (the draft's
+        // BBRCheckFullBWReached, §4.3.1.2), on loss or on a rising RTT, and an expired
+        // min RTT is probed for as soon as it has. An app-limited startup may last as
+        // long as the application wants, so it probes as before.
+        if self.mode == Mode::Startup && !self.filled_pipe && !self.last_round_app_limited {
             return;
         }
         // A flow that started inside another flow's standing queue takes that queue
