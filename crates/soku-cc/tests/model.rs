@@ -509,6 +509,67 @@ fn a_lone_flows_first_probe_rtt_follows_its_min_rtt_expiry() {
     assert!(at >= Duration::from_secs(15) && at < Duration::from_millis(15_500), "{at:?}");
 }
 
+/// A startup still growing is not cut by probe-RTT, however old its min RTT. The
+/// path's 100 ms are seen in the first rounds only, then every round takes 102 ms (a
+/// lower tail not seen again, as with jittery acks), and the path's rate grows by 27 %
+/// a round, so startup needs more rounds than the min-RTT window (1 s here, so forty
+/// round trips, 4 s) lasts. Without the rule the probe came 41 rounds into startup
+/// and the flow went back to startup after it. The probe comes once startup has ended.
+#[test]
+fn a_growing_startup_is_not_cut_by_probe_rtt() {
+    let second = Duration::from_secs(1);
+    let config = SokuCcConfig {
+        min_rtt_window: second,
+        first_min_rtt_window: second,
+        ..SokuCcConfig::default()
+    };
+    let mut d = Driver::new(config);
+    let mut cap = 10.0_f64;
+    for _ in 0..2 {
+        d.round(cap as u64, 0, false);
+        cap *= 1.27;
+    }
+    assert_eq!(d.soku().min_rtt(), Some(RTT));
+    let mut modes = Vec::new();
+    for _ in 0..60 {
+        d.round_taking(RTT + Duration::from_millis(2), cap as u64, 0, false);
+        modes.push(d.soku().mode());
+        if modes.len() <= 45 {
+            cap *= 1.27;
+        }
+    }
+    // Startup ends and the probe begins in one batch of acks, as its min RTT expired
+    // long before; a probe taken in startup would return to startup.
+    let probe = modes.iter().position(|m| *m == Mode::ProbeRtt).expect("no probe-RTT");
+    assert!(probe * 102 > 4_000, "startup too short for the test: {modes:?}");
+    let after = modes[probe..].iter().find(|m| **m != Mode::ProbeRtt);
+    assert_eq!(after, Some(&Mode::ProbeBw), "probe-RTT in startup: {modes:?}");
+}
+
+/// On a 1 s path a longer RTT is still taken up, by the first probe-RTT: the min RTT
+/// of 1 s, last seen as startup ended, expires forty round trips later, and the probe
+/// then sees the path's 1.2 s (`min_rtt_raise_probes` 1): 42 s after the change here,
+/// against 12 s on the ten-second window alone.
+#[test]
+fn on_a_1s_path_a_longer_rtt_is_taken_after_forty_round_trips() {
+    let second = Duration::from_secs(1);
+    let mut d = Driver::new(SokuCcConfig::default());
+    for _ in 0..30 {
+        d.round_taking(second, 500, 0, false);
+    }
+    assert_eq!(d.soku().mode(), Mode::ProbeBw);
+    assert_eq!(d.soku().min_rtt(), Some(second));
+    let longer = Duration::from_millis(1200);
+    let from = d.now;
+    while d.soku().min_rtt() != Some(longer) {
+        assert!(d.now - from < Duration::from_secs(60), "not taken in 60 s");
+        d.round_taking(longer, 500, 0, false);
+    }
+    let took = d.now - from;
+    println!("1 s path, RTT up to 1.2 s: taken after {took:?}");
+    assert!(took > Duration::from_secs(30) && took < Duration::from_secs(45), "{took:?}");
+}
+
 /// The application opens the live controller's window through a clone (what
 /// `quinn::Connection::congestion_state` hands out), so that its CONNECTION_CLOSE is not
 /// held behind a full window (`SokuCc::open_for_close`).

@@ -1,6 +1,7 @@
 //! The controller on simulated paths (see `sim/mod.rs`): utilisation under random
 //! loss, queueing delay, the rate cap, fairness, heavy congestion, and quinn's CUBIC on
-//! the same path for comparison. Run with `--nocapture` to see the numbers.
+//! the same path for comparison, and probe-RTT on long paths. Run with `--nocapture` to
+//! see the numbers.
 
 mod sim;
 
@@ -10,7 +11,7 @@ use std::time::{Duration, Instant};
 use quinn_proto::congestion::{Controller, ControllerFactory, CubicConfig};
 use sim::{Path, Report};
 use soku_cc::{
-    BoardSlot, ConnectionHint, HintSlot, MemoryBoard, PathBoard, RememberedPath, SokuCc,
+    BoardSlot, ConnectionHint, HintSlot, MemoryBoard, Mode, PathBoard, RememberedPath, SokuCc,
     SokuCcConfig,
 };
 
@@ -832,4 +833,111 @@ fn k3_a_blind_background_flow_yields_and_stays_yielded() {
         assert!(bg <= 0.03, "{rtt} ms: background took {bg}");
         assert!(c >= 0.95, "{rtt} ms: CUBIC kept {c}");
     }
+}
+
+// Probe-RTT on long paths: how much of the time it takes at 1 s RTT, and that it
+// never cuts a startup that is still growing.
+
+/// What a run's trace shows of one flow's modes, sampled every `STEP`.
+#[derive(Debug, Default)]
+struct Modes {
+    /// Samples taken, and of them in probe-RTT.
+    samples: u64,
+    probe_rtt: u64,
+    /// Probe-RTT phases begun.
+    probes: u32,
+    /// When the flow first left startup, if it did.
+    startup_end: Option<Duration>,
+    /// Samples in probe-RTT before the flow first left startup.
+    probe_rtt_in_startup: u64,
+    last: Option<Mode>,
+}
+
+const STEP: Duration = Duration::from_millis(10);
+
+fn traced(p: Path, config: SokuCcConfig, dur: u64, seed: u64) -> (Modes, f64) {
+    let cc = Arc::new(config).build(Instant::now(), p.pkt as u16);
+    let mut m = Modes::default();
+    let mut tracer = |t: Duration, flows: &[(&dyn Controller, u64)]| {
+        let Ok(s) = flows[0].0.clone_box().into_any().downcast::<SokuCc>() else {
+            return;
+        };
+        let mode = s.mode();
+        m.samples += 1;
+        if mode == Mode::ProbeRtt {
+            m.probe_rtt += 1;
+            if m.last != Some(Mode::ProbeRtt) {
+                m.probes += 1;
+            }
+            if m.startup_end.is_none() {
+                m.probe_rtt_in_startup += 1;
+            }
+        }
+        if m.startup_end.is_none() && matches!(mode, Mode::Drain | Mode::ProbeBw) {
+            m.startup_end = Some(t);
+        }
+        m.last = Some(mode);
+    };
+    let r = sim::run_traced(
+        p,
+        vec![(cc, Duration::ZERO)],
+        Duration::from_secs(dur),
+        Duration::ZERO,
+        seed,
+        Some((STEP, &mut tracer)),
+    );
+    let util = r.flows[0].util;
+    (m, util)
+}
+
+/// 100 Mbit/s x 1 s with 5 % random loss and acks up to 20 ms late, for 120 s (a 1 GiB
+/// copy's length on the emulator). With the min-RTT window at ten seconds the flow
+/// probed 9 times (seed 3: 12.5 % of the time in probe-RTT, one probe 244 samples into
+/// a startup that then ended at 22.4 s instead of about 16 s, 78.3 % of the link), as on
+/// the emulator (`lab/2026-11-30-one-second-ahead`). With the window at forty round
+/// trips it probes at most three times (startup's min RTT expires 40 s on, then every
+/// 40 s and a probe), spends at most 5 % of the time in probe-RTT, never probes before
+/// startup has ended, and keeps at least 82 % of the link.
+#[test]
+fn at_1s_with_5pct_loss_probe_rtt_takes_a_bounded_share_of_the_time() {
+    let mut p = Path::one_bdp(100 * MBIT, 1000, 0.05);
+    // Without jitter the flow sees its min RTT again whenever its queue empties and
+    // never probes; the emulator's path, like any real one, has some.
+    p.ack_jitter = Duration::from_millis(20);
+    for seed in [3u64, 7] {
+        let config = SokuCcConfig { seed: seed * 7919 + 1, ..SokuCcConfig::default() };
+        let (m, util) = traced(p, config, 120, seed);
+        let share = m.probe_rtt as f64 / m.samples as f64;
+        println!(
+            "100M 1s 5% seed {seed}: {:5.1} % of the link over 120 s, {} probe-RTTs, {:4.1} % of \
+             the time in probe-RTT, startup ended at {:?}",
+            100.0 * util,
+            m.probes,
+            100.0 * share,
+            m.startup_end,
+        );
+        assert!(m.startup_end.is_some(), "startup never ended");
+        assert_eq!(m.probe_rtt_in_startup, 0, "probe-RTT before startup ended: {m:?}");
+        assert!(m.probes <= 3, "{} probe-RTTs in 120 s", m.probes);
+        assert!(share <= 0.05, "{:.1} % of the time in probe-RTT", 100.0 * share);
+        assert!(util >= 0.82, "{:.1} % of the link", 100.0 * util);
+    }
+}
+
+/// 100 Mbit/s x 100 ms with 1 % loss and acks up to 20 ms late, for 60 s: a short
+/// path keeps probing on the ten-second window (`min_rtt_window`), so that an RTT that
+/// grew is still seen within about ten seconds there.
+#[test]
+fn a_short_path_still_probes_on_the_ten_second_window() {
+    let mut p = Path::one_bdp(100 * MBIT, 100, 0.01);
+    p.ack_jitter = Duration::from_millis(20);
+    let (m, util) = traced(p, SokuCcConfig::default(), 60, 7);
+    println!(
+        "100M 100ms 1%, ack jitter 0-20 ms: {:5.1} % of the link over 60 s, {} probe-RTTs, \
+         {:4.1} % of the time in probe-RTT",
+        100.0 * util,
+        m.probes,
+        100.0 * m.probe_rtt as f64 / m.samples as f64
+    );
+    assert!(m.probes >= 4, "{m:?}");
 }
