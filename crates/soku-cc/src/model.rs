@@ -17,8 +17,9 @@
 //!   ([`SokuCc::queue_share`]), the same for every flow on the path, which is what
 //!   makes flows sharing a bottleneck converge (see there).
 //! - **Probe-rtt** (§4.3.4): when the min-RTT sample is older than `min_rtt_window`
-//!   (or forty round trips on a path longer than 250 ms, so that a probe's cost stays a
-//!   bounded share of the time; never while startup is still growing), the window drops to half a BDP (BBRv2's value, gentler than four packets) for
+//!   (or forty round trips on a path longer than 250 ms, so that a probe's cost stays
+//!   a bounded share of the time; never while startup is still growing), the window
+//!   drops to half a BDP (BBRv2's value, gentler than four packets) for
 //!   `probe_rtt_duration` and at least one round, and the smallest RTT seen meanwhile
 //!   becomes the new min RTT. A flow whose min RTT fell an eighth below startup's (it
 //!   started inside another flow's queue) takes its first probe-RTT
