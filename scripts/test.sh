@@ -54,7 +54,7 @@ step "cargo test"
 tests_status=0
 SOKU_BIN="$target_dir/release/soku" SOKU_PRELOAD_LIB="$target_dir/release/libsoku_preload.so" \
     SOKU_PRELOAD_PROBE="$target_dir/release/preload-probe" \
-    cargo test --locked --release --workspace -- --test-threads=3 || tests_status=$?
+    cargo test --locked --release --workspace -- --test-threads=2 || tests_status=$?
 cross_status=0
 wait "$cross" || cross_status=$?
 step "the cross builds' output"

@@ -288,6 +288,23 @@ fn the_kept_server_takes_no_other_certificate() {
 /// Sends `signal` to the kept server 2 s into a 6 s copy through it (6 MiB at 8
 /// Mbit/s, `-v`); the copy's output, after it checked the bytes, and how long it took.
 fn signal_the_kept_server_under_a_copy(signal: &str, seed: u64) -> (String, Duration) {
+    // The copy must run through the kept server for the signal to mean anything. On a
+    // loaded machine the kept server may miss the 300 ms the client gives its handshake,
+    // and the copy rightly logs in anew instead: then the scene is set up again (a
+    // bounded number of times).
+    const ATTEMPTS: usize = 3;
+    for attempt in 1..=ATTEMPTS {
+        if let Some(done) = signal_once(signal, seed) {
+            return done;
+        }
+        println!("attempt {attempt}: the kept server did not answer in time; setting up again");
+    }
+    panic!("the kept server never answered a copy's handshake in {ATTEMPTS} attempts");
+}
+
+/// One try of [`signal_the_kept_server_under_a_copy`]; `None` if the copy did not reach
+/// the kept server.
+fn signal_once(signal: &str, seed: u64) -> Option<(String, Duration)> {
     let (env, _masters) = after_a_first_copy();
     let kept = descendant(env.sshd.pid(), &|c| c.contains(" serve")).expect("the kept server");
     let big = env.src().join("big.bin");
@@ -308,7 +325,10 @@ fn signal_the_kept_server_under_a_copy(signal: &str, seed: u64) -> (String, Dura
     assert!(out.status.success(), "{stderr}");
     assert!(stderr.contains("reaching the remote soku kept from the last copy"), "{stderr}");
     assert_same_file(&big, &env.dst().join("big.bin"));
-    (stderr, took)
+    if stderr.contains("the remote soku kept from the last copy did not answer") {
+        return None;
+    }
+    Some((stderr, took))
 }
 
 /// A kept server stopped (SIGTERM) under a copy closes its connection with a reason: the
