@@ -39,9 +39,12 @@ fn esc(s: &str) -> String {
 }
 
 impl Chart<'_> {
+    /// Every chart's width and height in pixels.
+    pub const SIZE: (f64, f64) = (760.0, 420.0);
+
     /// The SVG document.
     pub fn render(&self) -> String {
-        let (w, h) = (760.0, 420.0);
+        let (w, h) = Self::SIZE;
         let (l, r, t, b) = (70.0, 180.0, 40.0, 60.0);
         let pw = w - l - r;
         let ph = h - t - b;
@@ -163,29 +166,18 @@ impl Chart<'_> {
 }
 
 /// Charts made by [`Chart::render`], placed left to right in one SVG document (each
-/// stays an `<svg>` element of its own size, moved by its `x`).
+/// stays an `<svg>` element of its own, moved by its `x`).
 pub fn side_by_side(charts: &[String]) -> String {
-    let size = |svg: &str, attr: &str| -> f64 {
-        let key = format!(" {attr}=\"");
-        svg.split_once(&key)
-            .and_then(|(_, rest)| rest.split('"').next())
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0.0)
-    };
+    let (w, h) = Chart::SIZE;
+    let total = w * charts.len() as f64;
     let mut s = String::new();
-    let (mut x, mut h) = (0.0, 0.0f64);
-    let mut inner = String::new();
-    for chart in charts {
-        let placed = chart.replacen("<svg ", &format!("<svg x=\"{x}\" "), 1);
-        inner.push_str(&placed);
-        x += size(chart, "width");
-        h = h.max(size(chart, "height"));
-    }
     let _ = writeln!(
         s,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{x}" height="{h}" viewBox="0 0 {x} {h}">"#
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{total}" height="{h}" viewBox="0 0 {total} {h}">"#
     );
-    s.push_str(&inner);
+    for (i, chart) in charts.iter().enumerate() {
+        s.push_str(&chart.replacen("<svg ", &format!("<svg x=\"{}\" ", w * i as f64), 1));
+    }
     s.push_str("</svg>\n");
     s
 }

@@ -233,19 +233,24 @@ fn background_leaves_cubic_at_least_80_pct_in_a_quarter_bdp_buffer() {
     background_leaves_cubic_80_pct(0.25);
 }
 
+/// One CUBIC flow from 0 to 40 s and a background soku flow (`config`) from 2 s on
+/// path `p`: CUBIC's and the background flow's shares of the link over seconds `from`
+/// to `until`.
+fn cubic_leaves_background(p: Path, config: SokuCcConfig, until: u64, from: u64) -> (f64, f64) {
+    let flows =
+        vec![(cubic(&p), Duration::ZERO, Some(secs(40))), (soku(config, &p), secs(2), None)];
+    let r = sim::run_stopping(p, flows, secs(until), secs(from), 29, None);
+    (r.flows[0].util, r.flows[1].util)
+}
+
 /// A background flow beside one CUBIC flow that sends from 0 to 40 s, on 100 Mbit/s x
 /// 50 ms (one-BDP buffer): CUBIC keeps at least 80 % while it sends, and the background
 /// flow has the link (at least 90 %) from three seconds after CUBIC left.
 #[test]
 fn background_takes_the_link_back_when_cubic_leaves() {
     let p = Path::one_bdp(100 * MBIT, 50, 0.0);
-    let run = |until: u64, from: u64| {
-        let cfg = SokuCcConfig { seed: 5, ..SokuCcConfig::background() };
-        let flows =
-            vec![(cubic(&p), Duration::ZERO, Some(secs(40))), (soku(cfg, &p), secs(2), None)];
-        let r = sim::run_stopping(p, flows, secs(until), secs(from), 29, None);
-        (r.flows[0].util, r.flows[1].util)
-    };
+    let cfg = SokuCcConfig { seed: 5, ..SokuCcConfig::background() };
+    let run = |until, from| cubic_leaves_background(p, cfg.clone(), until, from);
     let (c, bg) = run(40, 10);
     println!(
         "CUBIC (0-40 s) + background soku, 100M 50ms, s 10-40: CUBIC {:5.1} %  background {:5.1} %",
@@ -271,13 +276,8 @@ fn background_takes_a_quarter_bdp_buffer_back_when_cubic_leaves() {
     for rtt in [50, 100] {
         let mut p = Path::one_bdp(100 * MBIT, rtt, 0.0);
         p.queue_bytes /= 4;
-        let run = |until: u64, from: u64| {
-            let cfg = SokuCcConfig { seed: 5, ..SokuCcConfig::background() };
-            let flows =
-                vec![(cubic(&p), Duration::ZERO, Some(secs(40))), (soku(cfg, &p), secs(2), None)];
-            let r = sim::run_stopping(p, flows, secs(until), secs(from), 29, None);
-            (r.flows[0].util, r.flows[1].util)
-        };
+        let cfg = SokuCcConfig { seed: 5, ..SokuCcConfig::background() };
+        let run = |until, from| cubic_leaves_background(p, cfg.clone(), until, from);
         let (c, bg) = run(40, 20);
         let (_, back) = run(48, 43);
         println!(
@@ -289,6 +289,55 @@ fn background_takes_a_quarter_bdp_buffer_back_when_cubic_leaves() {
         );
         if c < 0.80 || back < 0.90 {
             failed.push(format!("{rtt} ms: CUBIC {c:.3}, background back at {back:.3}"));
+        }
+    }
+    assert!(failed.is_empty(), "{failed:?}");
+}
+
+/// A background flow beside one CUBIC flow that sends from 0 to 40 s, with the peer
+/// acknowledging every tenth packet as soku asks of it (`soku_transport`'s ACK
+/// frequency), in a one-BDP buffer at 50 and 100 ms and a quarter-BDP one at 50 ms:
+/// CUBIC keeps at least 80 % while it sends, and the background flow has at least 90 %
+/// of the link over seconds 50-60. With rounds of fewer than ten packets judged by
+/// their RTT, which the peer's 25 ms ack timer makes, the flow stayed at its minimum
+/// window after CUBIC left: 0.6 % of the link at 50 ms in either buffer.
+#[test]
+fn background_takes_the_link_back_when_the_peer_acks_every_tenth_packet() {
+    background_back_with_acks_every_tenth(&[(50, 1.0), (100, 1.0), (50, 0.25)]);
+}
+
+/// The same at 100 ms in a quarter-BDP buffer, with the peer acking every tenth packet:
+/// not met. The flow comes back slowly,
+/// 0.7 % of the link in the 3-8 s after CUBIC left and 59.9 % over seconds 50-60 (the
+/// bound cut again while it grows back; not traced yet).
+#[test]
+#[ignore]
+fn background_takes_a_quarter_bdp_buffer_back_at_100_ms_when_the_peer_acks_every_tenth() {
+    background_back_with_acks_every_tenth(&[(100, 0.25)]);
+}
+
+fn background_back_with_acks_every_tenth(paths: &[(u64, f64)]) {
+    let mut failed = Vec::new();
+    for &(rtt, buffer_bdp) in paths {
+        let mut p = Path::one_bdp(100 * MBIT, rtt, 0.0);
+        p.queue_bytes = (p.queue_bytes as f64 * buffer_bdp) as u64;
+        p.ack_every = 10;
+        let cfg = SokuCcConfig { seed: 5, ack_every_packets: 10, ..SokuCcConfig::background() };
+        let run = |until, from| cubic_leaves_background(p, cfg.clone(), until, from);
+        let (c, bg) = run(40, 20);
+        let (_, back) = run(48, 43);
+        let (_, later) = run(60, 50);
+        println!(
+            "CUBIC (0-40 s) + background soku, acks every 10, 100M {rtt}ms, {buffer_bdp} BDP \
+             buffer, s 20-40: CUBIC {:5.1} %  background {:5.1} %; CUBIC gone, s 43-48: \
+             {:5.1} %, s 50-60: {:5.1} %",
+            100.0 * c,
+            100.0 * bg,
+            100.0 * back,
+            100.0 * later
+        );
+        if c < 0.80 || later < 0.90 {
+            failed.push(format!("{rtt} ms {buffer_bdp} BDP: CUBIC {c:.3}, background {later:.3}"));
         }
     }
     assert!(failed.is_empty(), "{failed:?}");
@@ -389,58 +438,6 @@ fn twenty_pct_random_loss_holds_the_link_whatever_the_seed() {
         println!("100M {rtt}ms 20 % random loss, s 5-30, seeds 1-12: {utils:?} % of the link");
         if let Some(low) = utils.iter().copied().find(|&u| u < 60.0) {
             failed.push(format!("{rtt} ms: {low} % of the link ({utils:?})"));
-        }
-    }
-    assert!(failed.is_empty(), "{failed:?}");
-}
-
-/// The same with the peer acknowledging every tenth packet, as soku asks of it
-/// (`soku_transport`'s ACK frequency), in a one-BDP buffer at 50 and 100 ms and a
-/// quarter-BDP one at 50 ms: CUBIC keeps at least 80 % while it sends, and the
-/// background flow has at least 90 % of the link over seconds 50-60. With rounds of fewer than ten packets
-/// judged by their RTT, which the peer's 25 ms ack timer makes, the flow stayed at its
-/// minimum window after CUBIC left: 0.6 % of the link at 50 ms in either buffer.
-#[test]
-fn background_takes_the_link_back_when_the_peer_acks_every_tenth_packet() {
-    background_back_with_acks_every_tenth(&[(50, 1.0), (100, 1.0), (50, 0.25)]);
-}
-
-/// The same at 100 ms in a quarter-BDP buffer: not met. The flow comes back slowly,
-/// 0.7 % of the link in the 3-8 s after CUBIC left and 59.9 % over seconds 50-60 (the
-/// bound cut again while it grows back; not traced yet).
-#[test]
-#[ignore]
-fn background_takes_a_quarter_bdp_buffer_back_at_100_ms_when_the_peer_acks_every_tenth() {
-    background_back_with_acks_every_tenth(&[(100, 0.25)]);
-}
-
-fn background_back_with_acks_every_tenth(paths: &[(u64, f64)]) {
-    let mut failed = Vec::new();
-    for &(rtt, buffer_bdp) in paths {
-        let mut p = Path::one_bdp(100 * MBIT, rtt, 0.0);
-        p.queue_bytes = (p.queue_bytes as f64 * buffer_bdp) as u64;
-        p.ack_every = 10;
-        let run = |until: u64, from: u64| {
-            let cfg = SokuCcConfig { seed: 5, ack_every_packets: 10, ..SokuCcConfig::background() };
-            let flows =
-                vec![(cubic(&p), Duration::ZERO, Some(secs(40))), (soku(cfg, &p), secs(2), None)];
-            let r = sim::run_stopping(p, flows, secs(until), secs(from), 29, None);
-            (r.flows[0].util, r.flows[1].util)
-        };
-        let (c, bg) = run(40, 20);
-        let (_, back) = run(48, 43);
-        let (_, later) = run(60, 50);
-        println!(
-            "CUBIC (0-40 s) + background soku, acks every 10, 100M {rtt}ms, {buffer_bdp} BDP \
-             buffer, s 20-40: CUBIC {:5.1} %  background {:5.1} %; CUBIC gone, s 43-48: \
-             {:5.1} %, s 50-60: {:5.1} %",
-            100.0 * c,
-            100.0 * bg,
-            100.0 * back,
-            100.0 * later
-        );
-        if c < 0.80 || later < 0.90 {
-            failed.push(format!("{rtt} ms {buffer_bdp} BDP: CUBIC {c:.3}, background {later:.3}"));
         }
     }
     assert!(failed.is_empty(), "{failed:?}");
