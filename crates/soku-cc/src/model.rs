@@ -160,7 +160,7 @@ use crate::delivery::{DeliveryTracker, RoundSample};
 use crate::filters::{Direction, WindowedFilter};
 use crate::nice::Nice;
 use crate::policer::PolicerDetector;
-use crate::queue_loss::{Counts, QueueLoss};
+use crate::queue_loss::{Counts, QueueLoss, QueueView};
 use crate::resume::{CarefulResume, Phase, Step, Verdict};
 use crate::shared::flow_id;
 use crate::stall::StallProbe;
@@ -452,6 +452,19 @@ impl SokuCc {
     /// holds to it ([`crate::policer`]).
     pub fn policed_bps(&self) -> Option<u64> {
         self.policer.policed().then(|| self.policer.rate()).flatten().map(|b| b.saturating_mul(8))
+    }
+
+    /// How loss in a shallow queue looks to this flow ([`crate::queue_loss`]).
+    pub fn queue_view(&self) -> QueueView {
+        let (lost_top, lost_below) = self.queue_loss.shares();
+        QueueView {
+            lost_top,
+            lost_below,
+            found: self.queue_loss.top_excess().is_some(),
+            rtt_top: self.max_rtt.get().map(Duration::from_nanos),
+            bound: self.inflight_hi,
+            coexisting: self.coexist.is_some(),
+        }
     }
 
     /// The loss-derived upper bound on bytes in flight, if congestion set one.

@@ -96,6 +96,24 @@ pub fn at_top(rtt: Duration, min: Duration, max: Duration) -> Option<bool> {
     Some(rtt >= min + range.mul_f64(TOP))
 }
 
+/// How a shallow queue's loss looks to the controller, for reports and traces.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct QueueView {
+    /// The share lost at the top of the RTT range over the last [`ROUNDS`] rounds;
+    /// `None` with nothing counted.
+    pub lost_top: Option<f64>,
+    /// The same below the top.
+    pub lost_below: Option<f64>,
+    /// Whether the top class is found to lose more ([`QueueLoss::top_excess`]).
+    pub found: bool,
+    /// The top of the RTT range the samples are classed in.
+    pub rtt_top: Option<Duration>,
+    /// The loss bound on bytes in flight, if congestion set one.
+    pub bound: Option<u64>,
+    /// Whether that bound grows back as CUBIC's window does (`crate::coexist`).
+    pub coexisting: bool,
+}
+
 /// The two classes' counts over the last [`ROUNDS`] rounds and the current one, and
 /// what they last showed.
 #[derive(Debug, Clone, Default)]
@@ -149,6 +167,13 @@ impl QueueLoss {
             t.add(c);
         }
         t
+    }
+
+    /// The loss shares of the two classes over the kept rounds: (top, below).
+    pub fn shares(&self) -> (Option<f64>, Option<f64>) {
+        let t = self.total();
+        let share = |lost: u64, all: u64| (all > 0).then(|| lost as f64 / all as f64);
+        (share(t.lost_top, t.top()), share(t.lost_below, t.below()))
     }
 
     /// The loss share below the top of the range, while the top class is found to lose

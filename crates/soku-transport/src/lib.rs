@@ -83,6 +83,9 @@ pub use error::TransportError;
 pub use identity::{Fingerprint, Identity};
 pub use pinning::ClientPin;
 pub use socket::{net_core_sysctl, udp_buffers, SocketReport, REQUESTED_BUFFER, WARN_BELOW};
+/// How loss in a shallow queue looks to the controller, as [`PathModel::queue`]
+/// reports it.
+pub use soku_cc::queue_loss::QueueView;
 /// Careful resume's phases, as [`PathModel::resume`] reports them.
 pub use soku_cc::resume::Phase as ResumePhase;
 /// The congestion controller's phases, as [`PathModel::phase`] reports them.
@@ -132,6 +135,8 @@ pub struct PathModel {
     /// The rate a policer on the path passes, bits per second, while the controller
     /// holds to it (`soku_cc::SokuCc::policed_bps`).
     pub policed_bps: Option<u64>,
+    /// How loss in a shallow queue looks to the controller (`soku_cc::SokuCc::queue_view`).
+    pub queue: QueueView,
 }
 
 /// The path's round-trip propagation time: soku-cc's estimate when the connection runs
@@ -171,5 +176,6 @@ pub fn path_model(conn: &quinn::Connection) -> Option<PathModel> {
         app_limited_rounds,
         loss_floor: cc.loss_floor(),
         policed_bps: cc.policed_bps(),
+        queue: cc.queue_view(),
     })
 }

@@ -267,6 +267,7 @@ mod tests {
             app_limited_rounds: 0,
             loss_floor: floor,
             policed_bps,
+            queue: Default::default(),
         });
         r
     }

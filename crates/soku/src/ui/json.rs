@@ -163,6 +163,16 @@ struct PathLine {
     loss_floor_pct: Option<f64>,
     /// The rate a policer on the path passes, while the controller holds to it.
     policed_mbit: Option<f64>,
+    /// Loss shares at the top of the RTT range and below it, in percent, whether the
+    /// top is found to lose more (the queue's loss), the top of that range, the loss
+    /// bound on bytes in flight, and whether it grows back as CUBIC's window does
+    /// (`soku_cc::queue_loss`).
+    queue_top_loss_pct: Option<f64>,
+    queue_below_loss_pct: Option<f64>,
+    queue_loss_found: Option<bool>,
+    rtt_top_ms: Option<f64>,
+    inflight_bound: Option<u64>,
+    coexisting: Option<bool>,
 }
 
 /// `x` rounded to `decimals` places, so that the shortest form serde_json writes has at
@@ -178,6 +188,7 @@ fn ms(d: std::time::Duration) -> f64 {
 
 impl PathLine {
     fn new(p: &PathReport) -> Self {
+        let queue = p.model.map(|m| m.queue);
         PathLine {
             rtt_ms: ms(p.rtt),
             min_rtt_ms: ms(p.min_rtt),
@@ -197,6 +208,12 @@ impl PathLine {
             app_limited_rounds: p.model.map(|m| m.app_limited_rounds),
             loss_floor_pct: p.model.and_then(|m| m.loss_floor).map(|f| round(f * 100.0, 2)),
             policed_mbit: p.model.and_then(|m| m.policed_bps).map(|b| round(b as f64 / 1e6, 3)),
+            queue_top_loss_pct: queue.and_then(|q| q.lost_top).map(|f| round(f * 100.0, 3)),
+            queue_below_loss_pct: queue.and_then(|q| q.lost_below).map(|f| round(f * 100.0, 3)),
+            queue_loss_found: queue.map(|q| q.found),
+            rtt_top_ms: queue.and_then(|q| q.rtt_top).map(ms),
+            inflight_bound: queue.and_then(|q| q.bound),
+            coexisting: queue.map(|q| q.coexisting),
         }
     }
 }
@@ -372,16 +389,24 @@ mod tests {
             app_limited_rounds: 3,
             loss_floor: Some(0.012345),
             policed_bps: Some(4_990_000),
+            queue: soku_transport::QueueView {
+                lost_top: Some(0.02),
+                lost_below: Some(0.001),
+                found: true,
+                rtt_top: Some(std::time::Duration::from_millis(325)),
+                bound: Some(30_000_000),
+                coexisting: true,
+            },
         };
         // Numbers stay numbers; serde_json writes 301.5 where `{:.3}` wrote 301.500.
         assert_eq!(
             line_of(&TransferEvent::PathSample(report(Some(model)))),
-            r#"{"event":"path_sample","rtt_ms":301.5,"min_rtt_ms":300.0,"mtu":1452,"sent_packets":1000,"lost_packets":10,"congestion_events":1,"cwnd":40000000,"flow_blocked":0,"model_bw_mbit":950.0,"model_min_rtt_ms":300.0,"phase":"probe_bw","resume":"normal","resume_jump":1250000,"background":false,"rounds":400,"app_limited_rounds":3,"loss_floor_pct":1.23,"policed_mbit":4.99}"#
+            r#"{"event":"path_sample","rtt_ms":301.5,"min_rtt_ms":300.0,"mtu":1452,"sent_packets":1000,"lost_packets":10,"congestion_events":1,"cwnd":40000000,"flow_blocked":0,"model_bw_mbit":950.0,"model_min_rtt_ms":300.0,"phase":"probe_bw","resume":"normal","resume_jump":1250000,"background":false,"rounds":400,"app_limited_rounds":3,"loss_floor_pct":1.23,"policed_mbit":4.99,"queue_top_loss_pct":2.0,"queue_below_loss_pct":0.1,"queue_loss_found":true,"rtt_top_ms":325.0,"inflight_bound":30000000,"coexisting":true}"#
         );
         let line = line_of(&TransferEvent::PathStats(report(None)));
         assert!(line.starts_with(r#"{"event":"path","#), "{line}");
         assert!(
-            line.ends_with(r#""model_bw_mbit":null,"model_min_rtt_ms":null,"phase":null,"resume":null,"resume_jump":null,"background":null,"rounds":null,"app_limited_rounds":null,"loss_floor_pct":null,"policed_mbit":null}"#),
+            line.ends_with(r#""model_bw_mbit":null,"model_min_rtt_ms":null,"phase":null,"resume":null,"resume_jump":null,"background":null,"rounds":null,"app_limited_rounds":null,"loss_floor_pct":null,"policed_mbit":null,"queue_top_loss_pct":null,"queue_below_loss_pct":null,"queue_loss_found":null,"rtt_top_ms":null,"inflight_bound":null,"coexisting":null}"#),
             "{line}"
         );
     }
@@ -400,6 +425,7 @@ mod tests {
             background: false,
             loss_floor: None,
             policed_bps: None,
+            queue: Default::default(),
         };
         let mut rep = report(Some(model));
         rep.rtt = Duration::from_nanos(1_234_567);

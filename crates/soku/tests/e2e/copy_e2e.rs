@@ -25,10 +25,21 @@ fn upload_one_file() {
     let path = events.lines().find(|l| l.contains(r#""event":"path""#)).expect("a path event");
     assert!(path.contains(r#""mtu":"#) && !path.contains(r#""sent_packets":0,"#), "{path}");
     // soku-cc's own estimates are there too; its loss floor only after four rounds of
-    // 50 packets, which a 300 kB copy never has, and a policer's rate only where one is.
+    // 50 packets, which a 300 kB copy never has, a policer's rate only where one is,
+    // and a shallow queue's figures (the loss shares by RTT class, the RTT range's top,
+    // the loss bound) only once it has seen loss and a queue.
     assert!(path.contains(r#""model_min_rtt_ms":"#), "{path}");
-    let estimates =
-        path.replace(r#""loss_floor_pct":null"#, "").replace(r#""policed_mbit":null"#, "");
+    let mut estimates = path.to_string();
+    for field in [
+        "loss_floor_pct",
+        "policed_mbit",
+        "queue_top_loss_pct",
+        "queue_below_loss_pct",
+        "rtt_top_ms",
+        "inflight_bound",
+    ] {
+        estimates = estimates.replace(&format!(r#""{field}":null"#), "");
+    }
     assert!(!estimates.contains("null"), "{path}");
     assert_same_file(&src, &env.dst().join("one.bin"));
     assert_no_part_files(&env.dst());
