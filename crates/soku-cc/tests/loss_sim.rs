@@ -138,6 +138,36 @@ fn beside_cubic_in_a_quarter_bdp_buffer_soku_takes_30_to_70_pct() {
     assert!(failed.is_empty(), "{failed:?}");
 }
 
+/// The same beside Linux's CUBIC as it sends without the `fq` qdisc (no pacer, acked
+/// every second packet: `Path::kernel_tcp`), with soku's receiver acking every tenth
+/// packet as soku-transport asks of it.
+#[test]
+fn beside_kernel_cubic_in_a_quarter_bdp_buffer_soku_takes_30_to_70_pct() {
+    let mut failed = Vec::new();
+    for rtt in [50, 100] {
+        for seed in [1u64, 2] {
+            let mut p = Path::one_bdp(100 * MBIT, rtt, 0.0);
+            p.queue_bytes /= 4;
+            p.ack_every = 10;
+            p.kernel_tcp = 1;
+            let config = SokuCcConfig { seed, ack_every_packets: 10, ..SokuCcConfig::default() };
+            let flows = vec![(cubic(&p), Duration::ZERO), (soku(config, &p), secs(2))];
+            let r = sim::run(p, flows, secs(60), secs(20), seed);
+            let (c, s) = (r.flows[0].util, r.flows[1].util);
+            println!(
+                "kernel CUBIC + soku (ack 10) 100M {rtt}ms, 0.25 BDP buffer, s 20-60, seed \
+                 {seed}: soku {:5.1} %  CUBIC {:5.1} %",
+                100.0 * s,
+                100.0 * c
+            );
+            if !(0.30..=0.70).contains(&(s / (s + c))) {
+                failed.push(format!("{rtt} ms seed {seed}: soku {s:.3} CUBIC {c:.3}"));
+            }
+        }
+    }
+    assert!(failed.is_empty(), "{failed:?}");
+}
+
 /// A policer at half the link rate (a token bucket with a 64 kB burst, no queue, so the
 /// RTT stays at its floor while it drops): the loss comes with no delay signal, yet it
 /// rises with the rate sent above the policed rate. soku must not take it for random

@@ -5,7 +5,7 @@
 //! the two directions) and a loss-free return path. Each flow is a bulk sender (always
 //! has data) that sends `pkt`-byte packets, paced like quinn (`connection/pacing.rs`:
 //! a token bucket refilled at `1.25 x window / srtt`, bursts of 2 ms worth, 10 to 256
-//! packets) and limited by `window()`. The receiver acks every `ack_every` packets or
+//! packets) and limited by `window()`, unless sent as kernel TCP (`Path::kernel_tcp`). The receiver acks every `ack_every` packets or
 //! after `max_ack_delay`, one ACK frame per event. The
 //! controller is fed as quinn feeds it: `on_sent` per packet, `on_ack` per newly acked
 //! packet, then `on_end_acks`, then loss detection (RFC 9002 §6.1: three packets or
@@ -52,6 +52,11 @@ pub struct Path {
     pub sched: Option<(Duration, Duration)>,
     /// A token-bucket policer before the bottleneck (`None`: none).
     pub policer: Option<Policer>,
+    /// Flows, by bit of their index, sent as Linux TCP sends CUBIC without the `fq`
+    /// qdisc: no pacer, as soon as the window allows (clocked by the acks alone), and
+    /// acked every second packet whatever `ack_every` says (delayed ACK, RFC 1122
+    /// §4.2.3.2).
+    pub kernel_tcp: u32,
 }
 
 /// A token bucket: `rate_bps` refills it, up to `burst_bytes`; a packet that finds
@@ -81,6 +86,7 @@ impl Path {
             ack_jitter: Duration::ZERO,
             sched: None,
             policer: None,
+            kernel_tcp: 0,
         }
     }
 }
@@ -274,18 +280,27 @@ impl Sim<'_> {
         (u128::from(bytes) * 8 * 1_000_000_000 / u128::from(self.path.rate_bps)) as u64
     }
 
+    fn is_kernel_tcp(&self, i: usize) -> bool {
+        self.path.kernel_tcp & (1 << i) != 0
+    }
+
     fn try_send(&mut self, i: usize) {
         let now = self.now;
         let pkt = self.path.pkt;
         if now < self.flows[i].start || now >= self.flows[i].stop {
             return;
         }
+        let unpaced = self.is_kernel_tcp(i);
         loop {
             let f = &mut self.flows[i];
             let window = f.cc.window();
             f.stats.max_window = f.stats.max_window.max(window);
             if f.in_flight + pkt > window {
                 return; // congestion-blocked: an ack will wake us
+            }
+            if unpaced {
+                self.send_one(i);
+                continue;
             }
             // quinn's pacer.
             let srtt = f.srtt.max(1.0);
@@ -383,6 +398,7 @@ impl Sim<'_> {
     fn receive(&mut self, i: usize, pn: u64, arrive: u64) {
         let back = ns(self.path.rtt) / 2;
         let delay = ns(self.path.max_ack_delay);
+        let every = if self.is_kernel_tcp(i) { 2 } else { self.path.ack_every };
         let p = &mut self.flows[i].pending;
         if !p.pns.is_empty() && arrive > p.first_arrival + delay {
             let batch = std::mem::take(&mut p.pns);
@@ -395,7 +411,7 @@ impl Sim<'_> {
             p.first_arrival = arrive;
         }
         p.pns.push(pn);
-        if p.pns.len() >= self.path.ack_every {
+        if p.pns.len() >= every {
             let batch = std::mem::take(&mut p.pns);
             let t = self.ack_at(i, arrive + back);
             self.push(t, Ev::Ack(i, batch));
