@@ -83,6 +83,7 @@ pub mod model;
 pub mod nice;
 pub mod policer;
 pub mod queue_loss;
+pub mod rate_loss;
 pub mod resume;
 pub mod shared;
 pub mod stall;

@@ -53,7 +53,7 @@ pub const MIN_PACKETS: u64 = 50;
 /// there is nothing to contradict it.
 pub const MIN_LOST: u64 = 4;
 
-/// Bytes acknowledged and lost in each class.
+/// Bytes acknowledged and lost in each class: the top one and the one below it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Counts {
     /// Bytes acknowledged whose RTT sample was at the top of the range.
@@ -67,7 +67,7 @@ pub struct Counts {
 }
 
 impl Counts {
-    fn add(&mut self, o: &Counts) {
+    pub(crate) fn add(&mut self, o: &Counts) {
         self.acked_top += o.acked_top;
         self.acked_below += o.acked_below;
         self.lost_top += o.lost_top;
@@ -190,23 +190,31 @@ impl QueueLoss {
     /// stands with the share below updated: a queue that overflows a packet at a time
     /// may not show a significant difference every round.
     fn judge(&mut self, mtu: u64) {
-        let t = self.total();
-        let (n_top, n_below) = (t.top() / mtu, t.below() / mtu);
-        if n_top < MIN_PACKETS || n_below < MIN_PACKETS {
-            return;
-        }
-        let p_top = t.lost_top as f64 / t.top() as f64;
-        let p_below = t.lost_below as f64 / t.below() as f64;
-        let pooled = (t.lost_top + t.lost_below) as f64 / (t.top() + t.below()) as f64;
-        let noise = (pooled * (1.0 - pooled) * (1.0 / n_top as f64 + 1.0 / n_below as f64)).sqrt();
-        let beyond = p_top - p_below;
-        if beyond > SIGMAS * noise && beyond > p_below {
-            self.found = Some(p_below);
-        } else if beyond <= p_below && t.lost_top + t.lost_below >= MIN_LOST * mtu {
-            self.found = None;
-        } else if self.found.is_some() {
-            self.found = Some(p_below);
-        }
+        self.found = judge(&self.total(), mtu, self.found);
+    }
+}
+
+/// The two-sample test of [`QueueLoss`] on the classes `t` (the upper class as *top*),
+/// given what it found before: the share the lower class loses while the upper one is
+/// found to lose more, else `None`. Also `crate::rate_loss`'s, with the classes by the
+/// rate a round sent.
+pub(crate) fn judge(t: &Counts, mtu: u64, found: Option<f64>) -> Option<f64> {
+    let mtu = mtu.max(1);
+    let (n_top, n_below) = (t.top() / mtu, t.below() / mtu);
+    if n_top < MIN_PACKETS || n_below < MIN_PACKETS {
+        return found;
+    }
+    let p_top = t.lost_top as f64 / t.top() as f64;
+    let p_below = t.lost_below as f64 / t.below() as f64;
+    let pooled = (t.lost_top + t.lost_below) as f64 / (t.top() + t.below()) as f64;
+    let noise = (pooled * (1.0 - pooled) * (1.0 / n_top as f64 + 1.0 / n_below as f64)).sqrt();
+    let beyond = p_top - p_below;
+    if beyond > SIGMAS * noise && beyond > p_below {
+        Some(p_below)
+    } else if beyond <= p_below && t.lost_top + t.lost_below >= MIN_LOST * mtu {
+        None
+    } else {
+        found.map(|_| p_below)
     }
 }
 

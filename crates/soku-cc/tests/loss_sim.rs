@@ -168,42 +168,61 @@ fn beside_kernel_cubic_in_a_quarter_bdp_buffer_soku_takes_30_to_70_pct() {
     assert!(failed.is_empty(), "{failed:?}");
 }
 
-/// A policer at half the link rate (a token bucket with a 64 kB burst, no queue, so the
-/// RTT stays at its floor while it drops): the loss comes with no delay signal, yet it
-/// rises with the rate sent above the policed rate. soku must not take it for random
-/// loss: it loses at most 5 % of what it sends and still gets at least 90 % of the
-/// policed rate through.
+/// soku alone behind a policer at half the link rate (a token bucket with a 64 kB
+/// burst, no queue, so the RTT stays at its floor while it drops), seconds 10-40:
+/// (share of the link, share of the packets sent that the policer dropped).
+fn under_a_half_rate_policer(rtt_ms: u64, loss: f64) -> (f64, f64) {
+    let mut p = Path::one_bdp(100 * MBIT, rtt_ms, loss);
+    p.policer = Some(Policer { rate_bps: 50 * MBIT, burst_bytes: 64_000 });
+    let r = sim::run(
+        p,
+        vec![(soku(SokuCcConfig::default(), &p), Duration::ZERO)],
+        secs(40),
+        secs(10),
+        3,
+    );
+    let f = &r.flows[0];
+    let policed = f.dropped_policer as f64 / f.sent.max(1) as f64;
+    println!(
+        "soku 100M {rtt_ms}ms {:.0}% random loss, policer at 50M, s 10-40: {:5.1} % of the link, \
+         loss {:4.2} % (policer {:4.2} %)",
+        100.0 * loss,
+        100.0 * f.util,
+        100.0 * f.loss_share(),
+        100.0 * policed
+    );
+    (f.util, policed)
+}
+
+const HALF_RATE_POLICER_PATHS: [(u64, f64); 3] = [(50, 0.0), (100, 0.0), (50, 0.01)];
+
+/// Behind a policer at half the link rate the loss comes with no delay signal, yet it
+/// rises with the rate sent above the policed rate (`soku_cc::rate_loss`): soku must
+/// not take it for random loss, and loses at most 5 % of what it sends to the policer.
+/// It lost 3.1 % at 50 ms and 6.7 % at 100 ms while only a round losing 10 % was
+/// congested.
 #[test]
-#[ignore = "open: the policer drops 3.1 % at 50 ms, 6.7 % at 100 ms; soku gets 41-44 % \
-            of the link (the 10 % loss threshold bounds it; the policer detector needs \
-            intervals losing 25 %)"]
 fn under_a_policer_at_half_rate_soku_loses_at_most_5_pct() {
     let mut failed = Vec::new();
-    for (rtt, loss) in [(50, 0.0), (100, 0.0), (50, 0.01)] {
-        let mut p = Path::one_bdp(100 * MBIT, rtt, loss);
-        p.policer = Some(Policer { rate_bps: 50 * MBIT, burst_bytes: 64_000 });
-        let r = sim::run(
-            p,
-            vec![(soku(SokuCcConfig::default(), &p), Duration::ZERO)],
-            secs(40),
-            secs(10),
-            3,
-        );
-        let f = &r.flows[0];
-        let policed = f.dropped_policer as f64 / f.sent.max(1) as f64;
-        println!(
-            "soku 100M {rtt}ms {:.0}% random loss, policer at 50M, s 10-40: {:5.1} % of the link, \
-             loss {:4.2} % (policer {:4.2} %)",
-            100.0 * loss,
-            100.0 * f.util,
-            100.0 * f.loss_share(),
-            100.0 * policed
-        );
+    for (rtt, loss) in HALF_RATE_POLICER_PATHS {
+        let (_, policed) = under_a_half_rate_policer(rtt, loss);
         if policed > 0.05 {
             failed.push(format!("{rtt} ms {loss}: the policer dropped {:.2} %", 100.0 * policed));
         }
-        if f.util < 0.45 * (1.0 - loss) {
-            failed.push(format!("{rtt} ms {loss}: {:.1} % of the link", 100.0 * f.util));
+    }
+    assert!(failed.is_empty(), "{failed:?}");
+}
+
+/// ...and still gets at least 90 % of the policed rate through.
+#[test]
+#[ignore = "open: 44.7 % of the link at 50 ms, 42.1 % at 100 ms: the rate held is the one \
+            delivered in the rounds that lost, 40-41 Mbit/s at 100 ms"]
+fn under_a_policer_at_half_rate_soku_gets_90_pct_of_its_rate() {
+    let mut failed = Vec::new();
+    for (rtt, loss) in HALF_RATE_POLICER_PATHS {
+        let (util, _) = under_a_half_rate_policer(rtt, loss);
+        if util < 0.45 * (1.0 - loss) {
+            failed.push(format!("{rtt} ms {loss}: {:.1} % of the link", 100.0 * util));
         }
     }
     assert!(failed.is_empty(), "{failed:?}");
