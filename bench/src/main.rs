@@ -480,7 +480,7 @@ fn run(args: &Args) -> anyhow::Result<Vec<String>> {
                         "{} Mbit/s, RTT {} ms, loss {} % ({}), {} MB file, load {:.2}",
                         rate / 1_000_000,
                         rtt.as_millis(),
-                        loss * 100.0,
+                        matrix::percent(loss),
                         p.loss_dir.name(),
                         size / 1_000_000,
                         proc::loadavg()
@@ -519,7 +519,7 @@ fn run(args: &Args) -> anyhow::Result<Vec<String>> {
                     r.tool,
                     sc.rate_bps / 1_000_000,
                     sc.rtt.as_millis(),
-                    sc.loss * 100.0,
+                    sc.loss_pct(),
                     r.command
                 ));
             }
@@ -725,7 +725,7 @@ fn write_matrix_outputs(
             r.tool,
             sc.rate_bps / 1_000_000,
             sc.rtt.as_millis(),
-            sc.loss * 100.0
+            sc.loss_pct()
         );
         let (csv, svg) = report::timeseries(r, samples);
         report::write(&ts_dir, &format!("{stem}.csv"), &csv)?;
@@ -734,7 +734,7 @@ fn write_matrix_outputs(
             r.m.stderr.iter().map(|(t, l)| format!("{:.3} {l}\n", t.as_secs_f64())).collect();
         report::write(&ts_dir, &format!("{stem}.stderr"), &events)?;
         if chosen.is_none()
-            || (sc.rtt == Duration::from_millis(50) && (sc.loss * 100.0 - 1.0).abs() < 1e-9)
+            || (sc.rtt == Duration::from_millis(50) && (sc.loss_pct() - 1.0).abs() < 1e-9)
         {
             chosen = Some(stem);
         }
@@ -789,7 +789,7 @@ fn sharing(args: &Args, p: &Plan, work: &Path, md: &mut String) -> anyhow::Resul
         rtt.as_millis(),
         opts.queue_bdp,
         if opts.loss > 0.0 {
-            format!("{} % random loss on the data direction", opts.loss * 100.0)
+            format!("{} % random loss on the data direction", matrix::percent(opts.loss))
         } else {
             "no loss".to_string()
         },

@@ -46,7 +46,17 @@ pub struct Scenario {
     pub loss_dir: LossDir,
 }
 
+/// `loss` (0..1) in percent, as given: 0.07 shows as 7, not 7.000000000000001.
+pub fn percent(loss: f64) -> f64 {
+    (loss * 1e8).round() / 1e6
+}
+
 impl Scenario {
+    /// The random loss in percent.
+    pub fn loss_pct(&self) -> f64 {
+        percent(self.loss)
+    }
+
     /// The netem spec: symmetric rate and delay, drop-tail queue of 1 BDP (netem's
     /// default), loss per [`LossDir`].
     pub fn spec(&self) -> PathSpec {
@@ -422,6 +432,13 @@ pub fn source_for(work: &Path, size: u64) -> anyhow::Result<SourceFile> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn loss_shows_in_percent_as_given() {
+        assert_eq!(percent(0.07).to_string(), "7");
+        assert_eq!(percent(0.001).to_string(), "0.1");
+        assert_eq!(percent(0.0).to_string(), "0");
+    }
 
     #[test]
     fn the_time_series_shows_plain_soku_first_then_the_next_of_its_family() {

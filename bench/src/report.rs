@@ -36,7 +36,7 @@ pub fn matrix_csv(rows: &[Row]) -> String {
             r.date,
             sc.rate_bps / 1_000_000,
             sc.rtt.as_millis(),
-            sc.loss * 100.0,
+            sc.loss_pct(),
             sc.loss_dir.name(),
             r.tool,
             r.run,
@@ -211,7 +211,7 @@ pub fn one_path_table(rows: &[&Row]) -> String {
         "\n### All tools on one path: {} Mbit/s, RTT {} ms, loss {} % ({})\n",
         sc.rate_bps / 1_000_000,
         sc.rtt.as_millis(),
-        sc.loss * 100.0,
+        sc.loss_pct(),
         sc.loss_dir.name()
     );
     s.push_str(
@@ -367,7 +367,7 @@ pub fn timeseries(row: &Row, samples: &Samples) -> (String, String) {
         "soku over time: {} Mbit/s, RTT {} ms, loss {} % ({})",
         sc.rate_bps / 1_000_000,
         sc.rtt.as_millis(),
-        sc.loss * 100.0,
+        sc.loss_pct(),
         sc.loss_dir.name()
     );
     let xs: Vec<f64> = (1..=nbins).map(|i| i as f64 * bin).collect();
