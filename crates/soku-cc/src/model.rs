@@ -336,6 +336,9 @@ pub struct SokuCc {
     /// Largest RTT sample per round (nanoseconds), max over `RTT_RANGE_ROUNDS` rounds:
     /// the top of the RTT range that [`crate::queue_loss`] classes samples in.
     max_rtt: WindowedFilter,
+    /// Smallest RTT of the round in progress among the ack frames the peer sent on
+    /// count, not on its timer (see `classify_frame`).
+    round_frame_min: Option<Duration>,
     /// Smallest RTT sample of the latest ack frame: what the losses it reveals are
     /// classed by.
     frame_rtt: Option<Duration>,
@@ -431,6 +434,7 @@ impl SokuCc {
             last_queue_counts: Counts::default(),
             round_max_rtt: None,
             max_rtt: WindowedFilter::new(Direction::Max, RTT_RANGE_ROUNDS),
+            round_frame_min: None,
             frame_rtt: None,
             cut_round: 0,
             coexist: None,
@@ -624,8 +628,12 @@ impl SokuCc {
 
         self.judge_base_delay_seed(&s);
         self.record_rate_loss(&s);
-        self.update_policer(&s);
-        self.update_inflight_hi(&s);
+        // The loss bound's rules judge a queue by the round's smallest RTT among the
+        // frames the peer sent on count: a frame sent on its ack timer carries the
+        // timer (see `acked_on_the_peers_timer`).
+        let judged = RoundSample { min_rtt: self.round_frame_min.take(), ..s };
+        self.update_policer(&judged);
+        self.update_inflight_hi(&judged);
 
         // A held jump window delivers a flat rate by design: not a full pipe.
         if self.mode == Mode::Startup
@@ -653,7 +661,9 @@ impl SokuCc {
         }
         self.last_round_in_flight = self.round_max_in_flight;
         self.last_round_app_limited = s.app_limited;
-        self.last_round_min_rtt = s.min_rtt;
+        // A round acknowledged on the peer's timer shows the timer, not a queue
+        // (`shared_overflow` would take its fall back for a queue that drained).
+        self.last_round_min_rtt = judged.min_rtt;
         self.last_round_queued = match (s.min_rtt, self.min_rtt) {
             (Some(round_min), Some(min)) => round_min > min + min / 8,
             _ => false,

@@ -30,7 +30,8 @@ impl Driver {
     }
 
     /// One round trip: send what the window allows (at most `cap` packets get through,
-    /// `lost` of them are lost on the way), ack the rest one RTT later.
+    /// `lost` of them are lost on the way), ack the rest one RTT later, two packets a
+    /// frame as quinn's peer does (`SokuCcConfig::ack_every_packets`).
     fn round(&mut self, cap: u64, lost: u64, app_limited: bool) {
         self.round_taking(RTT, cap, lost, app_limited);
     }
@@ -50,7 +51,9 @@ impl Driver {
         for i in 0..delivered {
             in_flight -= MTU;
             self.cc.on_ack(self.now, sent_at, MTU, app_limited, &self.est);
-            self.cc.on_end_acks(self.now, in_flight, app_limited, Some(first + lost + i));
+            if i % 2 == 1 || i + 1 == delivered {
+                self.cc.on_end_acks(self.now, in_flight, app_limited, Some(first + lost + i));
+            }
         }
         if lost > 0 {
             self.cc.on_congestion_event(self.now, sent_at, false, lost.min(n) * MTU);
