@@ -79,6 +79,10 @@ struct Args {
     /// Where the loss applies: `data` (A->B only, the upload direction) or `both`.
     #[arg(long, default_value = "data")]
     loss_dir: String,
+    /// Police UDP alone to this rate per direction on every matrix path (e.g. 50mbit):
+    /// the emulator's token bucket, 20 ms deep, drops the excess; TCP is untouched.
+    #[arg(long)]
+    udp_rate: Option<String>,
     /// The CI subset: 100 Mbit/s, RTT 10/50 ms, loss 0/1 %, soku, soku-tcp, scp and
     /// iperf3-bbr, 6 s runs, 256 MiB loopback CPU rows, small packets; fails unless every
     /// copy verified and the emulator came up and down cleanly. Asserts no speed ratio.
@@ -199,6 +203,7 @@ struct Plan {
     duration: Duration,
     size: Option<u64>,
     loss_dir: LossDir,
+    udp_rate: Option<u64>,
     out: PathBuf,
     soku: PathBuf,
     cpu_size: u64,
@@ -270,6 +275,7 @@ fn plan(a: &Args) -> anyhow::Result<Plan> {
         "both" => LossDir::Both,
         o => anyhow::bail!("--loss-dir {o:?}: use data or both"),
     };
+    let udp_rate = a.udp_rate.as_deref().map(soku_netem::parse_rate).transpose()?;
     let today = proc::capture(Command::new("date").arg("+%F")).unwrap_or_else(|_| "undated".into());
     let out = match &a.out {
         Some(o) => o.clone(),
@@ -296,6 +302,7 @@ fn plan(a: &Args) -> anyhow::Result<Plan> {
         duration,
         size,
         loss_dir,
+        udp_rate,
         out,
         soku,
         cpu_size,
@@ -467,6 +474,7 @@ fn run(args: &Args) -> anyhow::Result<Vec<String>> {
             work: work.path(),
             repeat: args.repeat,
             qcp: qcp.as_ref().unwrap_or(&not_selected),
+            udp_rate_bps: p.udp_rate,
         };
         // The tool whose first run per path the time series shows.
         let shown = matrix::series_tool(&p.tools);
@@ -477,11 +485,15 @@ fn run(args: &Args) -> anyhow::Result<Vec<String>> {
                 for &loss in &p.losses {
                     let sc = Scenario { rate_bps: rate, rtt, loss, loss_dir: p.loss_dir };
                     log(&format!(
-                        "{} Mbit/s, RTT {} ms, loss {} % ({}), {} MB file, load {:.2}",
+                        "{} Mbit/s, RTT {} ms, loss {} % ({}){}, {} MB file, load {:.2}",
                         rate / 1_000_000,
                         rtt.as_millis(),
                         matrix::percent(loss),
                         p.loss_dir.name(),
+                        p.udp_rate.map_or(String::new(), |r| format!(
+                            ", UDP policed to {} Mbit/s",
+                            r as f64 / 1e6
+                        )),
                         size / 1_000_000,
                         proc::loadavg()
                     ));
@@ -665,6 +677,14 @@ fn write_matrix_outputs(
             ""
         }
     );
+    if let Some(rate) = p.udp_rate {
+        let _ = writeln!(
+            md,
+            "\nUDP is policed to {} Mbit/s per direction on every path (a token bucket 20 ms \
+             deep, the excess dropped; TCP untouched).",
+            rate as f64 / 1e6
+        );
+    }
     if p.rates.contains(&1_000_000_000) {
         md.push_str(
             "\n1 Gbit/s rows are CPU-bound lower bounds for every tool: the emulator alone costs \

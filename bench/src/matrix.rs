@@ -143,6 +143,8 @@ pub struct MatrixOpts<'a> {
     pub repeat: u32,
     /// The qcp binary, or why its rows are skipped.
     pub qcp: &'a Result<crate::qcp::Qcp, String>,
+    /// UDP policed to this rate per direction on every path (`soku-netem --udp-rate`).
+    pub udp_rate_bps: Option<u64>,
 }
 
 /// Result of one scenario: rows, the soku run's netem samples, and sanity problems.
@@ -202,6 +204,7 @@ pub fn run_scenario(
     let name = opts.name;
     let _ = soku_netem::Path::cleanup(name);
     let path = soku_netem::Path::up(name, sc.spec()).context("bringing the path up")?;
+    path.faults().set_udp_rate(opts.udp_rate_bps);
     let mut problems = Vec::new();
     tune_tcp_buffers(&path).context("raising the namespaces' TCP buffer limits")?;
     let sshd = sshd::start(path.command_b("/usr/sbin/sshd"), path.addr_b(), 22)?;
