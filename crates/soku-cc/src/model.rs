@@ -89,6 +89,10 @@
 //! - **The excess over that floor** says whether a round was congested; within two
 //!   standard deviations of sampling noise (binomial over the round's packets) it is
 //!   noise.
+//! - **Until the floor is known** (four rounds of 50 packets), a startup round of
+//!   under 200 packets that met no queue is not judged by its loss at all: at a long
+//!   RTT such rounds are all startup has for seconds, and 20 % random loss in one of 90
+//!   packets is beyond its noise.
 //! - **The queue** (the round's smallest RTT against the min RTT) says how much excess
 //!   counts: loss that follows a queue of half a min RTT counts at 2 % beyond the floor
 //!   (BBRv2's `BBRLossThresh`), and the noise allowed is that of the floor's share;
