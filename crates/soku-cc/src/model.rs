@@ -343,6 +343,9 @@ pub struct SokuCc {
     /// Smallest RTT of the round in progress among the ack frames the peer sent on
     /// count, not on its timer (see `classify_frame`).
     round_frame_min: Option<Duration>,
+    /// Whether the round being judged had no such frame (see
+    /// `acked_on_the_peers_timer`).
+    round_on_timer: bool,
     /// Smallest RTT sample of the latest ack frame: what the losses it reveals are
     /// classed by.
     frame_rtt: Option<Duration>,
@@ -439,6 +442,7 @@ impl SokuCc {
             round_max_rtt: None,
             max_rtt: WindowedFilter::new(Direction::Max, RTT_RANGE_ROUNDS),
             round_frame_min: None,
+            round_on_timer: false,
             frame_rtt: None,
             cut_round: 0,
             coexist: None,
@@ -634,8 +638,13 @@ impl SokuCc {
         self.record_rate_loss(&s);
         // The loss bound's rules judge a queue by the round's smallest RTT among the
         // frames the peer sent on count: a frame sent on its ack timer carries the
-        // timer (see `acked_on_the_peers_timer`).
-        let judged = RoundSample { min_rtt: self.round_frame_min.take(), ..s };
+        // timer (see `acked_on_the_peers_timer`). A round with no such frame keeps its
+        // smallest sample of all (which can only read more queue than there is) but is
+        // marked: with random loss the peer acknowledges every gap at once, in small
+        // frames, and at 20 % there may be few frames of the full count.
+        let frame_min = self.round_frame_min.take();
+        self.round_on_timer = frame_min.is_none() || s.delivered < self.peer_ack_bytes();
+        let judged = RoundSample { min_rtt: frame_min.or(s.min_rtt), ..s };
         self.update_policer(&judged);
         self.update_inflight_hi(&judged);
 
@@ -667,7 +676,7 @@ impl SokuCc {
         self.last_round_app_limited = s.app_limited;
         // A round acknowledged on the peer's timer shows the timer, not a queue
         // (`shared_overflow` would take its fall back for a queue that drained).
-        self.last_round_min_rtt = judged.min_rtt;
+        self.last_round_min_rtt = judged.min_rtt.filter(|_| !self.round_on_timer);
         self.last_round_queued = match (s.min_rtt, self.min_rtt) {
             (Some(round_min), Some(min)) => round_min > min + min / 8,
             _ => false,

@@ -210,7 +210,7 @@ impl SokuCc {
     /// the queue (`background_queue`) and counts as low, so that the bound grows to
     /// rounds that tell.
     fn queue_low(&self, s: &RoundSample) -> bool {
-        if self.acked_on_the_peers_timer(s) {
+        if self.acked_on_the_peers_timer() {
             return true;
         }
         let (Some(min), Some(max), Some(round_min)) = (self.min_rtt, self.max_rtt.get(), s.min_rtt)
@@ -493,7 +493,7 @@ impl SokuCc {
         if !self.config.background || self.mode != Mode::ProbeBw {
             return false;
         }
-        if self.acked_on_the_peers_timer(s) {
+        if self.acked_on_the_peers_timer() {
             return false;
         }
         match (s.min_rtt, self.queue_baseline()) {
@@ -502,20 +502,20 @@ impl SokuCc {
         }
     }
 
-    /// Whether round `s` held fewer packets than the peer acknowledges at once, or no
-    /// frame of that many (its judged smallest RTT is `None`, see `on_round`), so that
-    /// its RTT samples carry the peer's ack timer (see `background_queue`). A round of
-    /// 10-16 packets, with the peer acking every tenth, was still acknowledged in
-    /// frames of fewer packets that each waited for the timer: its smallest RTT read
-    /// 75 ms on a 50 ms path, and a background flow that CUBIC had left held 1.4 % of
-    /// the link (path simulator, quarter-BDP buffer).
-    fn acked_on_the_peers_timer(&self, s: &RoundSample) -> bool {
-        s.delivered < self.peer_ack_bytes() || s.min_rtt.is_none()
+    /// Whether the round being judged held fewer packets than the peer acknowledges at
+    /// once, or no frame of that many (see `on_round`), so that its RTT samples may
+    /// all carry the peer's ack timer (see `background_queue`). A round of 10-16
+    /// packets, with the peer acking every tenth, was still acknowledged in frames of
+    /// fewer packets that each waited for the timer: its smallest RTT read 75 ms on a
+    /// 50 ms path, and a background flow that CUBIC had left held 1.4 % of the link
+    /// (path simulator, quarter-BDP buffer).
+    fn acked_on_the_peers_timer(&self) -> bool {
+        self.round_on_timer
     }
 
     /// The bytes the peer acknowledges at once (`ack_every_packets`): a frame of fewer
     /// came on its ack timer or out of turn.
-    fn peer_ack_bytes(&self) -> u64 {
+    pub(super) fn peer_ack_bytes(&self) -> u64 {
         u64::from(self.config.ack_every_packets.max(2)) * self.mtu
     }
 
@@ -530,7 +530,7 @@ impl SokuCc {
             || self.mode != Mode::ProbeBw
             || self.coexist.is_none()
             || s.round <= self.cut_round + 1
-            || self.acked_on_the_peers_timer(s)
+            || self.acked_on_the_peers_timer()
         {
             return false;
         }
