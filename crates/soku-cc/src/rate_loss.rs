@@ -67,9 +67,8 @@ impl RateLoss {
         if self.rounds.len() < ROUNDS {
             return;
         }
-        let rounds: Vec<(u64, u64)> = self.rounds.iter().copied().collect();
         let mut counts = Counts::default();
-        for block in rounds.chunks(BLOCK) {
+        for block in self.rounds.make_contiguous().chunks(BLOCK) {
             let mut sent: Vec<u64> = block.iter().map(|&(sent, _)| sent).collect();
             sent.sort_unstable();
             let median = sent[sent.len() / 2];
