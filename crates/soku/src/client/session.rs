@@ -58,6 +58,9 @@ use crate::exit::Exit;
 pub struct Session {
     /// ssh; none on a kept server, or over a channel given to [`Session::over`].
     child: Option<Child>,
+    /// ssh's error output on its way to ours: a session that fails lets it out before
+    /// soku's verdict ([`Session::stop`]).
+    stderr: Option<Forward>,
     carrier: Carrier,
     terms: Terms,
     /// The server's own figures at the end of its job (for `--report`), as it said on
@@ -109,6 +112,7 @@ impl Session {
         match Session::over(stdout, stdin, opts, events).await {
             Ok((mut session, link)) => {
                 session.child = Some(child);
+                session.stderr = stderr;
                 Ok((session, link))
             }
             Err(err) => match err.downcast::<NoHello>() {
@@ -167,7 +171,7 @@ impl Session {
 
     /// A session on `carrier`, with no ssh yet.
     fn with(carrier: Carrier, terms: Terms, summary: Arc<OnceLock<ServerSummary>>) -> Session {
-        Session { child: None, carrier, terms, summary }
+        Session { child: None, stderr: None, carrier, terms, summary }
     }
 
     /// Sets up the data path with a server that reads our hello from `writer` and
@@ -567,7 +571,7 @@ impl Session {
     /// Stops the link, the readers and ssh, and closes QUIC; returns the QUIC path.
     async fn stop(self, link: Link) -> Option<QuicPath> {
         drop(link);
-        let Session { child, carrier, .. } = self;
+        let Session { child, stderr, carrier, .. } = self;
         let path = match carrier {
             Carrier::Quic(quic) => {
                 quic.side.stop(true);
@@ -588,6 +592,12 @@ impl Session {
         }
         if let Some(mut child) = child {
             let _ = child.kill().await;
+        }
+        // What the remote printed (a login banner, the remote shell's complaint) was
+        // said before whatever made the copy fail: it goes out before soku's verdict,
+        // which the caller prints next. ssh is gone, so its pipe ends at once.
+        if let Some(stderr) = stderr {
+            stderr.drain().await;
         }
         path
     }
