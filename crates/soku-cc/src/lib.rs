@@ -23,7 +23,8 @@
 //! - [`startup_delay`]: the RTT rise that ends startup before a shallow buffer
 //!   overflows (HyStart++'s signal).
 //! - [`policer`]: a policer told by its flat delivery rate under heavy loss (BBRv1's
-//!   long-term bandwidth sampling), tested by sending at that rate.
+//!   long-term bandwidth sampling), tested by sending at that rate; loss that comes
+//!   with a queue is never a policer's.
 //! - [`queue_loss`]: a shallow buffer's overflow told from random loss by when it
 //!   comes: the share lost at the top of the RTT range against the share lost below
 //!   it (the Spike classifier, compared as two binomial shares).

@@ -461,8 +461,11 @@ impl SokuCc {
         let ignore = self.mode == Mode::ProbeRtt
             || s.round <= self.probe_rtt_last_round
             || s.round <= self.jump_last_round;
-        match self.policer.on_round(s, self.mtu, ignore, self.rate_loss_without_queue(s).is_some())
-        {
+        let rises_with_rate = self.rate_loss_without_queue(s).is_some();
+        // A round with no RTT sample shows no queue.
+        let queued = s.min_rtt.is_some() && self.min_rtt.is_some() && !self.queue_free(s)
+            || self.queue_loss.top_excess().is_some();
+        match self.policer.on_round(s, self.mtu, ignore, rises_with_rate, queued) {
             Change::Policed => {
                 self.round_losses.clear();
                 self.inflight_hi = None;
