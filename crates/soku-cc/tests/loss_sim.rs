@@ -138,6 +138,18 @@ fn beside_cubic_in_a_quarter_bdp_buffer_soku_takes_30_to_70_pct() {
     assert!(failed.is_empty(), "{failed:?}");
 }
 
+/// Linux's CUBIC, then soku 2 s later, at 100 Mbit/s with a drop-tail buffer of a
+/// quarter of the bandwidth-delay product: the path and the two flows.
+fn cubic_then_soku_in_a_quarter_bdp_buffer(rtt: u64, seed: u64) -> (Path, sim::Flows) {
+    let mut p = Path::one_bdp(100 * MBIT, rtt, 0.0);
+    p.queue_bytes /= 4;
+    p.ack_every = 10;
+    p.kernel_tcp = 1;
+    let config = SokuCcConfig { seed, ack_every_packets: 10, ..SokuCcConfig::default() };
+    let flows = vec![(cubic(&p), Duration::ZERO), (soku(config, &p), secs(2))];
+    (p, flows)
+}
+
 /// The same beside Linux's CUBIC as it sends without the `fq` qdisc (no pacer, acked
 /// every second packet: `Path::kernel_tcp`), with soku's receiver acking every tenth
 /// packet as soku-transport asks of it. At 50 ms soku's share falls in one of two
@@ -149,12 +161,7 @@ fn beside_kernel_cubic_in_a_quarter_bdp_buffer_soku_takes_30_to_70_pct() {
     for rtt in [50, 100] {
         let mut shares = Vec::new();
         for seed in 1u64..=8 {
-            let mut p = Path::one_bdp(100 * MBIT, rtt, 0.0);
-            p.queue_bytes /= 4;
-            p.ack_every = 10;
-            p.kernel_tcp = 1;
-            let config = SokuCcConfig { seed, ack_every_packets: 10, ..SokuCcConfig::default() };
-            let flows = vec![(cubic(&p), Duration::ZERO), (soku(config, &p), secs(2))];
+            let (p, flows) = cubic_then_soku_in_a_quarter_bdp_buffer(rtt, seed);
             let r = sim::run(p, flows, secs(60), secs(20), seed);
             let (c, s) = (r.flows[0].util, r.flows[1].util);
             shares.push(s / (s + c));
@@ -542,12 +549,7 @@ fn beside_cubic_in_a_quarter_bdp_buffer_no_policer_is_found() {
     let mut found = Vec::new();
     for rtt in [50, 100] {
         for seed in 1u64..=8 {
-            let mut p = Path::one_bdp(100 * MBIT, rtt, 0.0);
-            p.queue_bytes /= 4;
-            p.ack_every = 10;
-            p.kernel_tcp = 1;
-            let config = SokuCcConfig { seed, ack_every_packets: 10, ..SokuCcConfig::default() };
-            let flows = vec![(cubic(&p), Duration::ZERO), (soku(config, &p), secs(2))];
+            let (p, flows) = cubic_then_soku_in_a_quarter_bdp_buffer(rtt, seed);
             let mut policed = None;
             let mut look = |t: Duration, flows: &[(&dyn Controller, u64)]| {
                 let Ok(s) = flows[1].0.clone_box().into_any().downcast::<soku_cc::SokuCc>() else {

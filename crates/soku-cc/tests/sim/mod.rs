@@ -183,6 +183,9 @@ enum Ev {
     Trace,
 }
 
+/// Flows for [`run`]: each controller and when it starts sending.
+pub type Flows = Vec<(Box<dyn Controller>, Duration)>;
+
 /// A look at the flows during a run: the time, then per flow its controller and the
 /// bytes acknowledged so far.
 pub type Tracer<'a> = &'a mut dyn FnMut(Duration, &[(&dyn Controller, u64)]);
@@ -560,7 +563,7 @@ impl Sim<'_> {
 /// `measure_from`.
 pub fn run(
     path: Path,
-    flows: Vec<(Box<dyn Controller>, Duration)>,
+    flows: Flows,
     duration: Duration,
     measure_from: Duration,
     seed: u64,
@@ -571,7 +574,7 @@ pub fn run(
 /// [`run`], calling `trace` every `.0` of virtual time with a look at every flow.
 pub fn run_traced(
     path: Path,
-    flows: Vec<(Box<dyn Controller>, Duration)>,
+    flows: Flows,
     duration: Duration,
     measure_from: Duration,
     seed: u64,
