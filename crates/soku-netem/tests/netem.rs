@@ -355,6 +355,13 @@ fn tcp_goodput_matches_rate() {
     panic!("never within 3 % of the rate in 3 attempts (link, goodput): {attempts:?}");
 }
 
+/// A UDP flood at twice the rate overflows the drop-tail queue, which never holds more
+/// than its limit, and every datagram is either carried or dropped there. While the
+/// flood keeps the queue full the link carries its rate: never more (every attempt),
+/// and within 5 % of it, which may take up to three attempts, each on a fresh path. On
+/// two shared cores the flooding thread is sometimes descheduled long enough for the
+/// queue (24 ms at this rate) to drain and the link to idle: one CI run carried 9.46 of
+/// the 10.24 Mbit expected with 1350 queue drops, which says nothing about the shaper.
 #[test]
 fn udp_flood_overflows_queue() {
     let _g = serial();
@@ -364,27 +371,35 @@ fn udp_flood_overflows_queue() {
         a_to_b: LinkSpec { rate_bps: Some(rate), queue_bytes: Some(queue), ..LinkSpec::default() },
         ..PathSpec::default()
     };
-    let Some(path) = up("queue", spec) else {
-        return;
-    };
-    // 1000-byte datagrams (1028 IP bytes) every 400 us: ~20.6 Mbit/s for 1 s.
-    let n = 2500;
-    let got = udp_stream(&path, n, 1000, Duration::from_micros(400));
-    let st = settled(&path, n as u64);
-    let delivered = got.iter().filter(|g| **g).count();
-    eprintln!(
-        "flood 2x over {} Mbit/s: delivered {delivered}/{n}, queue drops {}, max queue {} B (limit {queue})",
-        rate / 1_000_000,
-        st.dropped_queue,
-        st.max_queue_bytes
-    );
-    assert!(st.dropped_queue > 0);
-    assert!(st.max_queue_bytes <= queue as u64);
-    assert_eq!(st.dropped_queue + st.packets, n as u64);
-    // The link carried ~rate for the flood's 1 s (+ the queue drained after).
-    let carried = st.bytes as f64 * 8.0;
+    // The link carries ~rate for the flood's 1 s, and the queue drains after.
     let expected = rate as f64 * 1.0 + queue as f64 * 8.0;
-    assert!((carried / expected - 1.0).abs() < 0.05, "carried {carried} bits");
+    let mut attempts = Vec::new();
+    for _ in 0..3 {
+        let Some(path) = up("queue", spec.clone()) else {
+            return;
+        };
+        // 1000-byte datagrams (1028 IP bytes) every 400 us: ~20.6 Mbit/s for 1 s.
+        let n = 2500;
+        let got = udp_stream(&path, n, 1000, Duration::from_micros(400));
+        let st = settled(&path, n as u64);
+        let delivered = got.iter().filter(|g| **g).count();
+        eprintln!(
+            "flood 2x over {} Mbit/s: delivered {delivered}/{n}, queue drops {}, max queue {} B (limit {queue})",
+            rate / 1_000_000,
+            st.dropped_queue,
+            st.max_queue_bytes
+        );
+        assert!(st.dropped_queue > 0);
+        assert!(st.max_queue_bytes <= queue as u64);
+        assert_eq!(st.dropped_queue + st.packets, n as u64);
+        let carried = st.bytes as f64 * 8.0;
+        assert!(carried / expected - 1.0 < 0.05, "carried {carried} bits, above the rate");
+        if 1.0 - carried / expected < 0.05 {
+            return;
+        }
+        attempts.push(carried);
+    }
+    panic!("never within 5 % of {expected} bits carried in 3 attempts: {attempts:?}");
 }
 
 #[test]
