@@ -703,6 +703,18 @@ fn write_matrix_outputs(
         );
         md.push_str(&report::matrix_tables(rows, report::Basis::AfterLogin));
     }
+    if rows.iter().any(|r| r.copy_seconds().is_some()) {
+        md.push_str(
+            "\nThe copy alone, for the tools that tell it (soku's `--json` events, from its \
+             first data connection to the verified last byte: no login, no set-up; a move \
+             to another transport stays in), beside the ceiling: soku-netem spends link \
+             time on the packets it loses, so at loss p at most (1 - p) of the link's rate \
+             arrives, and headers come off that too (a 1500-byte packet carries 1440 bytes \
+             of a file over QUIC, 1448 over TCP). `copy_s` and `pct_of_link_copy` in \
+             `results.csv`.\n",
+        );
+        md.push_str(&report::matrix_tables(rows, report::Basis::Copy));
+    }
     let charts = report::matrix_charts(rows);
     if !charts.is_empty() {
         md.push_str("\n### Charts\n\n");

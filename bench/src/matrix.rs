@@ -57,6 +57,14 @@ impl Scenario {
         percent(self.loss)
     }
 
+    /// The most of the link's rate, in percent, that can arrive: soku-netem spends
+    /// link time on the packets it then loses (`soku_netem::LinkSpec`), and the data
+    /// direction loses in either [`LossDir`]. Headers come off it too: a 1500-byte
+    /// packet carries 1440 bytes of a file over QUIC, 1448 over TCP.
+    pub fn ceiling_pct(&self) -> f64 {
+        100.0 * (1.0 - self.loss)
+    }
+
     /// The netem spec: symmetric rate and delay, drop-tail queue of 1 BDP (netem's
     /// default), loss per [`LossDir`].
     pub fn spec(&self) -> PathSpec {
@@ -107,6 +115,30 @@ impl Row {
     /// Goodput as percent of the link rate.
     pub fn pct(&self) -> f64 {
         self.mbit() * 1e6 / self.scenario.rate_bps as f64 * 100.0
+    }
+
+    /// The copy's own time, from soku's first `connected` event to its `finished`
+    /// one (`--json`): the data moving, with the login and the session's set-up left
+    /// out, and a move to another transport kept in. `None` for a tool that prints
+    /// no such events, or a run that did not finish.
+    pub fn copy_seconds(&self) -> Option<f64> {
+        let at = |event: &str| {
+            let mut times = self.m.stderr.iter().filter_map(|(t, line)| {
+                let v: serde_json::Value = serde_json::from_str(line.trim()).ok()?;
+                (v.get("event")?.as_str()? == event).then_some(*t)
+            });
+            times.next()
+        };
+        let (start, end) = (at("connected")?, at("finished")?);
+        let seconds = end.checked_sub(start)?.as_secs_f64();
+        (seconds > 0.0).then_some(seconds)
+    }
+
+    /// Goodput as percent of the link rate over [`Row::copy_seconds`]; NaN without it.
+    pub fn pct_copy(&self) -> f64 {
+        self.copy_seconds().map_or(f64::NAN, |seconds| {
+            self.m.bytes as f64 * 8.0 / seconds / self.scenario.rate_bps as f64 * 100.0
+        })
     }
 
     /// Goodput as percent of the link rate over the run's time less the ssh login

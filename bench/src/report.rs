@@ -25,14 +25,14 @@ pub fn matrix_csv(rows: &[Row]) -> String {
         "date,rate_mbit,rtt_ms,loss_pct,loss_dir,tool,run,cc,bytes,seconds,mbit_s,pct_of_link,\
          client_cpu_s,server_cpu_s,client_peak_rss_mib,server_peak_rss_mib,status,load_start,\
          load_end,netem_pkts_a2b,netem_loss_drops,netem_queue_drops,login_s,\
-         pct_of_link_after_login,command\n",
+         pct_of_link_after_login,copy_s,pct_of_link_copy,ceiling_pct,command\n",
     );
     for r in rows {
         let sc = &r.scenario;
         let (p, l, q) = r.netem.unwrap_or((0, 0, 0));
         let _ = writeln!(
             s,
-            "{},{},{},{},{},{},{},{},{},{:.3},{:.2},{:.1},{:.2},{:.2},{:.1},{:.1},{},{:.2},{:.2},{p},{l},{q},{},{:.1},{}",
+            "{},{},{},{},{},{},{},{},{},{:.3},{:.2},{:.1},{:.2},{:.2},{:.1},{:.1},{},{:.2},{:.2},{p},{l},{q},{},{:.1},{},{},{:.1},{}",
             r.date,
             sc.rate_bps / 1_000_000,
             sc.rtt.as_millis(),
@@ -54,6 +54,9 @@ pub fn matrix_csv(rows: &[Row]) -> String {
             r.load.1,
             r.login.map(|l| format!("{:.3}", l.as_secs_f64())).unwrap_or_default(),
             r.pct_after_login(),
+            r.copy_seconds().map(|s| format!("{s:.3}")).unwrap_or_default(),
+            r.copy_seconds().map(|_| format!("{:.1}", r.pct_copy())).unwrap_or_default(),
+            sc.ceiling_pct(),
             csv_field(&r.command)
         );
     }
@@ -67,6 +70,8 @@ pub enum Basis {
     Whole,
     /// The command less the ssh login ([`Row::pct_after_login`]).
     AfterLogin,
+    /// The copy alone, for tools that tell it ([`Row::pct_copy`]).
+    Copy,
 }
 
 impl Basis {
@@ -74,6 +79,7 @@ impl Basis {
         match self {
             Basis::Whole => r.pct(),
             Basis::AfterLogin => r.pct_after_login(),
+            Basis::Copy => r.pct_copy(),
         }
     }
 }
@@ -81,7 +87,7 @@ impl Basis {
 /// A cell: percent of link, or `timeout (>X s)` / `FAILED`.
 fn cell(r: &Row, basis: Basis) -> String {
     match &r.m.status {
-        Status::Ok => format!("{:.0}", basis.pct(r)),
+        Status::Ok => num(basis.pct(r), 0),
         Status::Timeout => format!("timeout (>{:.0} s, {:.0} %)", r.m.seconds, r.pct()),
         Status::Failed(_) => "FAILED".into(),
         Status::Skipped(_) => "skipped".into(),
@@ -99,7 +105,11 @@ fn cell_of(runs: &[&Row], basis: Basis) -> String {
         [one] => cell(one, basis),
         _ => {
             let runs = &ran;
-            let pcts: Vec<f64> = runs.iter().map(|r| basis.pct(r)).collect();
+            let pcts: Vec<f64> =
+                runs.iter().map(|r| basis.pct(r)).filter(|x| x.is_finite()).collect();
+            if pcts.is_empty() {
+                return "-".into();
+            }
             let (lo, hi) =
                 pcts.iter().fold((f64::MAX, f64::MIN), |(a, b), &x| (a.min(x), b.max(x)));
             let mut s = format!("{:.0} ({lo:.0}-{hi:.0})", median(&pcts));
@@ -163,10 +173,15 @@ pub fn matrix_tables(rows: &[Row], basis: Basis) -> String {
             match basis {
                 Basis::Whole => "",
                 Basis::AfterLogin => ", with the ssh login taken out",
+                Basis::Copy => ", the copy alone, beside the most the lossy link carries",
             }
         );
-        let _ = writeln!(s, "| RTT | loss | {} |", tools.join(" | "));
-        let _ = writeln!(s, "|---|---|{}", "---|".repeat(tools.len()));
+        // The ceiling shows where a lossy path's figures stop: lost packets used the
+        // link too ([`Scenario::ceiling_pct`]).
+        let (ceiling_head, ceiling_rule) =
+            if basis == Basis::Copy { (" ceiling |", "---|") } else { ("", "") };
+        let _ = writeln!(s, "| RTT | loss |{ceiling_head} {} |", tools.join(" | "));
+        let _ = writeln!(s, "|---|---|{ceiling_rule}{}", "---|".repeat(tools.len()));
         for rtt in uniq(rr.iter().map(|r| r.scenario.rtt)) {
             for loss in uniq(
                 rr.iter().filter(|r| r.scenario.rtt == rtt).map(|r| (r.scenario.loss * 1e6) as u64),
@@ -186,9 +201,14 @@ pub fn matrix_tables(rows: &[Row], basis: Basis) -> String {
                         cell_of(&runs, basis)
                     })
                     .collect();
+                let ceiling = if basis == Basis::Copy {
+                    format!(" {:.0} |", 100.0 - loss as f64 / 1e4)
+                } else {
+                    String::new()
+                };
                 let _ = writeln!(
                     s,
-                    "| {} ms | {} % | {} |",
+                    "| {} ms | {} % |{ceiling} {} |",
                     rtt.as_millis(),
                     loss as f64 / 1e4,
                     cells.join(" | ")
@@ -615,6 +635,40 @@ mod tests {
         assert!(table.contains("with the ssh login taken out"), "{table}");
         assert!(table.contains("| 50 ms | 1 % | 80 | 80 |"), "{table}");
         let csv = matrix_csv(&[row("soku", 1, 10.0, Status::Ok)]);
-        assert!(csv.lines().nth(1).is_some_and(|l| l.ends_with(",,80.0,")), "{csv}");
+        assert!(csv.lines().nth(1).is_some_and(|l| l.ends_with(",,80.0,,,99.0,")), "{csv}");
+    }
+
+    #[test]
+    fn the_copy_alone_runs_from_the_first_connection_to_the_end() {
+        // 100 MB: 12.5 s in all, connected at 2.5 s and again (a move to TCP) at 4 s,
+        // finished at 12.5 s: 10 s of copy, 80 % of 100 Mbit/s.
+        let soku = |finished: bool| {
+            let mut r = row("soku", 1, 12.5, Status::Ok);
+            let at = |ms, line: &str| (Duration::from_millis(ms), line.to_string());
+            r.m.stderr = vec![
+                at(2500, r#"{"event":"connected","transport":"QUIC to 10.77.0.2:1"}"#),
+                at(3000, "not JSON: a line of ssh's"),
+                at(4000, r#"{"event":"connected","transport":"TLS/TCP to 10.77.0.2:2"}"#),
+            ];
+            if finished {
+                r.m.stderr.push(at(
+                    12500,
+                    r#"{"event":"finished","files":1,"bytes":100000000,"seconds":8.5}"#,
+                ));
+            }
+            r
+        };
+        assert_eq!(soku(true).copy_seconds(), Some(10.0));
+        assert_eq!(cell_of(&[&soku(true)], Basis::Copy), "80");
+        // A tool with no such events has no copy figure, nor has a run cut short.
+        let scp = row("scp", 1, 12.5, Status::Ok);
+        assert_eq!(scp.copy_seconds(), None);
+        assert_eq!(cell_of(&[&scp], Basis::Copy), "-");
+        assert_eq!(soku(false).copy_seconds(), None);
+        let table = matrix_tables(&[soku(true), scp], Basis::Copy);
+        assert!(table.contains("| RTT | loss | ceiling | soku | scp |"), "{table}");
+        assert!(table.contains("| 50 ms | 1 % | 99 | 80 | - |"), "{table}");
+        let csv = matrix_csv(&[soku(true)]);
+        assert!(csv.lines().nth(1).is_some_and(|l| l.ends_with(",10.000,80.0,99.0,")), "{csv}");
     }
 }
