@@ -122,23 +122,27 @@ impl Row {
     /// out, and a move to another transport kept in. `None` for a tool that prints
     /// no such events, or a run that did not finish.
     pub fn copy_seconds(&self) -> Option<f64> {
-        let at = |event: &str| {
-            let mut times = self.m.stderr.iter().filter_map(|(t, line)| {
-                let v: serde_json::Value = serde_json::from_str(line.trim()).ok()?;
-                (v.get("event")?.as_str()? == event).then_some(*t)
-            });
-            times.next()
-        };
-        let (start, end) = (at("connected")?, at("finished")?);
-        let seconds = end.checked_sub(start)?.as_secs_f64();
+        let (mut start, mut end) = (None, None);
+        for (t, v) in tools::json_events(&self.m.stderr) {
+            match v["event"].as_str() {
+                Some("connected") if start.is_none() => start = Some(t),
+                Some("finished") => end = Some(t),
+                _ => {}
+            }
+        }
+        let seconds = end?.checked_sub(start?)?.as_secs_f64();
         (seconds > 0.0).then_some(seconds)
+    }
+
+    /// Goodput as percent of the link rate over `seconds` of copy
+    /// ([`Row::copy_seconds`]).
+    pub fn pct_over(&self, seconds: f64) -> f64 {
+        self.m.bytes as f64 * 8.0 / seconds / self.scenario.rate_bps as f64 * 100.0
     }
 
     /// Goodput as percent of the link rate over [`Row::copy_seconds`]; NaN without it.
     pub fn pct_copy(&self) -> f64 {
-        self.copy_seconds().map_or(f64::NAN, |seconds| {
-            self.m.bytes as f64 * 8.0 / seconds / self.scenario.rate_bps as f64 * 100.0
-        })
+        self.copy_seconds().map_or(f64::NAN, |seconds| self.pct_over(seconds))
     }
 
     /// Goodput as percent of the link rate over the run's time less the ssh login

@@ -30,6 +30,7 @@ pub fn matrix_csv(rows: &[Row]) -> String {
     for r in rows {
         let sc = &r.scenario;
         let (p, l, q) = r.netem.unwrap_or((0, 0, 0));
+        let copy = r.copy_seconds();
         let _ = writeln!(
             s,
             "{},{},{},{},{},{},{},{},{},{:.3},{:.2},{:.1},{:.2},{:.2},{:.1},{:.1},{},{:.2},{:.2},{p},{l},{q},{},{:.1},{},{},{:.1},{}",
@@ -54,8 +55,8 @@ pub fn matrix_csv(rows: &[Row]) -> String {
             r.load.1,
             r.login.map(|l| format!("{:.3}", l.as_secs_f64())).unwrap_or_default(),
             r.pct_after_login(),
-            r.copy_seconds().map(|s| format!("{s:.3}")).unwrap_or_default(),
-            r.copy_seconds().map(|_| format!("{:.1}", r.pct_copy())).unwrap_or_default(),
+            copy.map(|s| format!("{s:.3}")).unwrap_or_default(),
+            copy.map(|s| format!("{:.1}", r.pct_over(s))).unwrap_or_default(),
             sc.ceiling_pct(),
             csv_field(&r.command)
         );

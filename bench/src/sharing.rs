@@ -14,7 +14,7 @@ use anyhow::Context;
 use crate::matrix::{self, IperfServer};
 use crate::proc::{self, Outcome};
 use crate::sshd;
-use crate::tools::SourceFile;
+use crate::tools::{self, SourceFile};
 use soku_bench::proc::show;
 
 /// Where and how long to measure.
@@ -462,12 +462,8 @@ fn bytes_by(series: &[(Duration, f64)], t: Duration) -> f64 {
 
 /// soku's `verified` events: (time read, cumulative bytes).
 fn soku_series(out: &Outcome) -> Vec<(Duration, f64)> {
-    out.stderr
-        .iter()
-        .filter_map(|(t, line)| {
-            let v: serde_json::Value = serde_json::from_str(line).ok()?;
-            (v["event"] == "verified").then(|| Some((*t, v["bytes"].as_f64()?))).flatten()
-        })
+    tools::json_events(&out.stderr)
+        .filter_map(|(t, v)| (v["event"] == "verified").then(|| Some((t, v["bytes"].as_f64()?)))?)
         .collect()
 }
 

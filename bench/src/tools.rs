@@ -172,6 +172,17 @@ pub struct Measured {
     pub started: Option<Instant>,
 }
 
+/// soku's `--json` events among stderr lines (time read, event); other lines (ssh's,
+/// a shell's) are passed over.
+pub fn json_events(
+    stderr: &[(Duration, String)],
+) -> impl Iterator<Item = (Duration, serde_json::Value)> + '_ {
+    stderr.iter().filter_map(|(t, line)| {
+        let v: serde_json::Value = serde_json::from_str(line.trim()).ok()?;
+        v.get("event").is_some().then_some((*t, v))
+    })
+}
+
 /// A source file and its fingerprint.
 #[derive(Debug, Clone)]
 pub struct SourceFile {

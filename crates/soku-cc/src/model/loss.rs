@@ -463,7 +463,7 @@ impl SokuCc {
             || s.round <= self.jump_last_round;
         let rises_with_rate = self.rate_loss_without_queue(s).is_some();
         // A round with no RTT sample shows no queue.
-        let queued = s.min_rtt.is_some() && self.min_rtt.is_some() && !self.queue_free(s)
+        let queued = (s.min_rtt.is_some() && self.min_rtt.is_some() && !self.queue_free(s))
             || self.queue_loss.top_excess().is_some();
         match self.policer.on_round(s, self.mtu, ignore, rises_with_rate, queued) {
             Change::Policed => {
