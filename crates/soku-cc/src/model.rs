@@ -521,6 +521,12 @@ impl SokuCc {
         self.resume.lost_without_queue()
     }
 
+    /// Whether every packet sent before careful resume's retreat is acknowledged or
+    /// declared lost (see [`CarefulResume::retreat_settled`]).
+    pub fn resume_retreat_settled(&self) -> bool {
+        self.resume.retreat_settled()
+    }
+
     /// Opens the window for good, for the packet that carries the application's
     /// CONNECTION_CLOSE. quinn-proto 0.11 holds that packet behind the congestion window
     /// while stream data is still queued, and a closed connection processes no more

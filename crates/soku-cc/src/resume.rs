@@ -64,6 +64,10 @@ const RISE_SPAN_SHARE: u32 = 2;
 /// The share of the first step that must be acknowledged before the second: on a path
 /// ten times slower than remembered, the first eighth of the step already met a queue.
 const FIRST_STEP_SHARE: u64 = 8;
+/// Packets acknowledged after one that make it lost (RFC 9002 §6.1.1, kPacketThreshold,
+/// quinn's default): once a packet this far past the last one sent before a retreat is
+/// acknowledged, every packet sent before it is acknowledged or declared lost.
+const PACKET_THRESHOLD: u64 = 3;
 
 /// RFC 9959's phases, as this controller runs them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -116,6 +120,11 @@ pub struct CarefulResume {
     /// Bytes sent under the jump, and the last packet number.
     sent: u64,
     last_pn: Option<u64>,
+    /// The last packet number sent in any phase, the last one sent before the
+    /// retreat, and the largest acknowledged (see [`CarefulResume::retreat_settled`]).
+    last_sent_pn: Option<u64>,
+    retreat_pn: Option<u64>,
+    largest_acked: Option<u64>,
     /// Bytes acknowledged and lost while unvalidated or validating.
     acked: u64,
     lost: u64,
@@ -165,6 +174,9 @@ impl CarefulResume {
             lost_without_queue: false,
             sent: 0,
             last_pn: None,
+            last_sent_pn: None,
+            retreat_pn: None,
+            largest_acked: None,
             acked: 0,
             lost: 0,
         }
@@ -187,6 +199,20 @@ impl CarefulResume {
     /// frame that reports its losses, for packets sent after them, carries that queue.
     pub fn lost_without_queue(&self) -> bool {
         self.lost_without_queue
+    }
+
+    /// Whether, after a retreat, every packet sent before it has been acknowledged or
+    /// declared lost: the jump's losses are all counted. They are declared up to a few
+    /// round trips of the queue the jump built after the retreat (seen: 3 s of them at
+    /// 200 ms, with the RTT at 400 ms), and a share of losses counted from before that
+    /// point is the jump's, not the path's.
+    pub fn retreat_settled(&self) -> bool {
+        self.phase == Phase::SafeRetreat
+            && match (self.retreat_pn, self.largest_acked) {
+                (None, _) => true,
+                (Some(last), Some(largest)) => largest >= last.saturating_add(PACKET_THRESHOLD),
+                (Some(_), None) => false,
+            }
     }
 
     /// Startup confirmed a queue while the jump was out.
@@ -268,7 +294,7 @@ impl CarefulResume {
             let since = *self.rising_since.get_or_insert(now);
             let span = rise.max(base / RISE_SPAN_SHARE);
             if self.rises >= FRAMES_TO_DECIDE && now.saturating_duration_since(since) >= span {
-                self.phase = Phase::SafeRetreat;
+                self.enter_retreat();
                 return Step::Retreat;
             }
             return Step::Pause;
@@ -292,6 +318,7 @@ impl CarefulResume {
 
     /// A packet was sent.
     pub fn on_sent(&mut self, bytes: u64, packet_number: u64) {
+        self.last_sent_pn = Some(packet_number);
         if self.phase != Phase::Unvalidated {
             return;
         }
@@ -327,6 +354,7 @@ impl CarefulResume {
         let Some(largest) = largest_acked else {
             return Verdict::Pending;
         };
+        self.largest_acked = Some(self.largest_acked.map_or(largest, |l| l.max(largest)));
         if self.phase != Phase::Validating || self.last_pn.is_none_or(|last| largest < last) {
             return Verdict::Pending;
         }
@@ -353,7 +381,7 @@ impl CarefulResume {
     /// the losses it reveals, so the frame that reported them was judged already.
     pub fn retreat_on_loss(&mut self) {
         if self.in_jump() {
-            self.phase = Phase::SafeRetreat;
+            self.enter_retreat();
             self.lost_without_queue = !self.queue_now;
         }
     }
@@ -362,8 +390,13 @@ impl CarefulResume {
     /// the path did not carry it.
     pub fn retreat(&mut self) {
         if self.in_jump() {
-            self.phase = Phase::SafeRetreat;
+            self.enter_retreat();
         }
+    }
+
+    fn enter_retreat(&mut self) {
+        self.phase = Phase::SafeRetreat;
+        self.retreat_pn = self.last_sent_pn;
     }
 }
 
@@ -497,6 +530,30 @@ mod tests {
         assert_eq!(cr.on_end_acks(Some(last), 0.1, 4000), Verdict::Retreat);
         assert_eq!(cr.phase(), Phase::SafeRetreat);
         assert!(cr.lost_without_queue(), "no ack frame showed a queue");
+    }
+
+    #[test]
+    fn a_retreat_settles_once_a_packet_three_past_its_last_is_acknowledged() {
+        let ms = Duration::from_millis;
+        let mut cr = CarefulResume::new(hint(path(1000, 200)), true);
+        cr.on_rtt_sample(ms(200), 14_720).expect("jump");
+        assert!(!cr.retreat_settled(), "no retreat yet");
+        cr.on_sent(3_000_000, 2000);
+        cr.on_ack(30_000);
+        cr.on_frame_rtt(tick(), ms(230), ms(200), W);
+        assert_eq!(cr.on_frame_rtt(tick(), ms(240), ms(200), W), Step::Retreat);
+        // Sent after the retreat: not the jump's.
+        cr.on_sent(1000, 2001);
+        cr.on_sent(1000, 2002);
+        cr.on_sent(1000, 2003);
+        assert!(!cr.retreat_settled(), "nothing acknowledged since");
+        assert_eq!(cr.on_end_acks(Some(2002), 0.1, 4000), Verdict::Pending);
+        assert!(!cr.retreat_settled(), "packet 2000 may still be declared lost");
+        cr.on_end_acks(Some(1990), 0.1, 4000);
+        cr.on_end_acks(Some(2003), 0.1, 4000);
+        assert!(cr.retreat_settled(), "2003 acknowledged: 2000 and all before it are settled");
+        cr.on_end_acks(Some(1995), 0.1, 4000);
+        assert!(cr.retreat_settled(), "an older ack frame does not unsettle it");
     }
 
     #[test]

@@ -179,9 +179,11 @@ pub struct PathReport {
 impl PathReport {
     /// Reads the figures from a live connection.
     pub fn from_connection(conn: &quinn::Connection) -> PathReport {
+        // The model first: what it reports settled (careful resume's retreat) was
+        // counted in the statistics read after it.
+        let model = soku_transport::path_model(conn);
         let stats = conn.stats();
         let path = stats.path;
-        let model = soku_transport::path_model(conn);
         PathReport {
             rtt: path.rtt,
             // soku-cc's estimate when it has one (see `soku_transport::min_rtt`).

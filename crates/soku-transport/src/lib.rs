@@ -122,6 +122,9 @@ pub struct PathModel {
     /// Whether the jump was lost with no queue (see
     /// `soku_cc::resume::CarefulResume::lost_without_queue`).
     pub resume_lost_without_queue: bool,
+    /// Whether every packet sent before the retreat is acknowledged or declared lost
+    /// (`soku_cc::resume::CarefulResume::retreat_settled`).
+    pub resume_retreat_settled: bool,
     /// Whether the controller yields to other traffic (`--background`).
     pub background: bool,
     /// Round trips closed so far, and how many of them the sender had less to send
@@ -171,6 +174,7 @@ pub fn path_model(conn: &quinn::Connection) -> Option<PathModel> {
         resume: cc.resume_phase(),
         resume_jump: cc.resume_jump(),
         resume_lost_without_queue: cc.resume_lost_without_queue(),
+        resume_retreat_settled: cc.resume_retreat_settled(),
         background: cc.is_background(),
         rounds,
         app_limited_rounds,

@@ -54,9 +54,6 @@ const UNKNOWN_FLOOR_LOSS: f64 = 0.30;
 /// RTT within this factor of the minimum (plus [`RTT_SLACK`]): no queue at all, as
 /// behind a policer, rather than a queue that moves.
 const NO_QUEUE_FACTOR: f64 = 1.05;
-/// Round trips (at the RTT seen at the retreat, queue included) a careful-resume
-/// retreat is given before its losses stop counting.
-const SETTLE_RTTS: u32 = 4;
 /// Absolute slack for short paths, where scheduling noise exceeds half the RTT.
 const RTT_SLACK: Duration = Duration::from_millis(2);
 /// Looks in a row (two seconds) that must show a shaper's signature: a queue that
@@ -115,9 +112,10 @@ pub fn looks_policed(report: &PathReport) -> Option<String> {
 /// out, nor after a retreat from a queue: a jump a slower path could not carry loses
 /// much of itself in one round trip, with the queue already drained when the watch
 /// looks, which is a policer's signature without one. Counting starts over once the
-/// jump is judged, and, after such a retreat, once the losses it caused have been
-/// declared ([`SETTLE_RTTS`] round trips). A jump that retreated without meeting a
-/// queue lost its packets as a policer drops them: then they all count.
+/// jump is judged, and, after such a retreat, once every packet sent before it is
+/// acknowledged or declared lost (`soku_cc::resume::CarefulResume::retreat_settled`).
+/// A jump that retreated without meeting a queue lost its packets as a policer drops
+/// them: then they all count.
 pub async fn watch(conn: quinn::Connection) -> Option<String> {
     watch_beside_tcp(conn, None).await
 }
@@ -133,7 +131,7 @@ pub async fn watch_beside_tcp(
     let pings = tcp.as_ref().and_then(TcpRoundTrips::ssh_pings);
     let started = tokio::time::Instant::now();
     let mut baseline = (0, 0);
-    let mut settle_until = None;
+    let mut retreat_settled = false;
     let mut shaped_looks = 0;
     let mut silence = udp_block::Silence::new(&conn);
     while started.elapsed() < WATCH_FOR {
@@ -147,15 +145,21 @@ pub async fn watch_beside_tcp(
             soku_transport::close(&conn, POLICED, why.as_bytes());
             return Some(why);
         }
-        let settling = match report.model.map(|m| (m.resume, m.resume_lost_without_queue)) {
-            Some((ResumePhase::Unvalidated | ResumePhase::Validating, _)) => true,
-            Some((ResumePhase::SafeRetreat, false)) => {
-                // The jump's packets are declared lost up to a few round trips of
-                // the queue it built after the retreat (seen: 3 s of losses at 200 ms,
-                // with the RTT at 400 ms).
-                now < *settle_until.get_or_insert(now + report.rtt.saturating_mul(SETTLE_RTTS))
+        let settling = match report.model {
+            Some(m) if matches!(m.resume, ResumePhase::Unvalidated | ResumePhase::Validating) => {
+                true
             }
-            Some((ResumePhase::SafeRetreat, true)) => {
+            Some(m) if m.resume == ResumePhase::SafeRetreat && !m.resume_lost_without_queue => {
+                // The jump's packets are declared lost up to a few round trips of the
+                // queue it built after the retreat; counting starts over at the first
+                // look that finds them all counted. A time allowance is not enough:
+                // four round trips at the retreat's RTT once let 876 of them be
+                // counted after it, on a machine busy with parallel builds.
+                let first_settled = m.resume_retreat_settled && !retreat_settled;
+                retreat_settled = m.resume_retreat_settled;
+                !retreat_settled || first_settled
+            }
+            Some(m) if m.resume == ResumePhase::SafeRetreat => {
                 // A jump lost at a full rate with no queue before the loss: a policer's
                 // losses, which count from the connection's start. After the retreat
                 // the controller runs at the policer's rate and loses too little for
@@ -262,6 +266,7 @@ mod tests {
             resume: ResumePhase::Normal,
             resume_jump: 0,
             resume_lost_without_queue: false,
+            resume_retreat_settled: false,
             background: false,
             rounds: 100,
             app_limited_rounds: 0,
