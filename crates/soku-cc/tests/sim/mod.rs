@@ -14,8 +14,10 @@
 //! Optional disturbances, all off by default: acks released in bursts at multiples of
 //! `ack_burst` (an aggregating hop: Wi-Fi block acks, GRO, a receiver reading in
 //! batches), a random extra delay of each ack frame up to `ack_jitter` (order kept),
-//! and a sender that runs only at wake-ups spaced `sched` apart (a loaded host's
-//! scheduler: acks and pacing timers wait for the next wake-up), and a `policer` in
+//! a sender that runs only at wake-ups spaced `sched` apart (a loaded host's
+//! scheduler: acks and pacing timers wait for the next wake-up), an ack path that
+//! stalls now and then (`ack_stalls`: a receiver or a hop descheduled for a few
+//! milliseconds, which holds the acks due meanwhile), and a `policer` in
 //! front of the bottleneck: a token bucket that drops what exceeds its rate once its
 //! burst is spent (a provider's rate limit on UDP; no queue, so no delay signal).
 //! A flow may stop sending at a given time (other traffic that leaves).
@@ -50,6 +52,10 @@ pub struct Path {
     pub ack_jitter: Duration,
     /// The sender runs only at wake-ups spaced uniformly in `[lo, hi]` (`None`: always).
     pub sched: Option<(Duration, Duration)>,
+    /// The ack path stalls at random, on average once per `gap` (exponential gaps),
+    /// each stall lasting a uniform `[0, longest]`: acks due in a stall leave at its
+    /// end (`None`: never).
+    pub ack_stalls: Option<(Duration, Duration)>,
     /// A token-bucket policer before the bottleneck (`None`: none).
     pub policer: Option<Policer>,
     /// Flows, by bit of their index, sent as Linux TCP sends CUBIC without the `fq`
@@ -85,6 +91,7 @@ impl Path {
             ack_burst: Duration::ZERO,
             ack_jitter: Duration::ZERO,
             sched: None,
+            ack_stalls: None,
             policer: None,
             kernel_tcp: 0,
         }
@@ -216,6 +223,8 @@ struct Sim<'a> {
     dropped_in_window: u64,
     /// The sender's wake-ups from `now` on (with `sched`).
     wakes: VecDeque<u64>,
+    /// The ack path's stalls (start, end) from `now` on (with `ack_stalls`).
+    stalls: VecDeque<(u64, u64)>,
     /// The policer's tokens (bytes) and when they were last refilled.
     policer_tokens: u64,
     policer_refill: u64,
@@ -255,6 +264,7 @@ impl Sim<'_> {
         if !self.path.ack_jitter.is_zero() {
             t += (self.random() * ns(self.path.ack_jitter) as f64) as u64;
         }
+        t = self.after_stalls(t);
         let n = ns(self.path.ack_burst);
         if n > 0 {
             t = t.div_ceil(n) * n;
@@ -263,6 +273,24 @@ impl Sim<'_> {
         t = t.max(f.last_ack_at);
         f.last_ack_at = t;
         t
+    }
+
+    /// `t`, or the end of the stall of the ack path (`ack_stalls`) that `t` falls in.
+    fn after_stalls(&mut self, t: u64) -> u64 {
+        let Some((gap, longest)) = self.path.ack_stalls else {
+            return t;
+        };
+        while self.stalls.front().is_some_and(|&(_, end)| end < self.now) {
+            self.stalls.pop_front();
+        }
+        while self.stalls.back().is_none_or(|&(start, _)| start <= t) {
+            let last = self.stalls.back().map_or(self.now, |&(_, end)| end);
+            let wait = -(1.0 - self.random()).ln() * ns(gap) as f64;
+            let start = last + wait as u64;
+            let end = start + (self.random() * ns(longest) as f64) as u64;
+            self.stalls.push_back((start, end));
+        }
+        self.stalls.iter().find(|&&(start, end)| start <= t && t < end).map_or(t, |&(_, end)| end)
     }
 
     fn push(&mut self, t: u64, ev: Ev) {
@@ -629,6 +657,7 @@ pub fn run_stopping(
         events: BinaryHeap::new(),
         seq: 0,
         rng: seed | 1,
+        stalls: VecDeque::new(),
         rtt_est,
         flows,
         queue_delay_sum: 0,
