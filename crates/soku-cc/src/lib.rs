@@ -86,6 +86,7 @@ pub mod policer;
 pub mod queue_loss;
 pub mod rate_loss;
 pub mod resume;
+pub mod rtt_top;
 pub mod shared;
 pub mod stall;
 pub mod startup_delay;

@@ -178,6 +178,7 @@ use crate::policer::PolicerDetector;
 use crate::queue_loss::{Counts, QueueLoss, QueueView};
 use crate::rate_loss::RateLoss;
 use crate::resume::{CarefulResume, Phase, Step, Verdict};
+use crate::rtt_top::RttTop;
 use crate::shared::flow_id;
 use crate::stall::StallProbe;
 use crate::startup_delay::StartupDelay;
@@ -195,9 +196,6 @@ const MIN_LOSS_PACKETS: u64 = 4;
 const CYCLE_LEN: usize = 8;
 /// Startup ends after this many rounds without 25 % bandwidth growth.
 const FULL_BW_ROUNDS: u32 = 3;
-/// Rounds over which the largest RTT sample is the top of the RTT range
-/// ([`crate::queue_loss`]): two probe-bw cycles, so it spans two probing rounds.
-const RTT_RANGE_ROUNDS: u64 = 16;
 
 /// The phase the controller is in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -337,9 +335,9 @@ pub struct SokuCc {
     last_queue_counts: Counts,
     /// Largest RTT sample of the round in progress.
     round_max_rtt: Option<Duration>,
-    /// Largest RTT sample per round (nanoseconds), max over `RTT_RANGE_ROUNDS` rounds:
-    /// the top of the RTT range that [`crate::queue_loss`] classes samples in.
-    max_rtt: WindowedFilter,
+    /// The top of the RTT range that [`crate::queue_loss`] classes samples in, from
+    /// the rounds' largest samples ([`crate::rtt_top`]).
+    rtt_top: RttTop,
     /// Smallest RTT of the round in progress among the ack frames the peer sent on
     /// count, not on its timer (see `classify_frame`).
     round_frame_min: Option<Duration>,
@@ -440,7 +438,7 @@ impl SokuCc {
             rate_loss: RateLoss::new(),
             last_queue_counts: Counts::default(),
             round_max_rtt: None,
-            max_rtt: WindowedFilter::new(Direction::Max, RTT_RANGE_ROUNDS),
+            rtt_top: RttTop::new(),
             round_frame_min: None,
             round_on_timer: false,
             frame_rtt: None,
@@ -489,7 +487,7 @@ impl SokuCc {
             lost_top,
             lost_below,
             found: self.queue_loss.top_excess().is_some(),
-            rtt_top: self.max_rtt.get().map(Duration::from_nanos),
+            rtt_top: self.rtt_top.get(),
             bound: self.inflight_hi,
             coexisting: self.coexist.is_some(),
         }
@@ -622,7 +620,7 @@ impl SokuCc {
         self.last_queue_counts = self.queue_loss.on_round(self.mtu);
         self.nice.on_round();
         if let Some(max) = self.round_max_rtt.take() {
-            self.max_rtt.update(u64::try_from(max.as_nanos()).unwrap_or(u64::MAX), s.round);
+            self.rtt_top.on_round(max);
         }
         self.app_limited_rounds += u64::from(s.app_limited);
         if self.mode == Mode::ProbeBw {

@@ -48,8 +48,7 @@ impl SokuCc {
     /// ([`crate::queue_loss`]); `None` while the range is too narrow to tell.
     fn queue_top(&self, rtt: Duration) -> Option<bool> {
         let min = self.min_rtt?;
-        let kept = self.max_rtt.get().map(Duration::from_nanos);
-        let max = kept.into_iter().chain(self.round_max_rtt).max()?;
+        let max = self.rtt_top.get().or(self.round_max_rtt)?;
         queue_loss::at_top(rtt, min, max)
     }
 
@@ -213,14 +212,13 @@ impl SokuCc {
         if self.acked_on_the_peers_timer() {
             return true;
         }
-        let (Some(min), Some(max), Some(round_min)) = (self.min_rtt, self.max_rtt.get(), s.min_rtt)
+        let (Some(min), Some(max), Some(round_min)) = (self.min_rtt, self.rtt_top.get(), s.min_rtt)
         else {
             return false;
         };
         if let Some(threshold) = self.nice.threshold(min) {
             return round_min <= threshold;
         }
-        let max = Duration::from_nanos(max);
         if queue_loss::at_top(round_min, min, max).is_none() {
             return true;
         }
@@ -275,16 +273,16 @@ impl SokuCc {
         if self.mode != Mode::ProbeBw || s.round <= self.cut_round + 1 {
             return false;
         }
-        let (Some(min), Some(max)) = (self.min_rtt, self.max_rtt.get()) else {
+        let (Some(min), Some(max)) = (self.min_rtt, self.rtt_top.get()) else {
             return false;
         };
-        if Duration::from_nanos(max) > min + min / 2 {
+        if max > min + min / 2 {
             return false;
         }
         let Some(below) = self.queue_loss.top_excess() else {
             return false;
         };
-        if self.shared_overflow(s, min, Duration::from_nanos(max)) {
+        if self.shared_overflow(s, min, max) {
             return true;
         }
         let c = self.last_queue_counts;
@@ -599,8 +597,8 @@ impl SokuCc {
         let congested = self.round_congested(s) || self.background_queue(s) || nice;
         let overflow = congested && (nice || self.queue_overflowed(s));
         if overflow && !nice && self.config.background {
-            if let (Some(min), Some(top)) = (self.min_rtt, self.max_rtt.get()) {
-                self.nice.on_overflow(min, Duration::from_nanos(top));
+            if let (Some(min), Some(top)) = (self.min_rtt, self.rtt_top.get()) {
+                self.nice.on_overflow(min, top);
             }
         }
         self.record_round_loss(s);
