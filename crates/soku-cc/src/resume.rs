@@ -208,11 +208,9 @@ impl CarefulResume {
     /// point is the jump's, not the path's.
     pub fn retreat_settled(&self) -> bool {
         self.phase == Phase::SafeRetreat
-            && match (self.retreat_pn, self.largest_acked) {
-                (None, _) => true,
-                (Some(last), Some(largest)) => largest >= last.saturating_add(PACKET_THRESHOLD),
-                (Some(_), None) => false,
-            }
+            && self.retreat_pn.is_none_or(|last| {
+                self.largest_acked >= Some(last.saturating_add(PACKET_THRESHOLD))
+            })
     }
 
     /// Startup confirmed a queue while the jump was out.
@@ -354,7 +352,7 @@ impl CarefulResume {
         let Some(largest) = largest_acked else {
             return Verdict::Pending;
         };
-        self.largest_acked = Some(self.largest_acked.map_or(largest, |l| l.max(largest)));
+        self.largest_acked = self.largest_acked.max(Some(largest));
         if self.phase != Phase::Validating || self.last_pn.is_none_or(|last| largest < last) {
             return Verdict::Pending;
         }

@@ -152,12 +152,13 @@ pub async fn watch_beside_tcp(
             Some(m) if m.resume == ResumePhase::SafeRetreat && !m.resume_lost_without_queue => {
                 // The jump's packets are declared lost up to a few round trips of the
                 // queue it built after the retreat; counting starts over at the first
-                // look that finds them all counted. A time allowance is not enough:
-                // four round trips at the retreat's RTT once let 876 of them be
-                // counted after it, on a machine busy with parallel builds.
-                let first_settled = m.resume_retreat_settled && !retreat_settled;
-                retreat_settled = m.resume_retreat_settled;
-                !retreat_settled || first_settled
+                // look that finds them all counted, and judges from the look after. A
+                // time allowance is not enough: four round trips at the retreat's RTT
+                // once let 876 of them be counted after it, on a machine busy with
+                // parallel builds.
+                let settled_before =
+                    std::mem::replace(&mut retreat_settled, m.resume_retreat_settled);
+                !(settled_before && retreat_settled)
             }
             Some(m) if m.resume == ResumePhase::SafeRetreat => {
                 // A jump lost at a full rate with no queue before the loss: a policer's
