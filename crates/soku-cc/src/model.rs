@@ -145,8 +145,7 @@
 //! of 96-99 %, and loses 1.4-1.5 % of its packets instead of 2.4-4.2 %. A background
 //! flow beside CUBIC in such a buffer leaves it 96.9 % (50 ms) and 97.6 % (100 ms) of
 //! the link, 57.7 and 71.2 % before Nice's rule ([`crate::nice`]); the Nice rule only
-//! acts once the flow has cut for the queue's overflow, so non-background flows and
-//! deep buffers are untouched. Alone in a quarter-BDP buffer, a background flow keeps
+//! acts in background mode, so non-background flows are untouched. Alone in a quarter-BDP buffer, a background flow keeps
 //! 98.8-99.1 % of the link at 20-100 ms (95.2-98.0 % with 1 % random loss), and when
 //! CUBIC leaves such a buffer it has 100 % of the link in the 3-8 s after at 50 ms and
 //! 90.8 % at 100 ms (with Nice's halving on every such round: 26 and 72 %).
@@ -621,6 +620,9 @@ impl SokuCc {
         self.nice.on_round();
         if let Some(max) = self.round_max_rtt.take() {
             self.rtt_top.on_round(max);
+        }
+        if let Some(min) = self.min_rtt {
+            self.nice.on_range(min, self.rtt_top.get(), self.rounds);
         }
         self.app_limited_rounds += u64::from(s.app_limited);
         if self.mode == Mode::ProbeBw {

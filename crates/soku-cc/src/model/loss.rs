@@ -522,14 +522,13 @@ impl SokuCc {
 
     /// Whether a background flow's round met a shallow queue that a loss-based flow
     /// keeps filling: more than half its bytes saw an RTT above the min RTT plus a tenth
-    /// of the queue's depth ([`crate::nice`], TCP Nice). Only while the bound grows
-    /// back from a cut for that queue's overflow (`coexist`), not in the round after a
-    /// cut, whose acks still carry the queue the cut answered, and not in a round
-    /// acknowledged on the peer's timer, whose RTT is the timer's (`background_queue`).
+    /// of the queue's depth ([`crate::nice`], TCP Nice): the depth an overflow showed,
+    /// or the one the RTT range showed lately. Not in the round after a cut, whose
+    /// acks still carry the queue the cut answered, and not in a round acknowledged on
+    /// the peer's timer, whose RTT is the timer's (`background_queue`).
     pub(super) fn nice_congested(&self, s: &RoundSample) -> bool {
         if !self.config.background
             || self.mode != Mode::ProbeBw
-            || self.coexist.is_none()
             || s.round <= self.cut_round + 1
             || self.acked_on_the_peers_timer()
         {
