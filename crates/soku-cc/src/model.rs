@@ -337,6 +337,9 @@ pub struct SokuCc {
     /// The top of the RTT range that [`crate::queue_loss`] classes samples in, from
     /// the rounds' largest samples ([`crate::rtt_top`]).
     rtt_top: RttTop,
+    /// The same from cruising rounds only, which add no queue of the flow's own: what
+    /// a background flow measures another flow's queue by ([`crate::nice`]).
+    cruise_top: RttTop,
     /// Smallest RTT of the round in progress among the ack frames the peer sent on
     /// count, not on its timer (see `classify_frame`).
     round_frame_min: Option<Duration>,
@@ -438,6 +441,7 @@ impl SokuCc {
             last_queue_counts: Counts::default(),
             round_max_rtt: None,
             rtt_top: RttTop::new(),
+            cruise_top: RttTop::new(),
             round_frame_min: None,
             round_on_timer: false,
             frame_rtt: None,
@@ -620,9 +624,13 @@ impl SokuCc {
         self.nice.on_round();
         if let Some(max) = self.round_max_rtt.take() {
             self.rtt_top.on_round(max);
+            // The acks of a cycle's first two rounds carry the probe's queue.
+            if self.mode == Mode::ProbeBw && self.cycle_index >= 2 {
+                self.cruise_top.on_round(max);
+            }
         }
         if let Some(min) = self.min_rtt {
-            self.nice.on_range(min, self.rtt_top.get(), self.rounds);
+            self.nice.on_range(min, self.cruise_top.get(), self.rounds);
         }
         self.app_limited_rounds += u64::from(s.app_limited);
         if self.mode == Mode::ProbeBw {
@@ -826,7 +834,17 @@ impl Controller for SokuCc {
             // find a fifth of a 1 Gbit/s x 200 ms path (`soku diagnose`'s download).
             if self.mode == Mode::Startup && !app_limited {
                 self.startup_delay.on_sample(rtt);
-                if self.startup_delay.queue_confirmed() {
+                // A background flow leaves at the first round that rose, not the second:
+                // a flow that yields has no need to confirm a queue before it gives way
+                // (LEDBAT++'s slow start ends once the delay passes three quarters of
+                // its target, draft-irtf-iccrg-ledbat-plus-plus). Its first loss ends
+                // startup too (`on_congestion_event`).
+                let queue = if self.config.background {
+                    self.startup_delay.hold()
+                } else {
+                    self.startup_delay.queue_confirmed()
+                };
+                if queue {
                     self.resume.on_queue_confirmed();
                     self.filled_pipe = true;
                 }
@@ -876,6 +894,22 @@ impl Controller for SokuCc {
         self.delivery.on_loss(lost);
         self.classify_loss(lost);
         self.resume.on_loss(lost);
+        // A background flow leaves startup at its first loss, as LEDBAT answers any
+        // loss (RFC 6817 §2.4.1). Its doubling rounds went on until a round lost more
+        // than the threshold, and beside CUBIC in a quarter-BDP buffer, whose queue
+        // CUBIC keeps near full, that was up to 213 packets in the first second; the
+        // drops fell on CUBIC's bursts too (up to 169 retransmissions), its window fell
+        // to a third, and the background flow held the spare link while CUBIC grew
+        // back for ten seconds (emulator, 100 Mbit/s x 50 and 100 ms; CUBIC kept 77-93
+        // Mbit/s of 100 in twelve runs). Leaving at the first loss, the flow lost 7-37
+        // packets and CUBIC kept 87-93 Mbit/s in six (`lab/2026-11-30-background-depth`).
+        // Alone on a lossy path such a flow finds the rest of its rate by probing
+        // (path simulator, 100 Mbit/s x 100 ms x 1 %: 98.0 % of the link over seconds
+        // 5-20, as before).
+        if self.mode == Mode::Startup && self.config.background && !self.filled_pipe {
+            self.filled_pipe = true;
+            self.enter_drain();
+        }
         // A jump that already lost more than the threshold is retreated from at once
         // (RFC 9959: congestion in the unvalidated or validating phase leads to safe
         // retreat), not at the verdict, which waits for an ack of the jump's last

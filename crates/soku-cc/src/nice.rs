@@ -21,24 +21,35 @@
 //! `maxRTT` here is the top of the RTT range when the flow last cut its bound for an
 //! overflow of the shallow queue: the RTT of the full queue, measured where it is
 //! known to be full. Before such an overflow, or once the loss is no longer the
-//! queue's, it is the largest top of the RTT range ([`crate::rtt_top`]) over the last
-//! [`SEEN_ROUNDS`] rounds, of those wide enough to be a queue
-//! ([`queue_loss::at_top`]). Why: Linux's CUBIC without a pacer sends in bursts, and a
-//! drop-tail buffer drops those rather than the paced flow's packets; the flow never
+//! queue's, it is the largest top of the RTT range over the last [`SEEN_ROUNDS`]
+//! rounds, of those wide enough to be a queue ([`queue_loss::at_top`]), taken from
+//! the cruising rounds of the probe-bw cycle only (`SokuCc`'s `cruise_top`; not the
+//! probing round nor the one after, whose acks carry the probe's own queue); and the
+//! threshold is then at least [`SEEN_FLOOR`] above the min RTT.
+//!
+//! Why a depth before an overflow: Linux's CUBIC without a pacer sends in bursts, and
+//! a drop-tail buffer drops those rather than the paced flow's packets; the flow never
 //! cut for an overflow, had no depth to measure by, and took what the buffer's drops
 //! cut from CUBIC's window, at a queue of a few milliseconds: CUBIC kept 69.7-81.6 %
 //! of the link at 50 ms (path simulator, quarter-BDP buffer, the window the bench
-//! measures), 92.7-94.0 % with this; on the emulator 71-79 Mbit/s of 100, 78-88 with
-//! this (`lab/2026-11-30-background-depth`). The largest over many rounds,
-//! not the current top: beside a CUBIC flow that keeps being cut, the queue reaches its
-//! top in fewer than a tenth of the 32 rounds the current top is taken from, which
-//! then fell every few rounds to the flow's own few milliseconds, too narrow to be a
-//! queue; in those rounds there was no signal and the bound grew by a quarter a round
-//! into the buffer (CUBIC 39-75 % of the link). [`SEEN_ROUNDS`] spans one of CUBIC's
-//! growth epochs at such rates (`K = cbrt(W_max (1 - beta) / C)`, RFC 9438 §4.2: 6.9 s
-//! for the 430 packets of 100 Mbit/s x 50 ms). Alone, a flow sees its own startup's
-//! top for that long; Nice's first cut leaves its own queue at the threshold (below),
-//! so its link stays busy.
+//! measures), 93.2-94.2 % with this; on the emulator 71-79 Mbit/s of 100 (see
+//! `lab/2026-11-30-background-depth` for the figures with this). Why the largest over
+//! many rounds, not the current top: beside a CUBIC flow that keeps being cut, the
+//! queue reaches its top in fewer than a tenth of the 32 rounds the current top is
+//! taken from, which then fell every few rounds to the flow's own few milliseconds,
+//! too narrow to be a queue; in those rounds there was no signal and the bound grew by
+//! a quarter a round into the buffer (CUBIC 39-75 % of the link). [`SEEN_ROUNDS`]
+//! spans one of CUBIC's growth epochs at such rates (`K = cbrt(W_max (1 - beta) / C)`,
+//! RFC 9438 §4.2: 6.9 s for the 430 packets of 100 Mbit/s x 50 ms).
+//!
+//! Why the cruising rounds and the floor: alone, a flow holds a queue of its own, from
+//! its probes and its allowance for aggregated acks (5-10 ms at 50 ms on the
+//! emulator). With that as the depth, Nice's line stood under a millisecond above the
+//! min RTT, inside the RTT's jitter; no cut of the flow's own could bring its RTT
+//! under the line, and it halved itself to 40-50 Mbit/s of 100, alone (94.5 before).
+//! The floor is HyStart++'s smallest rise of the RTT that counts as a queue (RFC 9406
+//! §4.2, `MIN_RTT_THRESH`). A depth an overflow showed is the queue's own and keeps
+//! Nice's tenth.
 //!
 //! The bytes counted are those of ack frames, each by its smallest RTT sample, as
 //! `crate::queue_loss` counts them (frames of one packet and probe-RTT's carry the
@@ -75,6 +86,9 @@ use crate::queue_loss;
 /// Rounds over which the top of the RTT range seen stands for the queue's depth until
 /// an overflow shows it (10 s at 50 ms; see the module docs).
 pub const SEEN_ROUNDS: u64 = 200;
+/// The least a threshold from the range seen stands above the min RTT (see the module
+/// docs).
+pub const SEEN_FLOOR: Duration = Duration::from_millis(4);
 
 /// Nice's threshold `t`: the share of the queue's depth above the min RTT that a
 /// sample must exceed.
@@ -132,9 +146,9 @@ impl Nice {
     /// The top of the RTT range the flow has seen lately (`min` to `top`): the depth
     /// Nice measures against until an overflow shows the full queue's.
     pub fn on_range(&mut self, min: Duration, top: Option<Duration>, round: u64) {
-        if let Some(top) = top.filter(|&top| queue_loss::at_top(top, min, top).is_some()) {
-            self.seen.update(top.as_micros() as u64, round);
-        }
+        let wide = top.filter(|&top| queue_loss::at_top(top, min, top).is_some());
+        // A narrow range counts as none, so that a wide one leaves the window in time.
+        self.seen.update(wide.map_or(0, |top| top.as_micros() as u64), round);
     }
 
     /// Forgets the full queue's RTT: no signal until the next overflow.
@@ -146,13 +160,18 @@ impl Nice {
     /// The queue's depth in time: from `min` to the full queue's RTT, or to the top of
     /// the range seen lately until an overflow showed that.
     pub fn depth(&self, min: Duration) -> Option<Duration> {
-        let seen = self.seen.get().map(Duration::from_micros);
+        let seen = self.seen.get().filter(|&us| us > 0).map(Duration::from_micros);
         Some(self.full.or(seen)?.saturating_sub(min))
     }
 
-    /// The RTT above which a sample counts: `min + THRESHOLD x (full - min)`.
+    /// The RTT above which a sample counts: `min + THRESHOLD x (full - min)`, at least
+    /// [`SEEN_FLOOR`] above `min` while the depth is only the range seen.
     pub fn threshold(&self, min: Duration) -> Option<Duration> {
-        Some(min + self.depth(min)?.mul_f64(THRESHOLD))
+        let above = self.depth(min)?.mul_f64(THRESHOLD);
+        match self.full {
+            Some(_) => Some(min + above),
+            None => Some(min + above.max(SEEN_FLOOR)),
+        }
     }
 
     /// The share of what was in flight that congested round `round` keeps, `rtt` being
@@ -252,11 +271,16 @@ mod tests {
         n.on_range(ms(50), Some(ms(55)), 2);
         n.on_range(ms(50), Some(ms(52)), 3);
         assert_eq!(n.depth(ms(50)), Some(ms(20)));
+        // A tenth of the depth is 2 ms, inside the RTT's jitter: the floor holds.
+        assert_eq!(n.threshold(ms(50)), Some(ms(50) + SEEN_FLOOR));
         round(&mut n, &[53, 53, 51]);
+        assert!(!n.congested());
+        round(&mut n, &[56, 56, 51]);
         assert!(n.congested());
-        // An overflow's full queue takes precedence.
+        // An overflow's full queue takes precedence, and its tenth stands.
         n.on_overflow(ms(50), ms(62));
         assert_eq!(n.depth(ms(50)), Some(ms(12)));
+        assert_eq!(n.threshold(ms(50)), Some(ms(50) + Duration::from_micros(1200)));
         // Once the window passed, the tops within it.
         n.forget();
         n.on_range(ms(50), Some(ms(58)), 1 + SEEN_ROUNDS + 1);

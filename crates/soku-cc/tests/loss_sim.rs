@@ -600,7 +600,7 @@ fn beside_cubic_in_a_quarter_bdp_buffer_no_policer_is_found() {
 /// unpaced bursts, not the paced flow's packets, so the flow never cut for an overflow
 /// and Nice's rule had no depth to measure by: CUBIC kept 69.7-81.6 % at 50 ms and
 /// 85.5-85.6 % at 100 ms; now the top of the range seen lately gives the depth
-/// (`soku_cc::nice`), and CUBIC keeps 92.7-94.0 %.
+/// (`soku_cc::nice`), and CUBIC keeps 92.2-94.2 %.
 #[test]
 fn background_beside_kernel_cubic_leaves_it_80_pct_and_comes_back() {
     let mut failed = Vec::new();
