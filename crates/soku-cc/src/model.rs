@@ -145,8 +145,9 @@
 //! of 96-99 %, and loses 1.4-1.5 % of its packets instead of 2.4-4.2 %. A background
 //! flow beside CUBIC in such a buffer leaves it 96.9 % (50 ms) and 97.6 % (100 ms) of
 //! the link, 57.7 and 71.2 % before Nice's rule ([`crate::nice`]); the Nice rule only
-//! acts in background mode, so non-background flows are untouched. Alone in a quarter-BDP buffer, a background flow keeps
-//! 98.8-99.1 % of the link at 20-100 ms (95.2-98.0 % with 1 % random loss), and when
+//! acts in background mode, so non-background flows are untouched. Alone in a
+//! quarter-BDP buffer, a background flow keeps 98.8-99.1 % of the link at 20-100 ms
+//! (95.2-98.0 % with 1 % random loss), and when
 //! CUBIC leaves such a buffer it has 100 % of the link in the 3-8 s after at 50 ms and
 //! 90.8 % at 100 ms (with Nice's halving on every such round: 26 and 72 %).
 //!
@@ -338,7 +339,8 @@ pub struct SokuCc {
     /// the rounds' largest samples ([`crate::rtt_top`]).
     rtt_top: RttTop,
     /// The same from cruising rounds only, which add no queue of the flow's own: what
-    /// a background flow measures another flow's queue by ([`crate::nice`]).
+    /// a background flow measures another flow's queue by ([`crate::nice`]); kept in
+    /// background mode only.
     cruise_top: RttTop,
     /// Smallest RTT of the round in progress among the ack frames the peer sent on
     /// count, not on its timer (see `classify_frame`).
@@ -625,11 +627,12 @@ impl SokuCc {
         if let Some(max) = self.round_max_rtt.take() {
             self.rtt_top.on_round(max);
             // The acks of a cycle's first two rounds carry the probe's queue.
-            if self.mode == Mode::ProbeBw && self.cycle_index >= 2 {
+            if self.config.background && self.mode == Mode::ProbeBw && self.cycle_index >= 2 {
                 self.cruise_top.on_round(max);
             }
         }
-        if let Some(min) = self.min_rtt {
+        // Only a background flow reads Nice's state (`nice_congested`, `queue_low`).
+        if let Some(min) = self.min_rtt.filter(|_| self.config.background) {
             self.nice.on_range(min, self.cruise_top.get(), self.rounds);
         }
         self.app_limited_rounds += u64::from(s.app_limited);
