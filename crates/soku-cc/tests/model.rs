@@ -94,6 +94,21 @@ fn startup_finds_bandwidth_then_probes() {
     assert!((500_000..=950_000).contains(&w), "window {w} + {agg}");
 }
 
+/// A background flow leaves startup at its first loss (LEDBAT's answer to any loss); a
+/// normal flow keeps doubling through a few lost packets, which random loss brings.
+#[test]
+fn a_background_startup_ends_at_the_first_loss() {
+    for (config, ends) in [(SokuCcConfig::background(), true), (SokuCcConfig::default(), false)] {
+        let mut d = Driver::new(config);
+        for _ in 0..3 {
+            d.round(500, 0, false);
+        }
+        assert_eq!(d.soku().mode(), Mode::Startup);
+        d.round(500, 1, false);
+        assert_eq!(d.soku().mode() != Mode::Startup, ends, "{:?}", d.soku().mode());
+    }
+}
+
 #[test]
 fn random_loss_keeps_the_window() {
     let mut d = Driver::new(SokuCcConfig::default());
