@@ -4,8 +4,10 @@
 //! - **Startup** (§4.3.1): the window grows by every acknowledged byte (it doubles each
 //!   round), bounded by `startup_gain x BDP`. Startup ends when the bandwidth estimate
 //!   has not grown by 25 % for three rounds that were not app-limited (§4.3.1.2),
-//!   when a round loses more than `loss_threshold` of its packets (as BBRv2 does), or
-//!   as soon as the RTT shows a queue building (see [`crate::startup_delay`]).
+//!   when a round loses more than `loss_threshold` of its packets (as BBRv2 does), at
+//!   the first loss at the top of a shallow queue once such loss is found to be the
+//!   queue's (see [`Random loss or congestion`](#random-loss-or-congestion)), or as
+//!   soon as the RTT shows a queue building (see [`crate::startup_delay`]).
 //! - **Drain** (§4.3.2): the window drops to one BDP until what is in flight fits.
 //! - **Probe-bw** (§4.3.3): an eight-round cycle of window gains: one probing round at
 //!   `cwnd_gain + probe_gain`, one draining round at 1.0, six cruising rounds at
@@ -52,7 +54,8 @@
 //! queue beyond what the path loses below it ([`crate::queue_loss`]) counts from the
 //! first packet, as does a queue that another flow's cut drained while ours held, and
 //! the bound then follows CUBIC (RFC 9438): cut to 0.7 of what was in flight, grown
-//! back along CUBIC's window function (a background flow halves it and grows it back
+//! back along CUBIC's window function, as it also grows back after a cut by any other
+//! rule while that loss is found (a background flow halves it and grows it back
 //! only while the queue has drained, as LEDBAT would, also by BBR's probing steps, and
 //! between overflows cuts it again whenever most of a round saw the queue above a
 //! tenth of its depth, as TCP Nice does: to what leaves that tenth if the queue is its

@@ -109,6 +109,48 @@ fn a_background_startup_ends_at_the_first_loss() {
     }
 }
 
+/// One startup round whose packets the peer acknowledges ten at a time, one RTT after
+/// they left, but for the round's last five, which wait `timer` more for its ack timer.
+fn round_with_a_tail_on_the_timer(d: &mut Driver, timer: Duration) {
+    let sent_at = d.now;
+    let n = d.cc.window() / MTU;
+    for _ in 0..n {
+        d.cc.on_sent(sent_at, MTU, d.pn);
+        d.pn += 1;
+    }
+    let first = d.pn - n;
+    let mut in_flight = n * MTU;
+    let mut frames: Vec<(Vec<u64>, Duration)> =
+        (0..n - 5).collect::<Vec<_>>().chunks(10).map(|f| (f.to_vec(), RTT)).collect();
+    frames.push(((n - 5..n).collect(), RTT + timer));
+    for (packets, took) in frames {
+        d.now = sent_at + took;
+        for _ in &packets {
+            in_flight -= MTU;
+            d.cc.on_ack(d.now, sent_at, MTU, false, &d.est);
+        }
+        d.cc.on_end_acks(d.now, in_flight, false, packets.last().map(|&i| first + i));
+    }
+}
+
+#[test]
+fn startup_takes_the_top_of_the_rtt_range_from_frames_of_the_full_count() {
+    let timer = Duration::from_millis(25);
+    for (mut config, tail_sets_the_top) in
+        [(SokuCcConfig::default(), false), (SokuCcConfig::background(), true)]
+    {
+        config.ack_every_packets = 10;
+        let mut d = Driver::new(config);
+        for _ in 0..4 {
+            round_with_a_tail_on_the_timer(&mut d, timer);
+        }
+        let s = d.soku();
+        assert_eq!(s.mode(), Mode::Startup);
+        let top = s.queue_view().rtt_top.expect("a top");
+        assert_eq!(top >= RTT + timer, tail_sets_the_top, "top {top:?}");
+    }
+}
+
 #[test]
 fn random_loss_keeps_the_window() {
     let mut d = Driver::new(SokuCcConfig::default());

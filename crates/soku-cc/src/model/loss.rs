@@ -70,12 +70,29 @@ impl SokuCc {
     /// was found to be no longer the queue's, and the bound went back to its doubling
     /// steps (path simulator, beside CUBIC at 70 ms: soku kept 76 % of what the two
     /// carried, 42 % with this).
+    ///
+    /// In startup, only frames of the full count set the round's largest sample, which
+    /// the top of the range is taken from ([`crate::rtt_top`]): startup's first rounds
+    /// are a few dozen packets, the frame at each one's tail waits for the peer's ack
+    /// timer, and with it the top stood a timer above the full queue (143-145 ms on a
+    /// 100 ms path whose buffer holds 25 ms, emulator, joining CUBIC in a quarter-BDP
+    /// buffer). Startup's losses at the queue's top were then classed below it, the
+    /// bound its end set grew back by the doubling steps instead of CUBIC's function,
+    /// and twice more in the next seconds the steps overflowed the queue and cut CUBIC
+    /// (`lab/2026-11-30-startup-into-cubic`). A background flow keeps every frame:
+    /// its startup ends at the first loss or rise of the RTT, in rounds too small for
+    /// frames of the full count, and without their samples it took a 100 ms path back
+    /// more slowly after CUBIC left (path simulator: 65 % of the link in the 3-8 s
+    /// after for four seeds of eight, 95-97 % with them).
     pub(super) fn classify_frame(&mut self, rtt: Duration, bytes: u64) {
         if self.mode == Mode::ProbeRtt || bytes <= self.mtu {
             return;
         }
-        self.round_max_rtt = Some(self.round_max_rtt.map_or(rtt, |m| m.max(rtt)));
-        if bytes >= self.peer_ack_bytes() {
+        let full = bytes >= self.peer_ack_bytes();
+        if full || self.mode != Mode::Startup || self.config.background {
+            self.round_max_rtt = Some(self.round_max_rtt.map_or(rtt, |m| m.max(rtt)));
+        }
+        if full {
             self.round_frame_min = Some(self.round_frame_min.map_or(rtt, |m| m.min(rtt)));
         }
         self.frame_rtt = Some(rtt);
@@ -268,18 +285,15 @@ impl SokuCc {
     /// waited for 2 % of a round kept the queue full and CUBIC at 4-5 %. Only for
     /// shallow queues: where the RTT range reaches half a min RTT, the shared-queue
     /// rule judges, as it did. Once the loss at the top is found to be the queue's, a
-    /// queue drained by another flow's cut counts too (`shared_overflow`).
+    /// queue drained by another flow's cut counts too (`shared_overflow`). Startup's
+    /// rounds count as well: a flow that joins a queue another flow keeps full overflows
+    /// it from its first rounds, and waiting for a round to lose 10 % let the window
+    /// double into it once more.
     fn queue_overflowed(&self, s: &RoundSample) -> bool {
-        if self.mode != Mode::ProbeBw || s.round <= self.cut_round + 1 {
+        if !matches!(self.mode, Mode::ProbeBw | Mode::Startup) || s.round <= self.cut_round + 1 {
             return false;
         }
-        let (Some(min), Some(max)) = (self.min_rtt, self.rtt_top.get()) else {
-            return false;
-        };
-        if max > min + min / 2 {
-            return false;
-        }
-        let Some(below) = self.queue_loss.top_excess() else {
+        let Some((min, max, below)) = self.shallow_queue_loss() else {
             return false;
         };
         if self.shared_overflow(s, min, max) {
@@ -291,6 +305,17 @@ impl SokuCc {
         let top_packets = c.top() as f64 / mtu;
         let noise = LOSS_NOISE_SIGMAS * (below * (1.0 - below) * top_packets).sqrt();
         excess >= noise.max(1.0)
+    }
+
+    /// The RTT range (min, top) while it is a shallow queue's (under half a min RTT
+    /// deep) and the loss at its top is found to be the queue's, with the share lost
+    /// below the top ([`crate::queue_loss`]).
+    fn shallow_queue_loss(&self) -> Option<(Duration, Duration, f64)> {
+        let (min, max) = (self.min_rtt?, self.rtt_top.get()?);
+        if max > min + min / 2 {
+            return None;
+        }
+        Some((min, max, self.queue_loss.top_excess()?))
     }
 
     /// Whether round `s` lost more than BBRv2's loss threshold beyond the share that
@@ -595,6 +620,14 @@ impl SokuCc {
         let nice = self.nice_congested(s);
         let congested = self.round_congested(s) || self.background_queue(s) || nice;
         let overflow = congested && (nice || self.queue_overflowed(s));
+        // A cut by another rule (the 10 % one, say) while a shallow queue's overflow
+        // is found keeps CUBIC's growth too: the doubling steps took the bound back
+        // to the overflow within a second, where the loss-based flow beside us, cut by
+        // the same overflow, takes seconds (emulator, joining CUBIC in a quarter-BDP
+        // buffer at 100 ms: twice in ten seconds, 80-150 packets lost each time and
+        // CUBIC cut to a third; `lab/2026-11-30-startup-into-cubic`). A background
+        // flow's cuts follow its own rules below.
+        let shallow = congested && !self.config.background && self.shallow_queue_loss().is_some();
         if overflow && !nice && self.config.background {
             if let (Some(min), Some(top)) = (self.min_rtt, self.rtt_top.get()) {
                 self.nice.on_overflow(min, top);
@@ -628,7 +661,8 @@ impl SokuCc {
             self.probe_up_step = self.mtu;
             self.cut_round = self.delivery.round();
             let last_max = self.coexist.map(|c| c.peak());
-            self.coexist = overflow.then(|| Coexist::new(used, bound, beta, last_max, self.mtu));
+            self.coexist =
+                (overflow || shallow).then(|| Coexist::new(used, bound, beta, last_max, self.mtu));
             if self.coexist.is_none() {
                 self.nice.forget();
             }
