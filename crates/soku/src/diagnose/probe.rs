@@ -184,7 +184,10 @@ pub async fn send_for(
     Ok(Sent { tags, ..sampler.finish(conn) })
 }
 
-/// Writes `data` over and over on `send` until told to stop, then resets it.
+/// Writes `data` over and over on `send` until told to stop, then resets it. A stream
+/// the receiver stopped is done: once the probe's first stream ends, the receiver drops
+/// the others (`receive`), and a writer that had not yet seen the stop meets that
+/// (on loopback under load, one RTT is well within a task's scheduling delay).
 async fn write_until(
     mut send: quinn::SendStream,
     data: Bytes,
@@ -194,7 +197,11 @@ async fn write_until(
     loop {
         tokio::select! {
             _ = stop.wait_for(|stop| *stop) => break,
-            written = send.write_chunk(data.clone()) => written.map_err(stream_err)?,
+            written = send.write_chunk(data.clone()) => match written {
+                Ok(()) => {}
+                Err(quinn::WriteError::Stopped(_)) => return Ok(()),
+                Err(e) => return Err(stream_err(e)),
+            },
         }
     }
     let _ = send.reset(0u32.into());
