@@ -40,12 +40,8 @@ impl Driver {
     fn round_taking(&mut self, took: Duration, cap: u64, lost: u64, app_limited: bool) {
         let sent_at = self.now;
         let n = (self.cc.window() / MTU).min(cap + lost).max(1);
-        for _ in 0..n {
-            self.cc.on_sent(sent_at, MTU, self.pn);
-            self.pn += 1;
-        }
+        let first = self.send(n);
         self.now += took;
-        let first = self.pn - n;
         let delivered = n.saturating_sub(lost);
         let mut in_flight = n * MTU;
         for i in 0..delivered {
@@ -58,6 +54,15 @@ impl Driver {
         if lost > 0 {
             self.cc.on_congestion_event(self.now, sent_at, false, lost.min(n) * MTU);
         }
+    }
+
+    /// Sends `n` packets now; the first one's number.
+    fn send(&mut self, n: u64) -> u64 {
+        for _ in 0..n {
+            self.cc.on_sent(self.now, MTU, self.pn);
+            self.pn += 1;
+        }
+        self.pn - n
     }
 
     fn soku(&self) -> SokuCc {
@@ -114,23 +119,20 @@ fn a_background_startup_ends_at_the_first_loss() {
 fn round_with_a_tail_on_the_timer(d: &mut Driver, timer: Duration) {
     let sent_at = d.now;
     let n = d.cc.window() / MTU;
-    for _ in 0..n {
-        d.cc.on_sent(sent_at, MTU, d.pn);
-        d.pn += 1;
-    }
-    let first = d.pn - n;
+    let first = d.send(n);
     let mut in_flight = n * MTU;
-    let mut frames: Vec<(Vec<u64>, Duration)> =
-        (0..n - 5).collect::<Vec<_>>().chunks(10).map(|f| (f.to_vec(), RTT)).collect();
-    frames.push(((n - 5..n).collect(), RTT + timer));
-    for (packets, took) in frames {
+    let mut ack = |d: &mut Driver, packets: std::ops::Range<u64>, took: Duration| {
         d.now = sent_at + took;
-        for _ in &packets {
+        for _ in packets.clone() {
             in_flight -= MTU;
             d.cc.on_ack(d.now, sent_at, MTU, false, &d.est);
         }
-        d.cc.on_end_acks(d.now, in_flight, false, packets.last().map(|&i| first + i));
+        d.cc.on_end_acks(d.now, in_flight, false, Some(first + packets.end - 1));
+    };
+    for start in (0..n - 5).step_by(10) {
+        ack(d, start..(start + 10).min(n - 5), RTT);
     }
+    ack(d, n - 5..n, RTT + timer);
 }
 
 #[test]
