@@ -414,26 +414,40 @@ fn jitter_spreads_rtt() {
         b_to_a: LinkSpec { delay: Duration::from_millis(5), ..LinkSpec::default() },
         ..PathSpec::default()
     };
-    let Some(path) = up("jitter", spec) else {
-        return;
-    };
-    let mut samples = echo_rtts(&path, 100);
-    samples.sort();
-    let ms = |d: Duration| d.as_secs_f64() * 1e3;
-    let (min, med, p95) = (ms(samples[0]), ms(samples[50]), ms(samples[95]));
-    let max = ms(samples[99]);
-    eprintln!("jitter +-2 ms on 10 ms: min {min:.2} median {med:.2} p95 {p95:.2} max {max:.2} ms");
     // Uniform 8..12 ms. The minimum comes within 0.5 ms of 8 unless no sample of 100
     // falls in the lowest eighth ((7/8)^100 = 2e-6), plus what the echo programs and
     // the emulator add, held to the spec's tolerance (0.5 ms + 2 % of 10 ms, as in
     // `rtt_matches_spec`; a CI run saw 8.76 ms); still well below the 10 ms a path
     // without jitter gives. The 96th comes above 11.3 ms unless fewer than 5 of 100
-    // land in the top 17.5 % (~1e-4). The max is not checked: a preempted
-    // (non-realtime) test thread adds outliers.
+    // land in the top 17.5 % (~1e-4). The median and the p95 also carry the echo
+    // programs' own wakeups, so they get twice the tolerance, as the median does in
+    // `rtt_matches_spec`: at most 10 and 12 ms plus 1.4 ms. The max is not checked. A
+    // busy machine only ever adds delay, so the lower bounds hold on every attempt; the
+    // upper ones a preempted test thread can break (a CI run beside cross builds saw a
+    // p95 of 21.2 ms), so those may take up to three attempts, each on a fresh path.
     let tol = 0.5 + 10.0 / 50.0;
-    assert!((8.0..8.5 + tol).contains(&min), "min {min}");
-    assert!((11.3..13.0).contains(&p95), "p95 {p95}");
-    assert!((med - 10.0).abs() < 1.0, "median {med}");
+    let mut attempts = Vec::new();
+    for _ in 0..3 {
+        let Some(path) = up("jitter", spec.clone()) else {
+            return;
+        };
+        let mut samples = echo_rtts(&path, 100);
+        samples.sort();
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        let (min, med, p95) = (ms(samples[0]), ms(samples[50]), ms(samples[95]));
+        let max = ms(samples[99]);
+        eprintln!(
+            "jitter +-2 ms on 10 ms: min {min:.2} median {med:.2} p95 {p95:.2} max {max:.2} ms"
+        );
+        assert!(min >= 8.0, "min {min}: below the spec's 8 ms floor");
+        assert!(p95 >= 11.3, "p95 {p95}: the jitter does not spread the RTT");
+        assert!(med > 9.0, "median {med}");
+        if min < 8.5 + tol && med < 10.0 + 2.0 * tol && p95 < 12.0 + 2.0 * tol {
+            return;
+        }
+        attempts.push((min, med, p95));
+    }
+    panic!("(min, median, p95) above the spec in 3 attempts: {attempts:?}");
 }
 
 #[test]
