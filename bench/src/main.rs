@@ -803,7 +803,8 @@ fn sharing(args: &Args, p: &Plan, work: &Path, md: &mut String) -> anyhow::Resul
         rtt,
         loss: soku_netem::parse_percent(&args.sharing_loss)?,
         queue_bdp: args.sharing_queue_bdp,
-        // Login and startup behind every flow: the last starts 2 s after the first.
+        // Login and startup behind every flow: the last starts 2 s after the first
+        // began to move data (after soku's login, 1.5-1.7 s at 100 ms).
         warm: Duration::from_secs(8) + rtt * 20,
         window,
         only: &args.sharing_cases,
@@ -812,7 +813,8 @@ fn sharing(args: &Args, p: &Plan, work: &Path, md: &mut String) -> anyhow::Resul
     let _ = writeln!(
         md,
         "\n## Sharing a bottleneck: {} Mbit/s x {} ms, a drop-tail queue of {} BDP, {}\n\n\
-         Each case starts its flows 2 s apart (soku uploads of a file too large to finish, \
+         Each case starts a flow 2 s after the one before began to move data (soku's \
+         `connected` event; soku uploads of a file too large to finish, \
          iperf3 -C cubic) and measures every flow's goodput over the same {} s once all are \
          past their start ({} s after the first began): soku's from its `verified` events, \
          iperf3's from its per-second intervals. Every soku copy starts from an empty path \

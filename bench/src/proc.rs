@@ -295,15 +295,36 @@ pub fn children(pid: u32) -> Vec<u32> {
 /// Spawns `cmd` in its own process group with stdin closed and waits at most
 /// `timeout`; on timeout the whole group gets SIGKILL (scp's ssh, rsync's ssh too).
 pub fn run(cmd: Command, timeout: Duration) -> anyhow::Result<Outcome> {
-    run_watched(cmd, timeout, None)
+    run_with(cmd, timeout, None, None)
+}
+
+/// [`run`], calling `on_line` with each stderr line as it is read: for a step that must
+/// wait until the process has said something (soku's `connected` event, say).
+pub fn run_noting(
+    cmd: Command,
+    timeout: Duration,
+    on_line: impl FnMut(&str) + Send + 'static,
+) -> anyhow::Result<Outcome> {
+    run_with(cmd, timeout, None, Some(Box::new(on_line)))
 }
 
 /// [`run`], also watching the peak memory of the processes under `server_root` (the
 /// server side of the run, e.g. the sshd listener) besides the client's.
 pub fn run_watched(
+    cmd: Command,
+    timeout: Duration,
+    server_root: Option<u32>,
+) -> anyhow::Result<Outcome> {
+    run_with(cmd, timeout, server_root, None)
+}
+
+type OnLine = Box<dyn FnMut(&str) + Send>;
+
+fn run_with(
     mut cmd: Command,
     timeout: Duration,
     server_root: Option<u32>,
+    mut on_line: Option<OnLine>,
 ) -> anyhow::Result<Outcome> {
     let cpu0 = proc_cpu("self").map(|c| c.1).unwrap_or(0.0);
     cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0);
@@ -321,6 +342,9 @@ pub fn run_watched(
         let mut lines = Vec::new();
         for line in BufReader::new(err).lines() {
             let Ok(line) = line else { break };
+            if let Some(f) = on_line.as_mut() {
+                f(&line);
+            }
             lines.push((start.elapsed(), line));
         }
         lines

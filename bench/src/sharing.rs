@@ -1,13 +1,15 @@
 //! Sharing one bottleneck: soku beside a CUBIC TCP flow and beside another soku, and
-//! what `--background` yields. Each case starts its flows a few seconds apart on one
-//! emulated path (drop-tail queue of one BDP, no loss) and measures every flow's
-//! goodput over the same window, once all are past their start: soku's from its
-//! `--json` `verified` events (bytes its receiver proved), iperf3's from its per-second
-//! intervals. Flows that outlast the window are stopped at its end.
+//! what `--background` yields. Each case starts each flow two seconds after the one
+//! before began to move data, on one emulated path (drop-tail queue of one BDP, no
+//! loss), and measures every flow's goodput over the same window, once all are past
+//! their start: soku's from its `--json` `verified` events (bytes its receiver proved),
+//! iperf3's from its per-second intervals. Flows that outlast the window are stopped at
+//! its end.
 
 use std::path::Path;
 use std::process::Command;
-use std::time::Duration;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 
@@ -63,7 +65,7 @@ impl Flow {
     }
 }
 
-/// One case: flows that start `STAGGER` apart on the path.
+/// One case: flows that start on the path one after the other, `STAGGER` apart.
 pub struct Case {
     /// Its key for `--sharing-cases`.
     pub key: &'static str,
@@ -150,8 +152,15 @@ pub const CASES: [Case; 9] = [
 const PRIMING: Duration = Duration::from_secs(6);
 /// The span over which a background flow counts as back at the link's rate.
 const BACK_SPAN: Duration = Duration::from_secs(2);
-/// Between the starts of a case's flows.
+/// From when a case's flow began to move data to the start of the next: soku's
+/// `connected` event (its login and QUIC handshake behind it), iperf3's start (its
+/// control connection takes a few round trips). Counted from the commands' starts, a
+/// soku flow's login (1.5-1.7 s at 100 ms) took most of the lead, and the CUBIC flow
+/// meant to arrive while soku copies arrived inside soku's startup instead
+/// (`lab/2026-11-30-cubic-joins-soku`).
 const STAGGER: Duration = Duration::from_secs(2);
+/// How long the next flow waits at most for the one before to begin.
+const BEGIN_LIMIT: Duration = Duration::from_secs(30);
 
 /// What one case measured.
 #[derive(Debug, Clone)]
@@ -208,19 +217,41 @@ pub fn run(
                 continue;
             }
         }
+        let case_start = Instant::now();
         let outcomes = std::thread::scope(|s| {
+            let mut before: Option<mpsc::Receiver<()>> = None;
             let handles: Vec<_> = flows
                 .iter()
                 .enumerate()
                 .map(|(i, &flow)| {
-                    let delay = STAGGER * i as u32;
-                    let until = total + Duration::from_secs(5) - delay;
+                    let (began, began_rx) = mpsc::channel();
+                    let after = before.replace(began_rx);
                     let cmd =
                         flow_command(flow, o, total, &path, &sshd, &src.path, i, memory.path());
                     s.spawn(move || {
-                        std::thread::sleep(delay);
+                        if let Some(before) = after {
+                            // A flow that failed before it began closes its channel:
+                            // the next one starts then.
+                            let _ = before.recv_timeout(BEGIN_LIMIT);
+                            std::thread::sleep(STAGGER);
+                        }
+                        let delay = case_start.elapsed();
+                        let until = (total + Duration::from_secs(5)).saturating_sub(delay);
                         let shown = show(&cmd);
-                        (delay, proc::run(cmd, until), shown)
+                        let out = match flow {
+                            Flow::Soku | Flow::SokuBackground => {
+                                proc::run_noting(cmd, until, move |line| {
+                                    if is_event(line, "connected") {
+                                        let _ = began.send(());
+                                    }
+                                })
+                            }
+                            Flow::Cubic | Flow::CubicLeaving => {
+                                let _ = began.send(());
+                                proc::run(cmd, until)
+                            }
+                        };
+                        (delay, out, shown)
                     })
                 })
                 .collect();
@@ -460,6 +491,11 @@ fn bytes_by(series: &[(Duration, f64)], t: Duration) -> f64 {
     series.iter().filter(|(s, _)| *s <= t).map(|(_, b)| *b).fold(0.0, f64::max)
 }
 
+/// Whether a line of soku's `--json` output is an event of kind `kind`.
+fn is_event(line: &str, kind: &str) -> bool {
+    serde_json::from_str::<serde_json::Value>(line).is_ok_and(|v| v["event"] == kind)
+}
+
 /// soku's `verified` events: (time read, cumulative bytes).
 fn soku_series(out: &Outcome) -> Vec<(Duration, f64)> {
     tools::json_events(&out.stderr)
@@ -562,6 +598,15 @@ mod tests {
             peak_rss_mib: (f64::NAN, f64::NAN),
             server_seen: Vec::new(),
         }
+    }
+
+    #[test]
+    fn a_flow_begins_at_its_connected_event() {
+        let connected = r#"{"event":"connected","transport":"QUIC to 10.77.0.2:42546"}"#;
+        assert!(is_event(connected, "connected"));
+        assert!(!is_event(r#"{"event":"verified","bytes":1048576}"#, "connected"));
+        // A warning that names the event is not the event.
+        assert!(!is_event("soku: \"event\":\"connected\" was expected", "connected"));
     }
 
     #[test]
