@@ -217,6 +217,9 @@ pub fn run(
                 continue;
             }
         }
+        // Each flow's time counts from its own start: iperf3 runs `total` seconds,
+        // and a flow that started late must not be cut off before it has.
+        let until = total + Duration::from_secs(5);
         let case_start = Instant::now();
         let outcomes = std::thread::scope(|s| {
             let mut before: Option<mpsc::Receiver<()>> = None;
@@ -236,7 +239,6 @@ pub fn run(
                             std::thread::sleep(STAGGER);
                         }
                         let delay = case_start.elapsed();
-                        let until = (total + Duration::from_secs(5)).saturating_sub(delay);
                         let shown = show(&cmd);
                         let out = match flow {
                             Flow::Soku | Flow::SokuBackground => {
