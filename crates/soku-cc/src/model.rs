@@ -69,7 +69,8 @@
 //! shared stamp lines the flows' probe-RTTs up, a flow that drained first waits for the
 //! others' drain, and while others share the path the ack-aggregation allowance is at
 //! most an eighth of the BDP. While a queue stands, a cruising flow keeps its window
-//! within 5 % (plus two packets) of the mean of the others' shares ([`crate::ensemble`]).
+//! within 5 % (plus two packets) of the mean of the others' shares, stepping down at
+//! most an eighth of what it had in flight a round ([`crate::ensemble`]).
 //!
 //! Careful resume ([`crate::resume`], RFC 9959): with a remembered path that the first
 //! RTT sample confirms, startup begins at a quarter of the remembered bandwidth-delay

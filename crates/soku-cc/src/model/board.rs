@@ -18,6 +18,16 @@ const BOARD_SPACING: Duration = Duration::from_millis(100);
 /// as what was in flight is up to a packet short of the window, and without this slack
 /// windows near 20 packets could only shrink.
 const ENSEMBLE_SLACK_PACKETS: u64 = 2;
+/// A flow held to the others' share gives up at most this fraction of what it had in
+/// flight over its last round, per round ([`crate::ensemble`]). Held to the others'
+/// mean at once, a flow whose only other was a newcomer that had left startup at a few
+/// dozen packets (it started into the queue the first flow's startup filled) fell to
+/// that too, its next loss cut its own bound there, and both grew back along CUBIC's
+/// function: two copies at 100 Mbit/s x 300 ms with a quarter-BDP buffer used 40-44 %
+/// of the link on the emulator, 73-76 % in the path simulator. Stepping down, the flow
+/// drains the queue within a few rounds, and without a queue nobody is held: 95-97 %
+/// in the simulator (`lab/2026-11-30-ensemble-step`).
+const ENSEMBLE_STEP: u64 = 8;
 
 impl SokuCc {
     /// Shares the min RTT with the other flows on this path ([`crate::shared`]): takes
@@ -79,8 +89,10 @@ impl SokuCc {
         // the board at best (in the path simulator four flows that left startup
         // together at 20 ms stayed at 24-38 % of the link between them).
         self.ensemble_cap = if sending && self.last_round_queued {
-            ensemble_cap(self.board_id, &board.shares(), now)
-                .map(|cap| (cap + ENSEMBLE_SLACK_PACKETS * self.mtu).max(self.min_window()))
+            ensemble_cap(self.board_id, &board.shares(), now).map(|cap| {
+                let step = self.last_round_in_flight - self.last_round_in_flight / ENSEMBLE_STEP;
+                (cap + ENSEMBLE_SLACK_PACKETS * self.mtu).max(step).max(self.min_window())
+            })
         } else {
             None
         };
