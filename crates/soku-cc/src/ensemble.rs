@@ -18,12 +18,12 @@
 //!
 //! **Safety.** Only flows above the others' mean are held, only to the mean plus
 //! [`MARGIN`], giving up at most an eighth of what they had in flight a round
-//! (`model/board.rs`), and only while a queue stands: the flow with the smallest share is never
-//! held, without a queue nobody is (the link has room for every flow to grow), and every
-//! flow still answers its own losses. A flow held never sends more than it would alone. A
-//! flow that is not using its window (app-limited, or under a user's rate cap) withdraws
-//! its record, so a slow copy never holds a fast one down; so does a flow in startup or
-//! probe-RTT, whose window is not its share.
+//! (`model/board.rs`), and only while a queue stands: the flow with the smallest share
+//! is never held, without a queue nobody is (the link has room for every flow to
+//! grow), and every flow still answers its own losses. A flow held never sends more
+//! than it would alone. A flow that is not using its window (app-limited, or under a
+//! user's rate cap) withdraws its record, so a slow copy never holds a fast one down;
+//! so does a flow in startup or probe-RTT, whose window is not its share.
 
 use std::time::{Duration, Instant};
 

@@ -142,7 +142,7 @@ fn beside_cubic_in_a_quarter_bdp_buffer_soku_takes_30_to_70_pct() {
 
 /// Which of the two flows sharing a bottleneck starts first; the other follows 2 s
 /// later.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy)]
 enum First {
     Cubic,
     Soku,
@@ -155,19 +155,14 @@ fn kernel_cubic_and_soku(first: First, rtt: u64, seed: u64) -> (Path, sim::Flows
     let mut p = Path::one_bdp(100 * MBIT, rtt, 0.0);
     p.queue_bytes /= 4;
     p.ack_every = 10;
-    let soku_index = match first {
-        First::Cubic => 1,
-        First::Soku => 0,
+    let config = SokuCcConfig { seed, ack_every_packets: 10, ..SokuCcConfig::default() };
+    let (cubic, soku) = (cubic(&p), soku(config, &p));
+    let (flows, soku_index) = match first {
+        First::Cubic => (vec![(cubic, Duration::ZERO), (soku, secs(2))], 1),
+        First::Soku => (vec![(soku, Duration::ZERO), (cubic, secs(2))], 0),
     };
     // A bit per flow index: the CUBIC flow is the kernel's.
     p.kernel_tcp = 1 << (1 - soku_index);
-    let config = SokuCcConfig { seed, ack_every_packets: 10, ..SokuCcConfig::default() };
-    let mut flows = vec![(cubic(&p), Duration::ZERO), (soku(config, &p), secs(2))];
-    if first == First::Soku {
-        flows.swap(0, 1);
-        flows[0].1 = Duration::ZERO;
-        flows[1].1 = secs(2);
-    }
     (p, flows, soku_index)
 }
 

@@ -90,8 +90,8 @@ impl SokuCc {
         // together at 20 ms stayed at 24-38 % of the link between them).
         self.ensemble_cap = if sending && self.last_round_queued {
             ensemble_cap(self.board_id, &board.shares(), now).map(|cap| {
-                let step = self.last_round_in_flight - self.last_round_in_flight / ENSEMBLE_STEP;
-                (cap + ENSEMBLE_SLACK_PACKETS * self.mtu).max(step).max(self.min_window())
+                let kept = self.last_round_in_flight - self.last_round_in_flight / ENSEMBLE_STEP;
+                (cap + ENSEMBLE_SLACK_PACKETS * self.mtu).max(kept).max(self.min_window())
             })
         } else {
             None
