@@ -34,7 +34,9 @@
 //! also carries two sender bursts of headroom ([`SokuCc::burst_allowance`]).
 //!
 //! Loss: random loss does not enter the model, except that lost bytes are not
-//! delivered. What the path loses at random is learned as [`SokuCc::path_loss`], the
+//! delivered and every model-derived window carries the packets the path loses on the
+//! way (`1 / (1 - path_loss)` times the delivered rate's, `SokuCc::loss_lift`).
+//! What the path loses at random is learned as [`SokuCc::path_loss`], the
 //! least loss share of the last sixteen rounds, and the rules below count only loss
 //! beyond it (less two standard deviations of sampling noise, see
 //! [`Random loss or congestion`](#random-loss-or-congestion)). A round whose loss share
@@ -96,7 +98,10 @@
 //! - **Until the floor is known** (four rounds of 50 packets), a startup round of
 //!   under 200 packets that met no queue is not judged by its loss at all: at a long
 //!   RTT such rounds are all startup has for seconds, and 20 % random loss in one of 90
-//!   packets is beyond its noise.
+//!   packets is beyond its noise. Once startup's earlier rounds carried 200 packets, a
+//!   startup round that met no queue is judged against the share they lost together
+//!   instead of the floor (`SokuCc::startup_excess`): each round doubles the rate, so
+//!   this asks whether loss rises with it.
 //! - **The queue** (the round's smallest RTT against the min RTT) says how much excess
 //!   counts: loss that follows a queue of half a min RTT counts at 2 % beyond the floor
 //!   (BBRv2's `BBRLossThresh`), and the noise allowed is that of the floor's share;
@@ -277,6 +282,9 @@ pub struct SokuCc {
     /// Bytes delivered and lost in the rounds since the last loss sample, while they
     /// are too few to make one.
     small_rounds: (u64, u64),
+    /// Bytes delivered and lost in startup's rounds judged so far, which
+    /// [`SokuCc::startup_excess`] judges the next startup round against.
+    startup_losses: (u64, u64),
     /// Whether the path is policed, told apart from random loss by its flat delivery
     /// rate ([`crate::policer`]).
     policer: PolicerDetector,
@@ -417,6 +425,7 @@ impl SokuCc {
             round_rates: VecDeque::with_capacity(CYCLE_LEN),
             round_losses: VecDeque::new(),
             small_rounds: (0, 0),
+            startup_losses: (0, 0),
             policer: PolicerDetector::new(),
             rounds: 0,
             app_limited_rounds: 0,
@@ -748,6 +757,7 @@ impl SokuCc {
         self.ack_epoch_start = None;
         self.ack_epoch_delivered = 0;
         self.startup_delay = StartupDelay::default();
+        self.startup_losses = (0, 0);
         self.round_rates.clear();
     }
 }

@@ -35,6 +35,9 @@ const QUEUE_SHARE_MAX_BDP: f64 = 0.5;
 /// seldom binds. Halving the allowance instead did as well at 20 ms but worse on a
 /// 200 ms path in the path simulator (four flows: 23 % largest deviation against 14 %).
 const SHARED_AGGREGATION_BDP_DIVISOR: u64 = 8;
+/// The most random loss a window is lifted for ([`SokuCc::loss_lift`]): a third more in
+/// flight at most.
+const MAX_LIFTED_LOSS: f64 = 0.25;
 
 impl SokuCc {
     /// Bytes the window carries to ride out ack aggregation: the most data acknowledged
@@ -77,9 +80,24 @@ impl SokuCc {
         u64::try_from(u128::from(bw) * rtt.as_nanos() / 1_000_000_000).ok()
     }
 
-    /// `gain x BDP` plus the burst allowance.
+    /// `gain x BDP` plus the burst allowance, in bytes in flight: lifted by
+    /// [`loss_lift`](Self::loss_lift), since packets the path loses at random are in
+    /// flight too.
     pub(super) fn gained(&self, gain: f64) -> Option<u64> {
-        self.bdp().map(|bdp| (bdp as f64 * gain) as u64 + self.burst_allowance())
+        self.bdp().map(|bdp| (bdp as f64 * gain * self.loss_lift()) as u64 + self.burst_allowance())
+    }
+
+    /// How much more than the delivery rate must be in flight for the path to deliver
+    /// at that rate: `1 / (1 - path_loss)`. The bandwidth estimate counts only what was
+    /// delivered, while a window counts every packet sent until it is acknowledged or
+    /// declared lost, so with random loss a window of one BDP sends below the rate it
+    /// was built on. Random loss takes link time on the way to where it is lost; the
+    /// draining round of every probe-bw cycle left the link idle that share of a round.
+    /// [`path_loss`](Self::path_loss) rises only with loss that comes at every rate, so
+    /// congestion (a policer, a full queue) lifts nothing; and never above
+    /// `MAX_LIFTED_LOSS`.
+    pub(super) fn loss_lift(&self) -> f64 {
+        1.0 / (1.0 - self.path_loss().min(MAX_LIFTED_LOSS))
     }
 
     /// [`gained`](Self::gained) plus the ack-aggregation allowance: the window of every
