@@ -15,7 +15,8 @@
 //! packet (at 1 % loss nearly every 1 MiB chunk has one, and it is acknowledged a round
 //! trip or two after its last byte was first sent), and the chunks being read. The
 //! window doubles every round in startup, and the sender looks again before every
-//! chunk it starts, so it stays ahead of the growth.
+//! chunk it starts, and every 20 ms while the window holds it back (`send.rs`,
+//! `WINDOW_RECHECK`), so it stays ahead of the growth.
 
 /// Congestion windows of chunk bytes kept ahead.
 const WINDOWS_AHEAD: u64 = 4;

@@ -18,7 +18,7 @@ use std::fs::File;
 use std::path::Path;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use soku_proto::chunk::ChunkHeader;
 use soku_proto::message::HeldBase;
@@ -78,6 +78,18 @@ const SCAN_AHEAD: usize = 64;
 /// small chunks fit the bytes in flight, and on QUIC each is a stream that ends a
 /// round trip later, when acknowledged.
 const CHUNK_TASKS_MAX: usize = 1024;
+
+/// How often a sender waiting for room within what the congestion window allows ahead
+/// (`crate::pipeline`) looks at the window again when nothing else happened. Only a
+/// completed chunk or a message woke it before; on a long lossy path a chunk completes
+/// rounds after its last byte left (at 100 Mbit/s x 1 s with 5 % random loss the first
+/// completed 9-11 s into the copy), while the window doubles every round of startup.
+/// The sender stopped feeding the transport, the transport reported rounds with
+/// nothing to send, and the controller does not grow its window in such rounds: on the
+/// emulator startup stood still at a 4-5 MB window for up to a second in six of nine
+/// copies. 20 ms is a fiftieth of such a round; on shorter paths chunks complete often
+/// enough to wake the sender anyway.
+const WINDOW_RECHECK: Duration = Duration::from_millis(20);
 
 /// Chunk reads (read, hash, maybe compress) running at once on the blocking pool, at
 /// most: one per core, at least two, at most eight. Each read is CPU work on a file the
@@ -251,8 +263,9 @@ pub async fn run(
         }
         match next {
             Some((i, span)) => {
-                // Looked at again after every step: the window grows as chunks are
-                // acknowledged.
+                // Looked at again after every step, and every `WINDOW_RECHECK` while
+                // the window is what holds the sender back: it grows with every
+                // acknowledgement, not only with chunks that complete.
                 let tx = link.tx.clone();
                 let ahead = || crate::pipeline::bytes_ahead(tx.window(), tx.loss(), pipeline);
                 // A chunk the receiver says it holds is read and hashed here, and sent
@@ -261,11 +274,18 @@ pub async fn run(
                 // tree at the window's pace, not the disks' (lab/2026-11-29-sync-100k).
                 let charge = if span.claimed.is_some() { 0 } else { u64::from(span.len) };
                 let len = u64::from(span.len);
-                while copy.tasks.len() >= tasks_max
-                    || (copy.charged_bytes > 0 && copy.charged_bytes + charge > ahead())
-                    || (copy.in_flight_bytes > 0 && copy.in_flight_bytes + len > pipeline)
-                {
-                    copy.step(link).await?;
+                loop {
+                    let full = copy.tasks.len() >= tasks_max
+                        || (copy.in_flight_bytes > 0 && copy.in_flight_bytes + len > pipeline);
+                    let behind_window =
+                        copy.charged_bytes > 0 && copy.charged_bytes + charge > ahead();
+                    if full {
+                        copy.step(link).await?;
+                    } else if behind_window {
+                        copy.step_or_recheck(link).await?;
+                    } else {
+                        break;
+                    }
                 }
                 if let Some(policy) = &copy.policy {
                     lock(policy).set_pipeline(ahead());
@@ -583,6 +603,27 @@ impl Copy {
 
     /// Waits for the next thing to happen: a chunk task ending or a report arriving.
     async fn step(&mut self, link: &mut Link) -> Result<(), EngineError> {
+        self.step_within(link, None).await
+    }
+
+    /// [`step`](Self::step), or nothing once [`WINDOW_RECHECK`] has passed: for a
+    /// sender held to the congestion window, which grows with every acknowledgement
+    /// whether or not a chunk completes.
+    async fn step_or_recheck(&mut self, link: &mut Link) -> Result<(), EngineError> {
+        self.step_within(link, Some(WINDOW_RECHECK)).await
+    }
+
+    async fn step_within(
+        &mut self,
+        link: &mut Link,
+        recheck: Option<Duration>,
+    ) -> Result<(), EngineError> {
+        let timer = async {
+            match recheck {
+                Some(after) => tokio::time::sleep(after).await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             biased;
             Some(hashed) = self.hashed_rx.recv() => self.on_hashed(hashed, link).await,
@@ -592,6 +633,7 @@ impl Copy {
                 self.on_chunk_done(done, link).await
             }
             inbound = link.recv() => self.on_inbound(inbound),
+            () = timer => Ok(()),
         }
     }
 

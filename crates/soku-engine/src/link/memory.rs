@@ -69,8 +69,8 @@ pub fn streams_pair(control_delay: Duration) -> (Link, Link) {
 /// What the first end of a [`windowed_pair`] plays: a path with a congestion window.
 #[derive(Debug, Clone, Default)]
 struct SimulatedPath {
-    /// The window the transport tells the sender.
-    window: Option<u64>,
+    /// The window the transport tells the sender, which a [`WindowDial`] may change.
+    window: Option<Arc<AtomicU64>>,
     /// How long each chunk takes to be "acknowledged".
     round_trip: Duration,
     /// Chunk bytes handed over and not yet acknowledged, now and at most.
@@ -82,9 +82,43 @@ struct SimulatedPath {
 /// (as QUIC does) and takes `round_trip` to acknowledge each chunk. The second value
 /// is the most chunk bytes it held unacknowledged at once, read after the copy.
 pub fn windowed_pair(window: Option<u64>, round_trip: Duration) -> ((Link, Link), Arc<AtomicU64>) {
+    let window = window.map(|w| Arc::new(AtomicU64::new(w)));
     let path = SimulatedPath { window, round_trip, ..SimulatedPath::default() };
     let peak = path.peak.clone();
     (streams_pair_on(Duration::ZERO, path), peak)
+}
+
+/// Like [`windowed_pair`] with a `window`, which the returned dial changes while a copy
+/// runs, as a congestion window grows with acknowledgements that complete no chunk.
+pub fn dialled_pair(window: u64, round_trip: Duration) -> ((Link, Link), WindowDial) {
+    let dial =
+        WindowDial { window: Arc::new(AtomicU64::new(window)), held: Arc::new(AtomicU64::new(0)) };
+    let path = SimulatedPath {
+        window: Some(dial.window.clone()),
+        round_trip,
+        held: dial.held.clone(),
+        ..SimulatedPath::default()
+    };
+    (streams_pair_on(Duration::ZERO, path), dial)
+}
+
+/// The window of a [`dialled_pair`], and what its sender holds unacknowledged.
+#[derive(Debug, Clone)]
+pub struct WindowDial {
+    window: Arc<AtomicU64>,
+    held: Arc<AtomicU64>,
+}
+
+impl WindowDial {
+    /// The window the transport tells from now on.
+    pub fn set(&self, window: u64) {
+        self.window.store(window, Ordering::Relaxed);
+    }
+
+    /// Chunk bytes handed over and not yet acknowledged now.
+    pub fn held(&self) -> u64 {
+        self.held.load(Ordering::Relaxed)
+    }
 }
 
 fn streams_pair_on(control_delay: Duration, path: SimulatedPath) -> (Link, Link) {
@@ -155,7 +189,7 @@ impl Transport for StreamsTransport {
     }
 
     fn window(&self) -> Option<u64> {
-        self.path.window
+        self.path.window.as_ref().map(|w| w.load(Ordering::Relaxed))
     }
 
     fn send_chunk(

@@ -217,3 +217,35 @@ async fn a_small_window_keeps_few_chunks_in_flight() {
     assert!(peaks[0] <= floor, "{} bytes in flight with a 256 KiB window", peaks[0]);
     assert!(peaks[1] > 2 * floor, "without a window only {} bytes were in flight", peaks[1]);
 }
+
+/// A sender held to its window looks at the window again as it grows, not only when a
+/// chunk is acknowledged (`WINDOW_RECHECK` in `send.rs`): on a long lossy path chunks
+/// complete rounds after they were sent, while the window grows with every
+/// acknowledgement. Here nothing is acknowledged for 2 s; the window grows from 256 KiB
+/// (the 8 MiB floor of chunks ahead) to 4 MiB (16 MiB ahead) after 300 ms, and a second
+/// later the sender must have handed over more than the floor.
+#[tokio::test]
+async fn a_growing_window_is_filled_before_any_chunk_is_acknowledged() {
+    const CHUNK: u32 = 1 << 20;
+    let mut opts = options(false);
+    opts.flags.chunk_size = CHUNK;
+    let scene = Scene::new();
+    let src = scene.file("big.bin", 24 * CHUNK as usize, 5);
+    let (pair, dial) = memory::dialled_pair(256 << 10, Duration::from_secs(2));
+    let send = sender(std::slice::from_ref(&src), false).await;
+    let receive = receiver_of_chunks(&scene.dst(), 1, false, None, CHUNK);
+    let floor = soku_engine::pipeline::FLOOR;
+    let grow = async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let before = dial.held();
+        dial.set(4 << 20);
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        (before, dial.held())
+    };
+    let (ran, (before, after)) = tokio::join!(run_pair(pair, send, receive, opts), grow);
+    ran.sent.unwrap_or_else(|e| panic!("sender: {e}"));
+    ran.received.unwrap_or_else(|e| panic!("receiver: {e}"));
+    assert_same(&src, &scene.dst().join("big.bin"));
+    assert!(before <= floor, "{before} bytes handed over with a 256 KiB window");
+    assert!(after > floor + u64::from(CHUNK), "{after} bytes handed over with a 4 MiB window");
+}
