@@ -34,8 +34,10 @@
 //! also carries two sender bursts of headroom ([`SokuCc::burst_allowance`]).
 //!
 //! Loss: random loss does not enter the model, except that lost bytes are not
-//! delivered and every model-derived window carries the packets the path loses on the
-//! way (`1 / (1 - path_loss)` times the delivered rate's, `SokuCc::loss_lift`).
+//! delivered and the windows built on the bandwidth estimate (startup's cap, drain,
+//! probe-bw's probing and draining rounds) carry the packets the path loses on the
+//! way, `1 / (1 - path_loss)` times the estimate's (`SokuCc::loss_lift`; a cruising
+//! round's rate counts them already, [`SokuCc::cruise_bw`]).
 //! What the path loses at random is learned as [`SokuCc::path_loss`], the
 //! least loss share of the last sixteen rounds, and the rules below count only loss
 //! beyond it (less two standard deviations of sampling noise, see

@@ -88,11 +88,11 @@ impl SokuCc {
     }
 
     /// How much more than the delivery rate must be in flight for the path to deliver
-    /// at that rate: `1 / (1 - path_loss)`. The bandwidth estimate counts only what was
-    /// delivered, while a window counts every packet sent until it is acknowledged or
-    /// declared lost, so with random loss a window of one BDP sends below the rate it
-    /// was built on. Random loss takes link time on the way to where it is lost; the
-    /// draining round of every probe-bw cycle left the link idle that share of a round.
+    /// at that rate: `1 / (1 - path_loss)`. The bandwidth estimate counts what was
+    /// delivered, a window every packet sent until it is acknowledged or declared lost:
+    /// with random loss a window of one BDP sends below the rate it was built on, and
+    /// each probe-bw cycle's draining round left the link idle for that share of a
+    /// round (path simulator, `random_loss_costs_only_the_lost_packets`).
     /// [`path_loss`](Self::path_loss) rises only with loss that comes at every rate, so
     /// congestion (a policer, a full queue) lifts nothing; and never above
     /// `MAX_LIFTED_LOSS`.
