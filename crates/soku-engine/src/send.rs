@@ -80,15 +80,15 @@ const SCAN_AHEAD: usize = 64;
 const CHUNK_TASKS_MAX: usize = 1024;
 
 /// How often a sender waiting for room within what the congestion window allows ahead
-/// (`crate::pipeline`) looks at the window again when nothing else happened. Only a
-/// completed chunk or a message woke it before; on a long lossy path a chunk completes
-/// rounds after its last byte left (at 100 Mbit/s x 1 s with 5 % random loss the first
-/// completed 9-11 s into the copy), while the window doubles every round of startup.
-/// The sender stopped feeding the transport, the transport reported rounds with
-/// nothing to send, and the controller does not grow its window in such rounds: on the
-/// emulator startup stood still at a 4-5 MB window for up to a second in six of nine
-/// copies. 20 ms is a fiftieth of such a round; on shorter paths chunks complete often
-/// enough to wake the sender anyway.
+/// (`crate::pipeline`) looks at the window again when nothing else happened. A
+/// completed chunk or a message wakes it too, but on a long lossy path a chunk
+/// completes rounds after its last byte left (at 100 Mbit/s x 1 s with 5 % random loss
+/// the first 8.6-11.2 s into the copy), while the window doubles every round of
+/// startup. Woken by those alone, the sender stopped feeding the transport, the
+/// transport reported rounds with nothing to send, and the controller does not grow its
+/// window in such rounds: on the emulator startup stood still at a 4-5 MB window for up
+/// to a second in six of nine copies (`lab/2026-12-01-one-second-stall`). 20 ms is a
+/// fiftieth of such a round; on shorter paths chunks complete often enough anyway.
 const WINDOW_RECHECK: Duration = Duration::from_millis(20);
 
 /// Chunk reads (read, hash, maybe compress) running at once on the blocking pool, at
