@@ -447,16 +447,18 @@ async fn a_client_with_another_certificate_is_refused_and_the_right_one_served()
         let refused = match server.connect(&rogue).await {
             Err(e) => e.to_string(),
             // The server judges our certificate after our side of the handshake: the
-            // refusal arrives as the connection's close.
+            // refusal arrives as the connection's close. The close may come before or
+            // during the write, whose error says only "connection lost": the reason is
+            // the connection's.
             Ok((_endpoint, conn)) => {
                 let opened = async {
-                    let (mut send, _recv) = conn.open_bi().await?;
-                    send.write_all(b"hello?").await?;
-                    Ok::<_, anyhow::Error>(conn.closed().await)
+                    if let Ok((mut send, _recv)) = conn.open_bi().await {
+                        let _ = send.write_all(b"hello?").await;
+                    }
+                    conn.closed().await
                 };
                 match tokio::time::timeout(Duration::from_secs(5), opened).await {
-                    Ok(Ok(why)) => why.to_string(),
-                    Ok(Err(e)) => e.to_string(),
+                    Ok(why) => why.to_string(),
                     Err(_) => panic!("the rogue client's connection stayed up"),
                 }
             }
