@@ -639,10 +639,10 @@ fn startup_on_a_long_lossy_path_ends_near_the_link_whatever_the_seed() {
                 let p = Path::one_bdp(100 * MBIT, rtt, loss);
                 let cfg = SokuCcConfig { seed: seed * 7919 + 1, ..SokuCcConfig::default() };
                 let mut ended = None;
-                let mut look = |t: Duration, f: &[(&dyn Controller, u64)]| {
+                let mut look = |_: Duration, f: &[(&dyn Controller, u64)]| {
                     let cc = f[0].0.clone_box().into_any().downcast::<SokuCc>().expect("soku");
                     if ended.is_none() && cc.mode() != Mode::Startup {
-                        ended = Some((t, cc.inflight_bound()));
+                        ended = Some(cc.inflight_bound());
                     }
                 };
                 let step = Some((ms(rtt / 4), &mut look as sim::Tracer<'_>));
@@ -655,7 +655,7 @@ fn startup_on_a_long_lossy_path_ends_near_the_link_whatever_the_seed() {
                     step,
                 );
                 match ended {
-                    Some((_, Some(bound))) if bound < bdp / 4 => failed.push(format!(
+                    Some(Some(bound)) if bound < bdp / 4 => failed.push(format!(
                         "{rtt} ms {:.0} % seed {seed}: a bound of {} kB",
                         100.0 * loss,
                         bound / 1000
