@@ -51,4 +51,23 @@ mod tests {
         assert!(!slot.set(ConnectionHint::default()), "the first hint stays");
         assert_eq!(slot.remembered(), Some(remembered));
     }
+
+    /// A server builds its controller as it accepts the client's handshake, which may
+    /// come before the client's hello with `--background`: the controller turns to
+    /// background mode when it next sends, before the data that follows the request.
+    #[test]
+    fn a_background_hint_after_the_build_turns_the_controller() {
+        let slot = HintSlot::new();
+        let config = Arc::new(SokuCcConfig { hint: slot.clone(), ..SokuCcConfig::default() });
+        let mut cc = built(&config);
+        let now = Instant::now();
+        cc.on_sent(now, 1200, 0);
+        assert!(!cc.is_background());
+        let remembered =
+            RememberedPath { bandwidth_bps: 10_000_000, min_rtt: Duration::from_millis(50) };
+        assert!(slot.set(ConnectionHint { remembered: Some(remembered), background: true }));
+        cc.on_sent(now, 1200, 1);
+        assert!(cc.is_background());
+        assert_eq!(cc.resume_phase(), crate::resume::Phase::Normal, "no jump in the background");
+    }
 }

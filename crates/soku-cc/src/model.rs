@@ -562,6 +562,22 @@ impl SokuCc {
         self.delivery.round()
     }
 
+    /// Turns to background mode if the hint asks for it after this controller was
+    /// built: a server accepts the client's connection before the client's hello over
+    /// ssh, which carries `--background`, has arrived (see `soku_transport::ClientPin`).
+    /// The data follows the client's request over the connection, a round trip after
+    /// the handshake, so the hint is there before it in all but a lost hello's case.
+    /// Every rule reads the mode from the configuration; the jump the hint may hold is
+    /// not for a background flow.
+    fn adopt_late_background(&mut self) {
+        if !self.config.background && self.config.hint.background() {
+            self.config = Arc::new(self.config.in_background());
+            if !self.resume.in_jump() {
+                self.resume = CarefulResume::new(self.config.hint.clone(), false);
+            }
+        }
+    }
+
     fn on_rtt_sample(&mut self, now: Instant, rtt: Duration) {
         if self.mode == Mode::ProbeRtt {
             self.probe_rtt_min = Some(self.probe_rtt_min.map_or(rtt, |m| m.min(rtt)));
@@ -766,6 +782,7 @@ impl SokuCc {
 
 impl Controller for SokuCc {
     fn on_sent(&mut self, now: Instant, bytes: u64, last_packet_number: u64) {
+        self.adopt_late_background();
         self.in_flight += bytes;
         self.stall.on_sent(now, bytes);
         self.last_sent_at = Some(self.last_sent_at.map_or(now, |t| t.max(now)));

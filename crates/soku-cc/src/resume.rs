@@ -236,14 +236,18 @@ impl CarefulResume {
         matches!(self.phase, Phase::Unvalidated | Phase::Validating)
     }
 
-    /// At the first RTT sample: the window of the jump's first step, if the hint
-    /// confirms the path and its jump beats `window`.
+    /// At the first RTT sample once the hint is known: the window of the jump's first
+    /// step, if the hint confirms the path and its jump beats `window`. A server learns
+    /// the hint from the client's hello over ssh, which may come after the handshake's
+    /// samples (see `soku_transport::ClientPin`); a jump that startup has outgrown by
+    /// then is not taken.
     pub fn on_rtt_sample(&mut self, rtt: Duration, window: u64) -> Option<u64> {
         if self.phase != Phase::Reconnaissance {
             return None;
         }
+        let hint = self.hint.get()?;
         self.phase = Phase::Normal;
-        let path = self.hint.remembered()?;
+        let path = hint.remembered?;
         let jump = path.jump_window();
         if !path.confirms(rtt) || jump <= window {
             return None;
@@ -443,8 +447,8 @@ mod tests {
     }
 
     #[test]
-    fn no_hint_no_jump() {
-        let mut cr = CarefulResume::new(HintSlot::new(), true);
+    fn no_memory_no_jump() {
+        let mut cr = CarefulResume::new(HintSlot::with(ConnectionHint::default()), true);
         assert_eq!(cr.on_rtt_sample(Duration::from_millis(200), 14_720), None);
         assert_eq!(cr.phase(), Phase::Normal);
     }
@@ -462,13 +466,26 @@ mod tests {
         assert_eq!(cr.phase(), Phase::Normal);
     }
 
+    /// A server's hint comes with the client's hello over ssh, after the handshake's
+    /// first samples when TCP resent the hello: the first sample once it is there
+    /// decides, and only that one.
     #[test]
-    fn only_the_first_sample_decides() {
+    fn the_first_sample_after_the_hint_decides() {
+        let slot = HintSlot::new();
+        let mut cr = CarefulResume::new(slot.clone(), true);
+        assert_eq!(cr.on_rtt_sample(Duration::from_millis(200), 14_720), None);
+        assert_eq!(cr.phase(), Phase::Reconnaissance);
+        slot.set(ConnectionHint { remembered: Some(path(100, 200)), background: false });
+        assert_eq!(cr.on_rtt_sample(Duration::from_millis(200), 14_720), Some(625_000));
+        assert_eq!(cr.on_rtt_sample(Duration::from_millis(200), 14_720), None);
+
+        // A hint that comes once startup has outgrown its jump is not taken.
         let slot = HintSlot::new();
         let mut cr = CarefulResume::new(slot.clone(), true);
         assert_eq!(cr.on_rtt_sample(Duration::from_millis(200), 14_720), None);
         slot.set(ConnectionHint { remembered: Some(path(100, 200)), background: false });
-        assert_eq!(cr.on_rtt_sample(Duration::from_millis(200), 14_720), None);
+        assert_eq!(cr.on_rtt_sample(Duration::from_millis(200), 2_000_000), None);
+        assert_eq!(cr.phase(), Phase::Normal);
     }
 
     /// Sends the jump in 1000-byte packets numbered from 10; returns the last number.
