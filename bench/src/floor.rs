@@ -52,7 +52,7 @@ use soku_engine::direct_io;
 use soku_engine::link::frames::read_bytes;
 use soku_engine::source_file::SourceFile;
 use soku_transport::{
-    accept, client_endpoint, connect, server_endpoint, Identity, TransportOptions,
+    accept, client_endpoint, connect, server_endpoint, ClientPin, Identity, TransportOptions,
 };
 use tokio::runtime::Runtime;
 use tokio::task::JoinSet;
@@ -220,7 +220,8 @@ fn receiving_side(
     println!("listening");
     std::io::Write::flush(&mut std::io::stdout())?;
     let started = Instant::now();
-    let conn = rcv.block_on(receive(server, args.mib, args.work, file))?;
+    let pin = client_id.fingerprint().into();
+    let conn = rcv.block_on(receive(server, pin, args.mib, args.work, file))?;
     let seconds = started.elapsed().as_secs_f64();
     // The sender closes once every chunk is acknowledged; closing first could cut off
     // the acknowledgements of the last ones. Bounded, should its close be lost.
@@ -279,7 +280,8 @@ fn both_sides(
     let addr = server.local_addr()?;
     let (client, _) =
         snd.block_on(async { client_endpoint(addr, client_id, server_id.fingerprint(), &opts) })?;
-    let receiving = rcv.spawn(receive(server, args.mib, args.work, file));
+    let pin = client_id.fingerprint().into();
+    let receiving = rcv.spawn(receive(server, pin, args.mib, args.work, file));
     let started = Instant::now();
     let conn = send(&snd, &client, addr, args.mib, source(args)?)?;
     let server_conn = rcv.block_on(receiving)?.map_err(|e| e.to_string())?;
@@ -364,14 +366,16 @@ fn send(
     })
 }
 
-/// Accepts one connection and receives `mib` chunks on it, doing `work` with each.
+/// Accepts one connection (the client `pin` names) and receives `mib` chunks on it,
+/// doing `work` with each.
 async fn receive(
     server: quinn::Endpoint,
+    pin: ClientPin,
     mib: usize,
     work: Work,
     file: Option<Arc<std::fs::File>>,
 ) -> Result<quinn::Connection, String> {
-    let conn = accept(&server).await.map_err(|e| e.to_string())?;
+    let conn = accept(&server, &pin).await.map_err(|e| e.to_string())?;
     let mut readers = JoinSet::new();
     for _ in 0..mib {
         let mut stream = conn.accept_uni().await.map_err(|e| e.to_string())?;

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use quinn::{Endpoint, EndpointConfig, TokioRuntime};
 use quinn_proto::RandomConnectionIdGenerator;
+use rustls::pki_types::CertificateDer;
 
 use crate::config::{mtu_bound_toward, mtu_upper_bound, transport_config, CONNECTION_ID_LEN};
 use crate::gso::SplitGso;
@@ -176,20 +177,49 @@ pub async fn connect(
     Ok(endpoint.connect(server_addr, SERVER_NAME)?.await?)
 }
 
-/// Waits for the next client and its handshake. A client with the wrong certificate
-/// fails with [`TransportError::Handshake`]; the caller may simply wait again.
-pub async fn accept(endpoint: &Endpoint) -> Result<quinn::Connection, TransportError> {
-    accept_with(endpoint, |_| {}).await
+/// Waits for the next client and its handshake, and keeps the connection only if the
+/// client's certificate is the one `pin` names. A client with the wrong certificate
+/// fails with [`TransportError::Handshake`], or with [`TransportError::NotPinned`] if
+/// it came before the pin; the caller may simply wait again.
+pub async fn accept(
+    endpoint: &Endpoint,
+    pin: &ClientPin,
+) -> Result<quinn::Connection, TransportError> {
+    accept_with(endpoint, pin, |_| {}).await
 }
 
 /// [`accept`], telling `peer_seen` the client's address before the connection (and so
 /// its congestion controller) is made: the controller's board
 /// ([`TransportOptions::board`](crate::TransportOptions::board)) is named after it.
+///
+/// The handshake goes ahead before the pin is set (see [`ClientPin`]); the connection
+/// is returned only once the pin is, and matches: this waits for the pin as long as
+/// the caller does.
 pub async fn accept_with(
     endpoint: &Endpoint,
+    pin: &ClientPin,
     peer_seen: impl FnOnce(SocketAddr),
 ) -> Result<quinn::Connection, TransportError> {
     let incoming = endpoint.accept().await.ok_or(TransportError::EndpointClosed)?;
     peer_seen(incoming.remote_address());
-    Ok(incoming.await?)
+    let conn = incoming.await?;
+    let expected = pin.pinned().await;
+    let presented = end_entity(&conn).map(|der| Fingerprint::of_der(&der));
+    if presented.is_some_and(|got| got.ct_eq(&expected)) {
+        Ok(conn)
+    } else {
+        // Just after the handshake nothing fills the window that the close must pass.
+        conn.close(NOT_PINNED.into(), b"client certificate not the one announced over ssh");
+        Err(TransportError::NotPinned)
+    }
+}
+
+/// The QUIC application close code of a connection whose client certificate turned out
+/// not to be the pinned one (soku's other codes, 0-6, are the application's).
+pub const NOT_PINNED: u32 = 7;
+
+/// The certificate the peer of `conn` presented (DER).
+fn end_entity(conn: &quinn::Connection) -> Option<Vec<u8>> {
+    let chain = conn.peer_identity()?.downcast::<Vec<CertificateDer<'static>>>().ok()?;
+    chain.first().map(|cert| cert.to_vec())
 }

@@ -45,6 +45,10 @@ pub enum TransportError {
     /// A kept identity (see `Identity::from_der`) does not hold a usable key.
     #[error("identity: {0}")]
     Identity(String),
+    /// A client's handshake completed before its pin was set, and its certificate is
+    /// not the pinned one (see [`ClientPin`](crate::ClientPin)).
+    #[error("the client's certificate is not the one announced over ssh")]
+    NotPinned,
     /// The endpoint was closed while waiting for a connection.
     #[error("endpoint closed")]
     EndpointClosed,

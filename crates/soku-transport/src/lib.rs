@@ -77,7 +77,7 @@ pub use config::{
 };
 pub use endpoint::{
     accept, accept_with, client_endpoint, connect, server_config, server_endpoint,
-    server_endpoint_toward, server_mtu_bound,
+    server_endpoint_toward, server_mtu_bound, NOT_PINNED,
 };
 pub use error::TransportError;
 pub use identity::{Fingerprint, Identity};

@@ -9,6 +9,8 @@
 use std::fmt;
 use std::sync::{Arc, OnceLock};
 
+use tokio::sync::Notify;
+
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::crypto::WebPkiSupportedAlgorithms;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
@@ -48,11 +50,22 @@ impl std::error::Error for PinMismatch {}
 /// The client certificate a server accepts, which may be learned after its endpoint is
 /// up: `soku serve` announces its UDP port before it reads the client's hello (ssh
 /// forwards the client's first bytes only once the remote command has started, so
-/// waiting for them cost a round trip). The client's certificate reaches the server in
-/// the client's second flight, a round trip after the client's hello left over ssh, and
-/// a certificate that comes before the pin is set is refused like a wrong one.
+/// waiting for them cost a round trip). The client's QUIC handshake and its hello over
+/// ssh then arrive at about the same time, and the hello may come later still when TCP
+/// resends it.
+///
+/// What a certificate that comes before the pin meets depends on the verifier
+/// ([`Early`]): over QUIC it completes the handshake provisionally and
+/// [`crate::accept`] holds the connection back until the pin, then keeps it only if
+/// the certificate matches; over TCP it is refused like a wrong one.
 #[derive(Debug, Clone, Default)]
-pub struct ClientPin(Arc<OnceLock<Fingerprint>>);
+pub struct ClientPin(Arc<PinCell>);
+
+#[derive(Debug, Default)]
+struct PinCell {
+    fingerprint: OnceLock<Fingerprint>,
+    set: Notify,
+}
 
 impl ClientPin {
     /// A pin to be set later with [`ClientPin::set`].
@@ -62,15 +75,44 @@ impl ClientPin {
 
     /// Pins `fingerprint`. A pin never changes: false if a different one is already set.
     pub fn set(&self, fingerprint: Fingerprint) -> bool {
-        let pinned = self.0.get_or_init(|| fingerprint);
+        let pinned = *self.0.fingerprint.get_or_init(|| fingerprint);
+        self.0.set.notify_waiters();
         pinned.ct_eq(&fingerprint)
+    }
+
+    /// The pinned fingerprint, once it is set.
+    pub async fn pinned(&self) -> Fingerprint {
+        loop {
+            let set = self.0.set.notified();
+            tokio::pin!(set);
+            // Registered before the look, so a `set` in between is not missed.
+            set.as_mut().enable();
+            if let Some(fingerprint) = self.0.fingerprint.get() {
+                return *fingerprint;
+            }
+            set.await;
+        }
     }
 }
 
 impl From<Fingerprint> for ClientPin {
     fn from(fingerprint: Fingerprint) -> Self {
-        ClientPin(Arc::new(OnceLock::from(fingerprint)))
+        ClientPin(Arc::new(PinCell {
+            fingerprint: OnceLock::from(fingerprint),
+            set: Notify::new(),
+        }))
     }
+}
+
+/// What a server's verifier does with a client certificate that arrives before the pin.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Early {
+    /// Refuses it, as a certificate that does not match.
+    Refused,
+    /// Lets the handshake complete; whoever takes the connection checks the certificate
+    /// against the pin before using it ([`crate::accept`]). TLS 1.3 still makes the
+    /// client prove it holds the certificate's key (CertificateVerify).
+    CheckedAfter,
 }
 
 /// The check shared by both verifiers.
@@ -82,7 +124,7 @@ struct Pin {
 
 impl Pin {
     fn check(&self, end_entity: &CertificateDer<'_>) -> Result<(), rustls::Error> {
-        let Some(expected) = self.expected.0.get() else {
+        let Some(expected) = self.expected.0.fingerprint.get() else {
             return Err(rustls::Error::General(
                 "a certificate arrived before its fingerprint did over ssh".into(),
             ));
@@ -166,13 +208,21 @@ impl ServerCertVerifier for PinnedServerVerifier {
     }
 }
 
-/// Server side: demands a client certificate and accepts only the pinned one.
+/// Server side: demands a client certificate and accepts only the pinned one; one that
+/// comes before the pin as `early` says.
 #[derive(Debug)]
-pub(crate) struct PinnedClientVerifier(Pin);
+pub(crate) struct PinnedClientVerifier {
+    pin: Pin,
+    early: Early,
+}
 
 impl PinnedClientVerifier {
-    pub(crate) fn new(client: ClientPin, algorithms: WebPkiSupportedAlgorithms) -> Self {
-        PinnedClientVerifier(Pin { expected: client, algorithms })
+    pub(crate) fn new(
+        client: ClientPin,
+        early: Early,
+        algorithms: WebPkiSupportedAlgorithms,
+    ) -> Self {
+        PinnedClientVerifier { pin: Pin { expected: client, algorithms }, early }
     }
 }
 
@@ -197,7 +247,10 @@ impl ClientCertVerifier for PinnedClientVerifier {
         _intermediates: &[CertificateDer<'_>],
         _now: UnixTime,
     ) -> Result<ClientCertVerified, rustls::Error> {
-        self.0.check(end_entity)?;
+        if self.early == Early::CheckedAfter && self.pin.expected.0.fingerprint.get().is_none() {
+            return Ok(ClientCertVerified::assertion());
+        }
+        self.pin.check(end_entity)?;
         Ok(ClientCertVerified::assertion())
     }
 
@@ -216,10 +269,10 @@ impl ClientCertVerifier for PinnedClientVerifier {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.0.verify_tls13(message, cert, dss)
+        self.pin.verify_tls13(message, cert, dss)
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.schemes()
+        self.pin.schemes()
     }
 }

@@ -28,6 +28,7 @@ use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio_rustls::{TlsAcceptor, TlsConnector};
 
 use crate::identity::SERVER_NAME;
+use crate::pinning::Early;
 use crate::socket::{human, set_forced, sysctl_values};
 use crate::sys;
 use crate::tls::{client_tls, server_tls, TCP_ALPN};
@@ -125,7 +126,7 @@ impl TcpServer {
         opts: &TransportOptions,
     ) -> Result<TcpServer, TransportError> {
         tokio::runtime::Handle::try_current().map_err(|_| TransportError::NoRuntime)?;
-        let tls = server_tls(identity, client.into(), opts.cipher, TCP_ALPN)?;
+        let tls = server_tls(identity, client.into(), Early::Refused, opts.cipher, TCP_ALPN)?;
         let acceptor = TlsAcceptor::from(Arc::new(tls));
         let (listener, report) = listen(bind).map_err(TransportError::Tcp)?;
         Ok(TcpServer { listener, acceptor, report })

@@ -19,6 +19,7 @@ fn opts(cipher: Option<Cipher>) -> TransportOptions {
 
 struct Pair {
     server: quinn::Endpoint,
+    pin: ClientPin,
     client: quinn::Endpoint,
     addr: SocketAddr,
 }
@@ -33,10 +34,11 @@ fn pair(
     server_opts: &TransportOptions,
     client_opts: &TransportOptions,
 ) -> Pair {
-    let (server, _) = server_endpoint(loopback(), server_cert, client_pin, server_opts).unwrap();
+    let pin = ClientPin::from(client_pin);
+    let (server, _) = server_endpoint(loopback(), server_cert, pin.clone(), server_opts).unwrap();
     let addr = server.local_addr().unwrap();
     let (client, _) = client_endpoint(addr, client_cert, server_pin, client_opts).unwrap();
-    Pair { server, client, addr }
+    Pair { server, pin, client, addr }
 }
 
 async fn timed<T>(f: impl std::future::Future<Output = T>) -> T {
@@ -47,7 +49,7 @@ async fn timed<T>(f: impl std::future::Future<Output = T>) -> T {
 async fn handshake(
     p: &Pair,
 ) -> (Result<quinn::Connection, TransportError>, Result<quinn::Connection, TransportError>) {
-    timed(async { tokio::join!(connect(&p.client, p.addr), accept(&p.server)) }).await
+    timed(async { tokio::join!(connect(&p.client, p.addr), accept(&p.server, &p.pin)) }).await
 }
 
 /// Echo: the client sends bytes on a bidi stream, the server returns them reversed.
@@ -110,25 +112,43 @@ async fn pinned_peers_connect_and_exchange_bytes() {
     exchange(&client, &server, b"hello over pinned quic").await;
 }
 
-/// `soku serve` opens its endpoint before it has read the client's hello: a pin set
-/// afterwards, before the client's handshake, lets exactly that client in, and a
-/// handshake that comes while no pin is set is refused.
+/// `soku serve` opens its endpoint before it has read the client's hello, and a QUIC
+/// client's handshake may come before the hello: it completes, the connection is held
+/// back until the pin is set, and kept only if the pin names the client's certificate.
 #[tokio::test]
-async fn a_client_pin_set_after_the_endpoint_is_up_holds() {
-    let (s, c) = (Identity::generate().unwrap(), Identity::generate().unwrap());
-    let pin = ClientPin::unset();
-    let (server, _) = server_endpoint(loopback(), &s, pin.clone(), &opts(None)).unwrap();
-    let addr = server.local_addr().unwrap();
-    let (client, _) = client_endpoint(addr, &c, s.fingerprint(), &opts(None)).unwrap();
-    let early = Pair { server: server.clone(), client: client.clone(), addr };
-    let (_, refused) = handshake(&early).await;
-    assert_handshake_error(&refused.unwrap_err(), "server, no pin yet");
+async fn a_client_before_its_pin_is_kept_only_if_the_pin_names_it() {
+    let (s, c, rogue) = (
+        Identity::generate().unwrap(),
+        Identity::generate().unwrap(),
+        Identity::generate().unwrap(),
+    );
+    for (presented, served) in [(&c, true), (&rogue, false)] {
+        let pin = ClientPin::unset();
+        let (server, _) = server_endpoint(loopback(), &s, pin.clone(), &opts(None)).unwrap();
+        let addr = server.local_addr().unwrap();
+        let (client, _) = client_endpoint(addr, presented, s.fingerprint(), &opts(None)).unwrap();
+        let accepting = tokio::spawn({
+            let (server, pin) = (server.clone(), pin.clone());
+            async move { accept(&server, &pin).await }
+        });
+        let conn = timed(connect(&client, addr)).await.expect("the handshake waits for no pin");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(!accepting.is_finished(), "a connection was handed over before its pin");
 
-    assert!(pin.set(c.fingerprint()));
-    assert!(!pin.set(s.fingerprint()), "a pin never changes");
-    let later = Pair { server, client, addr };
-    let (client, server) = handshake(&later).await;
-    exchange(&client.unwrap(), &server.unwrap(), b"pinned after the fact").await;
+        assert!(pin.set(c.fingerprint()));
+        assert!(!pin.set(s.fingerprint()), "a pin never changes");
+        let accepted = timed(accepting).await.unwrap();
+        if served {
+            exchange(&conn, &accepted.unwrap(), b"pinned after the handshake").await;
+            continue;
+        }
+        assert!(matches!(accepted, Err(TransportError::NotPinned)), "{accepted:?}");
+        let closed = timed(conn.closed()).await;
+        let quinn::ConnectionError::ApplicationClosed(close) = &closed else {
+            panic!("the rogue's connection ended otherwise: {closed}");
+        };
+        assert_eq!(close.error_code, NOT_PINNED.into());
+    }
 }
 
 /// Security suite: a server pinned to client A refuses client B, even though B's
@@ -180,7 +200,8 @@ async fn rogue_server_certificate_is_refused() {
 #[tokio::test]
 async fn client_without_certificate_is_refused() {
     let (s, c) = (Identity::generate().unwrap(), Identity::generate().unwrap());
-    let (server, _) = server_endpoint(loopback(), &s, c.fingerprint(), &opts(None)).unwrap();
+    let pin = ClientPin::from(c.fingerprint());
+    let (server, _) = server_endpoint(loopback(), &s, pin.clone(), &opts(None)).unwrap();
     let addr = server.local_addr().unwrap();
 
     // A client built by hand: right server pin, but no client certificate.
@@ -201,7 +222,7 @@ async fn client_without_certificate_is_refused() {
     client.set_default_client_config(quinn::ClientConfig::new(std::sync::Arc::new(crypto)));
 
     let (client, server) =
-        timed(async { tokio::join!(connect(&client, addr), accept(&server)) }).await;
+        timed(async { tokio::join!(connect(&client, addr), accept(&server, &pin)) }).await;
     assert_handshake_error(&server.unwrap_err(), "server");
     let client_err = match client {
         Err(e) => e,

@@ -9,7 +9,7 @@ use rustls::client::Resumption;
 use rustls::server::NoServerSessionStorage;
 
 use crate::cipher::{provider, quic_initial_suite};
-use crate::pinning::{PinnedClientVerifier, PinnedServerVerifier};
+use crate::pinning::{Early, PinnedClientVerifier, PinnedServerVerifier};
 use crate::{ClientPin, Fingerprint, Identity, TransportError};
 
 /// ALPN protocol id of QUIC; bump with incompatible changes to what runs over the streams.
@@ -39,15 +39,18 @@ pub(crate) fn client_tls(
     Ok(tls)
 }
 
-/// Server TLS: presents `identity`, demands the client pinned by `client`.
+/// Server TLS: presents `identity`, demands the client pinned by `client`; a client
+/// certificate that comes before the pin as `early` says.
 pub(crate) fn server_tls(
     identity: &Identity,
     client: ClientPin,
+    early: Early,
     cipher: Option<crate::Cipher>,
     alpn: &[u8],
 ) -> Result<rustls::ServerConfig, TransportError> {
     let provider = Arc::new(provider(cipher));
-    let verifier = PinnedClientVerifier::new(client, provider.signature_verification_algorithms);
+    let algorithms = provider.signature_verification_algorithms;
+    let verifier = PinnedClientVerifier::new(client, early, algorithms);
     let mut tls = rustls::ServerConfig::builder_with_provider(provider)
         .with_protocol_versions(&[&rustls::version::TLS13])?
         .with_client_cert_verifier(Arc::new(verifier))
@@ -77,7 +80,10 @@ pub(crate) fn server_crypto(
     client: ClientPin,
     cipher: Option<crate::Cipher>,
 ) -> Result<QuicServerConfig, TransportError> {
-    let tls = server_tls(identity, client, cipher, ALPN)?;
+    // A QUIC client whose certificate comes before its hello over ssh is checked as the
+    // connection is accepted (`endpoint::accept_with`): the server answers its Initial
+    // at once instead of after ssh's resend of a lost hello.
+    let tls = server_tls(identity, client, Early::CheckedAfter, cipher, ALPN)?;
     QuicServerConfig::with_initial(Arc::new(tls), quic_initial_suite()?)
         .map_err(|_| TransportError::NoInitialSuite)
 }
@@ -92,7 +98,8 @@ mod tests {
     fn negotiated(client: Option<crate::Cipher>, server: Option<crate::Cipher>) -> String {
         let (s, c) = (Identity::generate().unwrap(), Identity::generate().unwrap());
         let client_cfg = client_tls(&c, s.fingerprint(), client, ALPN).unwrap();
-        let server_cfg = server_tls(&s, c.fingerprint().into(), server, ALPN).unwrap();
+        let server_cfg =
+            server_tls(&s, c.fingerprint().into(), Early::Refused, server, ALPN).unwrap();
         let name = rustls::pki_types::ServerName::try_from(SERVER_NAME).unwrap();
         let mut cli = rustls::ClientConnection::new(Arc::new(client_cfg), name).unwrap();
         let mut srv = rustls::ServerConnection::new(Arc::new(server_cfg)).unwrap();

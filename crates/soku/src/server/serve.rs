@@ -84,8 +84,9 @@ where
     // Answer first, then read the client's hello: ssh forwards the client's first bytes
     // only once this command has started (OpenSSH waits for the reply to its exec
     // request), so waiting for them before answering cost one round trip (0.3 s of the
-    // 4.5 s set-up on a 300 ms path, seen in a packet capture). The endpoint accepts
-    // the client's certificate once its hello, with the fingerprint, has been read.
+    // 4.5 s set-up on a 300 ms path, seen in a packet capture). The endpoint takes the
+    // client's handshake at once; the connection is used only once the hello's
+    // fingerprint names the client's certificate (below).
     let identity = Identity::generate()?;
     let server_addr = args.bind.or_else(ssh_server_ip);
     let client_pin = ClientPin::unset();
@@ -126,6 +127,19 @@ where
     frame::encode(&ready, &mut out)?;
     output.write_all(&out).await?;
     output.flush().await?;
+    // Accept at once: quinn answers a client's Initial only once its connection is
+    // accepted, and the client's handshake comes about when its hello does, or before
+    // it when TCP resends a lost hello. Waiting for the hello held the answer for that
+    // resend, and the client took the wait for the path's first RTT sample, which sets
+    // its pacing and probe timeouts (`lab/2026-12-01-handshake-before-hello`). The
+    // connection is handed over only once the hello's pin names its certificate
+    // (`soku_transport::accept_with`).
+    let accepting = endpoint.clone().map(|endpoint| {
+        let (pin, board) = (client_pin.clone(), board.clone());
+        AbortOnDrop::new(tokio::spawn(async move {
+            tokio::time::timeout(ACCEPT_TIMEOUT, accept_client(&endpoint, &pin, &board)).await
+        }))
+    });
 
     let stall = Duration::from_secs(args.stall_timeout);
     let mut magic = vec![0u8; MAGIC.len()];
@@ -162,20 +176,12 @@ where
         output.flush().await?;
     }
     let promise = preview::Promise::new(asked, answered);
-    let (endpoint, tcp) = if hello.want_direct {
+    let (endpoint, tcp, accepting) = if hello.want_direct {
         client_pin.set(Fingerprint(hello.fingerprint));
-        (endpoint, tcp)
+        (endpoint, tcp, accepting.and_then(AbortOnDrop::into_inner))
     } else {
-        (None, None)
+        (None, None, None)
     };
-
-    // Accept while the client decides: quinn completes a handshake only once the
-    // incoming connection is accepted, and the client decides after its handshake.
-    let accepting = endpoint.clone().map(|endpoint| {
-        tokio::spawn(async move {
-            tokio::time::timeout(ACCEPT_TIMEOUT, accept_client(&endpoint, &board)).await
-        })
-    });
     // The client may connect over TCP meanwhile too (it tries both at once); the
     // listener's socket report goes with it, for the link the connections become.
     let gathering = tcp.map(|tcp| {
@@ -256,6 +262,7 @@ where
 /// that passes is the only one.
 async fn accept_client(
     endpoint: &quinn::Endpoint,
+    pin: &ClientPin,
     board: &BoardSlot,
 ) -> Result<quinn::Connection, soku_transport::TransportError> {
     loop {
@@ -265,7 +272,7 @@ async fn accept_client(
                 path_board::share_on(board, peer.ip());
             }
         };
-        match soku_transport::accept_with(endpoint, share).await {
+        match soku_transport::accept_with(endpoint, pin, share).await {
             Ok(conn) => {
                 // No other connection is taken from here on: attempts are answered
                 // with a reset, not queued (quinn holds up to 65 536 unaccepted ones,
@@ -294,4 +301,28 @@ fn ssh_client_ip() -> Option<IpAddr> {
 /// An address field of SSH_CONNECTION (`client_ip client_port server_ip server_port`).
 fn ssh_connection_field(index: usize) -> Option<IpAddr> {
     std::env::var("SSH_CONNECTION").ok()?.split_whitespace().nth(index)?.parse().ok()
+}
+
+/// A task that ends when its handle is dropped: a session that ends early (a bad hello,
+/// a client that wants no direct path) must not leave the accept running for its
+/// minute with the endpoint.
+struct AbortOnDrop<T>(Option<tokio::task::JoinHandle<T>>);
+
+impl<T> AbortOnDrop<T> {
+    fn new(task: tokio::task::JoinHandle<T>) -> Self {
+        AbortOnDrop(Some(task))
+    }
+
+    /// The task, no longer ended by the drop.
+    fn into_inner(mut self) -> Option<tokio::task::JoinHandle<T>> {
+        self.0.take()
+    }
+}
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        if let Some(task) = &self.0 {
+            task.abort();
+        }
+    }
 }

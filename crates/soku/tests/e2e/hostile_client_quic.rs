@@ -495,6 +495,53 @@ async fn a_client_with_another_certificate_is_refused_and_the_right_one_served()
     scene.assert_untouched(&[]);
 }
 
+/// The client's QUIC handshake may reach the server before its hello over ssh does
+/// (TCP resends a lost hello a retransmission timeout later): the server answers it at
+/// once instead of holding its Initial, so the client's first RTT sample is the path's,
+/// and hands the connection over only once the hello's fingerprint names its
+/// certificate. A rogue that got its handshake in before the hello is closed then.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handshake_before_the_hello_is_answered_and_judged_by_the_hello() {
+    let identity = Identity::generate().expect("identity");
+    let rogue = Identity::generate().expect("identity");
+
+    // The client itself, early.
+    let scene = Scene::new();
+    let mut server = scene.serve();
+    let early = tokio::time::timeout(Duration::from_secs(5), server.connect(&identity)).await;
+    let (_endpoint, conn) = early
+        .expect("the handshake waited for the hello")
+        .expect("the handshake completes before the hello");
+    server.hello(&identity);
+    server.choose_quic();
+    upload(&conn, &scene, "early.bin", &common::data(1 << 20, 5)).await;
+    server.close_channel();
+    let ended = server.end().await;
+    ended.report("the client's handshake before its hello");
+    assert!(ended.status.success(), "the copy's server failed\n{}", ended.stderr);
+    scene.assert_untouched(&["early.bin"]);
+
+    // A rogue, early; the client, after its hello.
+    let scene = Scene::new();
+    let mut server = scene.serve();
+    let early = tokio::time::timeout(Duration::from_secs(5), server.connect(&rogue)).await;
+    let (_rogue_endpoint, rogue_conn) = early
+        .expect("the handshake waited for the hello")
+        .expect("the rogue's handshake completes, to be judged by the hello");
+    server.hello(&identity);
+    let refused = tokio::time::timeout(Duration::from_secs(5), rogue_conn.closed()).await;
+    let refused = refused.expect("the rogue's connection stayed up after the hello");
+    assert!(refused.to_string().contains("certificate"), "the rogue's refusal: {refused}");
+    let (_endpoint, conn) = server.connect(&identity).await.expect("the right client connects");
+    server.choose_quic();
+    upload(&conn, &scene, "after.bin", &common::data(1 << 20, 6)).await;
+    server.close_channel();
+    let ended = server.end().await;
+    ended.report("a rogue's handshake before the hello");
+    assert!(ended.status.success(), "the copy's server failed\n{}", ended.stderr);
+    scene.assert_untouched(&["after.bin"]);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn malformed_and_oversized_frames_over_quic_are_refused() {
     let cases: [(&str, Vec<u8>, &str); 3] = [

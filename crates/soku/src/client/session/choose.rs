@@ -219,7 +219,8 @@ mod tests {
         )
         .unwrap();
         let port = server.local_addr().unwrap().port();
-        let accepting = tokio::spawn(async move { soku_transport::accept(&server).await });
+        let pin = client_id.fingerprint().into();
+        let accepting = tokio::spawn(async move { soku_transport::accept(&server, &pin).await });
         // 127.0.0.2 is local on Linux but nothing listens there on this port.
         let offer = Offer {
             identity: &client_id,
