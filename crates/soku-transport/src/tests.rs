@@ -423,3 +423,33 @@ async fn random_datagrams_at_the_server_port_change_nothing() {
     let (client, server) = handshake(&p).await;
     exchange(&client.unwrap(), &server.unwrap(), b"still here").await;
 }
+
+/// A client that remembers the path's RTT resends a lost first Initial after three of
+/// it, not after quinn's default of three times 333 ms. The first Initial is lost by
+/// arriving before the server's endpoint is up: a plain socket on the port takes it.
+#[tokio::test]
+async fn a_remembered_rtt_resends_a_lost_first_initial_sooner() {
+    let (s, c) = (Identity::generate().unwrap(), Identity::generate().unwrap());
+    for (expected_rtt, at_least, under) in [
+        (None, Duration::from_millis(900), LIMIT),
+        (Some(Duration::from_millis(20)), Duration::ZERO, Duration::from_millis(600)),
+    ] {
+        let hole = tokio::net::UdpSocket::bind(loopback()).await.unwrap();
+        let addr = hole.local_addr().unwrap();
+        let client_opts = TransportOptions { expected_rtt, ..opts(None) };
+        let (client, _) = client_endpoint(addr, &c, s.fingerprint(), &client_opts).unwrap();
+        let started = std::time::Instant::now();
+        let connecting =
+            tokio::spawn(async move { connect(&client, addr).await.map(|conn| (client, conn)) });
+        let mut first = [0u8; 2048];
+        timed(hole.recv_from(&mut first)).await.unwrap();
+        drop(hole);
+        let pin = ClientPin::from(c.fingerprint());
+        let (server, _) = server_endpoint(addr, &s, pin.clone(), &opts(None)).unwrap();
+        let accepted = timed(accept(&server, &pin)).await.unwrap();
+        let (_client, conn) = timed(connecting).await.unwrap().unwrap();
+        let took = started.elapsed();
+        exchange(&conn, &accepted, b"after a lost Initial").await;
+        assert!(took >= at_least && took < under, "{expected_rtt:?}: connected in {took:?}");
+    }
+}

@@ -304,6 +304,8 @@ async fn copy_until_done(
         remembered: memory.filter(|_| flow == Flow::Up).map(path_memory::remembered),
         background: args.background && flow == Flow::Up,
     });
+    // Our handshake's probe timeouts, whichever way the data goes.
+    transport.expected_rtt = memory.map(|memory| path_memory::remembered(memory).min_rtt);
     let quic_timeout = args.quic_wait();
     let host = remote.as_ref().map_or_else(|| "127.0.0.1".into(), |r| r.host.clone());
     let kept_key = kept_key(&launcher);
