@@ -30,6 +30,7 @@
 //! - `socket.rs`: the UDP socket, its buffers and the [`SocketReport`].
 //! - `config.rs`: [`TransportOptions`], quinn's transport parameters and the congestion
 //!   controller switch.
+//! - `handshake_twice.rs`: a client's handshake datagrams, sent twice.
 //! - `gso.rs`: the socket wrapper that keeps GSO batches within one UDP send.
 //! - `batched_udp.rs` (Linux): quinn's UDP socket, resting between receive batches while
 //!   datagrams stream in, so the receiver wakes once per batch, not per datagram.
@@ -55,6 +56,7 @@ mod config;
 mod endpoint;
 mod error;
 mod gso;
+mod handshake_twice;
 mod identity;
 mod pinning;
 mod plain_udp;
