@@ -8,8 +8,7 @@ use quinn_proto::RandomConnectionIdGenerator;
 use rustls::pki_types::CertificateDer;
 
 use crate::config::{mtu_bound_toward, mtu_upper_bound, transport_config, CONNECTION_ID_LEN};
-use crate::gso::SplitGso;
-use crate::handshake_twice::HandshakeTwice;
+use crate::gso::EndpointSocket;
 use crate::identity::SERVER_NAME;
 use crate::socket::{bind_udp, SocketReport, REQUESTED_BUFFER};
 use crate::tls::{client_crypto, server_crypto};
@@ -117,11 +116,7 @@ fn new_endpoint(
     config.max_udp_payload_size(mtu_bound).map_err(|e| {
         TransportError::Socket(std::io::Error::other(format!("MTU bound {mtu_bound}: {e}")))
     })?;
-    let mut socket: Arc<dyn quinn::AsyncUdpSocket> =
-        Arc::new(SplitGso::new(quinn_socket(socket, report)?));
-    if server.is_none() {
-        socket = Arc::new(HandshakeTwice::new(socket));
-    }
+    let socket = Arc::new(EndpointSocket::new(quinn_socket(socket, report)?, server.is_none()));
     Ok(Endpoint::new_with_abstract_socket(config, server, socket, runtime())?)
 }
 

@@ -1,4 +1,6 @@
-//! Keeping GSO batches within what one UDP send may carry.
+//! The socket a quinn endpoint writes through: GSO batches kept within what one UDP
+//! send may carry, and on a client the handshake datagrams sent twice
+//! (`handshake_twice.rs`).
 //!
 //! quinn hands the socket batches of up to 10 packets of the current path MTU, sent with
 //! one `sendmsg` (GSO). One send carries at most 65 507 bytes of UDP payload (IPv4), so
@@ -17,40 +19,27 @@ use std::task::{Context, Poll};
 use quinn::udp::{RecvMeta, Transmit};
 use quinn::{AsyncUdpSocket, UdpPoller};
 
+use crate::handshake_twice;
+
 /// The most UDP payload one send carries: 65 535 minus the IPv4 and UDP headers (IPv6
 /// allows 20 bytes more; the smaller bound serves both).
 pub(crate) const MAX_SEND_PAYLOAD: usize = 65_535 - 20 - 8;
 
-/// quinn's socket, with oversized GSO batches split into sends that fit.
-pub(crate) struct SplitGso {
+/// quinn's socket, with oversized GSO batches split into sends that fit, and on a
+/// client each handshake datagram sent twice.
+pub(crate) struct EndpointSocket {
     inner: Arc<dyn AsyncUdpSocket>,
+    client: bool,
 }
 
-impl SplitGso {
-    pub(crate) fn new(inner: Arc<dyn AsyncUdpSocket>) -> Self {
-        SplitGso { inner }
-    }
-}
-
-impl fmt::Debug for SplitGso {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("SplitGso").field("inner", &self.inner).finish()
-    }
-}
-
-/// The sends one transmit becomes: whole segments, at most [`MAX_SEND_PAYLOAD`] each.
-/// Only the last segment of a GSO send may be short, and it is the transmit's last.
-fn pieces(contents: &[u8], segment: usize) -> impl Iterator<Item = &[u8]> {
-    let per_send = (MAX_SEND_PAYLOAD / segment.max(1)).max(1) * segment.max(1);
-    contents.chunks(per_send)
-}
-
-impl AsyncUdpSocket for SplitGso {
-    fn create_io_poller(self: Arc<Self>) -> Pin<Box<dyn UdpPoller>> {
-        self.inner.clone().create_io_poller()
+impl EndpointSocket {
+    /// `inner` for a client endpoint (`client`) or a server's.
+    pub(crate) fn new(inner: Arc<dyn AsyncUdpSocket>, client: bool) -> Self {
+        EndpointSocket { inner, client }
     }
 
-    fn try_send(&self, transmit: &Transmit<'_>) -> io::Result<()> {
+    /// Sends `transmit`, split into pieces that fit one send.
+    fn send(&self, transmit: &Transmit<'_>) -> io::Result<()> {
         let segment = match transmit.segment_size {
             Some(segment) if transmit.contents.len() > MAX_SEND_PAYLOAD => segment,
             _ => return self.inner.try_send(transmit),
@@ -66,6 +55,37 @@ impl AsyncUdpSocket for SplitGso {
                 segment_size: (piece.len() > segment).then_some(segment),
                 src_ip: transmit.src_ip,
             })?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for EndpointSocket {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EndpointSocket")
+            .field("inner", &self.inner)
+            .field("client", &self.client)
+            .finish()
+    }
+}
+
+/// The sends one transmit becomes: whole segments, at most [`MAX_SEND_PAYLOAD`] each.
+/// Only the last segment of a GSO send may be short, and it is the transmit's last.
+fn pieces(contents: &[u8], segment: usize) -> impl Iterator<Item = &[u8]> {
+    let per_send = (MAX_SEND_PAYLOAD / segment.max(1)).max(1) * segment.max(1);
+    contents.chunks(per_send)
+}
+
+impl AsyncUdpSocket for EndpointSocket {
+    fn create_io_poller(self: Arc<Self>) -> Pin<Box<dyn UdpPoller>> {
+        self.inner.clone().create_io_poller()
+    }
+
+    fn try_send(&self, transmit: &Transmit<'_>) -> io::Result<()> {
+        self.send(transmit)?;
+        if self.client && handshake_twice::copies(transmit) > 1 {
+            // The first copy left: a second that cannot leave now is not worth a retry.
+            let _ = self.send(transmit);
         }
         Ok(())
     }

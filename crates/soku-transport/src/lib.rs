@@ -30,8 +30,8 @@
 //! - `socket.rs`: the UDP socket, its buffers and the [`SocketReport`].
 //! - `config.rs`: [`TransportOptions`], quinn's transport parameters and the congestion
 //!   controller switch.
-//! - `handshake_twice.rs`: a client's handshake datagrams, sent twice.
-//! - `gso.rs`: the socket wrapper that keeps GSO batches within one UDP send.
+//! - `gso.rs`: the socket a quinn endpoint writes through: GSO batches kept within one
+//!   UDP send, and a client's handshake datagrams sent twice (`handshake_twice.rs`).
 //! - `batched_udp.rs` (Linux): quinn's UDP socket, resting between receive batches while
 //!   datagrams stream in, so the receiver wakes once per batch, not per datagram.
 //! - `reactor.rs` (Linux): descriptors registered with tokio's reactor, and the
