@@ -179,6 +179,25 @@ impl Server {
         (endpoint, conn)
     }
 
+    /// Chooses QUIC, uploads `name` (1 MiB drawn from `seed`) over `conn` and ends the
+    /// channel: the server must end well, with `name` the only file it wrote.
+    async fn serve_one_upload(
+        mut self,
+        conn: &quinn::Connection,
+        scene: &Scene,
+        name: &str,
+        seed: u64,
+        what: &str,
+    ) {
+        self.choose_quic();
+        upload(conn, scene, name, &common::data(1 << 20, seed)).await;
+        self.close_channel();
+        let ended = self.end().await;
+        ended.report(what);
+        assert!(ended.status.success(), "the copy's server failed\n{}", ended.stderr);
+        scene.assert_untouched(&[name]);
+    }
+
     /// Waits (at most [`LIMIT`], then kills it and fails) for the server to end.
     async fn end(mut self) -> Ended {
         let started = Instant::now();
@@ -470,13 +489,8 @@ async fn a_client_with_another_certificate_is_refused_and_the_right_one_served()
     }
     // The client with the announced certificate is served as if nothing happened.
     let (_endpoint, conn) = server.connect(&identity).await.expect("the right client connects");
-    server.choose_quic();
-    upload(&conn, &scene, "after.bin", &common::data(1 << 20, 4)).await;
-    server.close_channel();
-    let ended = server.end().await;
-    ended.report("three rogue certificates, then the right one");
-    assert!(ended.status.success(), "the copy's server failed\n{}", ended.stderr);
-    scene.assert_untouched(&["after.bin"]);
+    let what = "three rogue certificates, then the right one";
+    server.serve_one_upload(&conn, &scene, "after.bin", 4, what).await;
 
     // Only rogues, and a client that says it chose QUIC without connecting: refused
     // within the stall limit, not after QUIC's accept timeout of a minute.
@@ -513,13 +527,8 @@ async fn a_handshake_before_the_hello_is_answered_and_judged_by_the_hello() {
         .expect("the handshake waited for the hello")
         .expect("the handshake completes before the hello");
     server.hello(&identity);
-    server.choose_quic();
-    upload(&conn, &scene, "early.bin", &common::data(1 << 20, 5)).await;
-    server.close_channel();
-    let ended = server.end().await;
-    ended.report("the client's handshake before its hello");
-    assert!(ended.status.success(), "the copy's server failed\n{}", ended.stderr);
-    scene.assert_untouched(&["early.bin"]);
+    let what = "the client's handshake before its hello";
+    server.serve_one_upload(&conn, &scene, "early.bin", 5, what).await;
 
     // A rogue, early; the client, after its hello.
     let scene = Scene::new();
@@ -533,13 +542,8 @@ async fn a_handshake_before_the_hello_is_answered_and_judged_by_the_hello() {
     let refused = refused.expect("the rogue's connection stayed up after the hello");
     assert!(refused.to_string().contains("certificate"), "the rogue's refusal: {refused}");
     let (_endpoint, conn) = server.connect(&identity).await.expect("the right client connects");
-    server.choose_quic();
-    upload(&conn, &scene, "after.bin", &common::data(1 << 20, 6)).await;
-    server.close_channel();
-    let ended = server.end().await;
-    ended.report("a rogue's handshake before the hello");
-    assert!(ended.status.success(), "the copy's server failed\n{}", ended.stderr);
-    scene.assert_untouched(&["after.bin"]);
+    let what = "a rogue's handshake before the hello";
+    server.serve_one_upload(&conn, &scene, "after.bin", 6, what).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
