@@ -170,6 +170,18 @@ impl Server {
         Ok((endpoint, conn))
     }
 
+    /// A QUIC connection presenting `identity` made before any hello: the server must
+    /// complete the handshake without waiting for one.
+    async fn connect_before_hello(
+        &self,
+        identity: &Identity,
+    ) -> (quinn::Endpoint, quinn::Connection) {
+        let early = tokio::time::timeout(Duration::from_secs(5), self.connect(identity)).await;
+        early
+            .expect("the handshake waited for the hello")
+            .expect("the handshake completes before the hello")
+    }
+
     /// The hello, the QUIC connection and the choice: an authenticated client.
     async fn open(&mut self) -> (quinn::Endpoint, quinn::Connection) {
         let identity = Identity::generate().expect("identity");
@@ -522,10 +534,7 @@ async fn a_handshake_before_the_hello_is_answered_and_judged_by_the_hello() {
     // The client itself, early.
     let scene = Scene::new();
     let mut server = scene.serve();
-    let early = tokio::time::timeout(Duration::from_secs(5), server.connect(&identity)).await;
-    let (_endpoint, conn) = early
-        .expect("the handshake waited for the hello")
-        .expect("the handshake completes before the hello");
+    let (_endpoint, conn) = server.connect_before_hello(&identity).await;
     server.hello(&identity);
     let what = "the client's handshake before its hello";
     server.serve_one_upload(&conn, &scene, "early.bin", 5, what).await;
@@ -533,10 +542,7 @@ async fn a_handshake_before_the_hello_is_answered_and_judged_by_the_hello() {
     // A rogue, early; the client, after its hello.
     let scene = Scene::new();
     let mut server = scene.serve();
-    let early = tokio::time::timeout(Duration::from_secs(5), server.connect(&rogue)).await;
-    let (_rogue_endpoint, rogue_conn) = early
-        .expect("the handshake waited for the hello")
-        .expect("the rogue's handshake completes, to be judged by the hello");
+    let (_rogue_endpoint, rogue_conn) = server.connect_before_hello(&rogue).await;
     server.hello(&identity);
     let refused = tokio::time::timeout(Duration::from_secs(5), rogue_conn.closed()).await;
     let refused = refused.expect("the rogue's connection stayed up after the hello");
