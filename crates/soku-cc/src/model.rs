@@ -26,6 +26,9 @@
 //!   becomes the new min RTT. A flow whose min RTT fell an eighth below startup's (it
 //!   started inside another flow's queue) takes its first probe-RTT
 //!   `first_min_rtt_window` after startup, however often new minimums came since.
+//!   A sample within an eighth of the min RTT keeps it as fresh as a new minimum would,
+//!   except in background mode or while the flow shares a shallow queue with a
+//!   loss-based flow (`probe_rtt::confirms_min_rtt`).
 //!
 //! Probe-bw adds the ack-aggregation estimate to its window
 //! (BBR's `extra_acked`, see [`SokuCc::ack_aggregation`]; the estimate restarts when
@@ -198,6 +201,8 @@ mod board;
 mod loss;
 mod probe_rtt;
 mod window;
+
+use probe_rtt::confirms_min_rtt;
 
 /// The window never drops below this many packets.
 const MIN_WINDOW_PACKETS: u64 = 4;
@@ -584,6 +589,10 @@ impl SokuCc {
         }
         if self.min_rtt.is_none_or(|m| rtt <= m) {
             self.min_rtt = Some(rtt);
+            self.min_rtt_stamp = now;
+        } else if self.min_rtt.is_some_and(|m| confirms_min_rtt(m, rtt))
+            && self.near_samples_confirm()
+        {
             self.min_rtt_stamp = now;
         }
         if self.config.background {
