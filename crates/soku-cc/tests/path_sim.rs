@@ -928,8 +928,8 @@ fn at_1s_with_5pct_loss_probe_rtt_takes_a_bounded_share_of_the_time() {
 /// RTT samples come within an eighth of its min RTT whenever its drain round empties the
 /// queue, which shows the min RTT still holds, so it never probes for it (BBR's rule, a
 /// sample at or below the minimum, probed five times here). A path whose RTT grew is
-/// still found by the ten-second window: `on_a_100ms_path_a_longer_rtt_is_taken_within_ten_seconds`
-/// in `tests/model.rs`.
+/// still found by the ten-second window (`tests/model.rs`,
+/// `on_a_100ms_path_a_longer_rtt_is_taken_within_ten_seconds`).
 #[test]
 fn a_lone_flow_near_its_min_rtt_does_not_probe() {
     let mut p = Path::one_bdp(100 * MBIT, 100, 0.01);

@@ -44,7 +44,7 @@ pub(super) fn scaled_min_rtt_window(window: Duration, min_rtt: Duration) -> Dura
 /// meets only by chance once acks are jittered. On the emulator at 100 Mbit/s x 100 ms
 /// with 10 % random loss a lone copy probed every ten seconds anyway, each probe half a
 /// second at 60 Mbit/s; at 1 s x 5 % each probe took about 1.5 s at under half the link.
-/// With this rule neither probed, and the copies gained 1.2-1.5 points of the link
+/// With this rule neither probed, and the copies gained about 1-1.5 points of the link
 /// (`lab/2026-12-01-min-rtt-confirmed`). Flows that keep a queue standing (a deep
 /// buffer's, soku flows draining at different times) see no such sample and probe as
 /// before, and a flow beside a loss-based one in a shallow queue, whose probes also
