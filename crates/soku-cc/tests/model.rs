@@ -618,6 +618,23 @@ fn a_growing_startup_is_not_cut_by_probe_rtt() {
     assert_eq!(after, Some(&Mode::ProbeBw), "probe-RTT in startup: {modes:?}");
 }
 
+/// Time a flow that cruised for 30 rounds at `rtt` takes to adopt `longer` as its min
+/// RTT once every round takes that long (at most 60 s).
+fn time_to_take_a_longer_rtt(rtt: Duration, longer: Duration) -> Duration {
+    let mut d = Driver::new(SokuCcConfig::default());
+    for _ in 0..30 {
+        d.round_taking(rtt, 500, 0, false);
+    }
+    assert_eq!(d.soku().mode(), Mode::ProbeBw);
+    assert_eq!(d.soku().min_rtt(), Some(rtt));
+    let from = d.now;
+    while d.soku().min_rtt() != Some(longer) {
+        assert!(d.now - from < Duration::from_secs(60), "not taken in 60 s");
+        d.round_taking(longer, 500, 0, false);
+    }
+    d.now - from
+}
+
 /// On a 1 s path a longer RTT is still taken up, by the first probe-RTT: the min RTT
 /// of 1 s, last seen as startup ended, expires forty round trips later, and the probe
 /// then sees the path's 1.2 s (`min_rtt_raise_probes` 1): 42 s after the change here,
@@ -625,19 +642,7 @@ fn a_growing_startup_is_not_cut_by_probe_rtt() {
 #[test]
 fn on_a_1s_path_a_longer_rtt_is_taken_after_forty_round_trips() {
     let second = Duration::from_secs(1);
-    let mut d = Driver::new(SokuCcConfig::default());
-    for _ in 0..30 {
-        d.round_taking(second, 500, 0, false);
-    }
-    assert_eq!(d.soku().mode(), Mode::ProbeBw);
-    assert_eq!(d.soku().min_rtt(), Some(second));
-    let longer = Duration::from_millis(1200);
-    let from = d.now;
-    while d.soku().min_rtt() != Some(longer) {
-        assert!(d.now - from < Duration::from_secs(60), "not taken in 60 s");
-        d.round_taking(longer, 500, 0, false);
-    }
-    let took = d.now - from;
+    let took = time_to_take_a_longer_rtt(second, Duration::from_millis(1200));
     println!("1 s path, RTT up to 1.2 s: taken after {took:?}");
     assert!(took > Duration::from_secs(30) && took < Duration::from_secs(45), "{took:?}");
 }
@@ -672,17 +677,7 @@ fn samples_near_the_min_rtt_stand_for_probe_rtt() {
 /// old minimum), the first probe-RTT takes the longer RTT within the ten-second window.
 #[test]
 fn on_a_100ms_path_a_longer_rtt_is_taken_within_ten_seconds() {
-    let mut d = Driver::new(SokuCcConfig::default());
-    for _ in 0..30 {
-        d.round(500, 0, false);
-    }
-    let longer = Duration::from_millis(130);
-    let from = d.now;
-    while d.soku().min_rtt() != Some(longer) {
-        assert!(d.now - from < Duration::from_secs(30), "not taken in 30 s");
-        d.round_taking(longer, 500, 0, false);
-    }
-    let took = d.now - from;
+    let took = time_to_take_a_longer_rtt(RTT, Duration::from_millis(130));
     assert!(took <= Duration::from_millis(11_000), "{took:?}");
 }
 
