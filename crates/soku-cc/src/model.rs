@@ -202,8 +202,6 @@ mod loss;
 mod probe_rtt;
 mod window;
 
-use probe_rtt::confirms_min_rtt;
-
 /// The window never drops below this many packets.
 const MIN_WINDOW_PACKETS: u64 = 4;
 /// A round must lose at least this many packets to count as congested.
@@ -590,10 +588,8 @@ impl SokuCc {
         if self.min_rtt.is_none_or(|m| rtt <= m) {
             self.min_rtt = Some(rtt);
             self.min_rtt_stamp = now;
-        } else if self.min_rtt.is_some_and(|m| confirms_min_rtt(m, rtt))
-            && self.near_samples_confirm()
-        {
-            self.min_rtt_stamp = now;
+        } else {
+            self.confirm_min_rtt(now, rtt);
         }
         if self.config.background {
             if self.base_delay.get().is_none() {

@@ -49,7 +49,7 @@ pub(super) fn scaled_min_rtt_window(window: Duration, min_rtt: Duration) -> Dura
 /// buffer's, soku flows draining at different times) see no such sample and probe as
 /// before, and a flow beside a loss-based one in a shallow queue, whose probes also
 /// re-judge that queue's loss, keeps BBR's rule ([`SokuCc::near_samples_confirm`]).
-pub(super) fn confirms_min_rtt(min_rtt: Duration, rtt: Duration) -> bool {
+fn confirms_min_rtt(min_rtt: Duration, rtt: Duration) -> bool {
     rtt <= min_rtt + min_rtt / 8
 }
 
@@ -67,8 +67,15 @@ impl SokuCc {
     /// the two in four seeds when near samples stood for probes there, and 29-65 % in
     /// all eight with probes as BBR takes them
     /// (`beside_kernel_cubic_with_ack_stalls_soku_takes_30_to_70_pct`).
-    pub(super) fn near_samples_confirm(&self) -> bool {
+    fn near_samples_confirm(&self) -> bool {
         !self.config.background && self.coexist.is_none() && self.queue_loss.top_excess().is_none()
+    }
+
+    /// Refreshes the min RTT's stamp if `rtt`, a sample above the min RTT, confirms it.
+    pub(super) fn confirm_min_rtt(&mut self, now: Instant, rtt: Duration) {
+        if self.min_rtt.is_some_and(|m| confirms_min_rtt(m, rtt)) && self.near_samples_confirm() {
+            self.min_rtt_stamp = now;
+        }
     }
 
     /// Takes the smallest RTT of a probe-RTT phase as the min RTT if it is lower, or if
