@@ -476,8 +476,6 @@ fn run(args: &Args) -> anyhow::Result<Vec<String>> {
             qcp: qcp.as_ref().unwrap_or(&not_selected),
             udp_rate_bps: p.udp_rate,
         };
-        // The tool whose first run per path the time series shows.
-        let shown = matrix::series_tool(&p.tools);
         for &rate in &p.rates {
             let size = matrix::file_size(rate, p.duration, p.size);
             let src = matrix::source_for(work.path(), size)?;
@@ -500,9 +498,8 @@ fn run(args: &Args) -> anyhow::Result<Vec<String>> {
                     match matrix::run_scenario(&sc, &mopts, &src, &log) {
                         Ok(r) => {
                             problems.extend(r.problems);
-                            if let Some(i) = r.rows.iter().position(|x| x.tool == shown.name()) {
-                                series.push((rows.len() + i, r.soku_samples));
-                            }
+                            let first = rows.len();
+                            series.extend(r.series.into_iter().map(|(i, s)| (first + i, s)));
                             rows.extend(r.rows);
                         }
                         Err(e) => problems.push(format!("{sc:?}: {e:#}")),
@@ -748,7 +745,8 @@ fn write_matrix_outputs(
     }
     let ts_dir = p.out.join("timeseries");
     std::fs::create_dir_all(&ts_dir)?;
-    let mut chosen: Option<String> = None;
+    // The README shows one series: the first at 50 ms with 1 % loss, else the first.
+    let mut chosen: Option<(String, bool)> = None;
     for (i, samples) in series {
         let r = &rows[*i];
         let sc = r.scenario;
@@ -765,13 +763,12 @@ fn write_matrix_outputs(
         let events: String =
             r.m.stderr.iter().map(|(t, l)| format!("{:.3} {l}\n", t.as_secs_f64())).collect();
         report::write(&ts_dir, &format!("{stem}.stderr"), &events)?;
-        if chosen.is_none()
-            || (sc.rtt == Duration::from_millis(50) && (sc.loss_pct() - 1.0).abs() < 1e-9)
-        {
-            chosen = Some(stem);
+        let preferred = sc.rtt == Duration::from_millis(50) && (sc.loss_pct() - 1.0).abs() < 1e-9;
+        if chosen.as_ref().is_none_or(|(_, was)| preferred && !was) {
+            chosen = Some((stem, preferred));
         }
     }
-    if let Some(stem) = chosen {
+    if let Some((stem, _)) = chosen {
         let _ = writeln!(
             md,
             "\n### soku over time (Table 7)\n\n![](timeseries/{stem}.svg)\n\nGoodput from soku's \

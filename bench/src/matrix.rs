@@ -183,12 +183,13 @@ pub struct MatrixOpts<'a> {
     pub udp_rate_bps: Option<u64>,
 }
 
-/// Result of one scenario: rows, the soku run's netem samples, and sanity problems.
+/// Result of one scenario: rows, the soku runs' netem samples, and sanity problems.
 pub struct ScenarioResult {
     /// One row per tool run.
     pub rows: Vec<Row>,
-    /// Netem samples of the first run of [`series_tool`] (empty if none ran).
-    pub soku_samples: Samples,
+    /// Netem samples of the first round's run of each tool with a time series
+    /// ([`has_series`]), with the index of its row in `rows`.
+    pub series: Vec<(usize, Samples)>,
     /// Everything that went wrong with the harness itself.
     pub problems: Vec<String>,
 }
@@ -200,11 +201,10 @@ fn from_start(samples: Samples, start: Option<Duration>) -> Samples {
     samples.into_iter().filter_map(|(t, s)| t.checked_sub(start).map(|t| (t, s))).collect()
 }
 
-/// The tool whose run a scenario's time series shows: `soku` when it runs, else the
-/// first of `soku-again` and `soku-next` (`soku-tcp` has no `path_sample` events).
-pub fn series_tool(tools: &[Tool]) -> Tool {
-    let family = [Tool::Soku, Tool::SokuAgain, Tool::SokuNext];
-    family.into_iter().find(|t| tools.contains(t)).unwrap_or(Tool::Soku)
+/// Whether a tool's runs get a time series: soku's QUIC copies, with or without a
+/// path memory or a login before them (`soku-tcp` has no `path_sample` events).
+pub fn has_series(tool: Tool) -> bool {
+    matches!(tool, Tool::Soku | Tool::SokuAgain | Tool::SokuNext)
 }
 
 /// The namespaces' TCP autotuning ceiling (`tcp_rmem`/`tcp_wmem` max), as a host
@@ -273,8 +273,7 @@ pub fn run_scenario(
     let expected = src.size as f64 * 8.0 / sc.rate_bps as f64;
     let timeout = Duration::from_secs_f64(expected * 3.0 + 30.0);
     let mut rows = Vec::new();
-    let mut soku_samples = Vec::new();
-    let shown = series_tool(opts.tools);
+    let mut series = Vec::new();
     let rounds = (1..=opts.repeat.max(1)).flat_map(|run| opts.tools.iter().map(move |&t| (run, t)));
     for (run, tool) in rounds {
         path.flush_tcp_metrics().context("flushing tcp metrics")?;
@@ -325,11 +324,12 @@ pub fn run_scenario(
             after.a_to_b.dropped_loss - before.a_to_b.dropped_loss,
             after.a_to_b.dropped_queue - before.a_to_b.dropped_queue,
         ));
-        // The time series shows the first soku run of the scenario: `soku`'s, or when the
-        // run has no plain `soku` row, the first of `soku-again` / `soku-next`.
-        if run == 1 && tool == shown {
+        // `soku-again` and `soku-next` run untimed copies first: their series starts
+        // with the timed command, as their events do.
+        if run == 1 && has_series(tool) {
             let all = samples.into_inner().unwrap_or_default();
-            soku_samples = from_start(all, m.started.map(|at| at.saturating_duration_since(t0)));
+            let start = m.started.map(|at| at.saturating_duration_since(t0));
+            series.push((rows.len(), from_start(all, start)));
         }
         let row = Row {
             date,
@@ -357,7 +357,7 @@ pub fn run_scenario(
             Status::Skipped(_) => log(&format!("    {}", row.m.status)),
             _ => {
                 log(&format!("    command: {}", row.command));
-                if matches!(tool, Tool::Soku | Tool::SokuAgain | Tool::SokuNext) || tool.is_qcp() {
+                if has_series(tool) || tool.is_qcp() {
                     log(&format!("    {tool} stderr (tail): {}", stderr_tail(&row.m, 8)));
                 }
             }
@@ -383,7 +383,7 @@ pub fn run_scenario(
             problems.push(format!("namespace {n} still exists after teardown"));
         }
     }
-    Ok(ScenarioResult { rows, soku_samples, problems })
+    Ok(ScenarioResult { rows, series, problems })
 }
 
 /// Logins timed per path.
@@ -480,13 +480,13 @@ mod tests {
     }
 
     #[test]
-    fn the_time_series_shows_plain_soku_first_then_the_next_of_its_family() {
-        assert_eq!(series_tool(&[Tool::SokuNext, Tool::Soku, Tool::Scp]), Tool::Soku);
-        assert_eq!(series_tool(&[Tool::Scp, Tool::SokuNext, Tool::SokuAgain]), Tool::SokuAgain);
-        assert_eq!(series_tool(&[Tool::Scp, Tool::SokuNext]), Tool::SokuNext);
-        // No soku row: the scenario's samples are kept for none of them.
-        let none = series_tool(&[Tool::Scp, Tool::Rsync]);
-        assert!(![Tool::Scp, Tool::Rsync].contains(&none));
+    fn every_quic_soku_run_has_a_time_series_and_no_other_tool() {
+        for tool in [Tool::Soku, Tool::SokuAgain, Tool::SokuNext] {
+            assert!(has_series(tool), "{tool}");
+        }
+        for tool in [Tool::SokuTcp, Tool::Scp, Tool::Rsync, Tool::Qcp, Tool::Iperf3Bbr] {
+            assert!(!has_series(tool), "{tool}");
+        }
     }
 
     #[test]
