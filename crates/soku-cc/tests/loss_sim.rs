@@ -636,24 +636,12 @@ fn startup_on_a_long_lossy_path_ends_near_the_link_whatever_the_seed() {
         for loss in [0.10, 0.20] {
             let bdp = 100 * MBIT / 8 * rtt / 1000;
             for seed in 1u64..=8 {
-                let p = Path::one_bdp(100 * MBIT, rtt, loss);
-                let cfg = SokuCcConfig { seed: seed * 7919 + 1, ..SokuCcConfig::default() };
                 let mut ended = None;
-                let mut look = |_: Duration, f: &[(&dyn Controller, u64)]| {
-                    let cc = f[0].0.clone_box().into_any().downcast::<SokuCc>().expect("soku");
+                trace_lone_soku(rtt, loss, seed, 30, |_, cc| {
                     if ended.is_none() && cc.mode() != Mode::Startup {
                         ended = Some(cc.inflight_bound());
                     }
-                };
-                let step = Some((ms(rtt / 4), &mut look as sim::Tracer<'_>));
-                sim::run_traced(
-                    p,
-                    vec![(soku(cfg, &p), Duration::ZERO)],
-                    ms(rtt * 30),
-                    secs(0),
-                    seed,
-                    step,
-                );
+                });
                 match ended {
                     Some(Some(bound)) if bound < bdp / 4 => failed.push(format!(
                         "{rtt} ms {:.0} % seed {seed}: a bound of {} kB",
@@ -672,6 +660,32 @@ fn startup_on_a_long_lossy_path_ends_near_the_link_whatever_the_seed() {
     assert!(failed.is_empty(), "{failed:?}");
 }
 
+/// Runs soku alone for `rounds` round trips of `rtt_ms` over a 100 Mbit/s one-BDP path
+/// losing `loss` at random, showing `look` the controller every quarter round trip.
+fn trace_lone_soku(
+    rtt_ms: u64,
+    loss: f64,
+    seed: u64,
+    rounds: u64,
+    mut look: impl FnMut(Duration, &SokuCc),
+) {
+    let p = Path::one_bdp(100 * MBIT, rtt_ms, loss);
+    let cfg = SokuCcConfig { seed: seed * 7919 + 1, ..SokuCcConfig::default() };
+    let mut tracer = |t: Duration, f: &[(&dyn Controller, u64)]| {
+        let cc = f[0].0.clone_box().into_any().downcast::<SokuCc>().expect("soku");
+        look(t, &cc);
+    };
+    let step = Some((ms(rtt_ms / 4), &mut tracer as sim::Tracer<'_>));
+    sim::run_traced(
+        p,
+        vec![(soku(cfg, &p), Duration::ZERO)],
+        ms(rtt_ms * rounds),
+        secs(0),
+        seed,
+        step,
+    );
+}
+
 /// The loss floor startup leaves behind: its first rounds of 50-100 packets stray far
 /// from the path's loss, and when their least share stood as the floor the first
 /// cruising rounds read random loss as congestion and cut the loss bound under one BDP
@@ -684,27 +698,15 @@ fn random_loss_cuts_no_bound_right_after_startup() {
     for rtt in [300u64, 1000] {
         let bdp = 100 * MBIT / 8 * rtt / 1000;
         for seed in 1u64..=16 {
-            let p = Path::one_bdp(100 * MBIT, rtt, 0.10);
-            let cfg = SokuCcConfig { seed: seed * 7919 + 1, ..SokuCcConfig::default() };
             let (mut ended, mut lowest) = (None, u64::MAX);
-            let mut look = |t: Duration, f: &[(&dyn Controller, u64)]| {
-                let cc = f[0].0.clone_box().into_any().downcast::<SokuCc>().expect("soku");
+            trace_lone_soku(rtt, 0.10, seed, 60, |t, cc| {
                 if ended.is_none() && cc.mode() != Mode::Startup {
                     ended = Some(t);
                 }
                 if ended.is_some_and(|end| t < end + ms(rtt * 20)) {
                     lowest = lowest.min(cc.inflight_bound().unwrap_or(u64::MAX));
                 }
-            };
-            let step = Some((ms(rtt / 4), &mut look as sim::Tracer<'_>));
-            sim::run_traced(
-                p,
-                vec![(soku(cfg, &p), Duration::ZERO)],
-                ms(rtt * 60),
-                secs(0),
-                seed,
-                step,
-            );
+            });
             if lowest < bdp {
                 cut.push(format!("{rtt} ms seed {seed}: {} kB", lowest / 1000));
             }
